@@ -225,12 +225,7 @@ absl::StatusOr<DeviceMesh> DeviceMesh::createWithRanks(
   return DeviceMesh(std::move(shape), std::move(axis_names), std::move(ranks));
 }
 
-absl::StatusOr<DeviceMesh> DeviceMesh::parse(std::string_view spec,
-                                             int64_t world_size) {
-  if (world_size < 1) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("world size ", world_size, " must be at least 1"));
-  }
+absl::StatusOr<DeviceMesh> DeviceMesh::parse(std::string_view spec) {
   if (trimmed(spec, 0).text.empty()) {
     return specError(spec, absl::StrCat("the spec is empty", kSpecHint));
   }
@@ -295,6 +290,17 @@ absl::StatusOr<DeviceMesh> DeviceMesh::parse(std::string_view spec,
   }
   absl::StatusOr<DeviceMesh> mesh = create(std::move(shape), std::move(names));
   if (!mesh.ok()) return specError(spec, mesh.status().message());
+  return mesh;
+}
+
+absl::StatusOr<DeviceMesh> DeviceMesh::parse(std::string_view spec,
+                                             int64_t world_size) {
+  if (world_size < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("world size ", world_size, " must be at least 1"));
+  }
+  absl::StatusOr<DeviceMesh> mesh = parse(spec);
+  if (!mesh.ok()) return mesh.status();
   if (mesh->size() != world_size) {
     return specError(
         spec,

@@ -54,6 +54,9 @@ class DeviceMesh {
   // `world_size`. Errors name the offending token and its 1-based column.
   static absl::StatusOr<DeviceMesh> parse(std::string_view spec,
                                           int64_t world_size);
+  // Like parse(spec, world_size), for ranks 0..N-1 where N is whatever the
+  // product of the spec's sizes is.
+  static absl::StatusOr<DeviceMesh> parse(std::string_view spec);
 
   int64_t ndim() const { return static_cast<int64_t>(shape_.size()); }
   int64_t size() const { return static_cast<int64_t>(ranks_.size()); }

@@ -12,11 +12,12 @@
 #include "absl/status/status.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "mesh/status_matchers.h"
+#include "tests/testing/status_matchers.h"
 
 namespace loom::mesh {
 namespace {
 
+using ::loom::testutil::StatusIs;
 using ::testing::AllOf;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
@@ -388,6 +389,13 @@ TEST(DeviceMeshParseTest, UnnamedFormUsesPositionalNames) {
             DeviceMesh::create({2, 2, 2}, {"d0", "d1", "d2"}).value());
   EXPECT_EQ(DeviceMesh::parse("8", 8).value(),
             DeviceMesh::create({8}, {"d0"}).value());
+}
+
+TEST(DeviceMeshParseTest, WithoutWorldSizeTakesTheProduct) {
+  EXPECT_EQ(DeviceMesh::parse("dp=2,tp=4").value(), mesh2x4());
+  EXPECT_EQ(DeviceMesh::parse("2x2x2").value().size(), 8);
+  EXPECT_THAT(DeviceMesh::parse("dp=2,tp=0").status(),
+              StatusIs(kInvalid, HasSubstr("tp")));
 }
 
 TEST(DeviceMeshParseTest, ToStringOutputParsesBack) {

@@ -11,11 +11,12 @@
 #include "absl/status/status.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "mesh/status_matchers.h"
+#include "tests/testing/status_matchers.h"
 
 namespace loom::mesh {
 namespace {
 
+using ::loom::testutil::StatusIs;
 using ::testing::AllOf;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;

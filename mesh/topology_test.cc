@@ -13,11 +13,12 @@
 #include "gtest/gtest.h"
 #include "mesh/device_mesh.h"
 #include "mesh/device_specs.h"
-#include "mesh/status_matchers.h"
+#include "tests/testing/status_matchers.h"
 
 namespace loom::mesh {
 namespace {
 
+using ::loom::testutil::StatusIs;
 using ::testing::AllOf;
 using ::testing::HasSubstr;
 
