@@ -80,4 +80,5 @@ for tool in /usr/bin/bazel /usr/lib/llvm-22/bin/mlir-tblgen /usr/lib/llvm-22/bin
     exit 1
   fi
 done
-echo "setup: ok ($(bazel --version 2>/dev/null | head -1), $("$CUDA_HOME/bin/nvcc" --version | grep -o 'release [0-9.]*'))"
+echo "setup: ok (bazel-bootstrap $(dpkg-query -W -f='${Version}' bazel-bootstrap)," \
+  "mlir $(dpkg-query -W -f='${Version}' libmlir-22-dev), CUDA $("$CUDA_HOME/bin/nvcc" --version | grep -o 'release [0-9.]*'))"
