@@ -18,4 +18,8 @@ cudaError_t launchSaxpy(int n, float a, const float* x, float* y, cudaStream_t s
   return cudaGetLastError();
 }
 
+cudaError_t saxpyAttributes(cudaFuncAttributes* attributes) {
+  return cudaFuncGetAttributes(attributes, saxpyKernel);
+}
+
 }  // namespace loom::wiring

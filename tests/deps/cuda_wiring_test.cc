@@ -52,6 +52,18 @@ TEST_F(CudaWiringTest, SaxpyKernel) {
   cudaFree(dy);
 }
 
+TEST_F(CudaWiringTest, KernelCarriesSm90BinaryAndPtx) {
+  cudaDeviceProp properties{};
+  ASSERT_CUDA(cudaGetDeviceProperties(&properties, 0));
+  cudaFuncAttributes attributes{};
+  ASSERT_CUDA(loom::wiring::saxpyAttributes(&attributes));
+  EXPECT_EQ(attributes.ptxVersion, 90);
+  // On Hopper the sm_90 SASS is used as is; newer GPUs JIT the PTX.
+  if (properties.major == 9) {
+    EXPECT_EQ(attributes.binaryVersion, 90);
+  }
+}
+
 TEST_F(CudaWiringTest, CublasSgemm) {
   // Column-major 2x2: C = A * B with A = [[1,3],[2,4]], B = identity * 2.
   const std::vector<float> a = {1, 2, 3, 4}, b = {2, 0, 0, 2};
