@@ -1,0 +1,103 @@
+// Tests of the zoo's configurations: parameter counts equal the published
+// model sizes exactly, and bad specs are refused with a clear message.
+#include "planner/models/model_config.h"
+
+#include <cstdint>
+#include <string>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/testing/status_matchers.h"
+
+namespace loom::planner::models {
+namespace {
+
+using ::loom::testutil::StatusIs;
+using ::testing::AllOf;
+using ::testing::HasSubstr;
+
+struct PublishedSize {
+  const char* name;
+  int64_t parameters;
+};
+
+// Exact trainable-parameter counts of the released checkpoints, as Hugging
+// Face transformers' `model.num_parameters()` reports them for
+// openai-community/gpt2{,-medium,-large,-xl} (tied LM head counted once),
+// meta-llama/Llama-2-{7b,13b,70b}-hf, meta-llama/Meta-Llama-3-{8B,70B} and
+// meta-llama/Llama-3.1-405B. The model names round these (124M, 355M, 774M,
+// 1.5B, 7B, 13B, 70B, 8B, 70B, 405B).
+constexpr PublishedSize kPublishedSizes[] = {
+    {"gpt2", 124'439'808},
+    {"gpt2-medium", 354'823'168},
+    {"gpt2-large", 774'030'080},
+    {"gpt2-xl", 1'557'611'200},
+    {"llama2-7b", 6'738'415'616},
+    {"llama2-13b", 13'015'864'320},
+    {"llama2-70b", 68'976'648'192},
+    {"llama3-8b", 8'030'261'248},
+    {"llama3-70b", 70'553'706'496},
+    {"llama3-405b", 405'853'388'800},
+};
+
+TEST(ModelConfigTest, ParameterCountsEqualPublishedSizes) {
+  for (const PublishedSize& expected : kPublishedSizes) {
+    absl::StatusOr<TransformerConfig> config = publishedConfig(expected.name);
+    ASSERT_TRUE(config.ok()) << config.status();
+    EXPECT_TRUE(validateConfig(*config).ok()) << expected.name;
+    EXPECT_EQ(parameterCount(*config), expected.parameters) << expected.name;
+  }
+  EXPECT_EQ(publishedConfigNames().size(), std::size(kPublishedSizes));
+}
+
+TEST(ModelConfigTest, NamesAreCaseInsensitive) {
+  EXPECT_EQ(publishedConfig("Llama3-8B")->hidden, 4096);
+}
+
+TEST(ModelConfigTest, UnknownModelListsKnownOnes) {
+  EXPECT_THAT(publishedConfig("llama4").status(),
+              StatusIs(absl::StatusCode::kNotFound,
+                       AllOf(HasSubstr("'llama4'"), HasSubstr("llama3-8b"), HasSubstr("tiny"))));
+}
+
+TEST(ModelConfigTest, TinySpecSetsFields) {
+  absl::StatusOr<TransformerConfig> config =
+      configFromSpec("tiny:layers=3, hidden=32,heads=4,kv_heads=1,ffn=48,vocab=100,seq=8");
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(config->num_layers, 3);
+  EXPECT_EQ(config->hidden, 32);
+  EXPECT_EQ(config->num_kv_heads, 1);
+  EXPECT_EQ(config->headDim(), 8);
+  // 2 * 100 * 32 + 3 * (2*32 + 2*32*32 + 2*32*8 + 3*32*48) + 32
+  EXPECT_EQ(parameterCount(*config), 6400 + 3 * (64 + 2048 + 512 + 4608) + 32);
+
+  absl::StatusOr<TransformerConfig> gpt = configFromSpec("tiny:family=gpt2,heads=2");
+  ASSERT_TRUE(gpt.ok()) << gpt.status();
+  EXPECT_EQ(gpt->num_kv_heads, 2);
+  EXPECT_EQ(configFromSpec("tiny")->name, "tiny");
+}
+
+TEST(ModelConfigTest, BadTinySpecsNameTheProblem) {
+  EXPECT_THAT(configFromSpec("tiny:depth=2").status(),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       AllOf(HasSubstr("unknown key 'depth'"), HasSubstr("layers"))));
+  EXPECT_THAT(configFromSpec("tiny:layers=two").status(),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("layers='two'")));
+  EXPECT_THAT(configFromSpec("tiny:hidden=30,heads=4").status(),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       AllOf(HasSubstr("hidden 30"), HasSubstr("heads 4"))));
+  EXPECT_THAT(configFromSpec("tiny:heads=4,kv_heads=3").status(),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("kv_heads 3")));
+  EXPECT_THAT(configFromSpec("tiny:layers=0").status(),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("layers must be positive, got 0")));
+  EXPECT_THAT(configFromSpec("tiny:hidden=12,heads=4").status(),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("head dim 3 is odd")));
+  EXPECT_THAT(configFromSpec("tinyx").status(),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("expected ':'")));
+  EXPECT_THAT(configFromSpec("tiny:family=bert").status(),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("'bert'")));
+}
+
+}  // namespace
+}  // namespace loom::planner::models
