@@ -1,0 +1,453 @@
+// Operations of the `dist` dialect. Tensor types are per-rank (local) types:
+// a plan is one SPMD program that every rank of the mesh runs.
+#ifndef LOOM_PLANNER_DIALECT_DIST_IR_DIST_OPS_TD_
+#define LOOM_PLANNER_DIALECT_DIST_IR_DIST_OPS_TD_
+
+include "mlir/IR/CommonAttrConstraints.td"
+include "mlir/IR/CommonTypeConstraints.td"
+include "mlir/IR/SymbolInterfaces.td"
+include "mlir/Interfaces/SideEffectInterfaces.td"
+include "planner/dialect/dist/ir/dist_attrs.td"
+include "planner/dialect/dist/ir/dist_base.td"
+include "planner/dialect/dist/ir/dist_types.td"
+
+// Element types a collective can put on the wire or accumulate in.
+def Dist_ElementTypeAttr
+    : TypeAttrOf<AnyTypeOf<[AnyFloat, AnySignlessInteger]>>;
+def Dist_FloatTensor : StaticShapeTensorOf<[AnyFloat]>;
+
+//===----------------------------------------------------------------------===//
+// Mesh and placement.
+//===----------------------------------------------------------------------===//
+
+def Dist_MeshOp : Dist_Op<"mesh", [Symbol]> {
+  let summary = "an n-d grid of ranks with named axes";
+  let description = [{
+    Declares the device mesh a plan runs on, as `loom::mesh::DeviceMesh`
+    does: one size (at least 1) and one unique identifier-like name per axis,
+    ranks laid out row-major. Collectives and placements refer to it by
+    symbol and to its axes by name.
+
+    ```mlir
+    dist.mesh @mesh shape = [2, 4] axes = ["dp", "tp"]
+    ```
+  }];
+  let arguments = (ins
+    SymbolNameAttr:$sym_name,
+    DenseI64ArrayAttr:$shape,
+    StrArrayAttr:$axes
+  );
+  let assemblyFormat = [{
+    $sym_name `shape` `=` $shape `axes` `=` $axes attr-dict
+  }];
+  let extraClassDeclaration = [{
+    // The size of axis `name`, or nullopt when the mesh has no such axis.
+    std::optional<int64_t> axisSize(::llvm::StringRef name);
+    // "dp=2, tp=4", for diagnostics.
+    std::string describe();
+  }];
+  let hasVerifier = 1;
+}
+
+def Dist_AnnotateOp : Dist_Op<"annotate", [
+    Pure,
+    AllTypesMatch<["input", "result"]>,
+    DeclareOpInterfaceMethods<SymbolUserOpInterface>
+  ]> {
+  let summary = "states which global tensor a local value is a piece of";
+  let description = [{
+    Returns its operand unchanged and records that it is this rank's piece
+    of a tensor of type `global` laid out by `placement`. The verifier checks
+    that the local shape is exactly what the placement gives on the mesh
+    (see `dist.placement` for the padding rule).
+
+    ```mlir
+    dist.mesh @mesh shape = [2, 4] axes = ["dp", "tp"]
+    // An [11, 64] weight: dim 0 padded to 12 and split over dp, dim 1 over tp.
+    %w = dist.annotate %arg0 <@mesh, [shard<0, padded>, shard<1>]>
+        global tensor<11x64xf32> : tensor<6x16xf32>
+    ```
+  }];
+  let arguments = (ins
+    AnyStaticShapeTensor:$input,
+    Dist_PlacementAttr:$placement,
+    TypeAttrOf<AnyStaticShapeTensor>:$global_type
+  );
+  let results = (outs AnyStaticShapeTensor:$result);
+  let assemblyFormat = [{
+    $input $placement `global` $global_type attr-dict `:` type($input)
+  }];
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Collectives. Each exists in a blocking form and as `*_start`, which returns
+// a `!dist.future` for `dist.wait`. They have no `Pure` trait on purpose: the
+// order of communication in a block is the schedule the runtime executes, so
+// CSE, DCE or hoisting must not rewrite it.
+//===----------------------------------------------------------------------===//
+
+class Dist_CollectiveOp<string mnemonic, Type resultType>
+    : Dist_Op<mnemonic, [DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
+  dag meshArgs = (ins FlatSymbolRefAttr:$mesh, StrArrayAttr:$mesh_axes);
+  let results = (outs resultType:$result);
+  let hasVerifier = 1;
+  // The tensor the collective produces, whether returned directly or
+  // carried by a future.
+  let extraClassDeclaration = [{
+    ::mlir::RankedTensorType getResultTensorType() {
+      ::mlir::Type type = getResult().getType();
+      if (auto future = ::llvm::dyn_cast<FutureType>(type))
+        return future.getValueType();
+      return ::llvm::cast<::mlir::RankedTensorType>(type);
+    }
+  }];
+}
+
+class Dist_AllGatherBase<string mnemonic, Type resultType>
+    : Dist_CollectiveOp<mnemonic, resultType> {
+  let arguments = !con(meshArgs, (ins
+    AnyStaticShapeTensor:$input,
+    I64Attr:$gather_dim,
+    UnitAttr:$padded,
+    Dist_ElementTypeAttr:$wire_type
+  ));
+  let assemblyFormat = [{
+    $input `on` $mesh `axes` `=` $mesh_axes `gather_dim` `=` $gather_dim
+    (`padded` $padded^)? `wire` `=` $wire_type
+    attr-dict `:` type($input) `->` qualified(type($result))
+  }];
+}
+
+def Dist_AllGatherOp : Dist_AllGatherBase<"all_gather", AnyStaticShapeTensor> {
+  let summary = "concatenates the shards of a group along one dim";
+  let description = [{
+    Each group of ranks that differ only along `axes` concatenates its
+    operands along `gather_dim`, in the group's row-major rank order over
+    the listed axes, and every rank of the group gets the whole. The operand
+    is converted to `wire` before sending; the result has the wire element
+    type. With `padded`, the concatenation is zero-padded at its end (see
+    `dist.placement`) and the result keeps only its first rows: the result
+    dim must then satisfy `ceil(result / group) == operand`.
+
+    ```mlir
+    %full = dist.all_gather %shard on @mesh axes = ["dp"] gather_dim = 0
+        wire = bf16 : tensor<2x16xf32> -> tensor<4x16xbf16>
+    %trim = dist.all_gather %s on @mesh axes = ["dp"] gather_dim = 0 padded
+        wire = f32 : tensor<3x16xf32> -> tensor<5x16xf32>
+    ```
+  }];
+}
+
+def Dist_AllGatherStartOp
+    : Dist_AllGatherBase<"all_gather_start", Dist_FutureType> {
+  let summary = "starts a `dist.all_gather` without waiting for it";
+  let description = [{
+    The asynchronous form of `dist.all_gather`, with the same operands,
+    attributes and rules; its future must be consumed by exactly one
+    `dist.wait` in the same block.
+
+    ```mlir
+    %f = dist.all_gather_start %shard on @mesh axes = ["dp"] gather_dim = 0
+        wire = bf16 : tensor<2x16xf32> -> !dist.future<tensor<4x16xbf16>>
+    %full = dist.wait %f : !dist.future<tensor<4x16xbf16>>
+    ```
+  }];
+}
+
+class Dist_ReduceScatterBase<string mnemonic, Type resultType>
+    : Dist_CollectiveOp<mnemonic, resultType> {
+  let arguments = !con(meshArgs, (ins
+    AnyStaticShapeTensor:$input,
+    I64Attr:$scatter_dim,
+    UnitAttr:$padded,
+    Dist_ReductionKind:$reduction,
+    Dist_ElementTypeAttr:$wire_type,
+    Dist_ElementTypeAttr:$accum_type
+  ));
+  let assemblyFormat = [{
+    $input `on` $mesh `axes` `=` $mesh_axes `scatter_dim` `=` $scatter_dim
+    (`padded` $padded^)? `reduction` `=` $reduction `wire` `=` $wire_type
+    `accum` `=` $accum_type attr-dict `:` type($input) `->`
+    qualified(type($result))
+  }];
+}
+
+def Dist_ReduceScatterOp
+    : Dist_ReduceScatterBase<"reduce_scatter", AnyStaticShapeTensor> {
+  let summary = "reduces across a group and splits the result along one dim";
+  let description = [{
+    Each group of ranks that differ only along `axes` reduces its operands
+    element-wise with `reduction`, then rank `i` of the group keeps chunk `i`
+    of the result along `scatter_dim`. Values travel as `wire` and are
+    accumulated as `accum`; the result element type is one of the two.
+    With `padded`, the operand is zero-padded at the end of `scatter_dim` to
+    a multiple of the group size first, so the result dim is
+    `ceil(operand / group)`.
+
+    ```mlir
+    %g = dist.reduce_scatter %grad on @mesh axes = ["dp"] scatter_dim = 0
+        reduction = sum wire = bf16 accum = f32
+        : tensor<8x16xbf16> -> tensor<4x16xf32>
+    ```
+  }];
+}
+
+def Dist_ReduceScatterStartOp
+    : Dist_ReduceScatterBase<"reduce_scatter_start", Dist_FutureType> {
+  let summary = "starts a `dist.reduce_scatter` without waiting for it";
+  let description = [{
+    The asynchronous form of `dist.reduce_scatter`; its future must be
+    consumed by exactly one `dist.wait` in the same block.
+
+    ```mlir
+    %f = dist.reduce_scatter_start %grad on @mesh axes = ["dp"]
+        scatter_dim = 0 reduction = sum wire = bf16 accum = f32
+        : tensor<8x16xbf16> -> !dist.future<tensor<4x16xf32>>
+    ```
+  }];
+}
+
+class Dist_AllReduceBase<string mnemonic, Type resultType>
+    : Dist_CollectiveOp<mnemonic, resultType> {
+  let arguments = !con(meshArgs, (ins
+    AnyStaticShapeTensor:$input,
+    Dist_ReductionKind:$reduction,
+    Dist_ElementTypeAttr:$wire_type,
+    Dist_ElementTypeAttr:$accum_type
+  ));
+  let assemblyFormat = [{
+    $input `on` $mesh `axes` `=` $mesh_axes `reduction` `=` $reduction
+    `wire` `=` $wire_type `accum` `=` $accum_type attr-dict `:` type($input)
+    `->` qualified(type($result))
+  }];
+}
+
+def Dist_AllReduceOp
+    : Dist_AllReduceBase<"all_reduce", AnyStaticShapeTensor> {
+  let summary = "reduces across a group; every rank gets the whole result";
+  let description = [{
+    Each group of ranks that differ only along `axes` reduces its operands
+    element-wise with `reduction`. Shapes are unchanged; values travel as
+    `wire`, accumulate as `accum`, and the result element type is one of
+    the two.
+
+    ```mlir
+    %y = dist.all_reduce %partial on @mesh axes = ["tp"] reduction = sum
+        wire = bf16 accum = f32 : tensor<4x16xbf16> -> tensor<4x16xf32>
+    ```
+  }];
+}
+
+def Dist_AllReduceStartOp
+    : Dist_AllReduceBase<"all_reduce_start", Dist_FutureType> {
+  let summary = "starts a `dist.all_reduce` without waiting for it";
+  let description = [{
+    The asynchronous form of `dist.all_reduce`; its future must be consumed
+    by exactly one `dist.wait` in the same block.
+
+    ```mlir
+    %f = dist.all_reduce_start %partial on @mesh axes = ["tp"]
+        reduction = sum wire = f32 accum = f32
+        : tensor<4x16xf32> -> !dist.future<tensor<4x16xf32>>
+    ```
+  }];
+}
+
+class Dist_AllToAllBase<string mnemonic, Type resultType>
+    : Dist_CollectiveOp<mnemonic, resultType> {
+  let arguments = !con(meshArgs, (ins
+    AnyStaticShapeTensor:$input,
+    I64Attr:$split_dim,
+    I64Attr:$concat_dim,
+    Dist_ElementTypeAttr:$wire_type
+  ));
+  let assemblyFormat = [{
+    $input `on` $mesh `axes` `=` $mesh_axes `split_dim` `=` $split_dim
+    `concat_dim` `=` $concat_dim `wire` `=` $wire_type attr-dict `:`
+    type($input) `->` qualified(type($result))
+  }];
+}
+
+def Dist_AllToAllOp : Dist_AllToAllBase<"all_to_all", AnyStaticShapeTensor> {
+  let summary = "splits along one dim, exchanges, concatenates along another";
+  let description = [{
+    Within each group of ranks that differ only along `axes`, rank `i` splits
+    its operand into `group` equal chunks along `split_dim` and sends chunk
+    `j` to rank `j`; each rank concatenates what it receives along
+    `concat_dim` in rank order. The result has the wire element type.
+
+    ```mlir
+    %y = dist.all_to_all %x on @mesh axes = ["tp"] split_dim = 1
+        concat_dim = 0 wire = f32 : tensor<4x16xf32> -> tensor<16x4xf32>
+    ```
+  }];
+}
+
+def Dist_AllToAllStartOp
+    : Dist_AllToAllBase<"all_to_all_start", Dist_FutureType> {
+  let summary = "starts a `dist.all_to_all` without waiting for it";
+  let description = [{
+    The asynchronous form of `dist.all_to_all`; its future must be consumed
+    by exactly one `dist.wait` in the same block.
+
+    ```mlir
+    %f = dist.all_to_all_start %x on @mesh axes = ["tp"] split_dim = 1
+        concat_dim = 0 wire = f32
+        : tensor<4x16xf32> -> !dist.future<tensor<16x4xf32>>
+    ```
+  }];
+}
+
+def Dist_WaitOp : Dist_Op<"wait", [
+    TypesMatchWith<"result type is the tensor type the future carries",
+                   "future", "result",
+                   "::llvm::cast<FutureType>($_self).getValueType()">
+  ]> {
+  let summary = "blocks until a started collective is done; yields its result";
+  let description = [{
+    Consumes the future of a `dist.*_start` op in the same block. Each
+    future is waited on exactly once.
+
+    ```mlir
+    %full = dist.wait %f : !dist.future<tensor<4x16xbf16>>
+    ```
+  }];
+  let arguments = (ins Dist_FutureType:$future);
+  let results = (outs AnyStaticShapeTensor:$result);
+  let assemblyFormat = "$future attr-dict `:` qualified(type($future))";
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Buffers and the optimizer.
+//===----------------------------------------------------------------------===//
+
+def Dist_FreeOp : Dist_Op<"free"> {
+  let summary = "ends the lifetime of a buffer";
+  let description = [{
+    The runtime may reuse the memory of `buffer` after this point (e.g. a
+    gathered FSDP parameter after its last use). The value must not be used
+    after the free, nor freed twice.
+
+    ```mlir
+    dist.free %full : tensor<4x16xbf16>
+    ```
+  }];
+  let arguments = (ins AnyStaticShapeTensor:$buffer);
+  let assemblyFormat = "$buffer attr-dict `:` type($buffer)";
+  let hasVerifier = 1;
+}
+
+def Dist_BucketOp : Dist_Op<"bucket", [Pure]> {
+  let summary = "packs several tensors into one flat buffer";
+  let description = [{
+    The result is a 1-d buffer made of `chunks` equal consecutive segments
+    (default 1). Each input is split into `chunks` equal parts along dim 0,
+    and part `r` is copied, flattened, to `offsets[i]` within segment `r`.
+    Inputs may not overlap; gaps (for alignment) are left undefined. With
+    `chunks` equal to a group size, a `dist.reduce_scatter` of the bucket
+    along dim 0 leaves rank `r` segment `r`: its shard of every input.
+
+    ```mlir
+    %b = dist.bucket %w, %bias offsets = [0, 128]
+        : tensor<8x16xf32>, tensor<64xf32> -> tensor<192xf32>
+    %g = dist.bucket %gw, %gb offsets = [0, 32] chunks = 4
+        : tensor<8x16xf32>, tensor<64xf32> -> tensor<192xf32>
+    ```
+  }];
+  let arguments = (ins
+    Variadic<AnyStaticShapeTensor>:$inputs,
+    DenseI64ArrayAttr:$offsets,
+    DefaultValuedAttr<I64Attr, "1">:$chunks
+  );
+  let results = (outs AnyStaticShapeTensor:$result);
+  let assemblyFormat = [{
+    $inputs `offsets` `=` $offsets (`chunks` `=` $chunks^)? attr-dict `:`
+    type($inputs) `->` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
+def Dist_UnbucketOp : Dist_Op<"unbucket", [Pure]> {
+  let summary = "reads tensors back out of a flat buffer";
+  let description = [{
+    The inverse of `dist.bucket`, with the same layout rule: result `i` is
+    assembled along dim 0 from `chunks` parts, part `r` read at `offsets[i]`
+    of segment `r`. After a `dist.all_gather` of a bucket along dim 0,
+    `chunks` equal to the group size gives back every whole tensor.
+
+    ```mlir
+    %full = dist.all_gather %b on @mesh axes = ["dp"] gather_dim = 0
+        wire = f32 : tensor<48xf32> -> tensor<192xf32>
+    %w, %bias = dist.unbucket %full offsets = [0, 32] chunks = 4
+        : tensor<192xf32> -> tensor<8x16xf32>, tensor<64xf32>
+    ```
+  }];
+  let arguments = (ins
+    AnyStaticShapeTensor:$input,
+    DenseI64ArrayAttr:$offsets,
+    DefaultValuedAttr<I64Attr, "1">:$chunks
+  );
+  let results = (outs Variadic<AnyStaticShapeTensor>:$results);
+  let assemblyFormat = [{
+    $input `offsets` `=` $offsets (`chunks` `=` $chunks^)? attr-dict `:`
+    type($input) `->` type($results)
+  }];
+  let hasVerifier = 1;
+}
+
+def Dist_OptimizerStepOp : Dist_Op<"optimizer_step", [
+    AllTypesMatch<["param", "new_param"]>,
+    AllTypesMatch<["exp_avg", "new_exp_avg"]>,
+    AllTypesMatch<["exp_avg_sq", "new_exp_avg_sq"]>
+  ]> {
+  let summary = "one AdamW update of a (local shard of a) parameter";
+  let description = [{
+    Decoupled weight decay Adam (Loshchilov & Hutter), as PyTorch's
+    `torch.optim.AdamW` with `amsgrad=False`: with `t = step` (1 on the first
+    update),
+
+        m = beta1 * exp_avg + (1 - beta1) * grad
+        v = beta2 * exp_avg_sq + (1 - beta2) * grad^2
+        p = param * (1 - lr * weight_decay)
+            - lr * (m / (1 - beta1^t)) / (sqrt(v / (1 - beta2^t)) + eps)
+
+    All four tensors must have the same shape; the grad may have another
+    float element type (it is converted). Returns the new param, exp_avg and
+    exp_avg_sq, of the operands' types.
+
+    ```mlir
+    %p1, %m1, %v1 = dist.optimizer_step %p, %g, %m, %v step %t
+        lr = 1.0e-03 betas = (0.9, 0.999) eps = 1.0e-08 weight_decay = 0.01
+        : tensor<4x16xf32>, tensor<4x16xbf16>, tensor<4x16xf32>,
+          tensor<4x16xf32>
+    ```
+  }];
+  let arguments = (ins
+    Dist_FloatTensor:$param,
+    Dist_FloatTensor:$grad,
+    Dist_FloatTensor:$exp_avg,
+    Dist_FloatTensor:$exp_avg_sq,
+    I64:$step,
+    F64Attr:$lr,
+    F64Attr:$beta1,
+    F64Attr:$beta2,
+    F64Attr:$eps,
+    F64Attr:$weight_decay
+  );
+  let results = (outs
+    Dist_FloatTensor:$new_param,
+    Dist_FloatTensor:$new_exp_avg,
+    Dist_FloatTensor:$new_exp_avg_sq
+  );
+  let assemblyFormat = [{
+    $param `,` $grad `,` $exp_avg `,` $exp_avg_sq `step` $step
+    `lr` `=` $lr `betas` `=` `(` $beta1 `,` $beta2 `)` `eps` `=` $eps
+    `weight_decay` `=` $weight_decay attr-dict `:` type($param) `,`
+    type($grad) `,` type($exp_avg) `,` type($exp_avg_sq)
+  }];
+  let hasVerifier = 1;
+}
+
+#endif  // LOOM_PLANNER_DIALECT_DIST_IR_DIST_OPS_TD_

@@ -1,0 +1,180 @@
+// Checks the reference kernels against values worked out by hand (or with an
+// independent script) from the formulas in nn_ops.td. The backward kernels
+// are checked against finite differences in nn_vjp_test.cc.
+#include "planner/dialect/nn/eval/reference_kernels.h"
+
+#include <cmath>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace loom::planner::nn::eval {
+namespace {
+
+using ::testing::DoubleNear;
+using ::testing::ElementsAre;
+using ::testing::Pointwise;
+
+constexpr double kTolerance = 1e-12;
+
+MATCHER(Near, "") {
+  return std::abs(std::get<0>(arg) - std::get<1>(arg)) <= kTolerance;
+}
+
+TEST(ReferenceKernelsTest, EmbeddingCopiesRows) {
+  const Tensor table({3, 2}, {0, 1, 10, 11, 20, 21});
+  const Tensor result = embedding(Tensor({2}, {2, 0}), table);
+  EXPECT_THAT(result.shape, ElementsAre(2, 2));
+  EXPECT_THAT(result.values, ElementsAre(20, 21, 0, 1));
+}
+
+TEST(ReferenceKernelsTest, LinearAddsBiasToEachRow) {
+  const Tensor input({2, 2}, {1, 2, 3, 4});
+  const Tensor weight({2, 3}, {1, 0, 1, 0, 1, 1});
+  const Tensor bias({3}, {10, 20, 30});
+  const Tensor result = linear(input, weight, &bias);
+  EXPECT_THAT(result.shape, ElementsAre(2, 3));
+  EXPECT_THAT(result.values, ElementsAre(11, 22, 33, 13, 24, 37));
+}
+
+TEST(ReferenceKernelsTest, MatmulLayouts) {
+  const Tensor a({2, 2}, {1, 2, 3, 4});
+  const Tensor b({2, 2}, {5, 6, 7, 8});
+  // A B, A B^T and A^T B.
+  EXPECT_THAT(matmul(a, b, false, false).values, ElementsAre(19, 22, 43, 50));
+  EXPECT_THAT(matmul(a, b, false, true).values, ElementsAre(17, 23, 39, 53));
+  EXPECT_THAT(matmul(a, b, true, false).values, ElementsAre(26, 30, 38, 44));
+}
+
+TEST(ReferenceKernelsTest, TransposeLhsContractsAllLeadingDims) {
+  const Tensor a({2, 1, 2}, {1, 2, 3, 4});
+  const Tensor b({2, 1, 1}, {1, 10});
+  const Tensor result = matmul(a, b, true, false);
+  EXPECT_THAT(result.shape, ElementsAre(2, 1));
+  EXPECT_THAT(result.values, ElementsAre(31, 42));
+}
+
+TEST(ReferenceKernelsTest, RmsNorm) {
+  const Tensor result =
+      rmsNorm(Tensor({1, 4}, {1, 2, 3, 4}), Tensor({4}, {1, 1, 1, 2}), 1e-5);
+  EXPECT_THAT(
+      result.values,
+      Pointwise(Near(), std::vector<double>{
+                            0.3651481282381064, 0.7302962564762128,
+                            1.0954443847143192, 2 * 1.4605925129524255}));
+}
+
+TEST(ReferenceKernelsTest, LayerNormUsesBiasedVariance) {
+  const Tensor result =
+      layerNorm(Tensor({1, 4}, {1, 2, 3, 4}), Tensor({4}, {1, 1, 1, 1}),
+                Tensor({4}, {0, 0, 0, 1}), 1e-5);
+  EXPECT_THAT(
+      result.values,
+      Pointwise(Near(), std::vector<double>{
+                            -1.3416354199689269, -0.447211806656309,
+                            0.447211806656309, 1 + 1.3416354199689269}));
+}
+
+TEST(ReferenceKernelsTest, RopeRotatesHalvesByPosition) {
+  // Position 0 is not rotated; position 1 rotates pair i by 100^(-2i/4).
+  const Tensor input({1, 2, 1, 4}, {1, 2, 3, 4, 1, 2, 3, 4});
+  const Tensor result = rope(input, 100.0, false);
+  EXPECT_THAT(
+      result.values,
+      Pointwise(Near(), std::vector<double>{
+                            1, 2, 3, 4, -1.9841106485555495, 1.590674663968739,
+                            2.4623779024123156, 4.17968349440576}));
+  EXPECT_THAT(rope(result, 100.0, true).values,
+              Pointwise(Near(), input.values));
+}
+
+TEST(ReferenceKernelsTest, AttentionIsCausalAndScaled) {
+  const Tensor query({1, 2, 1, 2}, {1, 0, 0, 1});
+  const Tensor key({1, 2, 1, 2}, {1, 0, 1, 1});
+  const Tensor value({1, 2, 1, 2}, {1, 2, 3, 4});
+  // Query 0 sees key 0 only; query 1 weighs both with softmax(q.k / sqrt(2)).
+  EXPECT_THAT(attention(query, key, value).values,
+              Pointwise(Near(), std::vector<double>{1, 2, 2.3395230986533138,
+                                                    3.3395230986533138}));
+}
+
+TEST(ReferenceKernelsTest, GroupedQueryAttentionRepeatsKvHeads) {
+  // Two query heads share one kv head: with equal queries they agree.
+  const Tensor query({1, 2, 2, 2}, {1, 0, 1, 0, 0, 1, 0, 1});
+  const Tensor key({1, 2, 1, 2}, {1, 0, 1, 1});
+  const Tensor value({1, 2, 1, 2}, {1, 2, 3, 4});
+  EXPECT_THAT(
+      attention(query, key, value).values,
+      Pointwise(Near(), std::vector<double>{
+                            1, 2, 1, 2, 2.3395230986533138, 3.3395230986533138,
+                            2.3395230986533138, 3.3395230986533138}));
+}
+
+TEST(ReferenceKernelsTest, Activations) {
+  EXPECT_THAT(silu(Tensor({2}, {1, -2})).values,
+              Pointwise(Near(), std::vector<double>{0.7310585786300049,
+                                                    -0.2384058440442351}));
+  EXPECT_THAT(gelu(Tensor({2}, {1, -0.5})).values,
+              Pointwise(Near(), std::vector<double>{0.8411919906082768,
+                                                    -0.15428599017485606}));
+}
+
+TEST(ReferenceKernelsTest, ElementwiseAddAndMul) {
+  const Tensor a({2}, {1, 2});
+  const Tensor b({2}, {3, 5});
+  EXPECT_THAT(add(a, b).values, ElementsAre(4, 7));
+  EXPECT_THAT(mul(a, b).values, ElementsAre(3, 10));
+}
+
+TEST(ReferenceKernelsTest, SoftmaxPerRow) {
+  EXPECT_THAT(
+      softmax(Tensor({2, 3}, {1, 2, 3, 0, 0, 0})).values,
+      Pointwise(Near(), std::vector<double>{
+                            0.09003057317038046, 0.24472847105479767,
+                            0.6652409557748219, 1.0 / 3, 1.0 / 3, 1.0 / 3}));
+}
+
+TEST(ReferenceKernelsTest, TransposeAndReshape) {
+  const Tensor input({2, 3}, {0, 1, 2, 3, 4, 5});
+  const Tensor transposed = transpose(input, {1, 0});
+  EXPECT_THAT(transposed.shape, ElementsAre(3, 2));
+  EXPECT_THAT(transposed.values, ElementsAre(0, 3, 1, 4, 2, 5));
+  const Tensor reshaped = reshape(input, {3, 2});
+  EXPECT_THAT(reshaped.shape, ElementsAre(3, 2));
+  EXPECT_THAT(reshaped.values, ElementsAre(0, 1, 2, 3, 4, 5));
+}
+
+TEST(ReferenceKernelsTest, CrossEntropyIsTheMeanOverTokens) {
+  const Tensor logits({2, 3}, {1, 2, 3, 1, 1, 1});
+  const Tensor loss = crossEntropy(logits, Tensor({2}, {2, 0}));
+  EXPECT_TRUE(loss.shape.empty());
+  EXPECT_THAT(loss.values,
+              ElementsAre(DoubleNear(0.7531091265562448, kTolerance)));
+}
+
+TEST(ReferenceKernelsTest, EmbeddingGradScatterAddsRepeatedIds) {
+  const Tensor result =
+      embeddingGrad(Tensor({3}, {1, 1, 0}), Tensor({3, 1}, {1, 2, 4}), 3);
+  EXPECT_THAT(result.shape, ElementsAre(3, 1));
+  EXPECT_THAT(result.values, ElementsAre(4, 3, 0));
+}
+
+TEST(ReferenceKernelsTest, ReduceSumDropsTheSummedDims) {
+  const Tensor input({2, 2, 2}, {1, 2, 3, 4, 5, 6, 7, 8});
+  const Tensor inner = reduceSum(input, {0, 1});
+  EXPECT_THAT(inner.shape, ElementsAre(2));
+  EXPECT_THAT(inner.values, ElementsAre(16, 20));
+  const Tensor middle = reduceSum(input, {1});
+  EXPECT_THAT(middle.shape, ElementsAre(2, 2));
+  EXPECT_THAT(middle.values, ElementsAre(4, 6, 12, 14));
+}
+
+TEST(ReferenceKernelsTest, CrossEntropyGradIsScaledSoftmaxMinusOneHot) {
+  const Tensor grad = crossEntropyGrad(Tensor({1, 2}, {0, 0}), Tensor({1}, {1}),
+                                       Tensor({}, {2}), 0.5);
+  EXPECT_THAT(grad.values, Pointwise(Near(), std::vector<double>{0.5, -0.5}));
+}
+
+}  // namespace
+}  // namespace loom::planner::nn::eval

@@ -1,0 +1,25 @@
+// Registration of the planner's dialects and passes.
+#include "planner/register.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/DialectRegistry.h"
+#include "mlir/Transforms/Passes.h"
+#include "planner/dialect/dist/ir/dist_dialect.h"
+#include "planner/dialect/nn/ir/nn_dialect.h"
+
+namespace loom::planner {
+
+void registerAllDialects(mlir::DialectRegistry& registry) {
+  registry.insert<mlir::func::FuncDialect>();
+  registry.insert<nn::NnDialect>();
+  registry.insert<dist::DistDialect>();
+}
+
+void registerAllPasses() {
+  // The upstream clean-ups planner pipelines run between their own passes.
+  mlir::registerCanonicalizerPass();
+  mlir::registerCSEPass();
+  mlir::registerSymbolDCEPass();
+}
+
+}  // namespace loom::planner
