@@ -58,7 +58,7 @@ std::string_view dtypeName(DType dtype) {
 
 absl::StatusOr<DType> dtypeFromName(std::string_view name) {
   for (DType dtype : kAllDTypes) {
-    if (std::string(dtypeName(dtype)) == name) return dtype;
+    if (dtypeName(dtype) == name) return dtype;
   }
   return invalidArgumentError(absl::StrCat(
       "unknown dtype '", std::string(name), "'; known dtypes are f32, f64, f16, bf16, i8, u8, "
