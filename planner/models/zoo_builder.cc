@@ -1,0 +1,277 @@
+// Emits the `nn` graphs of the model zoo: GPT-2 (pre-LayerNorm, learned
+// positions, GELU MLP, tied LM head) and Llama (RMSNorm, rotary GQA
+// attention, SwiGLU MLP, untied output), with checkpoint parameter names.
+#include "planner/models/zoo_builder.h"
+
+#include <cctype>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "llvm/ADT/SmallVector.h"
+#include "llvm/Support/raw_ostream.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Block.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinAttributes.h"
+#include "mlir/IR/BuiltinTypes.h"
+#include "mlir/IR/Location.h"
+#include "mlir/IR/Value.h"
+#include "planner/dialect/nn/ir/nn_dialect.h"
+#include "planner/dialect/nn/ir/nn_ops.h"
+
+namespace loom::planner::models {
+namespace {
+
+using mlir::Value;
+
+// Builds the body of the model function into a detached block and collects
+// the argument list as it goes, so parameters are declared where they are
+// first used and the function is created once with its final signature.
+class GraphEmitter {
+ public:
+  GraphEmitter(mlir::MLIRContext& context, const TransformerConfig& config, const BatchShape& shape,
+               mlir::Type element_type)
+      : builder_(&context),
+        config_(config),
+        shape_(shape),
+        element_type_(element_type),
+        block_(std::make_unique<mlir::Block>()) {
+    builder_.setInsertionPointToEnd(block_.get());
+  }
+
+  // A non-parameter argument: token ids, labels, position ids.
+  Value input(llvm::StringRef name, mlir::Type type) {
+    arg_attrs_.push_back(builder_.getDictionaryAttr({}));
+    return block_->addArgument(type, loc(name));
+  }
+
+  // A parameter argument named after its checkpoint tensor.
+  Value param(const std::string& name, llvm::ArrayRef<int64_t> shape) {
+    mlir::MLIRContext* context = builder_.getContext();
+    arg_attrs_.push_back(builder_.getDictionaryAttr({
+        builder_.getNamedAttr(nn::NnDialect::kParamAttrName, mlir::UnitAttr::get(context)),
+        builder_.getNamedAttr(nn::NnDialect::kNameAttrName, builder_.getStringAttr(name)),
+    }));
+    return block_->addArgument(mlir::RankedTensorType::get(shape, element_type_), loc(name));
+  }
+
+  mlir::Location loc(llvm::StringRef name) {
+    return mlir::NameLoc::get(builder_.getStringAttr(name));
+  }
+
+  // [batch, seq, ...dims] activations and ids.
+  mlir::RankedTensorType tokens(llvm::ArrayRef<int64_t> dims, mlir::Type element) const {
+    llvm::SmallVector<int64_t> shape = {shape_.batch, shape_.seq};
+    shape.append(dims.begin(), dims.end());
+    return mlir::RankedTensorType::get(shape, element);
+  }
+
+  Value linear(const std::string& at, Value x, Value weight, Value bias = nullptr) {
+    return nn::LinearOp::create(builder_, loc(at), x, weight, bias);
+  }
+
+  // [B, S, heads * D] -> [B, S, heads, D] and back.
+  Value splitHeads(const std::string& at, Value x, int64_t heads) {
+    return nn::ReshapeOp::create(builder_, loc(at),
+                                 tokens({heads, config_.headDim()}, element_type_), x);
+  }
+  Value mergeHeads(const std::string& at, Value x) {
+    return nn::ReshapeOp::create(builder_, loc(at), tokens({config_.hidden}, element_type_), x);
+  }
+
+  mlir::OpBuilder& builder() { return builder_; }
+  mlir::FloatAttr f64(double value) { return builder_.getF64FloatAttr(value); }
+
+  // Returns `loss` and wraps the block into the model function of `module`.
+  void finish(mlir::ModuleOp module, Value loss) {
+    mlir::func::ReturnOp::create(builder_, loc("loss"), loss);
+    builder_.setInsertionPointToEnd(module.getBody());
+    const auto type = builder_.getFunctionType(block_->getArgumentTypes(), {loss.getType()});
+    auto func =
+        mlir::func::FuncOp::create(builder_, loc(config_.name), modelFunctionName(config_), type,
+                                   /*attrs=*/{}, arg_attrs_);
+    func.getBody().push_back(block_.release());
+  }
+
+ private:
+  mlir::OpBuilder builder_;
+  const TransformerConfig& config_;
+  const BatchShape& shape_;
+  mlir::Type element_type_;
+  std::unique_ptr<mlir::Block> block_;
+  llvm::SmallVector<mlir::DictionaryAttr> arg_attrs_;
+};
+
+// Hugging Face `GPT2LMHeadModel`. Its Conv1D weights are stored [in, out],
+// the layout nn.linear takes, so they map to arguments unchanged. nn has no
+// slice op, so the fused c_attn projection is declared as three column
+// blocks (query, key, value), each named after the slice of the checkpoint
+// tensor it is, e.g. "transformer.h.0.attn.c_attn.weight[:, 768:1536]".
+Value emitGpt2(GraphEmitter& e, const TransformerConfig& c, Value input_ids, Value position_ids,
+               Value labels) {
+  mlir::OpBuilder& b = e.builder();
+  const int64_t h = c.hidden;
+  const double eps = c.norm_eps;
+  const Value wte = e.param("transformer.wte.weight", {c.vocab, h});
+  const Value wpe = e.param("transformer.wpe.weight", {c.max_seq, h});
+  const Value tok = nn::EmbeddingOp::create(b, e.loc("transformer.wte"), input_ids, wte);
+  const Value pos = nn::EmbeddingOp::create(b, e.loc("transformer.wpe"), position_ids, wpe);
+  Value x = nn::AddOp::create(b, e.loc("transformer.wpe"), tok, pos);
+  for (int64_t layer = 0; layer < c.num_layers; ++layer) {
+    const std::string p = absl::StrCat("transformer.h.", layer, ".");
+    auto norm = [&](const std::string& name, Value in) {
+      const Value gamma = e.param(p + name + ".weight", {h});
+      const Value beta = e.param(p + name + ".bias", {h});
+      return Value(nn::LayerNormOp::create(b, e.loc(p + name), in, gamma, beta, e.f64(eps)));
+    };
+    const Value ln1 = norm("ln_1", x);
+    Value qkv[3];
+    for (int64_t i = 0; i < 3; ++i) {
+      const std::string cols = absl::StrCat(i * h, ":", (i + 1) * h);
+      const Value w = e.param(absl::StrCat(p, "attn.c_attn.weight[:, ", cols, "]"), {h, h});
+      const Value bias = e.param(absl::StrCat(p, "attn.c_attn.bias[", cols, "]"), {h});
+      qkv[i] = e.splitHeads(p + "attn", e.linear(p + "attn.c_attn", ln1, w, bias), c.num_heads);
+    }
+    const Value attn = nn::AttentionOp::create(b, e.loc(p + "attn"), qkv[0], qkv[1], qkv[2]);
+    const Value proj_w = e.param(p + "attn.c_proj.weight", {h, h});
+    const Value proj_b = e.param(p + "attn.c_proj.bias", {h});
+    const Value proj = e.linear(p + "attn.c_proj", e.mergeHeads(p + "attn", attn), proj_w, proj_b);
+    x = nn::AddOp::create(b, e.loc(p + "attn"), x, proj);
+
+    const Value ln2 = norm("ln_2", x);
+    const Value fc_w = e.param(p + "mlp.c_fc.weight", {h, c.ffn_hidden});
+    const Value fc_b = e.param(p + "mlp.c_fc.bias", {c.ffn_hidden});
+    const Value fc = e.linear(p + "mlp.c_fc", ln2, fc_w, fc_b);
+    const Value act = nn::GeluOp::create(b, e.loc(p + "mlp.act"), fc);
+    const Value out_w = e.param(p + "mlp.c_proj.weight", {c.ffn_hidden, h});
+    const Value out_b = e.param(p + "mlp.c_proj.bias", {h});
+    const Value out = e.linear(p + "mlp.c_proj", act, out_w, out_b);
+    x = nn::AddOp::create(b, e.loc(p + "mlp"), x, out);
+  }
+  const Value gamma = e.param("transformer.ln_f.weight", {h});
+  const Value beta = e.param("transformer.ln_f.bias", {h});
+  x = nn::LayerNormOp::create(b, e.loc("transformer.ln_f"), x, gamma, beta, e.f64(eps));
+  // The LM head is tied: it reads the token table as [vocab, hidden].
+  const Value logits = nn::MatmulOp::create(b, e.loc("lm_head"), x, wte,
+                                            /*transpose_lhs=*/false, /*transpose_rhs=*/true);
+  return nn::CrossEntropyOp::create(b, e.loc("loss"), logits, labels);
+}
+
+// Meta's Llama reference model (`model.py` of meta-llama/llama and
+// llama-models). Its nn.Linear weights are stored [out, in]; the arguments
+// hold them transposed ([in, out]) under the same names.
+Value emitLlama(GraphEmitter& e, const TransformerConfig& c, Value tokens, Value labels) {
+  mlir::OpBuilder& b = e.builder();
+  const int64_t h = c.hidden;
+  const int64_t q_width = c.num_heads * c.headDim();
+  const int64_t kv_width = c.num_kv_heads * c.headDim();
+  const double eps = c.norm_eps;
+  const Value embed = e.param("tok_embeddings.weight", {c.vocab, h});
+  Value x = nn::EmbeddingOp::create(b, e.loc("tok_embeddings"), tokens, embed);
+  for (int64_t layer = 0; layer < c.num_layers; ++layer) {
+    const std::string p = absl::StrCat("layers.", layer, ".");
+    auto norm = [&](const std::string& name, Value in) {
+      const Value gamma = e.param(p + name + ".weight", {h});
+      return Value(nn::RmsNormOp::create(b, e.loc(p + name), in, gamma, e.f64(eps)));
+    };
+    auto weight = [&](const std::string& name, int64_t in, int64_t out) {
+      return e.param(p + name + ".weight", {in, out});
+    };
+    const std::string attn = p + "attention";
+    const Value xn = norm("attention_norm", x);
+    const Value wq = weight("attention.wq", h, q_width);
+    const Value wk = weight("attention.wk", h, kv_width);
+    const Value wv = weight("attention.wv", h, kv_width);
+    const Value wo = weight("attention.wo", q_width, h);
+    const Value q = e.splitHeads(attn, e.linear(attn + ".wq", xn, wq), c.num_heads);
+    const Value k = e.splitHeads(attn, e.linear(attn + ".wk", xn, wk), c.num_kv_heads);
+    const Value v = e.splitHeads(attn, e.linear(attn + ".wv", xn, wv), c.num_kv_heads);
+    const Value qr = nn::RopeOp::create(b, e.loc(attn), q, e.f64(c.rope_theta));
+    const Value kr = nn::RopeOp::create(b, e.loc(attn), k, e.f64(c.rope_theta));
+    const Value o = nn::AttentionOp::create(b, e.loc(attn), qr, kr, v);
+    const Value out = e.linear(attn + ".wo", e.mergeHeads(attn, o), wo);
+    x = nn::AddOp::create(b, e.loc(attn), x, out);
+
+    const std::string ffn = p + "feed_forward";
+    const Value yn = norm("ffn_norm", x);
+    const Value w1 = weight("feed_forward.w1", h, c.ffn_hidden);
+    const Value w2 = weight("feed_forward.w2", c.ffn_hidden, h);
+    const Value w3 = weight("feed_forward.w3", h, c.ffn_hidden);
+    const Value gate = nn::SiluOp::create(b, e.loc(ffn), e.linear(ffn + ".w1", yn, w1));
+    const Value up = e.linear(ffn + ".w3", yn, w3);
+    const Value down = e.linear(ffn + ".w2", nn::MulOp::create(b, e.loc(ffn), gate, up), w2);
+    x = nn::AddOp::create(b, e.loc(ffn), x, down);
+  }
+  const Value gamma = e.param("norm.weight", {h});
+  x = nn::RmsNormOp::create(b, e.loc("norm"), x, gamma, e.f64(eps));
+  const Value output = e.param("output.weight", {h, c.vocab});
+  const Value logits = e.linear("output", x, output);
+  return nn::CrossEntropyOp::create(b, e.loc("loss"), logits, labels);
+}
+
+}  // namespace
+
+std::string modelFunctionName(const TransformerConfig& config) {
+  std::string name = config.name;
+  for (char& ch : name) {
+    if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
+  }
+  return name;
+}
+
+absl::StatusOr<mlir::OwningOpRef<mlir::ModuleOp>> buildModel(mlir::MLIRContext& context,
+                                                             const TransformerConfig& config,
+                                                             const BatchShape& shape,
+                                                             mlir::Type element_type) {
+  if (absl::Status status = validateConfig(config); !status.ok()) return status;
+  if (shape.batch < 1 || shape.seq < 1) {
+    return absl::InvalidArgumentError(absl::StrCat("model ", config.name,
+                                                   ": batch and seq must be at least 1, got batch ",
+                                                   shape.batch, ", seq ", shape.seq));
+  }
+  if (shape.seq > config.max_seq) {
+    const char* why = config.family == ModelFamily::kGpt2
+                          ? "its learned position table has max_seq rows"
+                          : "it was trained up to that length";
+    return absl::InvalidArgumentError(absl::StrCat("model ", config.name, ": seq ", shape.seq,
+                                                   " exceeds the model's max_seq ", config.max_seq,
+                                                   " (", why, "); choose seq <= ", config.max_seq));
+  }
+  if (!element_type || !(element_type.isF32() || element_type.isBF16() || element_type.isF16())) {
+    std::string text;
+    llvm::raw_string_ostream os(text);
+    if (element_type) {
+      os << element_type;
+    } else {
+      os << "no type";
+    }
+    return absl::InvalidArgumentError(
+        absl::StrCat("model ", config.name, ": parameters must be f32, bf16 or f16, got ", text));
+  }
+  context.loadDialect<mlir::func::FuncDialect, nn::NnDialect>();
+
+  mlir::OpBuilder top(&context);
+  mlir::OwningOpRef<mlir::ModuleOp> module =
+      mlir::ModuleOp::create(mlir::NameLoc::get(top.getStringAttr(config.name)));
+  GraphEmitter e(context, config, shape, element_type);
+  const mlir::Type ids = e.tokens({}, top.getI32Type());
+  Value loss;
+  if (config.family == ModelFamily::kGpt2) {
+    const Value input_ids = e.input("input_ids", ids);
+    const Value labels = e.input("labels", ids);
+    const Value position_ids = e.input("position_ids", ids);
+    loss = emitGpt2(e, config, input_ids, position_ids, labels);
+  } else {
+    const Value tokens = e.input("tokens", ids);
+    const Value labels = e.input("labels", ids);
+    loss = emitLlama(e, config, tokens, labels);
+  }
+  e.finish(*module, loss);
+  return module;
+}
+
+}  // namespace loom::planner::models
