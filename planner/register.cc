@@ -6,6 +6,8 @@
 #include "mlir/Transforms/Passes.h"
 #include "planner/dialect/dist/ir/dist_dialect.h"
 #include "planner/dialect/nn/ir/nn_dialect.h"
+#include "planner/transforms/autodiff/passes.h"
+#include "planner/transforms/placement/passes.h"
 
 namespace loom::planner {
 
@@ -20,6 +22,8 @@ void registerAllPasses() {
   mlir::registerCanonicalizerPass();
   mlir::registerCSEPass();
   mlir::registerSymbolDCEPass();
+  autodiff::registerAutodiffPasses();
+  placement::registerPlacementPasses();
 }
 
 }  // namespace loom::planner

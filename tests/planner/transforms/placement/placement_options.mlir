@@ -1,0 +1,32 @@
+// RUN: plan-opt %s --plan-placement="mesh=fsdp=2,tp=4 axes=fsdp,tp devices=8" | FileCheck %s
+// RUN: not plan-opt %s --plan-placement="mesh=dp=3,tp=4 axes=dp,tp devices=8" 2>&1 | FileCheck %s --check-prefix=DEVICES
+// RUN: not plan-opt %s --plan-placement="mesh=dp=2,,tp=4 axes=dp,tp" 2>&1 | FileCheck %s --check-prefix=SYNTAX
+// RUN: not plan-opt %s --plan-placement="mesh=dp=2,tp=4 axes=dp" 2>&1 | FileCheck %s --check-prefix=COUNT
+// RUN: not plan-opt %s --plan-placement="mesh=dp=2,tp=4 axes=dp,pp" 2>&1 | FileCheck %s --check-prefix=UNKNOWN
+// RUN: not plan-opt %s --plan-placement 2>&1 | FileCheck %s --check-prefix=NOMESH
+
+// Tests that the mesh and strategies come from the options: the pass declares
+// the mesh with its strategies, then places the Megatron pair under fsdp x tp.
+// CHECK: dist.mesh @mesh shape = [2, 4] axes = ["fsdp", "tp"] {dist.strategies = ["fsdp", "tp"]}
+// CHECK-LABEL: func.func @mlp(
+// CHECK-SAME: %[[X:[a-z0-9]+]]: tensor<8x4x16xf32> {dist.placement = #dist.placement<@mesh, [shard<0>, replicate]>}
+// CHECK-SAME: %[[W1:[a-z0-9]+]]: tensor<16x32xf32> {dist.placement = #dist.placement<@mesh, [shard<0>, shard<1>]>, nn.name = "fc1.weight", nn.param}
+// CHECK-SAME: %[[W2:[a-z0-9]+]]: tensor<32x16xf32> {dist.placement = #dist.placement<@mesh, [shard<1>, shard<0>]>, nn.name = "fc2.weight", nn.param}
+// CHECK-NEXT: %[[H:[a-z0-9_]+]] = nn.linear %[[X]], %[[W1]] {dist.operand_placements = [#dist.placement<@mesh, [shard<0>, replicate]>, #dist.placement<@mesh, [replicate, shard<1>]>], dist.result_placements = [#dist.placement<@mesh, [shard<0>, shard<2>]>]}
+// CHECK-NEXT: %[[A:[a-z0-9_]+]] = nn.gelu %[[H]] {dist.operand_placements = [#dist.placement<@mesh, [shard<0>, shard<2>]>], dist.result_placements = [#dist.placement<@mesh, [shard<0>, shard<2>]>]}
+// CHECK-NEXT: %[[Y:[a-z0-9_]+]] = nn.linear %[[A]], %[[W2]] {dist.operand_placements = [#dist.placement<@mesh, [shard<0>, shard<2>]>, #dist.placement<@mesh, [replicate, shard<0>]>], dist.result_placements = [#dist.placement<@mesh, [shard<0>, partial<sum>]>]}
+// CHECK-NEXT: return %[[Y]]
+
+// DEVICES: error: invalid mesh 'dp=3,tp=4': mesh spec "dp=3,tp=4": mesh shape 3x4 has 12 devices but world size is 8
+// SYNTAX: error: invalid mesh 'dp=2,,tp=4': mesh spec "dp=2,,tp=4": missing an axis at column 6
+// COUNT: error: 'dist.mesh' op got 1 axis strategies ('dp') for 2 mesh axes [dp, tp]; give exactly one strategy per mesh axis, in mesh order
+// UNKNOWN: error: 'dist.mesh' op unknown strategy 'pp' for mesh axis 'tp'; expected fsdp, dp or tp
+// NOMESH: error: plan-placement needs one mesh, got 0 dist.mesh ops and no mesh= option; pass e.g. --plan-placement="mesh=dp=2,tp=4 axes=dp,tp" or declare one dist.mesh
+func.func @mlp(%x: tensor<8x4x16xf32>,
+    %w1: tensor<16x32xf32> {nn.param, nn.name = "fc1.weight"},
+    %w2: tensor<32x16xf32> {nn.param, nn.name = "fc2.weight"}) -> tensor<8x4x16xf32> {
+  %h = nn.linear %x, %w1 : (tensor<8x4x16xf32>, tensor<16x32xf32>) -> tensor<8x4x32xf32>
+  %a = nn.gelu %h : (tensor<8x4x32xf32>) -> tensor<8x4x32xf32>
+  %y = nn.linear %a, %w2 : (tensor<8x4x32xf32>, tensor<32x16xf32>) -> tensor<8x4x16xf32>
+  return %y : tensor<8x4x16xf32>
+}
