@@ -26,41 +26,41 @@ namespace loom::comm {
 // Options of each call. An unset timeout means the group's timeout.
 struct BroadcastOptions {
   int root = 0;
-  std::optional<absl::Duration> timeout;
+  std::optional<absl::Duration> timeout = std::nullopt;
 };
 struct AllReduceOptions {
   ReduceOp op = ReduceOp::kSum;
-  std::optional<absl::Duration> timeout;
+  std::optional<absl::Duration> timeout = std::nullopt;
 };
 struct ReduceOptions {
   int root = 0;
   ReduceOp op = ReduceOp::kSum;
-  std::optional<absl::Duration> timeout;
+  std::optional<absl::Duration> timeout = std::nullopt;
 };
 struct AllGatherOptions {
-  std::optional<absl::Duration> timeout;
+  std::optional<absl::Duration> timeout = std::nullopt;
 };
 struct GatherOptions {
   int root = 0;
-  std::optional<absl::Duration> timeout;
+  std::optional<absl::Duration> timeout = std::nullopt;
 };
 struct ScatterOptions {
   int root = 0;
-  std::optional<absl::Duration> timeout;
+  std::optional<absl::Duration> timeout = std::nullopt;
 };
 struct ReduceScatterOptions {
   ReduceOp op = ReduceOp::kSum;
-  std::optional<absl::Duration> timeout;
+  std::optional<absl::Duration> timeout = std::nullopt;
 };
 struct AllToAllOptions {
-  std::optional<absl::Duration> timeout;
+  std::optional<absl::Duration> timeout = std::nullopt;
 };
 struct BarrierOptions {
-  std::optional<absl::Duration> timeout;
+  std::optional<absl::Duration> timeout = std::nullopt;
 };
 struct P2POptions {
   int tag = 0;
-  std::optional<absl::Duration> timeout;
+  std::optional<absl::Duration> timeout = std::nullopt;
 };
 
 // What a backend is built from. `store` is already namespaced for this group

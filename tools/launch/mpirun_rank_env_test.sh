@@ -4,11 +4,8 @@
 # variables alone (RANK is unset). --timeout bounds the job.
 set -euo pipefail
 rank_program="$1"
-# Bazel runs tests as root here; Open MPI refuses that unless told.
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-out=$(mpirun --oversubscribe --timeout 60 -np 2 \
-  --mca btl self,vader --mca plm_rsh_agent false \
-  "$rank_program" '*:exit=0' 2>&1)
+source "$TEST_SRCDIR/$TEST_WORKSPACE/tests/testing/mpi_test_env.sh"
+out=$(mpirun "${mpirun_flags[@]}" --timeout 60 -np 2 "$rank_program" '*:exit=0' 2>&1)
 echo "$out"
 failures=0
 for rank in 0 1; do
