@@ -1,0 +1,490 @@
+// fp32 CPU kernels of the nn ops. Reductions use `omp simd` (compiled with
+// -fopenmp-simd, no OpenMP runtime) so the compiler may vectorise them: the
+// summation order is then fixed by the build, not by the data layout, which
+// keeps results deterministic run to run.
+#include "runtime/kernels/cpu/cpu_kernels.h"
+
+#include <cblas.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <numbers>
+#include <span>
+#include <vector>
+
+namespace loom::runtime::cpu {
+namespace {
+
+float dot(const float* a, const float* b, int64_t n) {
+  float sum = 0.0f;
+#pragma omp simd reduction(+ : sum)
+  for (int64_t i = 0; i < n; ++i) sum += a[i] * b[i];
+  return sum;
+}
+
+// y += alpha x.
+void axpy(float alpha, const float* x, float* y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] += alpha * x[i];
+}
+
+float sigmoid(float x) { return 1.0f / (1.0f + std::exp(-x)); }
+
+constexpr float kGeluA = 0.044715f;
+const float kGeluC = static_cast<float>(std::sqrt(2.0 / std::numbers::pi));
+
+// Writes softmax(x) of one row to y; returns logsumexp(x).
+float softmaxRow(const float* x, float* y, int64_t n) {
+  const float max = *std::max_element(x, x + n);
+  float sum = 0.0f;
+  for (int64_t j = 0; j < n; ++j) {
+    y[j] = std::exp(x[j] - max);
+  }
+#pragma omp simd reduction(+ : sum)
+  for (int64_t j = 0; j < n; ++j) sum += y[j];
+  const float inverse = 1.0f / sum;
+  for (int64_t j = 0; j < n; ++j) y[j] *= inverse;
+  return max + std::log(sum);
+}
+
+// The causal attention probabilities p[0..i] of query row q_i against the
+// keys of one kv head (`k_head` points at key 0 of that head, `k_stride`
+// floats between consecutive positions).
+void attentionProbs(const float* q_i, const float* k_head, int64_t k_stride,
+                    int64_t i, int64_t head_dim, float scale, float* p) {
+  for (int64_t j = 0; j <= i; ++j) {
+    p[j] = scale * dot(q_i, k_head + j * k_stride, head_dim);
+  }
+  softmaxRow(p, p, i + 1);
+}
+
+template <typename Id>
+void embeddingImpl(const Id* ids, const float* table, float* out,
+                   int64_t tokens, int64_t hidden, int64_t row_begin,
+                   int64_t table_rows) {
+  for (int64_t t = 0; t < tokens; ++t) {
+    const int64_t row = static_cast<int64_t>(ids[t]) - row_begin;
+    float* dst = out + t * hidden;
+    if (row >= 0 && row < table_rows) {
+      std::copy_n(table + row * hidden, hidden, dst);
+    } else {
+      std::fill_n(dst, hidden, 0.0f);
+    }
+  }
+}
+
+template <typename Id>
+void embeddingGradImpl(const Id* ids, const float* dy, float* dtable,
+                       int64_t tokens, int64_t hidden, int64_t row_begin,
+                       int64_t table_rows) {
+  std::fill_n(dtable, table_rows * hidden, 0.0f);
+  for (int64_t t = 0; t < tokens; ++t) {
+    const int64_t row = static_cast<int64_t>(ids[t]) - row_begin;
+    if (row >= 0 && row < table_rows) {
+      axpy(1.0f, dy + t * hidden, dtable + row * hidden, hidden);
+    }
+  }
+}
+
+template <typename Label>
+float crossEntropyImpl(const float* logits, const Label* labels,
+                       int64_t tokens, int64_t vocab) {
+  std::vector<float> probs(vocab);
+  // The token sum is kept in double: it adds up many similar terms, and the
+  // result is compared across shardings.
+  double sum = 0.0;
+  for (int64_t t = 0; t < tokens; ++t) {
+    const float* row = logits + t * vocab;
+    const float lse = softmaxRow(row, probs.data(), vocab);
+    sum += static_cast<double>(lse) -
+           static_cast<double>(row[static_cast<int64_t>(labels[t])]);
+  }
+  return static_cast<float>(sum / static_cast<double>(tokens));
+}
+
+template <typename Label>
+void crossEntropyGradImpl(const float* logits, const Label* labels,
+                          float dloss, float scale, float* dlogits,
+                          int64_t tokens, int64_t vocab) {
+  const float factor = dloss * scale;
+  for (int64_t t = 0; t < tokens; ++t) {
+    float* out = dlogits + t * vocab;
+    softmaxRow(logits + t * vocab, out, vocab);
+    out[static_cast<int64_t>(labels[t])] -= 1.0f;
+    for (int64_t j = 0; j < vocab; ++j) out[j] *= factor;
+  }
+}
+
+}  // namespace
+
+void linear(const float* x, const float* w, const float* bias, float* y,
+            int64_t rows, int64_t in, int64_t out) {
+  if (bias != nullptr) {
+    // Seeding y with the bias lets one GEMM with beta = 1 add it.
+    for (int64_t r = 0; r < rows; ++r) std::copy_n(bias, out, y + r * out);
+  }
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rows, out, in, 1.0f,
+              x, in, w, out, bias != nullptr ? 1.0f : 0.0f, y, out);
+}
+
+void matmul(const float* lhs, const float* rhs, float* out, int64_t rows,
+            int64_t k, int64_t n) {
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rows, n, k, 1.0f, lhs,
+              k, rhs, n, 0.0f, out, n);
+}
+
+void matmulTransposeRhs(const float* lhs, const float* rhs, float* out,
+                        int64_t rows, int64_t k, int64_t n) {
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, n, k, 1.0f, lhs,
+              k, rhs, k, 0.0f, out, n);
+}
+
+void matmulTransposeLhs(const float* lhs, const float* rhs, float* out,
+                        int64_t rows, int64_t m, int64_t n) {
+  cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, m, n, rows, 1.0f, lhs,
+              m, rhs, n, 0.0f, out, n);
+}
+
+void rmsNorm(const float* x, const float* gamma, float* y, int64_t rows,
+             int64_t hidden, float epsilon) {
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* xr = x + r * hidden;
+    float* yr = y + r * hidden;
+    const float scale =
+        1.0f / std::sqrt(dot(xr, xr, hidden) / static_cast<float>(hidden) +
+                         epsilon);
+    for (int64_t j = 0; j < hidden; ++j) yr[j] = xr[j] * scale * gamma[j];
+  }
+}
+
+void rmsNormGrad(const float* x, const float* gamma, const float* dy,
+                 float* dx, float* dgamma, int64_t rows, int64_t hidden,
+                 float epsilon) {
+  std::fill_n(dgamma, hidden, 0.0f);
+  const float inverse_n = 1.0f / static_cast<float>(hidden);
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* xr = x + r * hidden;
+    const float* dyr = dy + r * hidden;
+    float* dxr = dx + r * hidden;
+    const float scale =
+        1.0f / std::sqrt(dot(xr, xr, hidden) * inverse_n + epsilon);
+    // mean(g xhat) with g = dy gamma, xhat = x scale.
+    float g_xhat = 0.0f;
+#pragma omp simd reduction(+ : g_xhat)
+    for (int64_t j = 0; j < hidden; ++j) g_xhat += dyr[j] * gamma[j] * xr[j];
+    const float mean_g_xhat = g_xhat * scale * inverse_n;
+    for (int64_t j = 0; j < hidden; ++j) {
+      const float xhat = xr[j] * scale;
+      dxr[j] = scale * (dyr[j] * gamma[j] - xhat * mean_g_xhat);
+      dgamma[j] += dyr[j] * xhat;
+    }
+  }
+}
+
+void layerNorm(const float* x, const float* gamma, const float* beta,
+               float* y, int64_t rows, int64_t hidden, float epsilon) {
+  const float inverse_n = 1.0f / static_cast<float>(hidden);
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* xr = x + r * hidden;
+    float* yr = y + r * hidden;
+    float sum = 0.0f;
+#pragma omp simd reduction(+ : sum)
+    for (int64_t j = 0; j < hidden; ++j) sum += xr[j];
+    const float mean = sum * inverse_n;
+    // Two passes (mean, then squared deviations) avoid the cancellation of
+    // E[x^2] - E[x]^2.
+    float squares = 0.0f;
+#pragma omp simd reduction(+ : squares)
+    for (int64_t j = 0; j < hidden; ++j) {
+      squares += (xr[j] - mean) * (xr[j] - mean);
+    }
+    const float scale = 1.0f / std::sqrt(squares * inverse_n + epsilon);
+    for (int64_t j = 0; j < hidden; ++j) {
+      yr[j] = (xr[j] - mean) * scale * gamma[j] + beta[j];
+    }
+  }
+}
+
+void layerNormGrad(const float* x, const float* gamma, const float* dy,
+                   float* dx, float* dgamma, float* dbeta, int64_t rows,
+                   int64_t hidden, float epsilon) {
+  std::fill_n(dgamma, hidden, 0.0f);
+  std::fill_n(dbeta, hidden, 0.0f);
+  const float inverse_n = 1.0f / static_cast<float>(hidden);
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* xr = x + r * hidden;
+    const float* dyr = dy + r * hidden;
+    float* dxr = dx + r * hidden;
+    float sum = 0.0f;
+#pragma omp simd reduction(+ : sum)
+    for (int64_t j = 0; j < hidden; ++j) sum += xr[j];
+    const float mean = sum * inverse_n;
+    float squares = 0.0f;
+#pragma omp simd reduction(+ : squares)
+    for (int64_t j = 0; j < hidden; ++j) {
+      squares += (xr[j] - mean) * (xr[j] - mean);
+    }
+    const float scale = 1.0f / std::sqrt(squares * inverse_n + epsilon);
+    float g_sum = 0.0f;
+    float g_xhat = 0.0f;
+#pragma omp simd reduction(+ : g_sum, g_xhat)
+    for (int64_t j = 0; j < hidden; ++j) {
+      const float g = dyr[j] * gamma[j];
+      g_sum += g;
+      g_xhat += g * (xr[j] - mean) * scale;
+    }
+    const float mean_g = g_sum * inverse_n;
+    const float mean_g_xhat = g_xhat * inverse_n;
+    for (int64_t j = 0; j < hidden; ++j) {
+      const float xhat = (xr[j] - mean) * scale;
+      dxr[j] = scale * (dyr[j] * gamma[j] - mean_g - xhat * mean_g_xhat);
+      dgamma[j] += dyr[j] * xhat;
+      dbeta[j] += dyr[j];
+    }
+  }
+}
+
+void rope(const float* x, float* y, int64_t batch, int64_t seq, int64_t heads,
+          int64_t head_dim, float theta, bool inverse) {
+  const int64_t half = head_dim / 2;
+  // cos/sin of every (position, pair), computed in double once per call: the
+  // angle s * theta^(-2i/D) grows with s, and float would lose its phase.
+  std::vector<float> cosines(seq * half);
+  std::vector<float> sines(seq * half);
+  for (int64_t s = 0; s < seq; ++s) {
+    for (int64_t i = 0; i < half; ++i) {
+      const double frequency =
+          std::pow(static_cast<double>(theta),
+                   -2.0 * static_cast<double>(i) / static_cast<double>(head_dim));
+      const double angle =
+          (inverse ? -1.0 : 1.0) * static_cast<double>(s) * frequency;
+      cosines[s * half + i] = static_cast<float>(std::cos(angle));
+      sines[s * half + i] = static_cast<float>(std::sin(angle));
+    }
+  }
+  for (int64_t b = 0; b < batch; ++b) {
+    for (int64_t s = 0; s < seq; ++s) {
+      const float* c = &cosines[s * half];
+      const float* sn = &sines[s * half];
+      for (int64_t h = 0; h < heads; ++h) {
+        const int64_t offset = ((b * seq + s) * heads + h) * head_dim;
+        const float* xr = x + offset;
+        float* yr = y + offset;
+        for (int64_t i = 0; i < half; ++i) {
+          // Both halves are read before either is written, so y may be x.
+          const float x1 = xr[i];
+          const float x2 = xr[i + half];
+          yr[i] = x1 * c[i] - x2 * sn[i];
+          yr[i + half] = x2 * c[i] + x1 * sn[i];
+        }
+      }
+    }
+  }
+}
+
+void attention(const float* q, const float* k, const float* v, float* out,
+               const AttentionShape& shape) {
+  const auto [batch, seq, heads, kv_heads, head_dim] = shape;
+  const int64_t group = heads / kv_heads;
+  const float scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
+  const int64_t q_stride = heads * head_dim;
+  const int64_t kv_stride = kv_heads * head_dim;
+  std::vector<float> p(seq);
+  for (int64_t b = 0; b < batch; ++b) {
+    for (int64_t h = 0; h < heads; ++h) {
+      const int64_t kv_offset = b * seq * kv_stride + (h / group) * head_dim;
+      const float* k_head = k + kv_offset;
+      const float* v_head = v + kv_offset;
+      for (int64_t i = 0; i < seq; ++i) {
+        const int64_t q_offset = (b * seq + i) * q_stride + h * head_dim;
+        attentionProbs(q + q_offset, k_head, kv_stride, i, head_dim, scale,
+                       p.data());
+        float* out_i = out + q_offset;
+        std::fill_n(out_i, head_dim, 0.0f);
+        for (int64_t j = 0; j <= i; ++j) {
+          axpy(p[j], v_head + j * kv_stride, out_i, head_dim);
+        }
+      }
+    }
+  }
+}
+
+void attentionGrad(const float* q, const float* k, const float* v,
+                   const float* dout, float* dq, float* dk, float* dv,
+                   const AttentionShape& shape) {
+  const auto [batch, seq, heads, kv_heads, head_dim] = shape;
+  const int64_t group = heads / kv_heads;
+  const float scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
+  const int64_t q_stride = heads * head_dim;
+  const int64_t kv_stride = kv_heads * head_dim;
+  std::fill_n(dq, batch * seq * q_stride, 0.0f);
+  std::fill_n(dk, batch * seq * kv_stride, 0.0f);
+  std::fill_n(dv, batch * seq * kv_stride, 0.0f);
+  std::vector<float> p(seq);
+  std::vector<float> dp(seq);
+  for (int64_t b = 0; b < batch; ++b) {
+    for (int64_t h = 0; h < heads; ++h) {
+      const int64_t kv_offset = b * seq * kv_stride + (h / group) * head_dim;
+      const float* k_head = k + kv_offset;
+      const float* v_head = v + kv_offset;
+      float* dk_head = dk + kv_offset;
+      float* dv_head = dv + kv_offset;
+      for (int64_t i = 0; i < seq; ++i) {
+        const int64_t q_offset = (b * seq + i) * q_stride + h * head_dim;
+        const float* q_i = q + q_offset;
+        const float* do_i = dout + q_offset;
+        attentionProbs(q_i, k_head, kv_stride, i, head_dim, scale, p.data());
+        // dv_j += p_j dO_i; dp_j = dO_i . v_j; ds = p (dp - sum_j p_j dp_j).
+        float weighted = 0.0f;
+        for (int64_t j = 0; j <= i; ++j) {
+          axpy(p[j], do_i, dv_head + j * kv_stride, head_dim);
+          dp[j] = dot(do_i, v_head + j * kv_stride, head_dim);
+          weighted += p[j] * dp[j];
+        }
+        float* dq_i = dq + q_offset;
+        for (int64_t j = 0; j <= i; ++j) {
+          const float ds = scale * p[j] * (dp[j] - weighted);
+          axpy(ds, k_head + j * kv_stride, dq_i, head_dim);
+          axpy(ds, q_i, dk_head + j * kv_stride, head_dim);
+        }
+      }
+    }
+  }
+}
+
+void softmax(const float* x, float* y, int64_t rows, int64_t n) {
+  for (int64_t r = 0; r < rows; ++r) softmaxRow(x + r * n, y + r * n, n);
+}
+
+void softmaxGrad(const float* y, const float* dy, float* dx, int64_t rows,
+                 int64_t n) {
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* yr = y + r * n;
+    const float* dyr = dy + r * n;
+    const float weighted = dot(dyr, yr, n);
+    float* dxr = dx + r * n;
+    for (int64_t j = 0; j < n; ++j) dxr[j] = yr[j] * (dyr[j] - weighted);
+  }
+}
+
+void silu(const float* x, float* y, int64_t count) {
+  for (int64_t i = 0; i < count; ++i) y[i] = x[i] * sigmoid(x[i]);
+}
+
+void siluGrad(const float* x, const float* dy, float* dx, int64_t count) {
+  for (int64_t i = 0; i < count; ++i) {
+    const float s = sigmoid(x[i]);
+    dx[i] = dy[i] * s * (1.0f + x[i] * (1.0f - s));
+  }
+}
+
+void gelu(const float* x, float* y, int64_t count) {
+  for (int64_t i = 0; i < count; ++i) {
+    const float xi = x[i];
+    y[i] = 0.5f * xi * (1.0f + std::tanh(kGeluC * (xi + kGeluA * xi * xi * xi)));
+  }
+}
+
+void geluGrad(const float* x, const float* dy, float* dx, int64_t count) {
+  for (int64_t i = 0; i < count; ++i) {
+    const float xi = x[i];
+    const float t = std::tanh(kGeluC * (xi + kGeluA * xi * xi * xi));
+    dx[i] = dy[i] * (0.5f * (1.0f + t) + 0.5f * xi * (1.0f - t * t) * kGeluC *
+                                             (1.0f + 3.0f * kGeluA * xi * xi));
+  }
+}
+
+void add(const float* a, const float* b, float* out, int64_t count) {
+  for (int64_t i = 0; i < count; ++i) out[i] = a[i] + b[i];
+}
+
+void mul(const float* a, const float* b, float* out, int64_t count) {
+  for (int64_t i = 0; i < count; ++i) out[i] = a[i] * b[i];
+}
+
+void reduceSum(const float* x, std::span<const int64_t> shape,
+               std::span<const int64_t> dims, float* out) {
+  const int64_t rank = static_cast<int64_t>(shape.size());
+  // The output stride of every input dim, 0 for a reduced one.
+  std::vector<int64_t> out_strides(rank, 0);
+  int64_t out_count = 1;
+  for (int64_t d = rank - 1; d >= 0; --d) {
+    if (std::find(dims.begin(), dims.end(), d) != dims.end()) continue;
+    out_strides[d] = out_count;
+    out_count *= shape[d];
+  }
+  std::fill_n(out, out_count, 0.0f);
+  const int64_t inner = shape[rank - 1];
+  const bool inner_reduced = out_strides[rank - 1] == 0;
+  int64_t outer = 1;
+  for (int64_t d = 0; d + 1 < rank; ++d) outer *= shape[d];
+  // Walks the input one contiguous last-dim row at a time, carrying the
+  // coordinates of the outer dims like an odometer.
+  std::vector<int64_t> coords(rank, 0);
+  int64_t offset = 0;
+  for (int64_t row = 0; row < outer; ++row) {
+    const float* xr = x + row * inner;
+    if (inner_reduced) {
+      float sum = 0.0f;
+#pragma omp simd reduction(+ : sum)
+      for (int64_t j = 0; j < inner; ++j) sum += xr[j];
+      out[offset] += sum;
+    } else {
+      axpy(1.0f, xr, out + offset, inner);
+    }
+    for (int64_t d = rank - 2; d >= 0; --d) {
+      offset += out_strides[d];
+      if (++coords[d] < shape[d]) break;
+      offset -= coords[d] * out_strides[d];
+      coords[d] = 0;
+    }
+  }
+}
+
+void embedding(const int32_t* ids, const float* table, float* out,
+               int64_t tokens, int64_t hidden, int64_t row_begin,
+               int64_t table_rows) {
+  embeddingImpl(ids, table, out, tokens, hidden, row_begin, table_rows);
+}
+
+void embedding(const int64_t* ids, const float* table, float* out,
+               int64_t tokens, int64_t hidden, int64_t row_begin,
+               int64_t table_rows) {
+  embeddingImpl(ids, table, out, tokens, hidden, row_begin, table_rows);
+}
+
+void embeddingGrad(const int32_t* ids, const float* dy, float* dtable,
+                   int64_t tokens, int64_t hidden, int64_t row_begin,
+                   int64_t table_rows) {
+  embeddingGradImpl(ids, dy, dtable, tokens, hidden, row_begin, table_rows);
+}
+
+void embeddingGrad(const int64_t* ids, const float* dy, float* dtable,
+                   int64_t tokens, int64_t hidden, int64_t row_begin,
+                   int64_t table_rows) {
+  embeddingGradImpl(ids, dy, dtable, tokens, hidden, row_begin, table_rows);
+}
+
+float crossEntropy(const float* logits, const int32_t* labels, int64_t tokens,
+                   int64_t vocab) {
+  return crossEntropyImpl(logits, labels, tokens, vocab);
+}
+
+float crossEntropy(const float* logits, const int64_t* labels, int64_t tokens,
+                   int64_t vocab) {
+  return crossEntropyImpl(logits, labels, tokens, vocab);
+}
+
+void crossEntropyGrad(const float* logits, const int32_t* labels, float dloss,
+                      float scale, float* dlogits, int64_t tokens,
+                      int64_t vocab) {
+  crossEntropyGradImpl(logits, labels, dloss, scale, dlogits, tokens, vocab);
+}
+
+void crossEntropyGrad(const float* logits, const int64_t* labels, float dloss,
+                      float scale, float* dlogits, int64_t tokens,
+                      int64_t vocab) {
+  crossEntropyGradImpl(logits, labels, dloss, scale, dlogits, tokens, vocab);
+}
+
+}  // namespace loom::runtime::cpu
