@@ -7,6 +7,7 @@
 #include "planner/dialect/dist/ir/dist_dialect.h"
 #include "planner/dialect/nn/ir/nn_dialect.h"
 #include "planner/transforms/autodiff/passes.h"
+#include "planner/transforms/collectives/passes.h"
 #include "planner/transforms/placement/passes.h"
 
 namespace loom::planner {
@@ -24,6 +25,7 @@ void registerAllPasses() {
   mlir::registerSymbolDCEPass();
   autodiff::registerAutodiffPasses();
   placement::registerPlacementPasses();
+  collectives::registerCollectivesPasses();
 }
 
 }  // namespace loom::planner

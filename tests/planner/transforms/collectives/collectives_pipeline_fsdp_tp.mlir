@@ -1,0 +1,141 @@
+// RUN: plan-opt %s -split-input-file --plan-placement="mesh=fsdp=2,tp=2 axes=fsdp,tp" --plan-insert-collectives | FileCheck %s
+
+// The same under fsdp x tp (2x2): each weight gathered over fsdp only, on the
+// dim tp leaves whole, plus the tp all-reduces.
+
+// Tests the exact collective sequence of the MLP training step.
+// CHECK-LABEL: func.func @mlp(
+// CHECK-NEXT: %[[V0:[a-z0-9_]+]] = dist.all_gather %arg2 on @mesh axes = ["fsdp"] gather_dim = 0 wire = f32 : tensor<8x8xf32> -> tensor<16x8xf32>
+// CHECK-NEXT: %[[V1:[a-z0-9_]+]] = nn.linear %arg0, %[[V0]]
+// CHECK-NEXT: dist.free %[[V0]] : tensor<16x8xf32>
+// CHECK-NEXT: %[[V2:[a-z0-9_]+]] = nn.silu %[[V1]]
+// CHECK-NEXT: %[[V3:[a-z0-9_]+]] = dist.all_gather %arg3 on @mesh axes = ["fsdp"] gather_dim = 1 wire = f32 : tensor<8x6xf32> -> tensor<8x12xf32>
+// CHECK-NEXT: %[[V4:[a-z0-9_]+]] = nn.linear %[[V2]], %[[V3]]
+// CHECK-NEXT: dist.free %[[V3]] : tensor<8x12xf32>
+// CHECK-NEXT: %[[V5:[a-z0-9_]+]] = dist.all_reduce %[[V4]] on @mesh axes = ["tp"] reduction = sum wire = f32 accum = f32 : tensor<4x12xf32> -> tensor<4x12xf32>
+// CHECK-NEXT: %[[V6:[a-z0-9_]+]] = nn.cross_entropy %[[V5]], %arg1
+// CHECK-NEXT: %[[V7:[a-z0-9_]+]] = dist.all_reduce %[[V6]] on @mesh axes = ["fsdp"] reduction = avg wire = f32 accum = f32 : tensor<f32> -> tensor<f32>
+// CHECK-NEXT: %[[V8:[a-z0-9_]+]] = nn.cross_entropy_grad %[[V5]], %arg1, %arg4 scale 1.250000e-01
+// CHECK-NEXT: %[[V9:[a-z0-9_]+]] = dist.all_gather %arg3 on @mesh axes = ["fsdp"] gather_dim = 1 wire = f32 : tensor<8x6xf32> -> tensor<8x12xf32>
+// CHECK-NEXT: %[[V10:[a-z0-9_]+]] = nn.matmul %[[V8]], %[[V9]] transpose_rhs
+// CHECK-NEXT: dist.free %[[V9]] : tensor<8x12xf32>
+// CHECK-NEXT: %[[V11:[a-z0-9_]+]] = nn.matmul %[[V2]], %[[V8]] transpose_lhs
+// CHECK-NEXT: %[[V12:[a-z0-9_]+]] = dist.reduce_scatter %[[V11]] on @mesh axes = ["fsdp"] scatter_dim = 1 reduction = sum wire = f32 accum = f32 : tensor<8x12xf32> -> tensor<8x6xf32>
+// CHECK-NEXT: %[[V13:[a-z0-9_]+]] = nn.silu_grad %[[V1]], %[[V10]]
+// CHECK-NEXT: %[[V14:[a-z0-9_]+]] = nn.matmul %arg0, %[[V13]] transpose_lhs
+// CHECK-NEXT: %[[V15:[a-z0-9_]+]] = dist.reduce_scatter %[[V14]] on @mesh axes = ["fsdp"] scatter_dim = 0 reduction = sum wire = f32 accum = f32 : tensor<16x8xf32> -> tensor<8x8xf32>
+// CHECK-NEXT: return %[[V7]], %[[V15]], %[[V12]] : tensor<f32>, tensor<8x8xf32>, tensor<8x6xf32>
+func.func @mlp(%arg0: tensor<8x16xf32>, %arg1: tensor<8xi32>, %arg2: tensor<16x16xf32> {nn.name = "fc1.weight", nn.param}, %arg3: tensor<16x12xf32> {nn.name = "head.weight", nn.param}, %arg4: tensor<f32>) -> (tensor<f32>, tensor<16x16xf32> {nn.grad_of = 2 : i64, nn.name = "fc1.weight"}, tensor<16x12xf32> {nn.grad_of = 3 : i64, nn.name = "head.weight"}) attributes {nn.loss_grad_arg = 4 : i64} {
+  %0 = nn.linear %arg0, %arg2 : (tensor<8x16xf32>, tensor<16x16xf32>) -> tensor<8x16xf32>
+  %1 = nn.silu %0 : (tensor<8x16xf32>) -> tensor<8x16xf32>
+  %2 = nn.linear %1, %arg3 : (tensor<8x16xf32>, tensor<16x12xf32>) -> tensor<8x12xf32>
+  %3 = nn.cross_entropy %2, %arg1 : (tensor<8x12xf32>, tensor<8xi32>) -> tensor<f32>
+  %4 = nn.cross_entropy_grad %2, %arg1, %arg4 scale 1.250000e-01 : (tensor<8x12xf32>, tensor<8xi32>, tensor<f32>) -> tensor<8x12xf32>
+  %5 = nn.matmul %4, %arg3 transpose_rhs : (tensor<8x12xf32>, tensor<16x12xf32>) -> tensor<8x16xf32>
+  %6 = nn.matmul %1, %4 transpose_lhs : (tensor<8x16xf32>, tensor<8x12xf32>) -> tensor<16x12xf32>
+  %7 = nn.silu_grad %0, %5 : (tensor<8x16xf32>, tensor<8x16xf32>) -> tensor<8x16xf32>
+  %8 = nn.matmul %arg0, %7 transpose_lhs : (tensor<8x16xf32>, tensor<8x16xf32>) -> tensor<16x16xf32>
+  return %3, %8, %6 : tensor<f32>, tensor<16x16xf32>, tensor<16x12xf32>
+}
+
+// -----
+
+// Tests the exact collective sequence of the Llama layer's forward graph.
+// CHECK-LABEL: func.func @llama(
+// CHECK-NEXT: %[[V0:[a-z0-9_]+]] = dist.all_gather %arg2 on @mesh axes = ["fsdp"] gather_dim = 1 wire = f32 : tensor<16x8xf32> -> tensor<16x16xf32>
+// CHECK-NEXT: %[[V1:[a-z0-9_]+]] = nn.embedding %arg0, %[[V0]]
+// CHECK-NEXT: dist.free %[[V0]] : tensor<16x16xf32>
+// CHECK-NEXT: %[[V2:[a-z0-9_]+]] = dist.all_reduce %[[V1]] on @mesh axes = ["tp"] reduction = sum wire = f32 accum = f32 : tensor<2x8x16xf32> -> tensor<2x8x16xf32>
+// CHECK-NEXT: %[[V3:[a-z0-9_]+]] = dist.all_gather %arg3 on @mesh axes = ["fsdp"] gather_dim = 0 wire = f32 : tensor<8xf32> -> tensor<16xf32>
+// CHECK-NEXT: %[[V4:[a-z0-9_]+]] = nn.rms_norm %[[V2]], %[[V3]] epsilon 1.000000e-05
+// CHECK-NEXT: dist.free %[[V3]] : tensor<16xf32>
+// CHECK-NEXT: %[[V5:[a-z0-9_]+]] = dist.all_gather %arg4 on @mesh axes = ["fsdp"] gather_dim = 0 wire = f32 : tensor<8x8xf32> -> tensor<16x8xf32>
+// CHECK-NEXT: %[[V6:[a-z0-9_]+]] = nn.linear %[[V4]], %[[V5]]
+// CHECK-NEXT: dist.free %[[V5]] : tensor<16x8xf32>
+// CHECK-NEXT: %[[V7:[a-z0-9_]+]] = dist.all_gather %arg5 on @mesh axes = ["fsdp"] gather_dim = 0 wire = f32 : tensor<8x4xf32> -> tensor<16x4xf32>
+// CHECK-NEXT: %[[V8:[a-z0-9_]+]] = nn.linear %[[V4]], %[[V7]]
+// CHECK-NEXT: dist.free %[[V7]] : tensor<16x4xf32>
+// CHECK-NEXT: %[[V9:[a-z0-9_]+]] = dist.all_gather %arg6 on @mesh axes = ["fsdp"] gather_dim = 0 wire = f32 : tensor<8x4xf32> -> tensor<16x4xf32>
+// CHECK-NEXT: %[[V10:[a-z0-9_]+]] = nn.linear %[[V4]], %[[V9]]
+// CHECK-NEXT: dist.free %[[V9]] : tensor<16x4xf32>
+// CHECK-NEXT: %[[V11:[a-z0-9_]+]] = nn.reshape %[[V6]]
+// CHECK-NEXT: %[[V12:[a-z0-9_]+]] = nn.reshape %[[V8]]
+// CHECK-NEXT: %[[V13:[a-z0-9_]+]] = nn.reshape %[[V10]]
+// CHECK-NEXT: %[[V14:[a-z0-9_]+]] = nn.rope %[[V11]] theta 1.000000e+04
+// CHECK-NEXT: %[[V15:[a-z0-9_]+]] = nn.rope %[[V12]] theta 1.000000e+04
+// CHECK-NEXT: %[[V16:[a-z0-9_]+]] = nn.attention %[[V14]], %[[V15]], %[[V13]]
+// CHECK-NEXT: %[[V17:[a-z0-9_]+]] = nn.reshape %[[V16]]
+// CHECK-NEXT: %[[V18:[a-z0-9_]+]] = dist.all_gather %arg7 on @mesh axes = ["fsdp"] gather_dim = 1 wire = f32 : tensor<8x8xf32> -> tensor<8x16xf32>
+// CHECK-NEXT: %[[V19:[a-z0-9_]+]] = nn.linear %[[V17]], %[[V18]]
+// CHECK-NEXT: dist.free %[[V18]] : tensor<8x16xf32>
+// CHECK-NEXT: %[[V20:[a-z0-9_]+]] = nn.add %[[V1]], %[[V19]]
+// CHECK-NEXT: %[[V21:[a-z0-9_]+]] = dist.all_reduce %[[V20]] on @mesh axes = ["tp"] reduction = sum wire = f32 accum = f32 : tensor<2x8x16xf32> -> tensor<2x8x16xf32>
+// CHECK-NEXT: %[[V22:[a-z0-9_]+]] = dist.all_gather %arg8 on @mesh axes = ["fsdp"] gather_dim = 0 wire = f32 : tensor<8xf32> -> tensor<16xf32>
+// CHECK-NEXT: %[[V23:[a-z0-9_]+]] = nn.rms_norm %[[V21]], %[[V22]] epsilon 1.000000e-05
+// CHECK-NEXT: dist.free %[[V22]] : tensor<16xf32>
+// CHECK-NEXT: %[[V24:[a-z0-9_]+]] = dist.all_gather %arg9 on @mesh axes = ["fsdp"] gather_dim = 0 wire = f32 : tensor<8x12xf32> -> tensor<16x12xf32>
+// CHECK-NEXT: %[[V25:[a-z0-9_]+]] = nn.linear %[[V23]], %[[V24]]
+// CHECK-NEXT: dist.free %[[V24]] : tensor<16x12xf32>
+// CHECK-NEXT: %[[V26:[a-z0-9_]+]] = dist.all_gather %arg10 on @mesh axes = ["fsdp"] gather_dim = 0 wire = f32 : tensor<8x12xf32> -> tensor<16x12xf32>
+// CHECK-NEXT: %[[V27:[a-z0-9_]+]] = nn.linear %[[V23]], %[[V26]]
+// CHECK-NEXT: dist.free %[[V26]] : tensor<16x12xf32>
+// CHECK-NEXT: %[[V28:[a-z0-9_]+]] = nn.silu %[[V25]]
+// CHECK-NEXT: %[[V29:[a-z0-9_]+]] = nn.mul %[[V28]], %[[V27]]
+// CHECK-NEXT: %[[V30:[a-z0-9_]+]] = dist.all_gather %arg11 on @mesh axes = ["fsdp"] gather_dim = 1 wire = f32 : tensor<12x8xf32> -> tensor<12x16xf32>
+// CHECK-NEXT: %[[V31:[a-z0-9_]+]] = nn.linear %[[V29]], %[[V30]]
+// CHECK-NEXT: dist.free %[[V30]] : tensor<12x16xf32>
+// CHECK-NEXT: %[[V32:[a-z0-9_]+]] = nn.add %[[V20]], %[[V31]]
+// CHECK-NEXT: %[[V33:[a-z0-9_]+]] = dist.all_reduce %[[V32]] on @mesh axes = ["tp"] reduction = sum wire = f32 accum = f32 : tensor<2x8x16xf32> -> tensor<2x8x16xf32>
+// CHECK-NEXT: %[[V34:[a-z0-9_]+]] = dist.all_gather %arg12 on @mesh axes = ["fsdp"] gather_dim = 0 wire = f32 : tensor<8xf32> -> tensor<16xf32>
+// CHECK-NEXT: %[[V35:[a-z0-9_]+]] = nn.rms_norm %[[V33]], %[[V34]] epsilon 1.000000e-05
+// CHECK-NEXT: dist.free %[[V34]] : tensor<16xf32>
+// CHECK-NEXT: %[[V36:[a-z0-9_]+]] = dist.all_gather %arg13 on @mesh axes = ["fsdp"] gather_dim = 0 wire = f32 : tensor<8x16xf32> -> tensor<16x16xf32>
+// CHECK-NEXT: %[[V37:[a-z0-9_]+]] = nn.linear %[[V35]], %[[V36]]
+// CHECK-NEXT: dist.free %[[V36]] : tensor<16x16xf32>
+// CHECK-NEXT: %[[V38:[a-z0-9_]+]] = dist.all_gather %[[V37]] on @mesh axes = ["tp"] gather_dim = 2 wire = f32 : tensor<2x8x16xf32> -> tensor<2x8x32xf32>
+// CHECK-NEXT: %[[V39:[a-z0-9_]+]] = nn.cross_entropy %[[V38]], %arg1
+// CHECK-NEXT: %[[V40:[a-z0-9_]+]] = dist.all_reduce %[[V39]] on @mesh axes = ["fsdp"] reduction = avg wire = f32 accum = f32 : tensor<f32> -> tensor<f32>
+// CHECK-NEXT: return %[[V40]] : tensor<f32>
+func.func @llama(
+    %ids: tensor<4x8xi32>, %labels: tensor<4x8xi32>,
+    %embed: tensor<32x16xf32> {nn.param, nn.name = "tok_embeddings.weight"},
+    %attn_norm: tensor<16xf32> {nn.param, nn.name = "layers.0.attention_norm.weight"},
+    %wq: tensor<16x16xf32> {nn.param, nn.name = "layers.0.attention.wq.weight"},
+    %wk: tensor<16x8xf32> {nn.param, nn.name = "layers.0.attention.wk.weight"},
+    %wv: tensor<16x8xf32> {nn.param, nn.name = "layers.0.attention.wv.weight"},
+    %wo: tensor<16x16xf32> {nn.param, nn.name = "layers.0.attention.wo.weight"},
+    %ffn_norm: tensor<16xf32> {nn.param, nn.name = "layers.0.ffn_norm.weight"},
+    %w1: tensor<16x24xf32> {nn.param, nn.name = "layers.0.feed_forward.w1.weight"},
+    %w3: tensor<16x24xf32> {nn.param, nn.name = "layers.0.feed_forward.w3.weight"},
+    %w2: tensor<24x16xf32> {nn.param, nn.name = "layers.0.feed_forward.w2.weight"},
+    %norm: tensor<16xf32> {nn.param, nn.name = "norm.weight"},
+    %output: tensor<16x32xf32> {nn.param, nn.name = "output.weight"}) -> tensor<f32> {
+  %h = nn.embedding %ids, %embed : (tensor<4x8xi32>, tensor<32x16xf32>) -> tensor<4x8x16xf32>
+  %x = nn.rms_norm %h, %attn_norm epsilon 1.0e-05 : (tensor<4x8x16xf32>, tensor<16xf32>) -> tensor<4x8x16xf32>
+  %q2 = nn.linear %x, %wq : (tensor<4x8x16xf32>, tensor<16x16xf32>) -> tensor<4x8x16xf32>
+  %k2 = nn.linear %x, %wk : (tensor<4x8x16xf32>, tensor<16x8xf32>) -> tensor<4x8x8xf32>
+  %v2 = nn.linear %x, %wv : (tensor<4x8x16xf32>, tensor<16x8xf32>) -> tensor<4x8x8xf32>
+  %q = nn.reshape %q2 : (tensor<4x8x16xf32>) -> tensor<4x8x4x4xf32>
+  %k = nn.reshape %k2 : (tensor<4x8x8xf32>) -> tensor<4x8x2x4xf32>
+  %v = nn.reshape %v2 : (tensor<4x8x8xf32>) -> tensor<4x8x2x4xf32>
+  %qr = nn.rope %q theta 1.0e+04 : (tensor<4x8x4x4xf32>) -> tensor<4x8x4x4xf32>
+  %kr = nn.rope %k theta 1.0e+04 : (tensor<4x8x2x4xf32>) -> tensor<4x8x2x4xf32>
+  %o = nn.attention %qr, %kr, %v : (tensor<4x8x4x4xf32>, tensor<4x8x2x4xf32>, tensor<4x8x2x4xf32>) -> tensor<4x8x4x4xf32>
+  %o2 = nn.reshape %o : (tensor<4x8x4x4xf32>) -> tensor<4x8x16xf32>
+  %attn = nn.linear %o2, %wo : (tensor<4x8x16xf32>, tensor<16x16xf32>) -> tensor<4x8x16xf32>
+  %h1 = nn.add %h, %attn : (tensor<4x8x16xf32>, tensor<4x8x16xf32>) -> tensor<4x8x16xf32>
+  %y = nn.rms_norm %h1, %ffn_norm epsilon 1.0e-05 : (tensor<4x8x16xf32>, tensor<16xf32>) -> tensor<4x8x16xf32>
+  %gate = nn.linear %y, %w1 : (tensor<4x8x16xf32>, tensor<16x24xf32>) -> tensor<4x8x24xf32>
+  %up = nn.linear %y, %w3 : (tensor<4x8x16xf32>, tensor<16x24xf32>) -> tensor<4x8x24xf32>
+  %act = nn.silu %gate : (tensor<4x8x24xf32>) -> tensor<4x8x24xf32>
+  %gated = nn.mul %act, %up : (tensor<4x8x24xf32>, tensor<4x8x24xf32>) -> tensor<4x8x24xf32>
+  %down = nn.linear %gated, %w2 : (tensor<4x8x24xf32>, tensor<24x16xf32>) -> tensor<4x8x16xf32>
+  %h2 = nn.add %h1, %down : (tensor<4x8x16xf32>, tensor<4x8x16xf32>) -> tensor<4x8x16xf32>
+  %f = nn.rms_norm %h2, %norm epsilon 1.0e-05 : (tensor<4x8x16xf32>, tensor<16xf32>) -> tensor<4x8x16xf32>
+  %logits = nn.linear %f, %output : (tensor<4x8x16xf32>, tensor<16x32xf32>) -> tensor<4x8x32xf32>
+  %loss = nn.cross_entropy %logits, %labels : (tensor<4x8x32xf32>, tensor<4x8xi32>) -> tensor<f32>
+  return %loss : tensor<f32>
+}
+
+
+
