@@ -39,14 +39,15 @@ namespace {
 
 using Entries = llvm::SmallVector<dist::AxisPlacement, 4>;
 
-// One collective of a conversion: its kind, the mesh axes it runs over (in
-// mesh order), the dims it acts on and the placement it leaves.
+// One op of a conversion (a collective or a local slice): its kind, the mesh
+// axes it runs over (in mesh order), the dims it acts on and the placement it
+// leaves.
 struct Step {
-  enum class Kind { kReduceScatter, kAllReduce, kAllToAll, kAllGather };
+  enum class Kind { kSlice, kReduceScatter, kAllReduce, kAllToAll, kAllGather };
   Kind kind;
   llvm::SmallVector<int64_t, 2> axes;
-  // kReduceScatter: the scatter dim; kAllToAll: the concat dim (the dim the
-  // axes leave); kAllGather: the gather dim.
+  // kSlice: the sliced dim; kReduceScatter: the scatter dim; kAllToAll: the
+  // concat dim (the dim the axes leave); kAllGather: the gather dim.
   int64_t dim = 0;
   // kAllToAll: the split dim (the dim the axes move to).
   int64_t splitDim = 0;
@@ -379,10 +380,11 @@ class PlanInsertCollectivesPass
                                    [&] { return at->emitOpError(); });
   }
 
-  // Plans the collectives that take `from` to `to` on a tensor of `shape`:
-  // reduce-scatters, all-reduces, all-to-alls, then all-gathers, each kind
-  // in mesh-axis order. Fails with a diagnostic at `user` (a note at the
-  // value) for a conversion dist cannot express.
+  // Plans the ops that take `from` to `to` on a tensor of `shape`: the
+  // slices the collectives allow first, reduce-scatters, all-reduces,
+  // all-to-alls, all-gathers, then the other slices, each kind in mesh-axis
+  // order. Fails with a diagnostic at `user` (a note at the value) for a
+  // conversion dist cannot express.
   mlir::FailureOr<llvm::SmallVector<Step, 2>> planSteps(
       const Conversion& conversion, llvm::ArrayRef<int64_t> shape,
       mlir::Operation* user) {
@@ -422,6 +424,61 @@ class PlanInsertCollectivesPass
       steps.push_back(std::move(step));
     };
 
+    // replicate -> shard<d>: one local slice per dim.
+    auto slice = [&](int64_t dim) -> mlir::LogicalResult {
+      Step step{Step::Kind::kSlice, {}, dim, 0, false,
+                dist::ReductionKind::Sum, current};
+      for (auto [axis, entry] : llvm::enumerate(current)) {
+        if (entry.isReplicate() && to[axis].isShard() &&
+            to[axis].dim == dim) {
+          step.axes.push_back(axis);
+          step.after[axis] = to[axis];
+        }
+      }
+      if (step.axes.empty()) return mlir::success();
+      if (!appendsTo(current, dim, step.axes)) {
+        return fail(step.axes.front(),
+                    "a slice would put its shards inside those of a later "
+                    "mesh axis; shard the dim on the earlier mesh axis "
+                    "first");
+      }
+      step.padded =
+          normalize(step.after, shape, *mesh_)[step.axes.front()].padded;
+      if (step.padded && step.axes.size() != axesOn(step.after, dim).size()) {
+        return fail(step.axes.front(),
+                    "a padded dim must be sliced over all its axes at once; "
+                    "shard it on these axes only");
+      }
+      push(std::move(step));
+      return mlir::success();
+    };
+    // Whether the slice of `dim` can run before the collectives: no
+    // collective takes a shard off the dim (a gather or all-to-all needs its
+    // axes innermost) and every axis a collective adds to it comes after the
+    // sliced axes in mesh order (a shard is added innermost).
+    auto slicesFirst = [&](int64_t dim) {
+      int64_t lastSliced = -1;
+      for (auto [axis, have, want] : llvm::enumerate(from, to)) {
+        if (have.isReplicate() && want.isShard() && want.dim == dim) {
+          lastSliced = static_cast<int64_t>(axis);
+        }
+      }
+      for (auto [axis, have, want] : llvm::enumerate(from, to)) {
+        const bool had = have.isShard() && have.dim == dim;
+        const bool wants = want.isShard() && want.dim == dim;
+        if (had && !wants) return false;
+        if (!had && wants && !have.isReplicate() &&
+            static_cast<int64_t>(axis) < lastSliced) {
+          return false;
+        }
+      }
+      return true;
+    };
+    // Slices first where the collectives allow it: they cost no
+    // communication and shrink what the collectives then move.
+    for (int64_t dim = 0; dim < rank; ++dim) {
+      if (slicesFirst(dim) && failed(slice(dim))) return mlir::failure();
+    }
     // partial -> shard<d>: one reduce-scatter per (dim, reduction).
     for (int64_t dim = 0; dim < rank; ++dim) {
       for (dist::ReductionKind kind :
@@ -531,19 +588,20 @@ class PlanInsertCollectivesPass
       }
       push(std::move(step));
     }
+    // The other slices: after the collectives, so their shards are in place
+    // and the slice splits each of them further.
+    for (int64_t dim = 0; dim < rank; ++dim) {
+      if (!slicesFirst(dim) && failed(slice(dim))) return mlir::failure();
+    }
     for (auto [axis, have, want] : llvm::enumerate(current, to)) {
       if (have == want) continue;
-      if (want.isPartial()) {
-        return fail(axis, have.isPartial()
-                              ? "a change of reduction kind has no collective"
-                              : "dist has no op that makes a partial value "
-                                "(one rank keeping it, the others zero); "
-                                "give the user a replicated operand");
-      }
-      return fail(axis,
-                  "this needs a local slice, which dist has no op for; "
-                  "produce the value sharded (or let the user take it "
-                  "replicated)");
+      // The steps above reach every wanted replicate and shard entry, so
+      // only a wanted partial can be left.
+      return fail(axis, have.isPartial()
+                            ? "a change of reduction kind has no collective"
+                            : "dist has no op that makes a partial value "
+                              "(one rank keeping it, the others zero); "
+                              "give the user a replicated operand");
     }
     return steps;
   }
@@ -589,6 +647,12 @@ class PlanInsertCollectivesPass
       mlir::ArrayAttr axes = builder.getStrArrayAttr(names);
       mlir::Operation* op = nullptr;
       switch (step.kind) {
+        case Step::Kind::kSlice:
+          op = dist::SliceOp::create(
+              builder, loc, type, mesh_->ref, axes, current,
+              builder.getI64IntegerAttr(step.dim),
+              step.padded ? builder.getUnitAttr() : nullptr);
+          break;
         case Step::Kind::kAllGather:
           op = dist::AllGatherOp::create(
               builder, loc, type, mesh_->ref, axes, current,

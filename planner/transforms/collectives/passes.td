@@ -43,12 +43,12 @@ def PlanInsertCollectives : Pass<"plan-insert-collectives", "::mlir::ModuleOp"> 
       dist.free %0 : tensor<16x32xf32>
     ```
 
-    Refused with a diagnostic at the user: replicate -> shard (a local
-    slice) and anything -> partial (dist has no op for either), a change of
-    reduction kind, gathers and scatters that would reorder the shards of a
-    dim split by several axes, all-to-all on padded dims, and dtype options
-    that give an invalid wire or accumulation type. See
-    docs/planner_collectives.md.
+    Replicate -> shard becomes a `dist.slice` (local, no communication).
+    Refused with a diagnostic at the user: anything -> partial (dist has no
+    op for it), a change of reduction kind, gathers, scatters and slices
+    that would reorder the shards of a dim split by several axes, all-to-all
+    on padded dims, and dtype options that give an invalid wire or
+    accumulation type. See docs/planner_collectives.md.
   }];
   let options = [
     Option<"reshardAfterForward", "reshard-after-forward", "bool",

@@ -93,6 +93,23 @@ func.func @async_collectives(%s: tensor<2x16xf32>, %g: tensor<8x16xbf16>)
   return %w0, %w1, %w2, %w3 : tensor<4x16xbf16>, tensor<4x16xf32>, tensor<2x16xf32>, tensor<8x4xf32>
 }
 
+// Tests that dist.slice prints its axes, dim and `padded`, and that gathering
+// the slice over the same axes gives back the operand's type.
+// CHECK-LABEL: func.func @slice
+// CHECK-SAME: (%[[X:.*]]: tensor<8x32xf32>, %[[Y:.*]]: tensor<10x16xbf16>)
+// CHECK-NEXT: %[[S:.*]] = dist.slice %[[X]] on @mesh axes = ["tp"] slice_dim = 1 : tensor<8x32xf32> -> tensor<8x8xf32>
+// CHECK-NEXT: %[[G:.*]] = dist.all_gather %[[S]] on @mesh axes = ["tp"] gather_dim = 1 wire = f32 : tensor<8x8xf32> -> tensor<8x32xf32>
+// CHECK-NEXT: %[[P:.*]] = dist.slice %[[Y]] on @mesh axes = ["tp"] slice_dim = 0 padded : tensor<10x16xbf16> -> tensor<3x16xbf16>
+// CHECK-NEXT: %[[T:.*]] = dist.slice %[[X]] on @mesh axes = ["dp", "tp"] slice_dim = 0 : tensor<8x32xf32> -> tensor<1x32xf32>
+// CHECK-NEXT: return %[[G]], %[[P]], %[[T]]
+func.func @slice(%x: tensor<8x32xf32>, %y: tensor<10x16xbf16>) -> (tensor<8x32xf32>, tensor<3x16xbf16>, tensor<1x32xf32>) {
+  %s = dist.slice %x on @mesh axes = ["tp"] slice_dim = 1 : tensor<8x32xf32> -> tensor<8x8xf32>
+  %g = dist.all_gather %s on @mesh axes = ["tp"] gather_dim = 1 wire = f32 : tensor<8x8xf32> -> tensor<8x32xf32>
+  %p = dist.slice %y on @mesh axes = ["tp"] slice_dim = 0 padded : tensor<10x16xbf16> -> tensor<3x16xbf16>
+  %t = dist.slice %x on @mesh axes = ["dp", "tp"] slice_dim = 0 : tensor<8x32xf32> -> tensor<1x32xf32>
+  return %g, %p, %t : tensor<8x32xf32>, tensor<3x16xbf16>, tensor<1x32xf32>
+}
+
 // Tests the FSDP pattern: gather a bucket of shards, unbucket the whole
 // params, free the gathered buffer after the last use.
 // CHECK-LABEL: func.func @fsdp_bucket_gather

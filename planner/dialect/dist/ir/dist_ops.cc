@@ -138,13 +138,15 @@ mlir::LogicalResult verifyDimInRange(mlir::Operation* op, llvm::StringRef what,
   return mlir::success();
 }
 
+// `kind` names the op in the fix: "collective" or "slice".
 mlir::LogicalResult verifySameRank(mlir::Operation* op,
                                    mlir::RankedTensorType input,
-                                   mlir::RankedTensorType result) {
+                                   mlir::RankedTensorType result,
+                                   llvm::StringRef kind = "collective") {
   if (input.getRank() != result.getRank()) {
     return op->emitOpError()
            << "result rank " << result.getRank() << " != operand rank "
-           << input.getRank() << "; the collective keeps the rank";
+           << input.getRank() << "; the " << kind << " keeps the rank";
   }
   return mlir::success();
 }
@@ -326,6 +328,39 @@ mlir::LogicalResult verifyReduceScatter(OpT op) {
   return mlir::success();
 }
 
+// Checks that `dim` of size `in` splits over `group` into `out` rows per
+// rank by the padding rule: `padded` exactly when the group does not divide
+// it. Shared by dist.reduce_scatter and dist.slice, which keep a rank's chunk.
+mlir::LogicalResult verifySplitDim(mlir::Operation* op, int64_t dim,
+                                   int64_t in, int64_t out, bool padded,
+                                   const Group& group) {
+  const bool divides = in % group.size == 0;
+  if (!padded && !divides) {
+    return op->emitOpError()
+           << "operand dim " << dim << " of size " << in
+           << " does not divide by group size " << group.size << " (over "
+           << group.axes << "), got: " << in << " % " << group.size << " = "
+           << in % group.size
+           << "; mark the op `padded` (each rank then keeps ceil(" << in
+           << " / " << group.size << ") = " << shardSize(in, group.size)
+           << " rows) or make the dim divisible";
+  }
+  if (padded && divides) {
+    return op->emitOpError()
+           << "operand dim " << dim << " of size " << in
+           << " divides by group size " << group.size << " (over "
+           << group.axes << "), so nothing is padded; drop `padded`";
+  }
+  const int64_t expected = shardSize(in, group.size);
+  if (out != expected) {
+    return op->emitOpError()
+           << "result dim " << dim << " of size " << out << " != " << expected
+           << ", the rows each rank keeps of operand dim " << dim << " (" << in
+           << " over group size " << group.size << "); set it to " << expected;
+  }
+  return mlir::success();
+}
+
 template <typename OpT>
 mlir::LogicalResult verifyReduceScatterGroup(
     OpT op, mlir::SymbolTableCollection& tables) {
@@ -334,33 +369,9 @@ mlir::LogicalResult verifyReduceScatterGroup(
       resolveGroup(o, op.getMeshAttr(), op.getMeshAxes(), tables);
   if (mlir::failed(group)) return mlir::failure();
   const int64_t dim = op.getScatterDim();
-  const int64_t in = op.getInput().getType().getDimSize(dim);
-  const int64_t out = op.getResultTensorType().getDimSize(dim);
-  const bool divides = in % group->size == 0;
-  if (!op.getPadded() && !divides) {
-    return op.emitOpError()
-           << "operand dim " << dim << " of size " << in
-           << " does not divide by group size " << group->size << " (over "
-           << group->axes << "), got: " << in << " % " << group->size << " = "
-           << in % group->size
-           << "; mark the op `padded` (each rank then keeps ceil(" << in
-           << " / " << group->size << ") = " << shardSize(in, group->size)
-           << " rows) or make the dim divisible";
-  }
-  if (op.getPadded() && divides) {
-    return op.emitOpError()
-           << "operand dim " << dim << " of size " << in
-           << " divides by group size " << group->size << " (over "
-           << group->axes << "), so nothing is padded; drop `padded`";
-  }
-  const int64_t expected = shardSize(in, group->size);
-  if (out != expected) {
-    return op.emitOpError()
-           << "result dim " << dim << " of size " << out << " != " << expected
-           << ", the rows each rank keeps of operand dim " << dim << " (" << in
-           << " over group size " << group->size << "); set it to " << expected;
-  }
-  return mlir::success();
+  return verifySplitDim(o, dim, op.getInput().getType().getDimSize(dim),
+                        op.getResultTensorType().getDimSize(dim),
+                        op.getPadded(), *group);
 }
 
 template <typename OpT>
@@ -673,6 +684,43 @@ mlir::LogicalResult WaitOp::verify() {
                             "this block";
   }
   return mlir::success();
+}
+
+//===----------------------------------------------------------------------===//
+// dist.slice
+//===----------------------------------------------------------------------===//
+
+mlir::LogicalResult SliceOp::verify() {
+  mlir::Operation* o = getOperation();
+  mlir::RankedTensorType input = getInput().getType();
+  mlir::RankedTensorType result = getResult().getType();
+  if (mlir::failed(verifyAxesList(o, getMeshAxes())) ||
+      mlir::failed(verifyDimInRange(o, "slice_dim", getSliceDim(),
+                                    input.getRank())) ||
+      mlir::failed(verifySameRank(o, input, result, "slice")) ||
+      mlir::failed(
+          verifyOtherDims(o, "slice_dim", getSliceDim(), input, result))) {
+    return mlir::failure();
+  }
+  if (input.getElementType() != result.getElementType()) {
+    return emitOpError() << "result element type " << result.getElementType()
+                         << " != operand element type "
+                         << input.getElementType()
+                         << "; a slice keeps the element type, set it to "
+                         << input.getElementType();
+  }
+  return mlir::success();
+}
+
+mlir::LogicalResult SliceOp::verifySymbolUses(
+    mlir::SymbolTableCollection& tables) {
+  mlir::FailureOr<Group> group =
+      resolveGroup(*this, getMeshAttr(), getMeshAxes(), tables);
+  if (mlir::failed(group)) return mlir::failure();
+  const int64_t dim = getSliceDim();
+  return verifySplitDim(*this, dim, getInput().getType().getDimSize(dim),
+                        getResult().getType().getDimSize(dim), getPadded(),
+                        *group);
 }
 
 //===----------------------------------------------------------------------===//

@@ -1,5 +1,5 @@
 // Operations of the `dist` dialect (mesh, annotate, collectives and their
-// async forms, wait, free, bucket, unbucket, optimizer_step).
+// async forms, wait, slice, free, bucket, unbucket, optimizer_step).
 #ifndef LOOM_PLANNER_DIALECT_DIST_IR_DIST_OPS_H_
 #define LOOM_PLANNER_DIALECT_DIST_IR_DIST_OPS_H_
 

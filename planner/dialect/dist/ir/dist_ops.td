@@ -320,6 +320,53 @@ def Dist_WaitOp : Dist_Op<"wait", [
 }
 
 //===----------------------------------------------------------------------===//
+// Local slice: a layout change that needs no communication.
+//===----------------------------------------------------------------------===//
+
+// `Pure` although the result depends on the rank: every rank runs the same
+// SSA program, so the rank is a constant of the program each rank runs, and
+// the op reads only its operand. CSE of two equal slices, DCE of an unused
+// one or hoisting one therefore leave each rank's values unchanged, and no
+// other rank waits for it.
+def Dist_SliceOp : Dist_Op<"slice", [
+    Pure,
+    DeclareOpInterfaceMethods<SymbolUserOpInterface>
+  ]> {
+  let summary = "keeps this rank's shard of one dim; no communication";
+  let description = [{
+    Each rank keeps chunk `i` of its operand along `slice_dim`, where `i` is
+    its index in the group of ranks that differ only along `axes`, in the
+    group's row-major rank order over the listed axes: the order in which
+    `dist.all_gather` concatenates, so gathering the slices over the same
+    axes gives back the operand. With `padded`, the dim is zero-padded at its
+    end to a multiple of the group size first (see `dist.placement`), so the
+    result dim is `ceil(operand / group)` and the last ranks hold zeros.
+    This turns a value replicated over `axes` into its shard. The element
+    type is kept.
+
+    ```mlir
+    %s = dist.slice %x on @mesh axes = ["tp"] slice_dim = 1
+        : tensor<8x32xf32> -> tensor<8x8xf32>
+    %p = dist.slice %y on @mesh axes = ["tp"] slice_dim = 0 padded
+        : tensor<10x16xf32> -> tensor<3x16xf32>
+    ```
+  }];
+  let arguments = (ins
+    FlatSymbolRefAttr:$mesh,
+    StrArrayAttr:$mesh_axes,
+    AnyStaticShapeTensor:$input,
+    I64Attr:$slice_dim,
+    UnitAttr:$padded
+  );
+  let results = (outs AnyStaticShapeTensor:$result);
+  let assemblyFormat = [{
+    $input `on` $mesh `axes` `=` $mesh_axes `slice_dim` `=` $slice_dim
+    (`padded` $padded^)? attr-dict `:` type($input) `->` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
 // Buffers and the optimizer.
 //===----------------------------------------------------------------------===//
 

@@ -147,3 +147,33 @@ func.func @tp_forward(%arg0: tensor<8x16xf32> {dist.placement = #dist.placement<
   %3 = nn.cross_entropy %2, %arg1 {dist.operand_placements = [#dist.placement<@mesh, [replicate]>, #dist.placement<@mesh, [replicate]>], dist.result_placements = [#dist.placement<@mesh, [replicate]>]} : (tensor<8x12xf32>, tensor<8xi32>) -> tensor<f32>
   return %3 : tensor<f32>
 }
+
+// -----
+
+dist.mesh @mesh shape = [2, 2] axes = ["a", "b"]
+
+// Tests where the slice (replicate -> shard) goes in a conversion: first when
+// the collectives allow it, so the all-reduce moves half the rows; after the
+// reduce-scatter that shards the same dim on the earlier axis "a"; after the
+// gather that takes "a" off the dim; and padded when the dim does not divide.
+// CHECK-LABEL: func.func @slices(
+// CHECK-NEXT: %[[V0:[a-z0-9_]+]] = dist.slice %arg0 on @mesh axes = ["b"] slice_dim = 1 : tensor<8x16xf32> -> tensor<8x8xf32>
+// CHECK-NEXT: %[[V1:[a-z0-9_]+]] = dist.all_reduce %[[V0]] on @mesh axes = ["a"] reduction = sum wire = f32 accum = f32 : tensor<8x8xf32> -> tensor<8x8xf32>
+// CHECK-NEXT: %[[V2:[a-z0-9_]+]] = nn.silu %[[V1]]
+// CHECK-NEXT: %[[V3:[a-z0-9_]+]] = dist.reduce_scatter %arg0 on @mesh axes = ["a"] scatter_dim = 0 reduction = sum wire = f32 accum = f32 : tensor<8x16xf32> -> tensor<4x16xf32>
+// CHECK-NEXT: %[[V4:[a-z0-9_]+]] = dist.slice %[[V3]] on @mesh axes = ["b"] slice_dim = 0 : tensor<4x16xf32> -> tensor<2x16xf32>
+// CHECK-NEXT: %[[V5:[a-z0-9_]+]] = nn.gelu %[[V4]]
+// CHECK-NEXT: %[[V6:[a-z0-9_]+]] = dist.all_gather %arg1 on @mesh axes = ["a"] gather_dim = 0 wire = f32 : tensor<4x16xf32> -> tensor<8x16xf32>
+// CHECK-NEXT: %[[V7:[a-z0-9_]+]] = dist.slice %[[V6]] on @mesh axes = ["b"] slice_dim = 0 : tensor<8x16xf32> -> tensor<4x16xf32>
+// CHECK-NEXT: %[[V8:[a-z0-9_]+]] = nn.silu %[[V7]]
+// CHECK-NEXT: %[[V9:[a-z0-9_]+]] = dist.slice %arg2 on @mesh axes = ["a", "b"] slice_dim = 0 padded : tensor<10x16xf32> -> tensor<3x16xf32>
+// CHECK-NEXT: %[[V10:[a-z0-9_]+]] = nn.gelu %[[V9]]
+// CHECK-NEXT: return %[[V2]], %[[V5]], %[[V8]], %[[V10]] : tensor<8x8xf32>, tensor<2x16xf32>, tensor<4x16xf32>, tensor<3x16xf32>
+func.func @slices(%arg0: tensor<8x16xf32> {dist.placement = #dist.placement<@mesh, [partial<sum>, replicate]>}, %arg1: tensor<8x16xf32> {dist.placement = #dist.placement<@mesh, [shard<0>, replicate]>}, %arg2: tensor<10x16xf32> {dist.placement = #dist.placement<@mesh, [replicate, replicate]>})
+    -> (tensor<8x16xf32> {dist.placement = #dist.placement<@mesh, [replicate, shard<1>]>}, tensor<8x16xf32> {dist.placement = #dist.placement<@mesh, [shard<0>, shard<0>]>}, tensor<8x16xf32> {dist.placement = #dist.placement<@mesh, [replicate, shard<0>]>}, tensor<10x16xf32> {dist.placement = #dist.placement<@mesh, [shard<0, padded>, shard<0, padded>]>}) {
+  %0 = nn.silu %arg0 {dist.operand_placements = [#dist.placement<@mesh, [replicate, shard<1>]>], dist.result_placements = [#dist.placement<@mesh, [replicate, shard<1>]>]} : (tensor<8x16xf32>) -> tensor<8x16xf32>
+  %1 = nn.gelu %arg0 {dist.operand_placements = [#dist.placement<@mesh, [shard<0>, shard<0>]>], dist.result_placements = [#dist.placement<@mesh, [shard<0>, shard<0>]>]} : (tensor<8x16xf32>) -> tensor<8x16xf32>
+  %2 = nn.silu %arg1 {dist.operand_placements = [#dist.placement<@mesh, [replicate, shard<0>]>], dist.result_placements = [#dist.placement<@mesh, [replicate, shard<0>]>]} : (tensor<8x16xf32>) -> tensor<8x16xf32>
+  %3 = nn.gelu %arg2 {dist.operand_placements = [#dist.placement<@mesh, [shard<0, padded>, shard<0, padded>]>], dist.result_placements = [#dist.placement<@mesh, [shard<0, padded>, shard<0, padded>]>]} : (tensor<10x16xf32>) -> tensor<10x16xf32>
+  return %0, %1, %2, %3 : tensor<8x16xf32>, tensor<8x16xf32>, tensor<8x16xf32>, tensor<10x16xf32>
+}

@@ -1,14 +1,30 @@
 // RUN: plan-opt %s -split-input-file -verify-diagnostics --plan-insert-collectives
 
-dist.mesh @mesh shape = [2] axes = ["tp"]
+dist.mesh @mesh shape = [2, 2] axes = ["a", "b"]
 
-// Tests that a replicated value wanted sharded (a local slice) is refused: dist has
-// no slice op.
-func.func @slice(%x: tensor<8x16xf32> {dist.placement = #dist.placement<@mesh, [replicate]>})
-    -> (tensor<8x16xf32> {dist.placement = #dist.placement<@mesh, [shard<1>]>}) {
-  // expected-error @+1 {{'nn.silu' op cannot convert [replicate] to [shard<1>] on mesh axis "tp" (replicate -> shard<1>): this needs a local slice, which dist has no op for; produce the value sharded (or let the user take it replicated)}}
-  %y = nn.silu %x {dist.operand_placements = [#dist.placement<@mesh, [shard<1>]>], dist.result_placements = [#dist.placement<@mesh, [shard<1>]>]} : (tensor<8x16xf32>) -> tensor<8x16xf32>
+// Tests that a slice on an earlier mesh axis than one that already shards the
+// dim is refused (its shards would sit inside those of the later axis), with
+// a note at the producer.
+func.func @slice_inside_later_axis(%x: tensor<8x16xf32> {dist.placement = #dist.placement<@mesh, [replicate, shard<0>]>})
+    -> (tensor<8x16xf32> {dist.placement = #dist.placement<@mesh, [shard<0>, shard<0>]>}) {
+  // expected-note @+1 {{the value is produced here}}
+  %a = nn.silu %x {dist.operand_placements = [#dist.placement<@mesh, [replicate, shard<0>]>], dist.result_placements = [#dist.placement<@mesh, [replicate, shard<0>]>]} : (tensor<8x16xf32>) -> tensor<8x16xf32>
+  // expected-error @+1 {{'nn.gelu' op cannot convert [replicate, shard<0>] to [shard<0>, shard<0>] on mesh axis "a" (replicate -> shard<0>): a slice would put its shards inside those of a later mesh axis; shard the dim on the earlier mesh axis first}}
+  %y = nn.gelu %a {dist.operand_placements = [#dist.placement<@mesh, [shard<0>, shard<0>]>], dist.result_placements = [#dist.placement<@mesh, [shard<0>, shard<0>]>]} : (tensor<8x16xf32>) -> tensor<8x16xf32>
   return %y : tensor<8x16xf32>
+}
+
+// -----
+
+dist.mesh @mesh shape = [2, 2] axes = ["a", "b"]
+
+// Tests that slicing a shard of a dim that only pads over all its axes is
+// refused: 6 rows split evenly over "a", but not over "a" and "b".
+func.func @padded_slice_of_shard(%x: tensor<6x16xf32> {dist.placement = #dist.placement<@mesh, [shard<0>, replicate]>})
+    -> (tensor<6x16xf32> {dist.placement = #dist.placement<@mesh, [shard<0>, replicate]>}) {
+  // expected-error @+1 {{'nn.silu' op cannot convert [shard<0>, replicate] to [shard<0, padded>, shard<0, padded>] on mesh axis "b" (replicate -> shard<0, padded>): a padded dim must be sliced over all its axes at once; shard it on these axes only}}
+  %y = nn.silu %x {dist.operand_placements = [#dist.placement<@mesh, [shard<0, padded>, shard<0, padded>]>], dist.result_placements = [#dist.placement<@mesh, [shard<0>, replicate]>]} : (tensor<6x16xf32>) -> tensor<6x16xf32>
+  return %y : tensor<6x16xf32>
 }
 
 // -----

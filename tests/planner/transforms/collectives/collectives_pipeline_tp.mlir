@@ -1,10 +1,11 @@
-// RUN: plan-opt %s -split-input-file --plan-placement="mesh=tp=2 axes=tp" --plan-insert-collectives | FileCheck %s
+// RUN: plan-opt %s -split-input-file --plan-autodiff --plan-placement="mesh=tp=2 axes=tp" --plan-insert-collectives | FileCheck %s
 
-// plan-placement and plan-insert-collectives under tp=2 (Megatron) on an MLP
-// training step and a Llama layer's forward graph: all-reduces after the
+// plan-autodiff, plan-placement and plan-insert-collectives under tp=2
+// (Megatron) on an MLP and a Llama layer training step: all-reduces after the
 // row-parallel wo and w2 and where the vocab-parallel embedding's partial sum
-// meets a norm; the logits are gathered for the loss. A Llama training step
-// under tp is refused (see docs/planner_collectives.md).
+// meets a norm; the logits are gathered for the loss, and the loss cotangent
+// is sliced back to this rank's vocab columns for the column-parallel head
+// (dist.slice, no communication).
 
 // Tests the exact collective sequence of the MLP training step.
 // CHECK-LABEL: func.func @mlp(
@@ -19,22 +20,24 @@
 // CHECK-NEXT: %[[V8:[a-z0-9_]+]] = nn.silu_grad %[[V0]], %[[V6]]
 // CHECK-NEXT: %[[V9:[a-z0-9_]+]] = nn.matmul %arg0, %[[V8]] transpose_lhs
 // CHECK-NEXT: return %[[V4]], %[[V9]], %[[V7]] : tensor<f32>, tensor<16x8xf32>, tensor<8x12xf32>
-func.func @mlp(%arg0: tensor<8x16xf32>, %arg1: tensor<8xi32>, %arg2: tensor<16x16xf32> {nn.name = "fc1.weight", nn.param}, %arg3: tensor<16x12xf32> {nn.name = "head.weight", nn.param}, %arg4: tensor<f32>) -> (tensor<f32>, tensor<16x16xf32> {nn.grad_of = 2 : i64, nn.name = "fc1.weight"}, tensor<16x12xf32> {nn.grad_of = 3 : i64, nn.name = "head.weight"}) attributes {nn.loss_grad_arg = 4 : i64} {
-  %0 = nn.linear %arg0, %arg2 : (tensor<8x16xf32>, tensor<16x16xf32>) -> tensor<8x16xf32>
-  %1 = nn.silu %0 : (tensor<8x16xf32>) -> tensor<8x16xf32>
-  %2 = nn.linear %1, %arg3 : (tensor<8x16xf32>, tensor<16x12xf32>) -> tensor<8x12xf32>
-  %3 = nn.cross_entropy %2, %arg1 : (tensor<8x12xf32>, tensor<8xi32>) -> tensor<f32>
-  %4 = nn.cross_entropy_grad %2, %arg1, %arg4 scale 1.250000e-01 : (tensor<8x12xf32>, tensor<8xi32>, tensor<f32>) -> tensor<8x12xf32>
-  %5 = nn.matmul %4, %arg3 transpose_rhs : (tensor<8x12xf32>, tensor<16x12xf32>) -> tensor<8x16xf32>
-  %6 = nn.matmul %1, %4 transpose_lhs : (tensor<8x16xf32>, tensor<8x12xf32>) -> tensor<16x12xf32>
-  %7 = nn.silu_grad %0, %5 : (tensor<8x16xf32>, tensor<8x16xf32>) -> tensor<8x16xf32>
-  %8 = nn.matmul %arg0, %7 transpose_lhs : (tensor<8x16xf32>, tensor<8x16xf32>) -> tensor<16x16xf32>
-  return %3, %8, %6 : tensor<f32>, tensor<16x16xf32>, tensor<16x12xf32>
+func.func @mlp(%x: tensor<8x16xf32>, %labels: tensor<8xi32>,
+    %w1: tensor<16x16xf32> {nn.param, nn.name = "fc1.weight"},
+    %w2: tensor<16x12xf32> {nn.param, nn.name = "head.weight"}) -> tensor<f32> {
+  %h = nn.linear %x, %w1 : (tensor<8x16xf32>, tensor<16x16xf32>) -> tensor<8x16xf32>
+  %a = nn.silu %h : (tensor<8x16xf32>) -> tensor<8x16xf32>
+  %y = nn.linear %a, %w2 : (tensor<8x16xf32>, tensor<16x12xf32>) -> tensor<8x12xf32>
+  %l = nn.cross_entropy %y, %labels : (tensor<8x12xf32>, tensor<8xi32>) -> tensor<f32>
+  return %l : tensor<f32>
 }
 
 // -----
 
-// Tests the exact collective sequence of the Llama layer's forward graph.
+// Tests the exact collective sequence of the Llama layer training step.
+// Forward: 3 all_reduces (embedding, after wo, after w2) and 1 all_gather (the
+// logits over vocab). Backward: 1 slice (the logits cotangent to this rank's
+// vocab columns) and 3 all_reduces (the input gradients of the output head,
+// of w1 + w3 and of wq + wk + wv). 7 collectives and 1 slice, all over tp;
+// every parameter gradient stays local.
 // CHECK-LABEL: func.func @llama(
 // CHECK-NEXT: %[[V0:[a-z0-9_]+]] = nn.embedding %arg0, %arg2
 // CHECK-NEXT: %[[V1:[a-z0-9_]+]] = dist.all_reduce %[[V0]] on @mesh axes = ["tp"] reduction = sum wire = f32 accum = f32 : tensor<4x8x16xf32> -> tensor<4x8x16xf32>
@@ -64,7 +67,47 @@ func.func @mlp(%arg0: tensor<8x16xf32>, %arg1: tensor<8xi32>, %arg2: tensor<16x1
 // CHECK-NEXT: %[[V25:[a-z0-9_]+]] = nn.linear %[[V24]], %arg13
 // CHECK-NEXT: %[[V26:[a-z0-9_]+]] = dist.all_gather %[[V25]] on @mesh axes = ["tp"] gather_dim = 2 wire = f32 : tensor<4x8x16xf32> -> tensor<4x8x32xf32>
 // CHECK-NEXT: %[[V27:[a-z0-9_]+]] = nn.cross_entropy %[[V26]], %arg1
-// CHECK-NEXT: return %[[V27]] : tensor<f32>
+// CHECK-NEXT: %[[V28:[a-z0-9_]+]] = nn.cross_entropy_grad %[[V26]], %arg1, %arg14 scale 3.125000e-02
+// CHECK-NEXT: %[[V29:[a-z0-9_]+]] = dist.slice %[[V28]] on @mesh axes = ["tp"] slice_dim = 2 : tensor<4x8x32xf32> -> tensor<4x8x16xf32>
+// CHECK-NEXT: %[[V30:[a-z0-9_]+]] = nn.matmul %[[V29]], %arg13 transpose_rhs
+// CHECK-NEXT: %[[V31:[a-z0-9_]+]] = nn.matmul %[[V24]], %[[V29]] transpose_lhs
+// CHECK-NEXT: %[[V32:[a-z0-9_]+]] = dist.all_reduce %[[V30]] on @mesh axes = ["tp"] reduction = sum wire = f32 accum = f32 : tensor<4x8x16xf32> -> tensor<4x8x16xf32>
+// CHECK-NEXT: %[[VINPUTGRAD:[a-z0-9_]+]], %[[VGAMMAGRAD:[a-z0-9_]+]] = nn.rms_norm_grad %[[V23]], %arg12, %[[V32]] epsilon 1.000000e-05
+// CHECK-NEXT: %[[V33:[a-z0-9_]+]] = nn.matmul %[[VINPUTGRAD]], %arg11 transpose_rhs
+// CHECK-NEXT: %[[V34:[a-z0-9_]+]] = nn.matmul %[[V20]], %[[VINPUTGRAD]] transpose_lhs
+// CHECK-NEXT: %[[V35:[a-z0-9_]+]] = nn.mul %[[V33]], %[[V18]]
+// CHECK-NEXT: %[[V36:[a-z0-9_]+]] = nn.mul %[[V33]], %[[V19]]
+// CHECK-NEXT: %[[V37:[a-z0-9_]+]] = nn.silu_grad %[[V17]], %[[V35]]
+// CHECK-NEXT: %[[V38:[a-z0-9_]+]] = nn.matmul %[[V36]], %arg10 transpose_rhs
+// CHECK-NEXT: %[[V39:[a-z0-9_]+]] = nn.matmul %[[V16]], %[[V36]] transpose_lhs
+// CHECK-NEXT: %[[V40:[a-z0-9_]+]] = nn.matmul %[[V37]], %arg9 transpose_rhs
+// CHECK-NEXT: %[[V41:[a-z0-9_]+]] = nn.matmul %[[V16]], %[[V37]] transpose_lhs
+// CHECK-NEXT: %[[V42:[a-z0-9_]+]] = nn.add %[[V38]], %[[V40]]
+// CHECK-NEXT: %[[V43:[a-z0-9_]+]] = dist.all_reduce %[[V42]] on @mesh axes = ["tp"] reduction = sum wire = f32 accum = f32 : tensor<4x8x16xf32> -> tensor<4x8x16xf32>
+// CHECK-NEXT: %[[VINPUTGRAD0:[a-z0-9_]+]], %[[VGAMMAGRAD1:[a-z0-9_]+]] = nn.rms_norm_grad %[[V15]], %arg8, %[[V43]] epsilon 1.000000e-05
+// CHECK-NEXT: %[[V44:[a-z0-9_]+]] = nn.add %[[VINPUTGRAD]], %[[VINPUTGRAD0]]
+// CHECK-NEXT: %[[V45:[a-z0-9_]+]] = nn.matmul %[[V44]], %arg7 transpose_rhs
+// CHECK-NEXT: %[[V46:[a-z0-9_]+]] = nn.matmul %[[V12]], %[[V44]] transpose_lhs
+// CHECK-NEXT: %[[V47:[a-z0-9_]+]] = nn.reshape %[[V45]]
+// CHECK-NEXT: %[[VQUERYGRAD:[a-z0-9_]+]], %[[VKEYGRAD:[a-z0-9_]+]], %[[VVALUEGRAD:[a-z0-9_]+]] = nn.attention_grad %[[V9]], %[[V10]], %[[V8]], %[[V47]]
+// CHECK-NEXT: %[[V48:[a-z0-9_]+]] = nn.rope %[[VKEYGRAD]] theta 1.000000e+04 inverse
+// CHECK-NEXT: %[[V49:[a-z0-9_]+]] = nn.rope %[[VQUERYGRAD]] theta 1.000000e+04 inverse
+// CHECK-NEXT: %[[V50:[a-z0-9_]+]] = nn.reshape %[[VVALUEGRAD]]
+// CHECK-NEXT: %[[V51:[a-z0-9_]+]] = nn.reshape %[[V48]]
+// CHECK-NEXT: %[[V52:[a-z0-9_]+]] = nn.reshape %[[V49]]
+// CHECK-NEXT: %[[V53:[a-z0-9_]+]] = nn.matmul %[[V50]], %arg6 transpose_rhs
+// CHECK-NEXT: %[[V54:[a-z0-9_]+]] = nn.matmul %[[V2]], %[[V50]] transpose_lhs
+// CHECK-NEXT: %[[V55:[a-z0-9_]+]] = nn.matmul %[[V51]], %arg5 transpose_rhs
+// CHECK-NEXT: %[[V56:[a-z0-9_]+]] = nn.matmul %[[V2]], %[[V51]] transpose_lhs
+// CHECK-NEXT: %[[V57:[a-z0-9_]+]] = nn.add %[[V53]], %[[V55]]
+// CHECK-NEXT: %[[V58:[a-z0-9_]+]] = nn.matmul %[[V52]], %arg4 transpose_rhs
+// CHECK-NEXT: %[[V59:[a-z0-9_]+]] = nn.matmul %[[V2]], %[[V52]] transpose_lhs
+// CHECK-NEXT: %[[V60:[a-z0-9_]+]] = nn.add %[[V57]], %[[V58]]
+// CHECK-NEXT: %[[V61:[a-z0-9_]+]] = dist.all_reduce %[[V60]] on @mesh axes = ["tp"] reduction = sum wire = f32 accum = f32 : tensor<4x8x16xf32> -> tensor<4x8x16xf32>
+// CHECK-NEXT: %[[VINPUTGRAD2:[a-z0-9_]+]], %[[VGAMMAGRAD3:[a-z0-9_]+]] = nn.rms_norm_grad %[[V1]], %arg3, %[[V61]] epsilon 1.000000e-05
+// CHECK-NEXT: %[[V62:[a-z0-9_]+]] = nn.add %[[V44]], %[[VINPUTGRAD2]]
+// CHECK-NEXT: %[[V63:[a-z0-9_]+]] = nn.embedding_grad %arg0, %[[V62]]
+// CHECK-NEXT: return %[[V27]], %[[V63]], %[[VGAMMAGRAD3]], %[[V59]], %[[V56]], %[[V54]], %[[V46]], %[[VGAMMAGRAD1]], %[[V41]], %[[V39]], %[[V34]], %[[VGAMMAGRAD]], %[[V31]] : tensor<f32>, tensor<16x16xf32>, tensor<16xf32>, tensor<16x8xf32>, tensor<16x4xf32>, tensor<16x4xf32>, tensor<8x16xf32>, tensor<16xf32>, tensor<16x12xf32>, tensor<16x12xf32>, tensor<12x16xf32>, tensor<16xf32>, tensor<16x16xf32>
 func.func @llama(
     %ids: tensor<4x8xi32>, %labels: tensor<4x8xi32>,
     %embed: tensor<32x16xf32> {nn.param, nn.name = "tok_embeddings.weight"},
@@ -105,6 +148,3 @@ func.func @llama(
   %loss = nn.cross_entropy %logits, %labels : (tensor<4x8x32xf32>, tensor<4x8xi32>) -> tensor<f32>
   return %loss : tensor<f32>
 }
-
-
-
