@@ -37,6 +37,10 @@ absl::Status checkReduceOpSupports(ReduceOp op, DType dtype) {
         "reduce op ", std::string(reduceOpName(op)), " needs an integer or bool tensor; got ",
         std::string(dtypeName(dtype)), "; use sum/product/min/max/avg for floating-point tensors"));
   }
+  if (op == ReduceOp::kAvg && dtype == DType::kBool) {
+    return invalidArgumentError(
+        "reduce op avg is not defined on bool tensors; use band, bor, min or max");
+  }
   return absl::OkStatus();
 }
 

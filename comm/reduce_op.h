@@ -32,7 +32,8 @@ inline constexpr ReduceOp kAllReduceOps[] = {ReduceOp::kSum,  ReduceOp::kProduct
 std::string_view reduceOpName(ReduceOp op);
 
 // OK when `op` is defined on `dtype`; otherwise an invalid-argument error
-// such as "reduce op band needs an integer or bool tensor; got f32".
+// such as "reduce op band needs an integer or bool tensor; got f32". AVG is
+// not defined on bool.
 absl::Status checkReduceOpSupports(ReduceOp op, DType dtype);
 
 }  // namespace loom::comm

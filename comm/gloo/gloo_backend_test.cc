@@ -1,0 +1,178 @@
+// Tests of the gloo backend used directly (without the ProcessGroup front
+// end): connecting, the transport address options, rank-less failures, and
+// what a Work and the engine do after a failure or an abort.
+#include "comm/gloo/gloo_backend.h"
+
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "comm/hash_store.h"
+#include "comm/prefix_store.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/testing/status_matchers.h"
+
+namespace loom::comm::gloo {
+namespace {
+
+using ::loom::testutil::StatusIs;
+using ::testing::AllOf;
+using ::testing::HasSubstr;
+
+BackendContext contextFor(std::shared_ptr<Store> store, int rank, int size,
+                          absl::Duration timeout = absl::Seconds(20)) {
+  std::vector<int> ranks;
+  for (int r = 0; r < size; ++r) ranks.push_back(r);
+  return BackendContext{.store = std::move(store),
+                        .rank = rank,
+                        .size = size,
+                        .group_name = "direct",
+                        .global_ranks = ranks,
+                        .timeout = timeout};
+}
+
+// Creates `size` backends on threads over one store.
+std::vector<std::unique_ptr<Backend>> connect(int size) {
+  auto store = std::make_shared<HashStore>(absl::Seconds(20));
+  std::vector<std::unique_ptr<Backend>> backends(size);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < size; ++r) {
+    threads.emplace_back([&, r] {
+      absl::StatusOr<std::unique_ptr<Backend>> backend =
+          createGlooBackend(contextFor(store, r, size), GlooBackendOptions{});
+      ASSERT_TRUE(backend.ok()) << backend.status();
+      backends[r] = *std::move(backend);
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  return backends;
+}
+
+CollectiveInfo infoFor(const Backend& backend, uint64_t seq, const std::string& op,
+                       int peer = -1) {
+  return CollectiveInfo{.group = "direct",
+                        .rank = backend.rank(),
+                        .group_size = backend.size(),
+                        .seq = seq,
+                        .op = op,
+                        .peer = peer};
+}
+
+TEST(GlooOptionsTest, InterfaceThenHostnameThenTheRouteToTheMaster) {
+  auto env = [](std::map<std::string, std::string> vars) {
+    return [vars](const std::string& name) -> std::optional<std::string> {
+      auto it = vars.find(name);
+      if (it == vars.end()) return std::nullopt;
+      return it->second;
+    };
+  };
+  GlooBackendOptions options = glooOptionsFromEnv(env({{"LOOM_GLOO_IFACE", "lo"},
+                                                       {"LOOM_GLOO_HOSTNAME", "10.1.1.1"}}));
+  EXPECT_EQ(options.iface, "lo");
+  options = glooOptionsFromEnv(env({{"LOOM_GLOO_HOSTNAME", "10.1.1.1"},
+                                    {"MASTER_ADDR", "127.0.0.1"}}));
+  EXPECT_EQ(options.iface, "");
+  EXPECT_EQ(options.hostname, "10.1.1.1");
+  // The address a packet to the master would leave from: loopback here.
+  EXPECT_EQ(glooOptionsFromEnv(env({{"MASTER_ADDR", "127.0.0.1"}})).hostname, "127.0.0.1");
+  EXPECT_EQ(glooOptionsFromEnv(env({})).hostname, "127.0.0.1");
+}
+
+TEST(GlooBackendTest, AnUnusableAddressIsAnInvalidArgument) {
+  auto store = std::make_shared<HashStore>(absl::Seconds(1));
+  GlooBackendOptions options;
+  options.iface = "no-such-interface0";
+  EXPECT_THAT(createGlooBackend(contextFor(store, 0, 1), options).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       AllOf(HasSubstr("interface no-such-interface0"),
+                             HasSubstr("LOOM_GLOO_IFACE"))));
+}
+
+TEST(GlooBackendTest, PeersThatNeverArriveAreATimeout) {
+  auto store = std::make_shared<HashStore>(absl::Seconds(1));
+  EXPECT_THAT(createGlooBackend(contextFor(store, 0, 2, absl::Milliseconds(200)),
+                                GlooBackendOptions{})
+                  .status(),
+              StatusIs(absl::StatusCode::kDeadlineExceeded,
+                       AllOf(HasSubstr("gloo backend of group direct (rank 0 of 2)"),
+                             HasSubstr("could not meet its peers"), HasSubstr("'1'"))));
+}
+
+TEST(GlooBackendTest, OneRankGroupsWork) {
+  std::vector<std::unique_ptr<Backend>> backends = connect(1);
+  std::vector<float> data = {1, 2};
+  std::vector<float> out(2);
+  const Tensor tensor = Tensor::of(data, DType::kFloat32);
+  EXPECT_TRUE((*backends[0]->allReduce(tensor, {}, infoFor(*backends[0], 1, "all_reduce")))
+                  ->wait()
+                  .ok());
+  EXPECT_TRUE((*backends[0]->reduceScatterTensor(Tensor::of(out, DType::kFloat32), tensor, {},
+                                                 infoFor(*backends[0], 2, "reduce_scatter")))
+                  ->wait()
+                  .ok());
+  EXPECT_EQ(out, data);
+}
+
+TEST(GlooBackendTest, AWorkThatTimesOutStopsTheEngineForLaterCalls) {
+  std::vector<std::unique_ptr<Backend>> backends = connect(2);
+  Backend& mine = *backends[0];
+  std::vector<float> data(4);
+  // The call's own timeout bounds how long it stays stuck inside Gloo after
+  // the abort (Gloo cannot interrupt it), and so how long destroying the
+  // backend takes.
+  absl::StatusOr<std::shared_ptr<Work>> work =
+      mine.allReduce(Tensor::of(data, DType::kFloat32), {.timeout = absl::Seconds(1)},
+                     infoFor(mine, 1, "all_reduce"));
+  ASSERT_TRUE(work.ok());
+  // Rank 1 never joins; giving up on the Work aborts the engine.
+  EXPECT_THAT((*work)->wait(absl::Milliseconds(100)),
+              StatusIs(absl::StatusCode::kDeadlineExceeded, HasSubstr("all_reduce #1")));
+  EXPECT_THAT(mine.barrier({}, infoFor(mine, 2, "barrier")).status(),
+              StatusIs(absl::StatusCode::kAborted,
+                       AllOf(HasSubstr("barrier #2"), HasSubstr("all_reduce #1"))));
+  // Rank 1 finds rank 0 gone: its call fails instead of hanging.
+  absl::StatusOr<std::shared_ptr<Work>> late =
+      backends[1]->barrier({.timeout = absl::Seconds(10)}, infoFor(*backends[1], 1, "barrier"));
+  if (late.ok()) {
+    EXPECT_FALSE((*late)->wait().ok());
+  }
+}
+
+TEST(GlooBackendTest, ARecvThatNobodySendsTimesOutNamingThePeer) {
+  std::vector<std::unique_ptr<Backend>> backends = connect(2);
+  std::vector<int32_t> data(3);
+  absl::StatusOr<std::shared_ptr<Work>> work =
+      backends[0]->recv(Tensor::of(data, DType::kInt32), 1, {.timeout = absl::Milliseconds(200)},
+                        infoFor(*backends[0], 1, "recv", 1));
+  ASSERT_TRUE(work.ok());
+  // The Work's own wait allows longer than the transfer: the engine's
+  // timeout is what fires.
+  EXPECT_THAT((*work)->wait(absl::Seconds(10)),
+              StatusIs(absl::StatusCode::kDeadlineExceeded,
+                       AllOf(HasSubstr("recv #1 in group direct (rank 0 of 2), peer rank 1"),
+                             HasSubstr("peer rank 1 did not take part in time"))));
+}
+
+TEST(GlooBackendTest, AbortingASendStopsWaitingForIt) {
+  std::vector<std::unique_ptr<Backend>> backends = connect(2);
+  std::vector<int32_t> data(3);
+  absl::StatusOr<std::shared_ptr<Work>> work =
+      backends[0]->send(Tensor::of(data, DType::kInt32), 1, {}, infoFor(*backends[0], 1, "send", 1));
+  ASSERT_TRUE(work.ok());
+  (*work)->abort();
+  EXPECT_THAT((*work)->wait(absl::Seconds(5)),
+              StatusIs(absl::StatusCode::kAborted, HasSubstr("send #1")));
+  // A send is not a collective: the engine still runs.
+  std::vector<int32_t> got(3);
+  absl::StatusOr<std::shared_ptr<Work>> received = backends[1]->recv(
+      Tensor::of(got, DType::kInt32), 0, {}, infoFor(*backends[1], 1, "recv", 0));
+  ASSERT_TRUE(received.ok());
+}
+
+}  // namespace
+}  // namespace loom::comm::gloo

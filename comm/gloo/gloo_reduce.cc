@@ -1,0 +1,207 @@
+// Element-wise reduction functions for the Gloo backend, per dtype and op.
+#include "comm/gloo/gloo_reduce.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "comm/errors.h"
+#include "gloo/math.h"
+
+namespace loom::comm::gloo {
+namespace {
+
+template <typename T, typename Op>
+void elementwise(void* out, const void* a, const void* b, size_t n, Op op) {
+  T* o = static_cast<T*>(out);
+  const T* x = static_cast<const T*>(a);
+  const T* y = static_cast<const T*>(b);
+  for (size_t i = 0; i < n; ++i) o[i] = op(x[i], y[i]);
+}
+
+// bf16 arithmetic rounds once per operation, as c10::BFloat16's operators do.
+void bf16Sum(void* out, const void* a, const void* b, size_t n) {
+  elementwise<BFloat16>(out, a, b, n, [](BFloat16 x, BFloat16 y) {
+    return floatToBf16(bf16ToFloat(x) + bf16ToFloat(y));
+  });
+}
+void bf16Product(void* out, const void* a, const void* b, size_t n) {
+  elementwise<BFloat16>(out, a, b, n, [](BFloat16 x, BFloat16 y) {
+    return floatToBf16(bf16ToFloat(x) * bf16ToFloat(y));
+  });
+}
+// std::min/std::max on the float values, so NaN handling matches what
+// gloo::min/max<float> do for f32.
+void bf16Min(void* out, const void* a, const void* b, size_t n) {
+  elementwise<BFloat16>(out, a, b, n, [](BFloat16 x, BFloat16 y) {
+    return bf16ToFloat(y) < bf16ToFloat(x) ? y : x;
+  });
+}
+void bf16Max(void* out, const void* a, const void* b, size_t n) {
+  elementwise<BFloat16>(out, a, b, n, [](BFloat16 x, BFloat16 y) {
+    return bf16ToFloat(x) < bf16ToFloat(y) ? y : x;
+  });
+}
+
+template <typename T, ReduceOp kOp>
+void bitwise(void* out, const void* a, const void* b, size_t n) {
+  elementwise<T>(out, a, b, n, [](T x, T y) -> T {
+    if constexpr (kOp == ReduceOp::kBand) return static_cast<T>(x & y);
+    if constexpr (kOp == ReduceOp::kBor) return static_cast<T>(x | y);
+    return static_cast<T>(x ^ y);
+  });
+}
+
+// The function of (T, op), known at compile time so that the in-place
+// adapter below can be a plain function pointer, which is all Gloo's
+// ReductionFunction accepts.
+template <typename T, ReduceOp kOp>
+constexpr ReduceFn fnOf() {
+  constexpr bool kBf16 = std::is_same_v<T, BFloat16>;
+  if constexpr (std::is_same_v<T, Bool8>) {
+    return fnOf<bool, kOp>();
+  } else if constexpr (kOp == ReduceOp::kSum || kOp == ReduceOp::kAvg) {
+    if constexpr (kBf16) return &bf16Sum; else return &::gloo::sum<T>;
+  } else if constexpr (kOp == ReduceOp::kProduct) {
+    if constexpr (kBf16) return &bf16Product; else return &::gloo::product<T>;
+  } else if constexpr (kOp == ReduceOp::kMin) {
+    if constexpr (kBf16) return &bf16Min; else return &::gloo::min<T>;
+  } else if constexpr (kOp == ReduceOp::kMax) {
+    if constexpr (kBf16) return &bf16Max; else return &::gloo::max<T>;
+  } else if constexpr (std::is_integral_v<T>) {
+    return &bitwise<T, kOp>;
+  } else {
+    return nullptr;
+  }
+}
+
+template <typename T, ReduceOp kOp>
+void inPlace(T* a, const T* b, size_t n) {
+  fnOf<T, kOp>()(a, a, b, n);
+}
+
+template <typename T, ReduceOp kOp>
+const ::gloo::ReductionFunction<T>* inPlaceOf() {
+  if constexpr (fnOf<T, kOp>() == nullptr) {
+    return nullptr;
+  } else {
+    static const auto* const kFunction =
+        new ::gloo::ReductionFunction<T>(::gloo::CUSTOM, &inPlace<T, kOp>);
+    return kFunction;
+  }
+}
+
+template <typename T>
+ReduceFn fnFor(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::kSum:
+      return fnOf<T, ReduceOp::kSum>();
+    case ReduceOp::kProduct:
+      return fnOf<T, ReduceOp::kProduct>();
+    case ReduceOp::kMin:
+      return fnOf<T, ReduceOp::kMin>();
+    case ReduceOp::kMax:
+      return fnOf<T, ReduceOp::kMax>();
+    case ReduceOp::kAvg:
+      return fnOf<T, ReduceOp::kAvg>();
+    case ReduceOp::kBand:
+      return fnOf<T, ReduceOp::kBand>();
+    case ReduceOp::kBor:
+      return fnOf<T, ReduceOp::kBor>();
+    case ReduceOp::kBxor:
+      return fnOf<T, ReduceOp::kBxor>();
+  }
+  return nullptr;
+}
+
+template <typename T>
+void divideTyped(T* data, int64_t count, int divisor) {
+  for (int64_t i = 0; i < count; ++i) {
+    if constexpr (std::is_same_v<T, BFloat16>) {
+      data[i] = floatToBf16(bf16ToFloat(data[i]) / static_cast<float>(divisor));
+    } else if constexpr (std::is_same_v<T, ::gloo::float16>) {
+      data[i] = ::gloo::cpu_float2half_rn(::gloo::cpu_half2float(data[i]) /
+                                          static_cast<float>(divisor));
+    } else {
+      data[i] = static_cast<T>(data[i] / static_cast<T>(divisor));
+    }
+  }
+}
+
+}  // namespace
+
+float bf16ToFloat(BFloat16 value) {
+  const uint32_t bits = static_cast<uint32_t>(value.bits) << 16;
+  float result;
+  std::memcpy(&result, &bits, sizeof(result));
+  return result;
+}
+
+BFloat16 floatToBf16(float value) {
+  if (std::isnan(value)) return BFloat16{0x7FC0};
+  uint32_t bits;
+  std::memcpy(&bits, &value, sizeof(bits));
+  const uint32_t rounding_bias = ((bits >> 16) & 1) + 0x7FFF;
+  return BFloat16{static_cast<uint16_t>((bits + rounding_bias) >> 16)};
+}
+
+absl::StatusOr<ReduceFn> reduceFunction(ReduceOp op, DType dtype) {
+  const ReduceFn fn = visitDType(dtype, [op](auto tag) { return fnFor<decltype(tag)>(op); });
+  if (fn == nullptr) {
+    if (absl::Status status = checkReduceOpSupports(op, dtype); !status.ok()) return status;
+    return invalidArgumentError(absl::StrCat("reduce op ", std::string(reduceOpName(op)),
+                                             " is not defined on ",
+                                             std::string(dtypeName(dtype))));
+  }
+  return fn;
+}
+
+absl::Status divideInPlace(void* data, DType dtype, int64_t count, int divisor) {
+  if (dtype == DType::kBool) {
+    return invalidArgumentError(
+        "reduce op avg is not defined on bool tensors; use band, bor, min or max");
+  }
+  visitDType(dtype, [&](auto tag) {
+    using T = decltype(tag);
+    divideTyped(static_cast<T*>(data), count, divisor);
+  });
+  return absl::OkStatus();
+}
+
+template <typename T>
+const ::gloo::ReductionFunction<T>* inPlaceReduction(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::kSum:
+      return inPlaceOf<T, ReduceOp::kSum>();
+    case ReduceOp::kProduct:
+      return inPlaceOf<T, ReduceOp::kProduct>();
+    case ReduceOp::kMin:
+      return inPlaceOf<T, ReduceOp::kMin>();
+    case ReduceOp::kMax:
+      return inPlaceOf<T, ReduceOp::kMax>();
+    case ReduceOp::kAvg:
+      return inPlaceOf<T, ReduceOp::kAvg>();
+    case ReduceOp::kBand:
+      return inPlaceOf<T, ReduceOp::kBand>();
+    case ReduceOp::kBor:
+      return inPlaceOf<T, ReduceOp::kBor>();
+    case ReduceOp::kBxor:
+      return inPlaceOf<T, ReduceOp::kBxor>();
+  }
+  return nullptr;
+}
+
+template const ::gloo::ReductionFunction<float>* inPlaceReduction<float>(ReduceOp);
+template const ::gloo::ReductionFunction<double>* inPlaceReduction<double>(ReduceOp);
+template const ::gloo::ReductionFunction<::gloo::float16>* inPlaceReduction<::gloo::float16>(
+    ReduceOp);
+template const ::gloo::ReductionFunction<BFloat16>* inPlaceReduction<BFloat16>(ReduceOp);
+template const ::gloo::ReductionFunction<int8_t>* inPlaceReduction<int8_t>(ReduceOp);
+template const ::gloo::ReductionFunction<uint8_t>* inPlaceReduction<uint8_t>(ReduceOp);
+template const ::gloo::ReductionFunction<int32_t>* inPlaceReduction<int32_t>(ReduceOp);
+template const ::gloo::ReductionFunction<int64_t>* inPlaceReduction<int64_t>(ReduceOp);
+template const ::gloo::ReductionFunction<Bool8>* inPlaceReduction<Bool8>(ReduceOp);
+
+}  // namespace loom::comm::gloo

@@ -1,0 +1,127 @@
+// ProcessGroup: the c10d-style front end of a group of ranks. It checks each
+// call's arguments, gives it the group's next sequence number, records it in
+// the flight recorder, runs the cheap cross-rank checks, and routes it to the
+// backend of the tensors' device type (Gloo or MPI for CPU, NCCL or MPI for
+// CUDA).
+#ifndef LOOM_COMM_PROCESS_GROUP_H_
+#define LOOM_COMM_PROCESS_GROUP_H_
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "comm/backend.h"
+#include "comm/store.h"
+#include "comm/tensor.h"
+#include "comm/work.h"
+
+namespace loom::comm {
+
+// How much each collective is checked across ranks before it runs.
+enum class CollectiveChecks : uint8_t {
+  // None: a mismatch shows up as a timeout or wrong data.
+  kOff,
+  // Op, sequence number, dtype, element count and root compared across the
+  // group on every call (cheap enough to leave on; comm-bench measures it).
+  kCheap,
+  // kCheap plus every tensor's shape, as TORCH_DISTRIBUTED_DEBUG=DETAIL.
+  kDetail,
+};
+
+struct ProcessGroupOptions {
+  std::string cpu_backend = "gloo";   // "gloo" or "mpi"
+  std::string cuda_backend = "nccl";  // "nccl" or "mpi"
+  // Every call without its own timeout waits at most this long.
+  absl::Duration timeout = absl::Minutes(10);
+  std::string group_name = "default";
+  // Overridden by LOOM_COMM_CHECKS=off|cheap|detail in the environment.
+  CollectiveChecks checks = CollectiveChecks::kCheap;
+  // Entries the flight recorder keeps (0 turns it off). On a timeout the
+  // group dumps them to LOOM_FLIGHT_RECORDER_DIR (if set) for
+  // `comm-flight-analyze`.
+  int flight_recorder_entries = 2048;
+};
+
+// One send or receive of a batch (batchIsendIrecv).
+struct P2POp {
+  enum class Kind : uint8_t { kSend, kRecv };
+  Kind kind = Kind::kSend;
+  Tensor tensor;
+  int peer = 0;
+  int tag = 0;
+};
+
+class ProcessGroup {
+ public:
+  // A group of `size` ranks that meet through `store`; every rank calls this
+  // with the same options (checked through the store).
+  static absl::StatusOr<std::shared_ptr<ProcessGroup>> create(std::shared_ptr<Store> store,
+                                                             int rank, int size,
+                                                             ProcessGroupOptions options);
+  ~ProcessGroup();
+
+  int rank() const;
+  int size() const;
+  const std::string& name() const;
+  // World ranks of the members, by group rank.
+  const std::vector<int>& globalRanks() const;
+  absl::Duration timeout() const;
+
+  // A subgroup of the listed ranks of this group (c10d new_group). Every
+  // rank of this group calls it, with the same list, in the same order as
+  // other newGroup calls; ranks outside the list get nullptr. Group rank i
+  // is ranks[i]: the order given is kept (c10d sorts the list), so that mesh
+  // groups can number ranks by mesh coordinate. `name` defaults to
+  // "<this group's name>/<k>" for the k-th newGroup call and must be unique
+  // on the store.
+  absl::StatusOr<std::shared_ptr<ProcessGroup>> newGroup(std::vector<int> ranks,
+                                                        std::optional<std::string> name = {});
+
+  using WorkOr = absl::StatusOr<std::shared_ptr<Work>>;
+
+  WorkOr broadcast(Tensor tensor, const BroadcastOptions& options = {});
+  WorkOr allReduce(Tensor tensor, const AllReduceOptions& options = {});
+  WorkOr reduce(Tensor tensor, const ReduceOptions& options = {});
+  WorkOr allGather(std::vector<Tensor> outputs, Tensor input,
+                   const AllGatherOptions& options = {});
+  WorkOr allGatherIntoTensor(Tensor output, Tensor input, const AllGatherOptions& options = {});
+  WorkOr gather(std::vector<Tensor> outputs, Tensor input, const GatherOptions& options = {});
+  WorkOr scatter(Tensor output, std::vector<Tensor> inputs, const ScatterOptions& options = {});
+  WorkOr reduceScatter(Tensor output, std::vector<Tensor> inputs,
+                       const ReduceScatterOptions& options = {});
+  WorkOr reduceScatterTensor(Tensor output, Tensor input,
+                             const ReduceScatterOptions& options = {});
+  WorkOr allToAll(std::vector<Tensor> outputs, std::vector<Tensor> inputs,
+                  const AllToAllOptions& options = {});
+  // Empty split lists mean equal splits of dim 0, as in PyTorch.
+  WorkOr allToAllSingle(Tensor output, Tensor input, std::vector<int64_t> output_splits = {},
+                        std::vector<int64_t> input_splits = {},
+                        const AllToAllOptions& options = {});
+  WorkOr barrier(const BarrierOptions& options = {});
+  WorkOr send(Tensor tensor, int dst, const P2POptions& options = {});
+  WorkOr recv(Tensor tensor, int src, const P2POptions& options = {});
+  absl::StatusOr<std::vector<std::shared_ptr<Work>>> batchIsendIrecv(std::vector<P2POp> ops);
+
+  // A barrier that names the ranks that did not arrive within `timeout`
+  // (c10d monitored_barrier). With `wait_all_ranks` false it reports the
+  // first missing rank only, as soon as it is known.
+  absl::Status monitoredBarrier(std::optional<absl::Duration> timeout = {},
+                                bool wait_all_ranks = true);
+
+  // Aborts every backend of the group: outstanding Works fail.
+  void abort();
+
+ private:
+  class Impl;
+  explicit ProcessGroup(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace loom::comm
+
+#endif  // LOOM_COMM_PROCESS_GROUP_H_
