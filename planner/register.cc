@@ -7,6 +7,7 @@
 #include "planner/dialect/dist/ir/dist_dialect.h"
 #include "planner/dialect/nn/ir/nn_dialect.h"
 #include "planner/transforms/autodiff/passes.h"
+#include "planner/transforms/bucketing/passes.h"
 #include "planner/transforms/collectives/passes.h"
 #include "planner/transforms/placement/passes.h"
 
@@ -26,6 +27,7 @@ void registerAllPasses() {
   autodiff::registerAutodiffPasses();
   placement::registerPlacementPasses();
   collectives::registerCollectivesPasses();
+  bucketing::registerBucketingPasses();
 }
 
 }  // namespace loom::planner

@@ -1,0 +1,387 @@
+// plan-bucketing: packs the per-parameter FSDP collectives of each unit into
+// one flat buffer, so a unit needs one all-gather per pass and one
+// reduce-scatter instead of one per tensor.
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "llvm/ADT/DenseSet.h"
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/SmallVector.h"
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/ADT/StringRef.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinAttributes.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/BuiltinTypes.h"
+#include "mlir/IR/SymbolTable.h"
+#include "planner/dialect/dist/ir/dist_dialect.h"
+#include "planner/dialect/dist/ir/dist_ops.h"
+#include "planner/dialect/nn/ir/nn_dialect.h"
+#include "planner/transforms/autodiff/passes.h"
+#include "planner/transforms/bucketing/passes.h"
+
+namespace loom::planner::bucketing {
+
+#define GEN_PASS_DEF_PLANBUCKETING
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wunused-parameter"
+#include "planner/transforms/bucketing/passes.h.inc"
+#pragma GCC diagnostic pop
+
+std::string unitOf(llvm::StringRef name) {
+  llvm::SmallVector<llvm::StringRef, 8> parts;
+  name.split(parts, '.');
+  for (auto [i, part] : llvm::enumerate(parts)) {
+    if (i > 0 && !part.empty() && llvm::all_of(part, llvm::isDigit)) {
+      return llvm::join(llvm::ArrayRef(parts).take_front(i + 1), ".");
+    }
+  }
+  return "root";
+}
+
+namespace {
+
+// One gathered parameter or one gradient reduction: the collectives it
+// takes (a reduce-scatter, then an all-reduce under HSDP), the value the
+// bucket packs and the value its users read.
+struct Member {
+  llvm::SmallVector<mlir::Operation*, 2> chain;
+  mlir::Value packed;
+  mlir::Value delivered;
+};
+
+// Collectives that may share one flat buffer: same unit, pass and
+// collective attributes, in program order.
+struct Group {
+  std::string key;
+  std::vector<Member> members;
+};
+
+int64_t bytesOf(mlir::Type type) {
+  auto tensor = llvm::cast<mlir::RankedTensorType>(type);
+  return tensor.getNumElements() *
+         ((tensor.getElementTypeBitWidth() + 7) / 8);
+}
+
+int64_t elementsOf(mlir::Value value) {
+  return llvm::cast<mlir::RankedTensorType>(value.getType()).getNumElements();
+}
+
+// The product of the sizes of `axes` on the collective's mesh.
+int64_t groupSize(mlir::Operation* op, mlir::FlatSymbolRefAttr mesh,
+                  mlir::ArrayAttr axes) {
+  auto meshOp =
+      mlir::SymbolTable::lookupNearestSymbolFrom<dist::MeshOp>(op, mesh);
+  int64_t size = 1;
+  for (llvm::StringRef axis : axes.getAsValueRange<mlir::StringAttr>()) {
+    for (auto [name, extent] : llvm::zip_equal(
+             meshOp.getAxes().getAsValueRange<mlir::StringAttr>(),
+             meshOp.getShape())) {
+      if (name == axis) size *= extent;
+    }
+  }
+  return size;
+}
+
+std::string printed(mlir::Attribute attr) {
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  attr.print(os);
+  return text;
+}
+
+class PlanBucketingPass : public impl::PlanBucketingBase<PlanBucketingPass> {
+ public:
+  using PlanBucketingBase::PlanBucketingBase;
+
+  void runOnOperation() override {
+    const int64_t limitMb = bucketMb;
+    if (limitMb < 0) {
+      getOperation().emitError()
+          << "invalid bucket-mb=" << limitMb
+          << "; use 0 (one bucket per unit) or a size in MiB";
+      return signalPassFailure();
+    }
+    for (auto func : getOperation().getOps<mlir::func::FuncOp>()) {
+      if (func.isExternal()) continue;
+      bucketGathers(func);
+      bucketReductions(func);
+    }
+  }
+
+ private:
+  // The unit of argument `index` when it is a parameter.
+  static std::optional<std::string> paramUnit(mlir::func::FuncOp func,
+                                              unsigned index) {
+    if (!func.getArgAttr(index, nn::NnDialect::kParamAttrName)) {
+      return std::nullopt;
+    }
+    auto name = func.getArgAttrOfType<mlir::StringAttr>(
+        index, nn::NnDialect::kNameAttrName);
+    return name ? unitOf(name.getValue()) : std::string("root");
+  }
+
+  // The ops that depend on the loss cotangent (the backward pass).
+  static llvm::DenseSet<mlir::Operation*> backwardOps(
+      mlir::func::FuncOp func) {
+    llvm::DenseSet<mlir::Operation*> backward;
+    auto seed = func->getAttrOfType<mlir::IntegerAttr>(
+        autodiff::kLossGradArgAttrName);
+    if (!seed || seed.getInt() < 0 ||
+        seed.getInt() >= static_cast<int64_t>(func.getNumArguments())) {
+      return backward;
+    }
+    mlir::Value cotangent = func.getArgument(seed.getInt());
+    for (mlir::Operation& op : func.front().without_terminator()) {
+      for (mlir::Value operand : op.getOperands()) {
+        mlir::Operation* producer = operand.getDefiningOp();
+        if (operand == cotangent || (producer && backward.contains(producer))) {
+          backward.insert(&op);
+          break;
+        }
+      }
+    }
+    return backward;
+  }
+
+  // Appends `member` to the group of `key`, keeping groups in the order of
+  // their first member.
+  static void add(std::vector<Group>& groups, const std::string& key,
+                  Member member) {
+    for (Group& group : groups) {
+      if (group.key == key) {
+        group.members.push_back(std::move(member));
+        return;
+      }
+    }
+    groups.push_back(Group{key, {std::move(member)}});
+  }
+
+  // Splits a group into consecutive buckets of at most bucket-mb MiB of
+  // `sizeOf` each (one bucket when the option is 0).
+  template <typename SizeOf>
+  std::vector<std::vector<Member>> split(const Group& group, SizeOf sizeOf) {
+    std::vector<std::vector<Member>> buckets(1);
+    const int64_t limit = bucketMb * 1024 * 1024;
+    int64_t filled = 0;
+    for (const Member& member : group.members) {
+      const int64_t size = sizeOf(member);
+      if (limit > 0 && !buckets.back().empty() && filled + size > limit) {
+        buckets.emplace_back();
+        filled = 0;
+      }
+      buckets.back().push_back(member);
+      filled += size;
+    }
+    return buckets;
+  }
+
+  // The packed offsets of `values` split into `chunks` parts each.
+  static llvm::SmallVector<int64_t> offsetsOf(llvm::ArrayRef<mlir::Value> values,
+                                              int64_t chunks,
+                                              int64_t& total) {
+    llvm::SmallVector<int64_t> offsets;
+    total = 0;
+    for (mlir::Value value : values) {
+      offsets.push_back(total);
+      total += elementsOf(value) / chunks;
+    }
+    return offsets;
+  }
+
+  void bucketGathers(mlir::func::FuncOp func) {
+    const llvm::DenseSet<mlir::Operation*> backward = backwardOps(func);
+    std::vector<Group> groups;
+    for (auto gather : func.front().getOps<dist::AllGatherOp>()) {
+      auto arg = llvm::dyn_cast<mlir::BlockArgument>(gather.getInput());
+      if (!arg || gather.getGatherDim() != 0 || gather.getPadded()) continue;
+      std::optional<std::string> unit = paramUnit(func, arg.getArgNumber());
+      if (!unit) continue;
+      bool inBackward = !gather->use_empty();
+      for (mlir::Operation* user : gather->getUsers()) {
+        if (!llvm::isa<dist::FreeOp>(user) && !backward.contains(user)) {
+          inBackward = false;
+        }
+      }
+      const std::string key =
+          *unit + (inBackward ? "|bwd|" : "|fwd|") +
+          printed(gather.getMeshAttr()) + printed(gather.getMeshAxes()) +
+          printed(gather.getWireTypeAttr());
+      add(groups, key, Member{{gather}, gather.getInput(), gather.getResult()});
+    }
+    for (const Group& group : groups) {
+      for (const std::vector<Member>& bucket : split(group, [](const Member& m) {
+             return bytesOf(m.delivered.getType());
+           })) {
+        if (bucket.size() > 1) emitGather(bucket);
+      }
+    }
+  }
+
+  void emitGather(llvm::ArrayRef<Member> bucket) {
+    auto first = llvm::cast<dist::AllGatherOp>(bucket.front().chain.front());
+    const int64_t size =
+        groupSize(first, first.getMeshAttr(), first.getMeshAxes());
+    llvm::SmallVector<mlir::Value> shards;
+    llvm::SmallVector<mlir::Type> fullTypes;
+    for (const Member& member : bucket) {
+      shards.push_back(member.packed);
+      fullTypes.push_back(member.delivered.getType());
+    }
+    int64_t total = 0;
+    llvm::SmallVector<int64_t> offsets = offsetsOf(shards, 1, total);
+    mlir::Type element =
+        llvm::cast<mlir::RankedTensorType>(shards.front().getType())
+            .getElementType();
+    mlir::Type wire = first.getWireType();
+
+    mlir::OpBuilder builder(first);
+    const mlir::Location loc = first.getLoc();
+    auto packed = dist::BucketOp::create(
+        builder, loc, mlir::RankedTensorType::get({total}, element), shards,
+        builder.getDenseI64ArrayAttr(offsets), builder.getI64IntegerAttr(1));
+    auto gathered = dist::AllGatherOp::create(
+        builder, loc, mlir::RankedTensorType::get({total * size}, wire),
+        first.getMeshAttr(), first.getMeshAxes(), packed.getResult(),
+        builder.getI64IntegerAttr(0), nullptr, first.getWireTypeAttr());
+    dist::FreeOp::create(builder, loc, packed.getResult());
+    auto unpacked = dist::UnbucketOp::create(
+        builder, loc, fullTypes, gathered.getResult(),
+        builder.getDenseI64ArrayAttr(offsets),
+        builder.getI64IntegerAttr(size));
+
+    // The parameters are views of the gathered buffer: it is freed once,
+    // where the last of their frees was, and only if each had one.
+    llvm::SmallVector<mlir::Operation*> frees;
+    for (const Member& member : bucket) {
+      for (mlir::Operation* user : member.delivered.getUsers()) {
+        if (llvm::isa<dist::FreeOp>(user)) frees.push_back(user);
+      }
+    }
+    mlir::Operation* lastFree = nullptr;
+    for (mlir::Operation* free : frees) {
+      if (!lastFree || lastFree->isBeforeInBlock(free)) lastFree = free;
+    }
+    if (lastFree && frees.size() == bucket.size()) {
+      builder.setInsertionPoint(lastFree);
+      dist::FreeOp::create(builder, lastFree->getLoc(), gathered.getResult());
+      for (mlir::Operation* free : frees) free->erase();
+    }
+    for (auto [member, full] : llvm::zip_equal(bucket, unpacked.getResults())) {
+      mlir::Value(member.delivered).replaceAllUsesWith(full);
+      member.chain.front()->erase();
+    }
+  }
+
+  // The parameter index a returned value is the gradient of.
+  static std::optional<int64_t> gradientOf(mlir::func::FuncOp func,
+                                           mlir::Value value) {
+    if (!value.hasOneUse()) return std::nullopt;
+    mlir::OpOperand& use = *value.getUses().begin();
+    if (!llvm::isa<mlir::func::ReturnOp>(use.getOwner())) return std::nullopt;
+    auto index = func.getResultAttrOfType<mlir::IntegerAttr>(
+        use.getOperandNumber(), autodiff::kGradOfAttrName);
+    if (!index) return std::nullopt;
+    return index.getInt();
+  }
+
+  void bucketReductions(mlir::func::FuncOp func) {
+    std::vector<Group> groups;
+    for (auto scatter : func.front().getOps<dist::ReduceScatterOp>()) {
+      if (scatter.getScatterDim() != 0 || scatter.getPadded()) continue;
+      Member member{{scatter}, scatter.getInput(), scatter.getResult()};
+      std::string key = printed(scatter.getMeshAttr()) +
+                        printed(scatter.getMeshAxes()) +
+                        printed(scatter.getReductionAttr()) +
+                        printed(scatter.getWireTypeAttr()) +
+                        printed(scatter.getAccumTypeAttr()) + "|" +
+                        printed(mlir::TypeAttr::get(
+                            scatter.getResultTensorType().getElementType()));
+      // HSDP: the shard is all-reduced over the replica axes next.
+      if (scatter->hasOneUse()) {
+        if (auto reduce =
+                llvm::dyn_cast<dist::AllReduceOp>(*scatter->user_begin())) {
+          member.chain.push_back(reduce);
+          member.delivered = reduce.getResult();
+          key += "|" + printed(reduce.getMeshAxes()) +
+                 printed(reduce.getReductionAttr()) +
+                 printed(reduce.getWireTypeAttr()) +
+                 printed(reduce.getAccumTypeAttr());
+        }
+      }
+      std::optional<int64_t> param = gradientOf(func, member.delivered);
+      if (!param || *param < 0 ||
+          *param >= static_cast<int64_t>(func.getNumArguments())) {
+        continue;
+      }
+      std::optional<std::string> unit = paramUnit(func, *param);
+      if (!unit) continue;
+      add(groups, *unit + "|" + key, std::move(member));
+    }
+    for (const Group& group : groups) {
+      for (const std::vector<Member>& bucket : split(group, [](const Member& m) {
+             return bytesOf(m.packed.getType());
+           })) {
+        if (bucket.size() > 1) emitReduction(bucket);
+      }
+    }
+  }
+
+  void emitReduction(llvm::ArrayRef<Member> bucket) {
+    auto first = llvm::cast<dist::ReduceScatterOp>(bucket.front().chain.front());
+    const int64_t size =
+        groupSize(first, first.getMeshAttr(), first.getMeshAxes());
+    // The bucket needs every gradient: it goes where the last collective
+    // of the group was.
+    mlir::Operation* last = nullptr;
+    llvm::SmallVector<mlir::Value> grads;
+    llvm::SmallVector<mlir::Type> shardTypes;
+    for (const Member& member : bucket) {
+      grads.push_back(member.packed);
+      shardTypes.push_back(member.delivered.getType());
+      for (mlir::Operation* op : member.chain) {
+        if (!last || last->isBeforeInBlock(op)) last = op;
+      }
+    }
+    int64_t total = 0;
+    llvm::SmallVector<int64_t> offsets = offsetsOf(grads, size, total);
+    mlir::Type element =
+        llvm::cast<mlir::RankedTensorType>(grads.front().getType())
+            .getElementType();
+    mlir::Type result = first.getResultTensorType().getElementType();
+
+    mlir::OpBuilder builder(last);
+    const mlir::Location loc = first.getLoc();
+    auto packed = dist::BucketOp::create(
+        builder, loc, mlir::RankedTensorType::get({total * size}, element),
+        grads, builder.getDenseI64ArrayAttr(offsets),
+        builder.getI64IntegerAttr(size));
+    auto shardType = mlir::RankedTensorType::get({total}, result);
+    mlir::Value current = dist::ReduceScatterOp::create(
+        builder, loc, shardType, first.getMeshAttr(), first.getMeshAxes(),
+        packed.getResult(), builder.getI64IntegerAttr(0), nullptr,
+        first.getReductionAttr(), first.getWireTypeAttr(),
+        first.getAccumTypeAttr());
+    dist::FreeOp::create(builder, loc, packed.getResult());
+    if (bucket.front().chain.size() == 2) {
+      auto reduce = llvm::cast<dist::AllReduceOp>(bucket.front().chain[1]);
+      current = dist::AllReduceOp::create(
+          builder, reduce.getLoc(), shardType, reduce.getMeshAttr(),
+          reduce.getMeshAxes(), current, reduce.getReductionAttr(),
+          reduce.getWireTypeAttr(), reduce.getAccumTypeAttr());
+    }
+    auto unpacked = dist::UnbucketOp::create(
+        builder, loc, shardTypes, current,
+        builder.getDenseI64ArrayAttr(offsets), builder.getI64IntegerAttr(1));
+    for (auto [member, shard] : llvm::zip_equal(bucket, unpacked.getResults())) {
+      mlir::Value(member.delivered).replaceAllUsesWith(shard);
+      for (mlir::Operation* op : llvm::reverse(member.chain)) op->erase();
+    }
+  }
+};
+
+}  // namespace
+}  // namespace loom::planner::bucketing
