@@ -10,6 +10,7 @@
 #include "planner/transforms/bucketing/passes.h"
 #include "planner/transforms/collectives/passes.h"
 #include "planner/transforms/placement/passes.h"
+#include "planner/transforms/schedule/passes.h"
 
 namespace loom::planner {
 
@@ -28,6 +29,7 @@ void registerAllPasses() {
   placement::registerPlacementPasses();
   collectives::registerCollectivesPasses();
   bucketing::registerBucketingPasses();
+  schedule::registerSchedulePasses();
 }
 
 }  // namespace loom::planner

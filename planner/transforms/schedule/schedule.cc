@@ -1,0 +1,417 @@
+// plan-schedule: makes every collective asynchronous (`*_start` +
+// `dist.wait`), prefetches parameter gathers k steps ahead and overlaps each
+// unit's gradient reduction with the next unit's backward compute.
+#include <algorithm>
+#include <cstdint>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/DenseSet.h"
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/SmallVector.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinAttributes.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/BuiltinTypes.h"
+#include "mlir/Support/LLVM.h"
+#include "planner/dialect/dist/ir/dist_dialect.h"
+#include "planner/dialect/dist/ir/dist_ops.h"
+#include "planner/dialect/dist/ir/dist_types.h"
+#include "planner/dialect/nn/ir/nn_dialect.h"
+#include "planner/transforms/autodiff/passes.h"
+#include "planner/transforms/bucketing/passes.h"
+#include "planner/transforms/schedule/passes.h"
+
+namespace loom::planner::schedule {
+
+#define GEN_PASS_DEF_PLANSCHEDULE
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wunused-parameter"
+#include "planner/transforms/schedule/passes.h.inc"
+#pragma GCC diagnostic pop
+
+namespace {
+
+// A started collective and the wait that completes it.
+struct Async {
+  mlir::Operation* start;
+  dist::WaitOp wait;
+};
+
+// Parameter gathers of one unit and one pass, consecutive in program order.
+struct Step {
+  std::string key;
+  llvm::SmallVector<mlir::Operation*> gathers;
+};
+
+// A gradient reduce-scatter and, under HSDP, the all-reduce it feeds.
+struct Chain {
+  dist::ReduceScatterOp scatter;
+  dist::AllReduceOp reduce;
+};
+
+int64_t bytesOf(mlir::Type type) {
+  auto tensor = llvm::cast<mlir::RankedTensorType>(type);
+  return tensor.getNumElements() *
+         ((tensor.getElementTypeBitWidth() + 7) / 8);
+}
+
+// The unit of a gather operand that is a parameter shard or a dist.bucket of
+// parameter shards; nullopt for any other operand.
+std::optional<std::string> paramUnit(mlir::func::FuncOp func,
+                                     mlir::Value input) {
+  auto unitOfArg = [&](mlir::Value value) -> std::optional<std::string> {
+    auto arg = llvm::dyn_cast<mlir::BlockArgument>(value);
+    if (!arg || arg.getOwner() != &func.front() ||
+        !func.getArgAttr(arg.getArgNumber(), nn::NnDialect::kParamAttrName)) {
+      return std::nullopt;
+    }
+    auto name = func.getArgAttrOfType<mlir::StringAttr>(
+        arg.getArgNumber(), nn::NnDialect::kNameAttrName);
+    return name ? bucketing::unitOf(name.getValue()) : std::string("root");
+  };
+  auto bucket = input.getDefiningOp<dist::BucketOp>();
+  if (!bucket) return unitOfArg(input);
+  std::optional<std::string> unit;
+  for (mlir::Value entry : bucket->getOperands()) {
+    unit = unitOfArg(entry);
+    if (!unit) return std::nullopt;
+  }
+  return unit;
+}
+
+// The first op of the backward pass (the first that depends on the loss
+// cotangent), or null when the function has none.
+mlir::Operation* firstBackwardOp(mlir::func::FuncOp func) {
+  auto seed = func->getAttrOfType<mlir::IntegerAttr>(
+      autodiff::kLossGradArgAttrName);
+  if (!seed || seed.getInt() < 0 ||
+      seed.getInt() >= static_cast<int64_t>(func.getNumArguments())) {
+    return nullptr;
+  }
+  llvm::DenseSet<mlir::Value> backward = {func.getArgument(seed.getInt())};
+  for (mlir::Operation& op : func.front().without_terminator()) {
+    if (llvm::any_of(op.getOperands(), [&](mlir::Value operand) {
+          return backward.contains(operand);
+        })) {
+      return &op;
+    }
+  }
+  return nullptr;
+}
+
+// The parameter-gather steps of `func`, in program order.
+std::vector<Step> stepsOf(mlir::func::FuncOp func) {
+  mlir::Operation* backward = firstBackwardOp(func);
+  std::vector<Step> steps;
+  for (mlir::Operation& op : func.front()) {
+    if (!llvm::isa<dist::AllGatherOp, dist::AllGatherStartOp>(op)) continue;
+    std::optional<std::string> unit = paramUnit(func, op.getOperand(0));
+    if (!unit) continue;
+    const bool inBackward = backward && backward->isBeforeInBlock(&op);
+    std::string key = *unit + (inBackward ? "|bwd" : "|fwd");
+    if (steps.empty() || steps.back().key != key) {
+      steps.push_back(Step{std::move(key), {}});
+    }
+    steps.back().gathers.push_back(&op);
+  }
+  return steps;
+}
+
+// Replaces a blocking collective by its start and a wait at the same place.
+Async makeAsync(mlir::Operation* op) {
+  mlir::OpBuilder builder(op);
+  const mlir::Location loc = op->getLoc();
+  auto tensor = llvm::cast<mlir::RankedTensorType>(op->getResult(0).getType());
+  auto future = dist::FutureType::get(op->getContext(), tensor);
+  mlir::Operation* start = nullptr;
+  if (auto gather = llvm::dyn_cast<dist::AllGatherOp>(op)) {
+    start = dist::AllGatherStartOp::create(
+        builder, loc, future, gather.getMeshAttr(), gather.getMeshAxes(),
+        gather.getInput(), gather.getGatherDimAttr(), gather.getPaddedAttr(),
+        gather.getWireTypeAttr());
+  } else if (auto scatter = llvm::dyn_cast<dist::ReduceScatterOp>(op)) {
+    start = dist::ReduceScatterStartOp::create(
+        builder, loc, future, scatter.getMeshAttr(), scatter.getMeshAxes(),
+        scatter.getInput(), scatter.getScatterDimAttr(),
+        scatter.getPaddedAttr(), scatter.getReductionAttr(),
+        scatter.getWireTypeAttr(), scatter.getAccumTypeAttr());
+  } else if (auto reduce = llvm::dyn_cast<dist::AllReduceOp>(op)) {
+    start = dist::AllReduceStartOp::create(
+        builder, loc, future, reduce.getMeshAttr(), reduce.getMeshAxes(),
+        reduce.getInput(), reduce.getReductionAttr(),
+        reduce.getWireTypeAttr(), reduce.getAccumTypeAttr());
+  } else {
+    auto toAll = llvm::cast<dist::AllToAllOp>(op);
+    start = dist::AllToAllStartOp::create(
+        builder, loc, future, toAll.getMeshAttr(), toAll.getMeshAxes(),
+        toAll.getInput(), toAll.getSplitDimAttr(), toAll.getConcatDimAttr(),
+        toAll.getWireTypeAttr());
+  }
+  auto wait =
+      dist::WaitOp::create(builder, loc, tensor, start->getResult(0));
+  op->getResult(0).replaceAllUsesWith(wait.getResult());
+  op->erase();
+  return Async{start, wait};
+}
+
+// Whether `value` is only unbucketed and returned (a final gradient).
+bool onlyReturned(mlir::Value value) {
+  for (mlir::Operation* user : value.getUsers()) {
+    if (llvm::isa<mlir::func::ReturnOp>(user)) continue;
+    auto unbucket = llvm::dyn_cast<dist::UnbucketOp>(user);
+    if (!unbucket) return false;
+    for (mlir::Operation* viewUser : unbucket->getUsers()) {
+      if (!llvm::isa<mlir::func::ReturnOp>(viewUser)) return false;
+    }
+  }
+  return !value.use_empty();
+}
+
+// The gradient reductions of `func`, in program order.
+std::vector<Chain> chainsOf(mlir::func::FuncOp func) {
+  std::vector<Chain> chains;
+  for (auto scatter : func.front().getOps<dist::ReduceScatterOp>()) {
+    Chain chain{scatter, nullptr};
+    if (scatter->hasOneUse()) {
+      chain.reduce = llvm::dyn_cast<dist::AllReduceOp>(*scatter->user_begin());
+    }
+    mlir::Value delivered =
+        chain.reduce ? chain.reduce.getResult() : scatter.getResult();
+    if (onlyReturned(delivered)) chains.push_back(chain);
+  }
+  return chains;
+}
+
+// Moves `ops` in order so that they follow `*cursor` (or open the block when
+// it is null), advancing the cursor.
+void placeAfter(llvm::ArrayRef<mlir::Operation*> ops, mlir::Block& block,
+                mlir::Operation*& cursor) {
+  for (mlir::Operation* op : ops) {
+    if (!cursor) {
+      if (op != &block.front()) op->moveBefore(&block.front());
+    } else {
+      op->moveAfter(cursor);
+    }
+    cursor = op;
+  }
+}
+
+// The first op of `block` that uses `value` (nested uses count at their
+// ancestor in the block), or null.
+mlir::Operation* firstUser(mlir::Value value, mlir::Block& block) {
+  mlir::Operation* first = nullptr;
+  for (mlir::Operation* user : value.getUsers()) {
+    mlir::Operation* inBlock = block.findAncestorOpInBlock(*user);
+    if (inBlock && (!first || inBlock->isBeforeInBlock(first))) first = inBlock;
+  }
+  return first;
+}
+
+// Rewrites `func` into its asynchronous schedule with prefetch depth `k`.
+void scheduleFunc(mlir::func::FuncOp func, int64_t k) {
+  mlir::Block& block = func.front();
+  const std::vector<Step> steps = stepsOf(func);
+  const std::vector<Chain> chains = chainsOf(func);
+
+  llvm::SmallVector<mlir::Operation*> collectives;
+  for (mlir::Operation& op : block) {
+    if (llvm::isa<dist::AllGatherOp, dist::ReduceScatterOp, dist::AllReduceOp,
+                  dist::AllToAllOp>(op)) {
+      collectives.push_back(&op);
+    }
+  }
+  llvm::DenseMap<mlir::Operation*, Async> async;
+  std::vector<Async> order;
+  for (mlir::Operation* op : collectives) {
+    async[op] = makeAsync(op);
+    order.push_back(async[op]);
+  }
+  llvm::DenseSet<mlir::Operation*> placed;
+
+  // Prefetch: the starts of step j follow the last wait of step j - k.
+  mlir::Operation* entry = nullptr;
+  for (auto [j, step] : llvm::enumerate(steps)) {
+    for (mlir::Operation* gather : step.gathers) {
+      placed.insert(async[gather].start);
+    }
+    if (k == 0) continue;
+    const int64_t index = static_cast<int64_t>(j);
+    mlir::Operation* anchor = nullptr;
+    if (index >= k) {
+      // After the wait and the free of the bucket it gathered.
+      Async previous = async[steps[index - k].gathers.back()];
+      anchor = previous.wait;
+      while (auto free = llvm::dyn_cast_or_null<dist::FreeOp>(
+                 anchor->getNextNode())) {
+        if (free.getBuffer() != previous.start->getOperand(0)) break;
+        anchor = free;
+      }
+    }
+    mlir::Operation*& cursor = anchor ? anchor : entry;
+    for (mlir::Operation* gather : step.gathers) {
+      mlir::Operation* start = async[gather].start;
+      llvm::SmallVector<mlir::Operation*, 2> moved;
+      if (auto bucket = start->getOperand(0).getDefiningOp<dist::BucketOp>()) {
+        moved.push_back(bucket);
+      }
+      moved.push_back(start);
+      placeAfter(moved, block, cursor);
+    }
+  }
+
+  // Overlap: the rest of a gradient reduction completes just before the
+  // next one begins, so one gradient bucket is in flight at a time.
+  for (auto [i, chain] : llvm::enumerate(chains)) {
+    Async scatter = async[chain.scatter];
+    placed.insert(scatter.start);
+    llvm::SmallVector<mlir::Operation*> tail = {scatter.wait};
+    mlir::Value delivered = scatter.wait.getResult();
+    if (chain.reduce) {
+      Async reduce = async[chain.reduce];
+      placed.insert(reduce.start);
+      tail.append({reduce.start, reduce.wait});
+      delivered = reduce.wait.getResult();
+    }
+    for (mlir::Operation* user : delivered.getUsers()) {
+      if (llvm::isa<dist::UnbucketOp>(user)) tail.push_back(user);
+    }
+    if (i + 1 == chains.size()) continue;
+    mlir::Operation* next = async[chains[i + 1].scatter].start;
+    if (auto bucket = next->getOperand(0).getDefiningOp<dist::BucketOp>()) {
+      next = bucket;
+    }
+    for (mlir::Operation* op : tail) op->moveBefore(next);
+  }
+
+  // Every other wait moves to just before the first user of its result.
+  for (Async pair : order) {
+    if (placed.contains(pair.start)) continue;
+    if (mlir::Operation* user = firstUser(pair.wait.getResult(), block)) {
+      pair.wait->moveBefore(user);
+    }
+  }
+
+  // The runtime reads a collective's operand until its wait: frees of the
+  // operand move after it.
+  for (Async pair : order) {
+    mlir::Operation* cursor = pair.wait;
+    llvm::SmallVector<mlir::Operation*> frees;
+    for (mlir::Operation* user : pair.start->getOperand(0).getUsers()) {
+      if (llvm::isa<dist::FreeOp>(user) && user->getBlock() == &block &&
+          user->isBeforeInBlock(pair.wait)) {
+        frees.push_back(user);
+      }
+    }
+    llvm::sort(frees, [](mlir::Operation* a, mlir::Operation* b) {
+      return a->isBeforeInBlock(b);
+    });
+    placeAfter(frees, block, cursor);
+  }
+}
+
+// Per-rank bytes of parameter storage: the resident shards, and the peak of
+// gathered parameter buffers, each live from its start to its free.
+struct ParamBytes {
+  int64_t resident = 0;
+  int64_t gathered = 0;
+};
+
+ParamBytes paramBytes(mlir::func::FuncOp func) {
+  ParamBytes bytes;
+  for (mlir::BlockArgument arg : func.getArguments()) {
+    if (func.getArgAttr(arg.getArgNumber(), nn::NnDialect::kParamAttrName)) {
+      bytes.resident += bytesOf(arg.getType());
+    }
+  }
+  llvm::DenseMap<mlir::Value, int64_t> live;
+  int64_t current = 0;
+  for (mlir::Operation& op : func.front()) {
+    if (auto start = llvm::dyn_cast<dist::AllGatherStartOp>(op)) {
+      if (!paramUnit(func, start.getInput())) continue;
+      const int64_t size = bytesOf(start.getResultTensorType());
+      current += size;
+      live[mlir::cast<dist::WaitOp>(*start->user_begin()).getResult()] = size;
+      bytes.gathered = std::max(bytes.gathered, current);
+    } else if (auto free = llvm::dyn_cast<dist::FreeOp>(op)) {
+      if (auto it = live.find(free.getBuffer()); it != live.end()) {
+        current -= it->second;
+      }
+    }
+  }
+  return bytes;
+}
+
+// `value` as the shortest decimal a reader would type (3.008e-06).
+std::string gigabytes(double value) {
+  std::ostringstream os;
+  os << value;
+  return os.str();
+}
+
+class PlanSchedulePass : public impl::PlanScheduleBase<PlanSchedulePass> {
+ public:
+  using PlanScheduleBase::PlanScheduleBase;
+
+  void runOnOperation() override {
+    if (prefetch < 0) {
+      getOperation().emitError()
+          << "invalid prefetch=" << static_cast<int64_t>(prefetch)
+          << "; use 0 (no prefetch) or the number of steps to run ahead";
+      return signalPassFailure();
+    }
+    if (memoryBudgetGb < 0) {
+      getOperation().emitError()
+          << "invalid memory-budget-gb=" << gigabytes(memoryBudgetGb)
+          << "; use a budget in GB, or 0 to take k from prefetch";
+      return signalPassFailure();
+    }
+    for (auto func : getOperation().getOps<mlir::func::FuncOp>()) {
+      if (func.isExternal()) continue;
+      int64_t k = prefetch;
+      if (memoryBudgetGb > 0) {
+        std::optional<int64_t> chosen = depthWithinBudget(func);
+        if (!chosen) return signalPassFailure();
+        k = *chosen;
+      }
+      scheduleFunc(func, k);
+      func->setAttr(kPrefetchAttrName,
+                    mlir::IntegerAttr::get(
+                        mlir::IntegerType::get(func.getContext(), 64), k));
+    }
+  }
+
+ private:
+  // The largest k (up to one less than the number of steps, beyond which
+  // nothing moves) whose peak parameter bytes fit the budget.
+  std::optional<int64_t> depthWithinBudget(mlir::func::FuncOp func) {
+    const double budget = memoryBudgetGb * 1e9;
+    const int64_t steps = static_cast<int64_t>(stepsOf(func).size());
+    ParamBytes atZero;
+    for (int64_t k = std::max<int64_t>(steps - 1, 0); k >= 0; --k) {
+      auto trial = llvm::cast<mlir::func::FuncOp>(func->clone());
+      scheduleFunc(trial, k);
+      const ParamBytes bytes = paramBytes(trial);
+      trial->erase();
+      if (static_cast<double>(bytes.resident + bytes.gathered) <= budget) {
+        return k;
+      }
+      atZero = bytes;
+    }
+    const int64_t peak = atZero.resident + atZero.gathered;
+    func.emitError() << "memory-budget-gb=" << gigabytes(memoryBudgetGb)
+                     << " is below the peak without prefetch: "
+                     << atZero.resident << " bytes of parameter shards + "
+                     << atZero.gathered << " bytes of gathered parameters = "
+                     << peak << " bytes; raise memory-budget-gb to at least "
+                     << gigabytes(static_cast<double>(peak) / 1e9);
+    return std::nullopt;
+  }
+};
+
+}  // namespace
+}  // namespace loom::planner::schedule
