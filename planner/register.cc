@@ -9,6 +9,7 @@
 #include "planner/transforms/autodiff/passes.h"
 #include "planner/transforms/bucketing/passes.h"
 #include "planner/transforms/collectives/passes.h"
+#include "planner/transforms/memory/passes.h"
 #include "planner/transforms/placement/passes.h"
 #include "planner/transforms/schedule/passes.h"
 
@@ -29,6 +30,7 @@ void registerAllPasses() {
   placement::registerPlacementPasses();
   collectives::registerCollectivesPasses();
   bucketing::registerBucketingPasses();
+  memory::registerMemoryPasses();
   schedule::registerSchedulePasses();
 }
 

@@ -31,10 +31,39 @@ expect unknown-model 2 "^plan: unknown model 'gpt5'; known models are gpt2," -- 
 expect bad-file 2 'bad_linear\.mlir:7:8: error: .nn\.linear. op input features do not match' -- \
   --model="$testdata/bad_linear.mlir"
 expect missing-file 2 "plan: cannot read model file '.*nope\.mlir'" -- --model=nope.mlir
-expect bad-emit 2 "plan: --emit='plan' is not an output; use graph or summary" -- \
-  --model=gpt2 --emit=plan
-expect bad-flag 2 "plan: .*--memory-gb" -- --model=gpt2 --memory-gb=80
+expect bad-emit 2 "plan: --emit='table' is not an output; use plan, graph or summary" -- \
+  --model=gpt2 --emit=table
+expect bad-flag 2 "plan: .*--memory" -- --model=gpt2 --memory=80
+expect plan-needs-mesh 2 'plan: --emit=plan needs --mesh' -- --model=gpt2 --emit=plan
+# Planning: the ZeRO-3 volume of Llama 3 8B under fsdp=8, the files --out
+# writes, and the refusals.
+expect default-plan 0 '\| fsdp \| all_gather \| 581 \| 54,373,150,720 \|' --
+expect default-scatter 0 '\| fsdp \| reduce_scatter \| 291 \| 28,105,914,368 \|' --
+out="${TEST_TMPDIR:-/tmp}/plan_out"
+expect tiny-plan 0 '^# Plan: tiny' -- --model=tiny:layers=2 --seq=8 --batch=4 --mesh=2x2 \
+  --axes=fsdp,tp --device=cpu --devices-per-host=4 --out="$out"
+for f in plan.json plan.mlir report.md trace.json; do
+  if [[ -s "$out/$f" ]]; then echo "ok   wrote $f"; else echo "FAIL $f missing"; failures=$((failures + 1)); fi
+done
+if grep -q '"format_version": 1' "$out/plan.json" && grep -q '"tid": 2' "$out/trace.json"; then
+  echo "ok   plan.json version and trace comm track"
+else
+  echo "FAIL plan.json or trace.json content"; failures=$((failures + 1))
+fi
+expect mesh-axes 2 "plan: --mesh=8 has 1 axes but --axes='fsdp,tp' names 2" -- \
+  --model=tiny --mesh=8 --axes=fsdp,tp
+expect mesh-size 2 "plan: --mesh=8xq: axis size 'q' is not a positive integer" -- \
+  --model=tiny --mesh=8xq --axes=fsdp,tp
+expect mesh-hosts 2 'plan: the mesh has 12 devices, not a multiple of --devices-per-host=8' -- \
+  --model=tiny --mesh=12 --axes=fsdp
+expect bad-strategy 2 "plan: .*error: 'dist.mesh' op unknown strategy 'zz' for mesh axis 'zz'" -- \
+  --model=tiny --batch=2 --mesh=2 --axes=zz
+expect bad-device 2 'plan: --device: .*tpu' -- --model=tiny --mesh=2 --axes=fsdp --device=tpu
+expect cannot-split 2 "error: 'nn.reshape' op cannot split factor .* unevenly over the tp axis 'tp' of size 3" -- \
+  --model=llama3-8b --seq=16 --batch=8 --mesh=8x3 --axes=fsdp,tp
+expect over-budget 2 'plan needs .* per rank at its peak, over the 10 GiB device memory .*lower the batch' -- \
+  --model=llama3-8b --mesh=8 --axes=fsdp --batch=8 --memory-gb=10
 expect bad-seq 2 'plan: model gpt2: seq 4096 exceeds the model.s max_seq 1024' -- \
   --model=gpt2 --seq=4096
-expect no-model 2 'plan: --model is required' --
+expect no-model 2 'plan: --model is required' -- --emit=summary
 exit $((failures > 0))

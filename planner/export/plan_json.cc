@@ -1,0 +1,490 @@
+// plan.json export (see plan_json.h and docs/plan_json.md).
+#include "planner/export/plan_json.h"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/StringRef.h"
+#include "llvm/Support/raw_ostream.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/BuiltinAttributes.h"
+#include "mlir/IR/BuiltinTypes.h"
+#include "planner/dialect/dist/ir/dist_attrs.h"
+#include "planner/dialect/dist/ir/dist_ops.h"
+#include "planner/dialect/dist/ir/dist_types.h"
+#include "planner/dialect/nn/ir/nn_dialect.h"
+#include "planner/export/timeline.h"
+#include "planner/transforms/autodiff/passes.h"
+#include "planner/transforms/collectives/comm_volume.h"
+#include "planner/transforms/memory/memory_plan.h"
+#include "planner/transforms/placement/passes.h"
+
+namespace loom::planner::exporter {
+namespace {
+
+using nlohmann::json;
+using Placement = std::vector<dist::AxisPlacement>;
+
+std::string printed(auto printable) {
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  printable.print(os);
+  return text;
+}
+
+mlir::RankedTensorType tensorOf(mlir::Type type) {
+  if (auto future = llvm::dyn_cast<dist::FutureType>(type)) type = future.getValueType();
+  return llvm::cast<mlir::RankedTensorType>(type);
+}
+
+std::string axisString(const dist::AxisPlacement& entry) {
+  switch (entry.kind) {
+    case dist::AxisPlacement::Kind::kReplicate:
+      return "replicate";
+    case dist::AxisPlacement::Kind::kShard:
+      return absl::StrCat("shard(", entry.dim, entry.padded ? ",padded)" : ")");
+    case dist::AxisPlacement::Kind::kPartial:
+      return absl::StrCat("partial(", dist::stringifyReductionKind(entry.reduction).str(), ")");
+  }
+  return "replicate";
+}
+
+json placementJson(const Placement& placement) {
+  json out = json::array();
+  for (const dist::AxisPlacement& entry : placement) out.push_back(axisString(entry));
+  return out;
+}
+
+Placement fromAttr(mlir::Attribute attr) {
+  auto placement = llvm::dyn_cast_or_null<dist::PlacementAttr>(attr);
+  if (!placement) return {};
+  return Placement(placement.getAxes().begin(), placement.getAxes().end());
+}
+
+// An attribute as JSON: numbers, strings, arrays as themselves, placements
+// as per-axis strings, anything else as its printed form.
+json attrJson(mlir::Attribute attr) {
+  if (auto integer = llvm::dyn_cast<mlir::IntegerAttr>(attr)) {
+    if (integer.getType().isInteger(1)) return integer.getValue().getBoolValue();
+    return integer.getInt();
+  }
+  if (auto real = llvm::dyn_cast<mlir::FloatAttr>(attr)) return real.getValueAsDouble();
+  if (auto text = llvm::dyn_cast<mlir::StringAttr>(attr)) return text.getValue().str();
+  if (llvm::isa<mlir::UnitAttr>(attr)) return true;
+  if (auto type = llvm::dyn_cast<mlir::TypeAttr>(attr)) return printed(type.getValue());
+  if (auto symbol = llvm::dyn_cast<mlir::FlatSymbolRefAttr>(attr)) return symbol.getValue().str();
+  if (auto placement = llvm::dyn_cast<dist::PlacementAttr>(attr)) {
+    return placementJson(fromAttr(placement));
+  }
+  if (auto ints = llvm::dyn_cast<mlir::DenseI64ArrayAttr>(attr)) {
+    return json(std::vector<int64_t>(ints.asArrayRef().begin(), ints.asArrayRef().end()));
+  }
+  if (auto array = llvm::dyn_cast<mlir::ArrayAttr>(attr)) {
+    json out = json::array();
+    for (mlir::Attribute element : array) out.push_back(attrJson(element));
+    return out;
+  }
+  if (auto reduction = llvm::dyn_cast<dist::ReductionKindAttr>(attr)) {
+    return dist::stringifyReductionKind(reduction.getValue()).str();
+  }
+  return printed(attr);
+}
+
+// The placement an op result has, from the op's placement attributes or,
+// for dist ops, from its operand's and what the op does on its axes.
+Placement derivePlacement(mlir::Operation* op, unsigned result, const mesh::DeviceMesh& mesh,
+                          const llvm::DenseMap<mlir::Value, Placement>& placements) {
+  if (auto results = op->getAttrOfType<mlir::ArrayAttr>(placement::kResultPlacementsAttrName)) {
+    if (result < results.size()) return fromAttr(results[result]);
+  }
+  Placement placement = op->getNumOperands() > 0 ? placements.lookup(op->getOperand(0))
+                                                  : Placement(mesh.ndim());
+  if (placement.empty()) placement.resize(mesh.ndim());
+  llvm::StringRef name = op->getName().getStringRef();
+  auto axes = op->getAttrOfType<mlir::ArrayAttr>("mesh_axes");
+  auto dimOf = [&](const char* attr) { return op->getAttrOfType<mlir::IntegerAttr>(attr).getInt(); };
+  const bool padded = op->hasAttr("padded");
+  auto setAxes = [&](dist::AxisPlacement entry) {
+    for (llvm::StringRef axis : axes.getAsValueRange<mlir::StringAttr>()) {
+      placement[*mesh.axisIndex(axis)] = entry;
+    }
+  };
+  if (name.starts_with("dist.all_gather") || name.starts_with("dist.all_reduce")) {
+    setAxes(dist::AxisPlacement::replicate());
+  } else if (name.starts_with("dist.reduce_scatter")) {
+    setAxes(dist::AxisPlacement::shard(dimOf("scatter_dim"), padded));
+  } else if (name.starts_with("dist.all_to_all")) {
+    setAxes(dist::AxisPlacement::shard(dimOf("split_dim")));
+  } else if (name == "dist.slice") {
+    setAxes(dist::AxisPlacement::shard(dimOf("slice_dim"), padded));
+  } else if (name == "dist.bucket") {
+    for (dist::AxisPlacement& entry : placement) {
+      if (entry.isShard()) entry = dist::AxisPlacement::shard(0);
+    }
+  }
+  return placement;
+}
+
+// Local shape times the ranks that shard each dim.
+std::vector<int64_t> globalShape(mlir::RankedTensorType local, const Placement& placement,
+                                 const mesh::DeviceMesh& mesh) {
+  std::vector<int64_t> shape(local.getShape().begin(), local.getShape().end());
+  for (auto [axis, entry] : llvm::enumerate(placement)) {
+    if (entry.isShard() && entry.dim < static_cast<int64_t>(shape.size())) {
+      shape[entry.dim] *= mesh.shape()[axis];
+    }
+  }
+  return shape;
+}
+
+// The init a parameter starts from: norm scales ones, biases zeros, the
+// rest normal(0, 0.02) as GPT-2 and Llama initialise them.
+json initJson(llvm::StringRef name, uint64_t seed, int64_t stream) {
+  std::string kind = "normal";
+  double stddev = 0.02;
+  if (name.ends_with("norm.weight") || name.ends_with("ln_1.weight") ||
+      name.ends_with("ln_2.weight") || name.ends_with("ln_f.weight")) {
+    kind = "ones";
+    stddev = 0;
+  } else if (name.ends_with(".bias")) {
+    kind = "zeros";
+    stddev = 0;
+  }
+  return {{"kind", kind}, {"mean", 0.0}, {"std", stddev}, {"seed", seed}, {"stream", stream}};
+}
+
+}  // namespace
+
+absl::StatusOr<json> exportPlan(mlir::ModuleOp module, const mesh::Topology& topology,
+                                const PlanExportOptions& options) {
+  absl::StatusOr<mesh::DeviceMesh> mesh = meshOf(module);
+  if (!mesh.ok()) return mesh.status();
+  auto funcs = module.getOps<mlir::func::FuncOp>();
+  if (funcs.empty()) return absl::InvalidArgumentError("the module has no function to export");
+  mlir::func::FuncOp func = *funcs.begin();
+  const memory::MemoryPlan memoryPlan = memory::computeMemoryPlan(func);
+  absl::StatusOr<Timeline> timeline =
+      predictTimeline(func, *mesh, topology, memoryPlan,
+                      {.compute_efficiency = options.compute_efficiency});
+  if (!timeline.ok()) return timeline.status();
+
+  json plan;
+  plan["format_version"] = kPlanFormatVersion;
+  plan["model"] = options.model;
+  plan["function"] = func.getSymName().str();
+  plan["mesh"] = {{"shape", mesh->shape()}, {"axes", mesh->axisNames()}};
+  json strategies = json::array();
+  for (auto meshOp : module.getOps<dist::MeshOp>()) {
+    if (auto attr = meshOp->getAttrOfType<mlir::ArrayAttr>(placement::kStrategiesAttrName)) {
+      strategies = attrJson(attr);
+    }
+    break;
+  }
+  plan["strategies"] = strategies;
+  auto linkJson = [](const mesh::Link& link) {
+    return json{{"class", std::string(mesh::linkClassName(link.link_class))},
+                {"bandwidth_bytes_per_s", link.spec.bandwidth_bytes_per_s},
+                {"latency_s", link.spec.latency_s}};
+  };
+  const mesh::DeviceSpec& device = topology.device();
+  plan["topology"] = {
+      {"hosts", topology.numHosts()},
+      {"devices_per_host", topology.devicesPerHost()},
+      {"device",
+       {{"name", device.name},
+        {"peak_flops_bf16", device.peak_flops_bf16},
+        {"peak_flops_fp32", device.peak_flops_fp32},
+        {"memory_bytes", device.memory_bytes},
+        {"memory_bandwidth_bytes_per_s", device.memory_bandwidth_bytes_per_s}}},
+      {"links",
+       {{"intra_host", linkJson(topology.intraHostLink())},
+        {"inter_host", linkJson(topology.interHostLink())}}}};
+
+  // Buffers: the memory plan's values (arguments, then op results in
+  // program order), then the AdamW states of each parameter.
+  llvm::DenseMap<mlir::Value, Placement> placements;
+  llvm::DenseMap<mlir::Value, int64_t> ids;
+  llvm::DenseMap<mlir::Operation*, int64_t> opIndex;
+  for (mlir::Operation& op : func.getBody().front()) opIndex[&op] = opIndex.size();
+  mlir::Operation* terminator = func.getBody().front().getTerminator();
+  llvm::DenseMap<mlir::Value, unsigned> returned;
+  for (auto [i, operand] : llvm::enumerate(terminator->getOperands())) returned[operand] = i;
+  json buffers = json::array();
+  llvm::DenseMap<unsigned, int64_t> paramStream;
+  for (const memory::ValueLifetime& lifetime : memoryPlan.values) {
+    mlir::Value value = lifetime.value;
+    std::string name;
+    Placement placement;
+    std::vector<int64_t> global;
+    const mlir::RankedTensorType local = tensorOf(value.getType());
+    if (auto arg = llvm::dyn_cast<mlir::BlockArgument>(value)) {
+      const unsigned n = arg.getArgNumber();
+      auto argName = func.getArgAttrOfType<mlir::StringAttr>(n, nn::NnDialect::kNameAttrName);
+      name = argName ? argName.getValue().str() : absl::StrCat("arg", n);
+      placement = fromAttr(func.getArgAttr(n, placement::kPlacementAttrName));
+      if (auto it = options.global_arg_shapes.find(n); it != options.global_arg_shapes.end()) {
+        global = it->second;
+      }
+    } else {
+      mlir::Operation* op = value.getDefiningOp();
+      const unsigned resultNumber = llvm::cast<mlir::OpResult>(value).getResultNumber();
+      name = absl::StrCat(op->getName().getStringRef().str(), "#", opIndex[op],
+                          op->getNumResults() > 1 ? absl::StrCat(".", resultNumber) : "");
+      placement = derivePlacement(op, resultNumber, *mesh, placements);
+      if (auto it = returned.find(value); it != returned.end()) {
+        if (mlir::Attribute attr = func.getResultAttr(it->second, placement::kPlacementAttrName)) {
+          placement = fromAttr(attr);
+        }
+        if (auto resultName =
+                func.getResultAttrOfType<mlir::StringAttr>(it->second, nn::NnDialect::kNameAttrName)) {
+          name = absl::StrCat("grad:", resultName.getValue().str());
+        }
+      }
+    }
+    if (placement.empty()) placement.resize(mesh->ndim());
+    placements[value] = placement;
+    if (global.empty()) global = globalShape(local, placement, *mesh);
+    const int64_t id = static_cast<int64_t>(buffers.size());
+    ids[value] = id;
+    json buffer = {{"id", id},
+                   {"name", name},
+                   {"dtype", printed(local.getElementType())},
+                   {"global_shape", global},
+                   {"local_shape", std::vector<int64_t>(local.getShape().begin(),
+                                                        local.getShape().end())},
+                   {"bytes", lifetime.bytes},
+                   {"role", memory::bufferRoleName(lifetime.role)},
+                   {"placement", placementJson(placement)},
+                   {"live", {lifetime.first, lifetime.last}},
+                   {"init", nullptr}};
+    if (lifetime.role == memory::BufferRole::kParam) {
+      const int64_t stream = static_cast<int64_t>(paramStream.size());
+      paramStream[llvm::cast<mlir::BlockArgument>(value).getArgNumber()] = stream;
+      buffer["init"] = initJson(name, options.seed, stream);
+    }
+    buffers.push_back(std::move(buffer));
+  }
+  // Per parameter: exp_avg, exp_avg_sq and, for non-f32 params, the f32
+  // master copy (initialised like the param, so from the same values).
+  struct StateIds {
+    int64_t param, exp_avg, exp_avg_sq, master = -1;
+  };
+  std::vector<StateIds> stateIds;
+  for (const memory::ParamState& state : memoryPlan.params) {
+    const json& param = buffers[ids[func.getArgument(state.arg_number)]];
+    auto addState = [&](const std::string& prefix, int64_t bytes, json init) {
+      json buffer = param;
+      buffer["id"] = static_cast<int64_t>(buffers.size());
+      buffer["name"] = absl::StrCat(prefix, ":", param["name"].get<std::string>());
+      buffer["dtype"] = "f32";
+      buffer["bytes"] = bytes;
+      buffer["role"] = "optimizer_state";
+      buffer["init"] = std::move(init);
+      buffers.push_back(std::move(buffer));
+      return buffers.back()["id"].get<int64_t>();
+    };
+    json zeros = {{"kind", "zeros"}, {"mean", 0.0}, {"std", 0.0}, {"seed", options.seed},
+                  {"stream", param["init"]["stream"]}};
+    StateIds entry{.param = param["id"].get<int64_t>(),
+                   .exp_avg = addState("exp_avg", state.moment_bytes, zeros),
+                   .exp_avg_sq = addState("exp_avg_sq", state.moment_bytes, zeros)};
+    if (state.master_bytes > 0) entry.master = addState("master", state.master_bytes, param["init"]);
+    stateIds.push_back(entry);
+  }
+  plan["buffers"] = std::move(buffers);
+
+  // Instructions per phase, with the predicted start and duration of each.
+  llvm::DenseMap<int64_t, const TimelineEvent*> eventOf;
+  for (const TimelineEvent& event : timeline->events) {
+    if (event.phase != Phase::kOptimizer || !event.comm) eventOf[event.index] = &event;
+  }
+  const std::vector<Phase> phases = assignPhases(func);
+  json phaseLists = {{"forward", json::array()}, {"backward", json::array()},
+                     {"optimizer", json::array()}};
+  llvm::DenseMap<mlir::Value, std::string> handles;
+  for (mlir::Operation& op : func.getBody().front()) {
+    if (&op == terminator) break;
+    const int64_t index = opIndex[&op];
+    json instruction = {{"index", index}, {"op", op.getName().getStringRef().str()}};
+    json operands = json::array();
+    for (mlir::Value operand : op.getOperands()) {
+      if (auto it = ids.find(operand); it != ids.end()) operands.push_back(it->second);
+    }
+    json results = json::array();
+    for (mlir::Value result : op.getResults()) {
+      if (auto it = ids.find(result); it != ids.end()) results.push_back(it->second);
+    }
+    json attrs = json::object();
+    for (mlir::NamedAttribute attr : op.getAttrs()) {
+      if (attr.getName() == "mesh") continue;
+      attrs[attr.getName().str()] = attrJson(attr.getValue());
+    }
+    std::string stream = "compute";
+    if (std::optional<CollectiveInfo> info = describeCollective(&op, *mesh)) {
+      stream = "comm";
+      attrs["kind"] = info->kind;
+      attrs["group_size"] = info->group_size;
+      attrs["bytes"] = info->bytes;
+      if (info->async) {
+        const std::string handle = absl::StrCat("h", handles.size());
+        handles[op.getResult(0)] = handle;
+        attrs["async_handle"] = handle;
+      }
+    } else if (auto wait = llvm::dyn_cast<dist::WaitOp>(op)) {
+      attrs["async_handle"] = handles.lookup(wait.getFuture());
+    }
+    instruction["stream"] = stream;
+    instruction["operands"] = std::move(operands);
+    instruction["results"] = std::move(results);
+    instruction["attrs"] = std::move(attrs);
+    if (auto it = eventOf.find(index); it != eventOf.end()) {
+      instruction["start_s"] = it->second->start_s;
+      instruction["duration_s"] = it->second->duration_s;
+    }
+    phaseLists[phaseName(phases[index])].push_back(std::move(instruction));
+  }
+  // Without optimizer ops in the IR: one AdamW step per parameter with a
+  // gradient, updating param and states in place.
+  llvm::DenseMap<unsigned, int64_t> gradIds;
+  for (auto [i, operand] : llvm::enumerate(terminator->getOperands())) {
+    if (auto of = func.getResultAttrOfType<mlir::IntegerAttr>(i, autodiff::kGradOfAttrName)) {
+      if (auto it = ids.find(operand); it != ids.end()) gradIds[of.getInt()] = it->second;
+    }
+  }
+  for (const TimelineEvent& event : timeline->events) {
+    if (event.phase != Phase::kOptimizer || event.comm) continue;
+    const memory::ParamState& state = memoryPlan.params[event.index];
+    auto grad = gradIds.find(state.arg_number);
+    if (grad == gradIds.end()) continue;
+    const StateIds& s = stateIds[event.index];
+    json operands = {s.param, grad->second, s.exp_avg, s.exp_avg_sq};
+    json results = {s.param, s.exp_avg, s.exp_avg_sq};
+    if (s.master >= 0) {
+      operands.push_back(s.master);
+      results.push_back(s.master);
+    }
+    phaseLists["optimizer"].push_back(
+        {{"index", -1},
+         {"op", "dist.optimizer_step"},
+         {"stream", "compute"},
+         {"operands", operands},
+         {"results", results},
+         {"attrs",
+          {{"lr", 1e-3}, {"betas", {0.9, 0.999}}, {"eps", 1e-8}, {"weight_decay", 0.01}}},
+         {"start_s", event.start_s},
+         {"duration_s", event.duration_s}});
+  }
+  plan["phases"] = std::move(phaseLists);
+
+  json breakdown = json::object();
+  for (int r = 0; r < memory::kNumRoles; ++r) {
+    breakdown[memory::bufferRoleName(static_cast<memory::BufferRole>(r))] =
+        memoryPlan.at_peak.bytes[r];
+  }
+  json volume = json::array();
+  const collectives::CommVolume comm = collectives::computeCommVolume(func);
+  for (const auto& [key, entry] : comm.entries) {
+    volume.push_back({{"axes", key.first},
+                      {"kind", collectives::collectiveKindName(key.second)},
+                      {"count", entry.count},
+                      {"bytes", entry.bytes}});
+  }
+  plan["predicted"] = {{"step_time_s", timeline->step_time_s},
+                       {"compute_s", timeline->compute_s},
+                       {"comm_s", timeline->comm_s},
+                       {"exposed_comm_s", timeline->exposed_comm_s},
+                       {"optimizer_s", timeline->optimizer_s},
+                       {"compute_efficiency", options.compute_efficiency},
+                       {"peak_bytes", memoryPlan.peak_bytes},
+                       {"peak_index", memoryPlan.peak_index},
+                       {"breakdown", breakdown},
+                       {"comm_volume", volume},
+                       {"comm_bytes_per_rank", comm.totalBytes()}};
+  return plan;
+}
+
+absl::Status checkPlanSchema(const json& plan) {
+  auto need = [](const json& object, const std::string& path, const char* key,
+                 json::value_t type) -> absl::Status {
+    if (!object.is_object() || !object.contains(key)) {
+      return absl::InvalidArgumentError(absl::StrCat("plan.json: missing ", path, ".", key));
+    }
+    const json& value = object.at(key);
+    const bool numeric = type == json::value_t::number_float &&
+                         (value.is_number());
+    const bool integral = type == json::value_t::number_integer && value.is_number_integer();
+    if (value.type() != type && !numeric && !integral &&
+        !(type == json::value_t::null && value.is_object())) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("plan.json: ", path, ".", key, " has type ", value.type_name()));
+    }
+    return absl::OkStatus();
+  };
+  using T = json::value_t;
+  for (auto [key, type] : std::vector<std::pair<const char*, T>>{
+           {"format_version", T::number_integer}, {"model", T::string}, {"mesh", T::object},
+           {"topology", T::object}, {"strategies", T::array}, {"buffers", T::array},
+           {"phases", T::object}, {"predicted", T::object}}) {
+    if (absl::Status s = need(plan, "", key, type); !s.ok()) return s;
+  }
+  if (plan["format_version"] != kPlanFormatVersion) {
+    return absl::InvalidArgumentError(absl::StrCat("plan.json: format_version is ",
+                                                   plan["format_version"].dump(), ", not ",
+                                                   kPlanFormatVersion));
+  }
+  for (const char* key : {"shape", "axes"}) {
+    if (absl::Status s = need(plan["mesh"], ".mesh", key, T::array); !s.ok()) return s;
+  }
+  for (auto [key, type] : std::vector<std::pair<const char*, T>>{
+           {"hosts", T::number_integer}, {"devices_per_host", T::number_integer},
+           {"device", T::object}, {"links", T::object}}) {
+    if (absl::Status s = need(plan["topology"], ".topology", key, type); !s.ok()) return s;
+  }
+  for (size_t i = 0; i < plan["buffers"].size(); ++i) {
+    const json& buffer = plan["buffers"][i];
+    const std::string path = absl::StrCat(".buffers[", i, "]");
+    for (auto [key, type] : std::vector<std::pair<const char*, T>>{
+             {"id", T::number_integer}, {"name", T::string}, {"dtype", T::string},
+             {"global_shape", T::array}, {"local_shape", T::array},
+             {"bytes", T::number_integer}, {"role", T::string}, {"placement", T::array},
+             {"init", T::null}}) {
+      if (absl::Status s = need(buffer, path, key, type); !s.ok()) return s;
+    }
+    if (buffer["placement"].size() != plan["mesh"]["axes"].size()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("plan.json: ", path, ".placement has ", buffer["placement"].size(),
+                       " entries for ", plan["mesh"]["axes"].size(), " mesh axes"));
+    }
+    if (buffer["init"].is_object()) {
+      for (auto [key, type] : std::vector<std::pair<const char*, T>>{
+               {"kind", T::string}, {"mean", T::number_float}, {"std", T::number_float},
+               {"seed", T::number_integer}, {"stream", T::number_integer}}) {
+        if (absl::Status s = need(buffer["init"], path + ".init", key, type); !s.ok()) return s;
+      }
+    }
+  }
+  for (const char* phase : {"forward", "backward", "optimizer"}) {
+    if (absl::Status s = need(plan["phases"], ".phases", phase, T::array); !s.ok()) return s;
+    for (size_t i = 0; i < plan["phases"][phase].size(); ++i) {
+      const std::string path = absl::StrCat(".phases.", phase, "[", i, "]");
+      for (auto [key, type] : std::vector<std::pair<const char*, T>>{
+               {"op", T::string}, {"stream", T::string}, {"operands", T::array},
+               {"results", T::array}, {"attrs", T::object}}) {
+        if (absl::Status s = need(plan["phases"][phase][i], path, key, type); !s.ok()) return s;
+      }
+    }
+  }
+  for (auto [key, type] : std::vector<std::pair<const char*, T>>{
+           {"step_time_s", T::number_float}, {"compute_s", T::number_float},
+           {"exposed_comm_s", T::number_float}, {"peak_bytes", T::number_integer},
+           {"breakdown", T::object}}) {
+    if (absl::Status s = need(plan["predicted"], ".predicted", key, type); !s.ok()) return s;
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace loom::planner::exporter

@@ -1,0 +1,26 @@
+// The human report (report.md) and the Chrome/Perfetto trace (trace.json) of
+// an exported plan, both read from plan.json alone so that they show exactly
+// what the runtime will be given.
+#ifndef LOOM_PLANNER_EXPORT_REPORT_H_
+#define LOOM_PLANNER_EXPORT_REPORT_H_
+
+#include <string>
+
+#include "nlohmann/json.hpp"
+
+namespace loom::planner::exporter {
+
+// Markdown: the plan's mesh and prediction, a placements table of the
+// parameters, the collectives per step with bytes per rank per axis, the
+// memory breakdown at the peak and the schedule (instructions per phase and
+// stream).
+std::string formatReport(const nlohmann::json& plan);
+
+// Chrome trace-event JSON of the predicted step: one complete ("X") event
+// per timed instruction, compute and communication on separate tracks
+// (tid 1 and 2), microseconds.
+nlohmann::json chromeTrace(const nlohmann::json& plan);
+
+}  // namespace loom::planner::exporter
+
+#endif  // LOOM_PLANNER_EXPORT_REPORT_H_

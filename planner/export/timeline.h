@@ -1,0 +1,100 @@
+// The predicted timeline of one training step on one rank: a simple,
+// documented model (docs/plan_json.md, "Predicted time") that plan.json,
+// the report and trace.json share until the cost-model issue replaces it.
+// Compute ops take max(FLOPs / (peak x efficiency), bytes / memory
+// bandwidth); a collective takes (steps x link latency) + bytes per rank /
+// link bandwidth on the slowest link of its group; async collectives run
+// on a comm stream and overlap compute until their dist.wait.
+#ifndef LOOM_PLANNER_EXPORT_TIMELINE_H_
+#define LOOM_PLANNER_EXPORT_TIMELINE_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "mesh/device_mesh.h"
+#include "mesh/topology.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "planner/transforms/memory/memory_plan.h"
+
+namespace loom::planner::exporter {
+
+enum class Phase { kForward, kBackward, kOptimizer };
+
+// "forward", "backward", "optimizer".
+const char* phaseName(Phase phase);
+
+// The phase of each op of `func`'s body, by index. dist.optimizer_step ops
+// are the optimizer phase; of the others, the ops up to the one that defines
+// the returned loss (the result without nn.grad_of) are the forward phase
+// and the rest the backward phase. A function without gradients is all
+// forward.
+std::vector<Phase> assignPhases(mlir::func::FuncOp func);
+
+// The dist.mesh of `module` as a DeviceMesh (the first one; plans have one).
+absl::StatusOr<mesh::DeviceMesh> meshOf(mlir::ModuleOp module);
+
+// A collective op (blocking or `*_start`) as the timeline and plan.json see
+// it. `bytes` follows comm_volume.h's per-rank formulas, so the bytes of a
+// function's collectives sum to computeCommVolume(func).totalBytes().
+struct CollectiveInfo {
+  // "all_gather", "reduce_scatter", "all_reduce", "all_to_all".
+  std::string kind;
+  std::vector<std::string> axes;
+  bool async = false;
+  int64_t group_size = 1;
+  int64_t bytes = 0;
+  // Latency steps of the ring algorithm: g - 1, twice for all_reduce.
+  int64_t steps = 0;
+};
+
+// Null for ops that are not collectives.
+std::optional<CollectiveInfo> describeCollective(mlir::Operation* op, const mesh::DeviceMesh& mesh);
+
+struct TimelineEvent {
+  std::string name;
+  bool comm = false;
+  Phase phase = Phase::kForward;
+  // The op's index in the body; for optimizer steps synthesized per
+  // parameter, the index into MemoryPlan::params.
+  int64_t index = 0;
+  double start_s = 0;
+  double duration_s = 0;
+  // Collectives: bytes per rank and the mesh axes, joined with ",".
+  int64_t bytes = 0;
+  std::string axes;
+};
+
+struct Timeline {
+  std::vector<TimelineEvent> events;
+  // Busy time of the compute stream (optimizer included) and of the comm
+  // stream; the time compute waited for communication; the optimizer step;
+  // the end of the step.
+  double compute_s = 0;
+  double comm_s = 0;
+  double exposed_comm_s = 0;
+  double optimizer_s = 0;
+  double step_time_s = 0;
+};
+
+struct TimelineOptions {
+  // Fraction of the device's peak FLOP/s a compute op reaches.
+  double compute_efficiency = 0.5;
+};
+
+// Predicts `func`'s step on `topology` (whose world must be `mesh`'s size).
+// Without dist.optimizer_step ops in the body, the optimizer phase is one
+// AdamW update per parameter of `memory`, priced by the bytes it streams
+// (param, grad, both moments and the master copy read, all but the grad
+// written) at the device's memory bandwidth.
+absl::StatusOr<Timeline> predictTimeline(mlir::func::FuncOp func, const mesh::DeviceMesh& mesh,
+                                         const mesh::Topology& topology,
+                                         const memory::MemoryPlan& memory,
+                                         const TimelineOptions& options = {});
+
+}  // namespace loom::planner::exporter
+
+#endif  // LOOM_PLANNER_EXPORT_TIMELINE_H_

@@ -1,0 +1,191 @@
+// Buffer lifetimes and the peak bytes per rank (see memory_plan.h).
+#include "planner/transforms/memory/memory_plan.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/DenseSet.h"
+#include "mlir/IR/BuiltinTypes.h"
+#include "planner/dialect/dist/ir/dist_dialect.h"
+#include "planner/dialect/dist/ir/dist_types.h"
+#include "planner/dialect/nn/ir/nn_dialect.h"
+#include "planner/transforms/autodiff/passes.h"
+
+namespace loom::planner::memory {
+namespace {
+
+constexpr int64_t kF32Bytes = 4;
+
+int64_t elementCount(mlir::Type type) {
+  if (auto future = llvm::dyn_cast<dist::FutureType>(type)) type = future.getValueType();
+  auto tensor = llvm::dyn_cast<mlir::RankedTensorType>(type);
+  return tensor ? tensor.getNumElements() : 0;
+}
+
+}  // namespace
+
+const char* bufferRoleName(BufferRole role) {
+  switch (role) {
+    case BufferRole::kParam:
+      return "param";
+    case BufferRole::kGrad:
+      return "grad";
+    case BufferRole::kOptimizerState:
+      return "optimizer_state";
+    case BufferRole::kActivation:
+      return "activation";
+    case BufferRole::kGathered:
+      return "gathered";
+  }
+  return "unknown";
+}
+
+int64_t MemoryBreakdown::total() const {
+  int64_t sum = 0;
+  for (int64_t b : bytes) sum += b;
+  return sum;
+}
+
+int64_t storageBytes(mlir::Type type) {
+  if (auto future = llvm::dyn_cast<dist::FutureType>(type)) type = future.getValueType();
+  auto tensor = llvm::dyn_cast<mlir::RankedTensorType>(type);
+  if (!tensor) return 0;
+  const int64_t bits = tensor.getElementType().getIntOrFloatBitWidth();
+  return tensor.getNumElements() * ((bits + 7) / 8);
+}
+
+MemoryPlan computeMemoryPlan(mlir::func::FuncOp func) {
+  MemoryPlan plan;
+  mlir::Block& body = func.getBody().front();
+  llvm::DenseMap<mlir::Operation*, int64_t> index;
+  for (mlir::Operation& op : body) index[&op] = static_cast<int64_t>(index.size());
+  const int64_t end = static_cast<int64_t>(index.size()) - 1;
+
+  // Returned values marked nn.grad_of are gradients.
+  llvm::DenseSet<mlir::Value> grads;
+  mlir::Operation* terminator = body.getTerminator();
+  for (auto [i, operand] : llvm::enumerate(terminator->getOperands())) {
+    if (func.getResultAttr(i, autodiff::kGradOfAttrName)) grads.insert(operand);
+  }
+
+  auto lastUse = [&](mlir::Value value, int64_t first) {
+    int64_t last = first;
+    for (mlir::Operation* user : value.getUsers()) {
+      if (mlir::Operation* ancestor = body.findAncestorOpInBlock(*user)) {
+        last = std::max(last, index[ancestor]);
+      }
+    }
+    return last;
+  };
+
+  // Values made from parameters by dist ops only (gathered copies, their
+  // futures and buckets).
+  llvm::DenseSet<mlir::Value> paramDerived;
+  for (mlir::BlockArgument arg : func.getArguments()) {
+    const int64_t bytes = storageBytes(arg.getType());
+    if (bytes == 0) continue;
+    const bool param = func.getArgAttr(arg.getArgNumber(), nn::NnDialect::kParamAttrName) != nullptr;
+    if (param) {
+      paramDerived.insert(arg);
+      const int64_t elements = elementCount(arg.getType());
+      const bool f32 = llvm::cast<mlir::RankedTensorType>(arg.getType()).getElementType().isF32();
+      plan.params.push_back({.arg_number = arg.getArgNumber(),
+                             .param_bytes = bytes,
+                             .moment_bytes = elements * kF32Bytes,
+                             .master_bytes = f32 ? 0 : elements * kF32Bytes,
+                             .elements = elements});
+    }
+    plan.values.push_back({.value = arg,
+                           .role = param ? BufferRole::kParam : BufferRole::kActivation,
+                           .bytes = bytes,
+                           .first = -1,
+                           .last = param ? end : lastUse(arg, -1)});
+  }
+  for (mlir::Operation& op : body) {
+    const bool fromParams =
+        llvm::isa<dist::DistDialect>(op.getDialect()) && op.getNumOperands() > 0 &&
+        llvm::all_of(op.getOperands(), [&](mlir::Value v) { return paramDerived.contains(v); });
+    for (mlir::Value result : op.getResults()) {
+      const int64_t bytes = storageBytes(result.getType());
+      if (bytes == 0) continue;
+      BufferRole role = BufferRole::kActivation;
+      if (grads.contains(result)) {
+        role = BufferRole::kGrad;
+      } else if (fromParams) {
+        role = BufferRole::kGathered;
+        paramDerived.insert(result);
+      }
+      plan.values.push_back(
+          {.value = result, .role = role, .bytes = bytes, .first = index[&op],
+           .last = lastUse(result, index[&op])});
+    }
+  }
+
+  // Live bytes per role at each op (slot 0 is the entry), by a difference
+  // array over the lifetimes.
+  std::vector<MemoryBreakdown> delta(end + 3);
+  for (const ValueLifetime& value : plan.values) {
+    delta[value.first + 1][value.role] += value.bytes;
+    delta[value.last + 2][value.role] -= value.bytes;
+  }
+  int64_t optimizerBytes = 0;
+  for (const ParamState& param : plan.params) optimizerBytes += param.stateBytes();
+  MemoryBreakdown live;
+  plan.peak_bytes = -1;
+  for (int64_t slot = 0; slot <= end + 1; ++slot) {
+    for (int r = 0; r < kNumRoles; ++r) live.bytes[r] += delta[slot].bytes[r];
+    MemoryBreakdown now = live;
+    now[BufferRole::kOptimizerState] += optimizerBytes;
+    if (now.total() > plan.peak_bytes) {
+      plan.peak_bytes = now.total();
+      plan.peak_index = slot - 1;
+      plan.at_peak = now;
+    }
+  }
+  if (plan.peak_index >= 0) {
+    auto it = body.begin();
+    std::advance(it, plan.peak_index);
+    plan.peak_op = &*it;
+  }
+  return plan;
+}
+
+std::string formatBytes(int64_t bytes) {
+  static constexpr const char* kUnits[] = {"KiB", "MiB", "GiB", "TiB"};
+  if (bytes < 1024) return absl::StrCat(bytes, " B");
+  double value = static_cast<double>(bytes) / 1024;
+  int unit = 0;
+  while (value >= 1024 && unit < 3) {
+    value /= 1024;
+    ++unit;
+  }
+  return absl::StrFormat("%.1f %s", value, kUnits[unit]);
+}
+
+std::string formatBreakdown(const MemoryBreakdown& breakdown) {
+  return absl::StrCat("params ", formatBytes(breakdown[BufferRole::kParam]), ", grads ",
+                      formatBytes(breakdown[BufferRole::kGrad]), ", optimizer states ",
+                      formatBytes(breakdown[BufferRole::kOptimizerState]), ", activations ",
+                      formatBytes(breakdown[BufferRole::kActivation]), ", gathered ",
+                      formatBytes(breakdown[BufferRole::kGathered]));
+}
+
+std::string suggestFix(const MemoryBreakdown& breakdown) {
+  const int64_t state = breakdown[BufferRole::kParam] + breakdown[BufferRole::kGrad] +
+                        breakdown[BufferRole::kOptimizerState];
+  const int64_t transient =
+      breakdown[BufferRole::kActivation] + breakdown[BufferRole::kGathered];
+  if (state >= transient) {
+    return "shard the parameter state over more ranks (a larger fsdp axis) or add tensor "
+           "parallelism (a tp axis)";
+  }
+  return "lower the batch or sequence length per rank, or add tensor parallelism (a tp axis) "
+         "to split the activations";
+}
+
+}  // namespace loom::planner::memory

@@ -1,0 +1,35 @@
+// RUN: plan-opt %s -split-input-file --plan-memory-plan | FileCheck %s
+
+dist.mesh @mesh shape = [2] axes = ["fsdp"]
+
+// Tests that an fsdp=2 step records its peak: at the matmul, params 512 +
+// AdamW moments 512 + activations x, y, s, p (128 + 256 + 256 + 512); the
+// gathered weight was freed before.
+// CHECK-LABEL: func.func @step(
+// CHECK-SAME: plan.memory = {activation = 1152 : i64, gathered = 0 : i64, grad = 0 : i64, optimizer_state = 512 : i64, param = 256 : i64, peak_op = 4 : i64}
+// CHECK-SAME: plan.peak_bytes = 1920 : i64
+func.func @step(%x: tensor<4x8xf32>, %w: tensor<4x16xf32> {nn.param})
+    -> (tensor<4x16xf32>, tensor<4x16xf32> {nn.grad_of = 1 : i64}) {
+  %g = dist.all_gather %w on @mesh axes = ["fsdp"] gather_dim = 0 wire = f32 : tensor<4x16xf32> -> tensor<8x16xf32>
+  %y = nn.linear %x, %g : (tensor<4x8xf32>, tensor<8x16xf32>) -> tensor<4x16xf32>
+  dist.free %g : tensor<8x16xf32>
+  %s = nn.silu %y : (tensor<4x16xf32>) -> tensor<4x16xf32>
+  %p = nn.matmul %x, %s transpose_lhs : (tensor<4x8xf32>, tensor<4x16xf32>) -> tensor<8x16xf32>
+  %r = dist.reduce_scatter %p on @mesh axes = ["fsdp"] scatter_dim = 0 reduction = sum wire = f32 accum = f32 : tensor<8x16xf32> -> tensor<4x16xf32>
+  return %y, %r : tensor<4x16xf32>, tensor<4x16xf32>
+}
+
+// -----
+
+dist.mesh @mesh shape = [2] axes = ["fsdp"]
+
+// Tests that a bf16 parameter also holds an f32 master copy: 64 elements,
+// params 128 + moments 2 * 256 + master 256; the peak is at the silu,
+// which holds x and s (128 bytes each).
+// CHECK-LABEL: func.func @bf16(
+// CHECK-SAME: plan.memory = {activation = 256 : i64, gathered = 0 : i64, grad = 0 : i64, optimizer_state = 768 : i64, param = 128 : i64, peak_op = 0 : i64}
+// CHECK-SAME: plan.peak_bytes = 1152 : i64
+func.func @bf16(%x: tensor<4x16xbf16>, %w: tensor<4x16xbf16> {nn.param}) -> tensor<4x16xbf16> {
+  %s = nn.silu %x : (tensor<4x16xbf16>) -> tensor<4x16xbf16>
+  return %s : tensor<4x16xbf16>
+}

@@ -1,0 +1,151 @@
+// The plan tool's pipeline (see plan_pipeline.h).
+#include "tools/plan/plan_pipeline.h"
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "mesh/device_mesh.h"
+#include "mesh/device_specs.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/BuiltinTypes.h"
+#include "mlir/IR/Diagnostics.h"
+#include "mlir/Pass/PassManager.h"
+#include "planner/export/plan_json.h"
+#include "planner/transforms/autodiff/passes.h"
+#include "planner/transforms/collectives/passes.h"
+#include "planner/transforms/memory/passes.h"
+#include "planner/transforms/placement/passes.h"
+
+namespace loom::tools::plan {
+namespace {
+
+constexpr double kBytesPerGiB = 1024.0 * 1024.0 * 1024.0;
+
+}  // namespace
+
+absl::StatusOr<std::string> meshSpec(const std::string& mesh, const std::string& axes) {
+  if (mesh.find('=') != std::string::npos) {
+    absl::StatusOr<loom::mesh::DeviceMesh> parsed = loom::mesh::DeviceMesh::parse(mesh);
+    if (!parsed.ok()) return absl::InvalidArgumentError(absl::StrCat("--mesh: ", parsed.status().message()));
+    return mesh;
+  }
+  std::vector<std::string> sizes = absl::StrSplit(mesh, 'x');
+  std::vector<std::string> names = absl::StrSplit(axes, ',', absl::SkipEmpty());
+  if (names.size() != sizes.size()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--mesh=", mesh, " has ", sizes.size(), " axes but --axes='", axes, "' names ",
+        names.size(), "; give one strategy per mesh axis, e.g. --mesh=8x8 --axes=fsdp,tp"));
+  }
+  std::vector<std::string> parts;
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    int64_t size = 0;
+    if (!absl::SimpleAtoi(sizes[i], &size) || size < 1) {
+      return absl::InvalidArgumentError(absl::StrCat("--mesh=", mesh, ": axis size '", sizes[i],
+                                                     "' is not a positive integer; write sizes "
+                                                     "joined by x, e.g. --mesh=8x8"));
+    }
+    parts.push_back(absl::StrCat(names[i], "=", size));
+  }
+  const std::string spec = absl::StrJoin(parts, ",");
+  absl::StatusOr<loom::mesh::DeviceMesh> parsed = loom::mesh::DeviceMesh::parse(spec);
+  if (!parsed.ok()) return absl::InvalidArgumentError(absl::StrCat("--mesh: ", parsed.status().message()));
+  return spec;
+}
+
+absl::StatusOr<loom::mesh::Topology> topologyFor(const PlanRequest& request, int64_t devices) {
+  absl::StatusOr<loom::mesh::DeviceSpec> device = loom::mesh::deviceSpec(request.device);
+  if (!device.ok()) return absl::InvalidArgumentError(absl::StrCat("--device: ", device.status().message()));
+  if (request.devices_per_host < 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--devices-per-host must be >= 1, got: ", request.devices_per_host));
+  }
+  int64_t perHost = request.devices_per_host;
+  if (devices < perHost) perHost = devices;
+  if (devices % perHost != 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the mesh has ", devices, " devices, not a multiple of --devices-per-host=", perHost,
+        "; change the mesh so its product fills whole hosts"));
+  }
+  const bool cpu = device->name == "cpu";
+  return loom::mesh::Topology::create(
+      {.num_hosts = devices / perHost,
+       .devices_per_host = perHost,
+       .device = *device,
+       .intra_host_link = cpu ? loom::mesh::LinkClass::kLoopbackTcp : loom::mesh::LinkClass::kNVLink,
+       .inter_host_link =
+           cpu ? loom::mesh::LinkClass::kLoopbackTcp : loom::mesh::LinkClass::kInfiniBand});
+}
+
+absl::StatusOr<PlanResult> planModule(mlir::ModuleOp module, const PlanRequest& request) {
+  absl::StatusOr<std::string> spec = meshSpec(request.mesh, request.axes);
+  if (!spec.ok()) return spec.status();
+  absl::StatusOr<loom::mesh::DeviceMesh> mesh = loom::mesh::DeviceMesh::parse(*spec);
+  if (!mesh.ok()) return mesh.status();
+  absl::StatusOr<loom::mesh::Topology> topology = topologyFor(request, mesh->size());
+  if (!topology.ok()) return topology.status();
+  const double memoryGb = request.memory_gb > 0
+                              ? request.memory_gb
+                              : static_cast<double>(topology->device().memory_bytes) / kBytesPerGiB;
+
+  // The pass's own message and notes say what is wrong; the whole
+  // function printed after them would bury it.
+  module.getContext()->printOpOnDiagnostic(false);
+  std::string diagnostics;
+  mlir::ScopedDiagnosticHandler handler(module.getContext(), [&](mlir::Diagnostic& diag) {
+    std::string text;
+    llvm::raw_string_ostream os(text);
+    os << diag.getLocation() << ": "
+       << (diag.getSeverity() == mlir::DiagnosticSeverity::Note ? "note: " : "error: ") << diag;
+    for (const mlir::Diagnostic& note : diag.getNotes()) {
+      os << "\n" << note.getLocation() << ": note: " << note;
+    }
+    if (!diagnostics.empty()) diagnostics += "\n";
+    diagnostics += text;
+    return mlir::success();
+  });
+  auto run = [&](mlir::PassManager& pm) -> absl::Status {
+    if (succeeded(pm.run(module))) return absl::OkStatus();
+    return absl::InvalidArgumentError(diagnostics.empty() ? "the plan pipeline failed" : diagnostics);
+  };
+
+  // Autodiff and placement first: the global argument shapes are read
+  // before plan-insert-collectives localizes them.
+  mlir::PassManager place(module.getContext());
+  place.addNestedPass<mlir::func::FuncOp>(planner::autodiff::createPlanAutodiff());
+  std::string axes;
+  for (const std::string& name : mesh->axisNames()) axes += (axes.empty() ? "" : ",") + name;
+  place.addPass(planner::placement::createPlanPlacement(
+      planner::placement::PlanPlacementOptions{*spec, request.axes.empty() ? axes : request.axes,
+                                               mesh->size()}));
+  if (absl::Status status = run(place); !status.ok()) return status;
+  planner::exporter::PlanExportOptions options;
+  options.model = request.model_name;
+  options.seed = request.seed;
+  for (auto func : module.getOps<mlir::func::FuncOp>()) {
+    for (mlir::BlockArgument arg : func.getArguments()) {
+      if (auto type = llvm::dyn_cast<mlir::RankedTensorType>(arg.getType())) {
+        options.global_arg_shapes[arg.getArgNumber()] =
+            std::vector<int64_t>(type.getShape().begin(), type.getShape().end());
+      }
+    }
+    break;
+  }
+  mlir::PassManager lower(module.getContext());
+  lower.addPass(planner::collectives::createPlanInsertCollectives());
+  lower.addPass(planner::memory::createPlanMemoryPlan(
+      planner::memory::PlanMemoryPlanOptions{memoryGb}));
+  if (absl::Status status = run(lower); !status.ok()) return status;
+
+  absl::StatusOr<nlohmann::json> plan = planner::exporter::exportPlan(module, *topology, options);
+  if (!plan.ok()) return plan.status();
+  return PlanResult{.plan = *std::move(plan)};
+}
+
+}  // namespace loom::tools::plan

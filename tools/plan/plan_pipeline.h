@@ -1,0 +1,50 @@
+// The plan tool's pipeline: from a verified nn module and the mesh,
+// strategy and device flags to the per-rank plan and its plan.json, running
+// plan-autodiff -> plan-placement -> plan-insert-collectives ->
+// plan-memory-plan. Pass diagnostics come back as the error, with locations.
+#ifndef LOOM_TOOLS_PLAN_PLAN_PIPELINE_H_
+#define LOOM_TOOLS_PLAN_PLAN_PIPELINE_H_
+
+#include <cstdint>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "mesh/topology.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "nlohmann/json.hpp"
+
+namespace loom::tools::plan {
+
+struct PlanRequest {
+  std::string model_name;
+  // "8x8" (sizes, named by `axes`) or "fsdp=8,tp=8".
+  std::string mesh;
+  // One strategy per mesh axis, in order: "fsdp,tp".
+  std::string axes;
+  std::string device = "h100";
+  int64_t devices_per_host = 8;
+  // GiB per device; 0: the device's memory.
+  double memory_gb = 0;
+  uint64_t seed = 0;
+};
+
+// The topology the request's mesh runs on: ceil(devices / devices_per_host)
+// hosts of `device` (NVLink within a GPU host, InfiniBand between; loopback
+// TCP for cpu). Fails on an unknown device, a mesh that does not fill its
+// hosts, or a bad --mesh.
+absl::StatusOr<mesh::Topology> topologyFor(const PlanRequest& request, int64_t devices);
+
+// Parses --mesh and --axes into the placement pass's "name=size,..." spec.
+absl::StatusOr<std::string> meshSpec(const std::string& mesh, const std::string& axes);
+
+struct PlanResult {
+  nlohmann::json plan;
+};
+
+// Plans `module` in place (it ends as the per-rank program with the memory
+// attributes) and exports it.
+absl::StatusOr<PlanResult> planModule(mlir::ModuleOp module, const PlanRequest& request);
+
+}  // namespace loom::tools::plan
+
+#endif  // LOOM_TOOLS_PLAN_PLAN_PIPELINE_H_
