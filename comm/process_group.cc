@@ -156,6 +156,20 @@ class ProcessGroup::Impl {
     return status.ok() ? status : withContext(status, where(op));
   }
 
+  // The tensor list of gather (outputs) or scatter (inputs): one tensor like
+  // `like` per rank on the root, none elsewhere.
+  absl::Status checkRootList(const std::string& op, const std::vector<Tensor>& list,
+                             const std::string& what, const Tensor& like, int root) const {
+    if (rank == root) {
+      if (absl::Status s = checkCount(op, what + "s", list.size()); !s.ok()) return s;
+      return checkEach(op, list, what, like.dtype(), like.numel(), like.device());
+    }
+    if (list.empty()) return absl::OkStatus();
+    return invalidArgumentError(absl::StrCat(where(op), what, "s has ", list.size(),
+                                             " tensors on a rank that is not the root (", root,
+                                             "); pass none there"));
+  }
+
   absl::Status checkCount(const std::string& op, const std::string& what, size_t count) const {
     if (count == static_cast<size_t>(size)) return absl::OkStatus();
     return invalidArgumentError(absl::StrCat(where(op), what, " has ", count,
@@ -589,17 +603,8 @@ ProcessGroup::WorkOr ProcessGroup::gather(std::vector<Tensor> outputs, Tensor in
   const std::string op = "gather";
   if (absl::Status s = impl.checkRank(op, "root", options.root); !s.ok()) return s;
   if (absl::Status s = impl.checkSelf(op, input, "input"); !s.ok()) return s;
-  if (impl.rank == options.root) {
-    if (absl::Status s = impl.checkCount(op, "outputs", outputs.size()); !s.ok()) return s;
-    if (absl::Status s = impl.checkEach(op, outputs, "output", input.dtype(), input.numel(),
-                                        input.device());
-        !s.ok()) {
-      return s;
-    }
-  } else if (!outputs.empty()) {
-    return invalidArgumentError(absl::StrCat(impl.where(op), "outputs has ", outputs.size(),
-                                             " tensors on a rank that is not the root (",
-                                             options.root, "); pass none there"));
+  if (absl::Status s = impl.checkRootList(op, outputs, "output", input, options.root); !s.ok()) {
+    return s;
   }
   const GatherOptions resolved = withTimeout(options, impl.options.timeout);
   return impl.issue({.op = op,
@@ -620,17 +625,8 @@ ProcessGroup::WorkOr ProcessGroup::scatter(Tensor output, std::vector<Tensor> in
   const std::string op = "scatter";
   if (absl::Status s = impl.checkRank(op, "root", options.root); !s.ok()) return s;
   if (absl::Status s = impl.checkSelf(op, output, "output"); !s.ok()) return s;
-  if (impl.rank == options.root) {
-    if (absl::Status s = impl.checkCount(op, "inputs", inputs.size()); !s.ok()) return s;
-    if (absl::Status s = impl.checkEach(op, inputs, "input", output.dtype(), output.numel(),
-                                        output.device());
-        !s.ok()) {
-      return s;
-    }
-  } else if (!inputs.empty()) {
-    return invalidArgumentError(absl::StrCat(impl.where(op), "inputs has ", inputs.size(),
-                                             " tensors on a rank that is not the root (",
-                                             options.root, "); pass none there"));
+  if (absl::Status s = impl.checkRootList(op, inputs, "input", output, options.root); !s.ok()) {
+    return s;
   }
   const ScatterOptions resolved = withTimeout(options, impl.options.timeout);
   return impl.issue({.op = op,
