@@ -19,9 +19,11 @@
 #include "mlir/Pass/PassManager.h"
 #include "planner/export/plan_json.h"
 #include "planner/transforms/autodiff/passes.h"
+#include "planner/transforms/bucketing/passes.h"
 #include "planner/transforms/collectives/passes.h"
 #include "planner/transforms/memory/passes.h"
 #include "planner/transforms/placement/passes.h"
+#include "planner/transforms/schedule/passes.h"
 
 namespace loom::tools::plan {
 namespace {
@@ -139,6 +141,11 @@ absl::StatusOr<PlanResult> planModule(mlir::ModuleOp module, const PlanRequest& 
   }
   mlir::PassManager lower(module.getContext());
   lower.addPass(planner::collectives::createPlanInsertCollectives());
+  // One collective per FSDP unit, then async starts with one unit of
+  // prefetch; the SPMD check runs on what the runtime will execute.
+  lower.addPass(planner::bucketing::createPlanBucketing());
+  lower.addPass(planner::schedule::createPlanSchedule());
+  lower.addPass(planner::schedule::createPlanVerifySpmd());
   lower.addPass(planner::memory::createPlanMemoryPlan(
       planner::memory::PlanMemoryPlanOptions{memoryGb}));
   if (absl::Status status = run(lower); !status.ok()) return status;
