@@ -46,11 +46,13 @@ namespace {
 
 // One gathered parameter or one gradient reduction: the collectives it
 // takes (a reduce-scatter, then an all-reduce under HSDP), the value the
-// bucket packs and the value its users read.
+// bucket packs, the value its users read and the dim its collective
+// gathers or scatters (1 for fsdp x tp's row-parallel weights).
 struct Member {
   llvm::SmallVector<mlir::Operation*, 2> chain;
   mlir::Value packed;
   mlir::Value delivered;
+  int64_t dim;
 };
 
 // Collectives that may share one flat buffer: same unit, pass and
@@ -179,6 +181,18 @@ class PlanBucketingPass : public impl::PlanBucketingBase<PlanBucketingPass> {
     return buckets;
   }
 
+  // The `split_dims` of a bucket's whole tensors: each member's collective
+  // dim, or none (all 0, the default) when every member splits dim 0.
+  static mlir::DenseI64ArrayAttr splitDimsOf(mlir::OpBuilder& builder,
+                                             llvm::ArrayRef<Member> bucket) {
+    llvm::SmallVector<int64_t> dims;
+    for (const Member& member : bucket) dims.push_back(member.dim);
+    if (llvm::all_of(dims, [](int64_t dim) { return dim == 0; })) {
+      return nullptr;
+    }
+    return builder.getDenseI64ArrayAttr(dims);
+  }
+
   // The packed offsets of `values` split into `chunks` parts each.
   static llvm::SmallVector<int64_t> offsetsOf(llvm::ArrayRef<mlir::Value> values,
                                               int64_t chunks,
@@ -197,7 +211,7 @@ class PlanBucketingPass : public impl::PlanBucketingBase<PlanBucketingPass> {
     std::vector<Group> groups;
     for (auto gather : func.front().getOps<dist::AllGatherOp>()) {
       auto arg = llvm::dyn_cast<mlir::BlockArgument>(gather.getInput());
-      if (!arg || gather.getGatherDim() != 0 || gather.getPadded()) continue;
+      if (!arg || gather.getPadded()) continue;
       std::optional<std::string> unit = paramUnit(func, arg.getArgNumber());
       if (!unit) continue;
       bool inBackward = !gather->use_empty();
@@ -210,7 +224,9 @@ class PlanBucketingPass : public impl::PlanBucketingBase<PlanBucketingPass> {
           *unit + (inBackward ? "|bwd|" : "|fwd|") +
           printed(gather.getMeshAttr()) + printed(gather.getMeshAxes()) +
           printed(gather.getWireTypeAttr());
-      add(groups, key, Member{{gather}, gather.getInput(), gather.getResult()});
+      add(groups, key,
+          Member{{gather}, gather.getInput(), gather.getResult(),
+                 static_cast<int64_t>(gather.getGatherDim())});
     }
     for (const Group& group : groups) {
       for (const std::vector<Member>& bucket : split(group, [](const Member& m) {
@@ -242,7 +258,8 @@ class PlanBucketingPass : public impl::PlanBucketingBase<PlanBucketingPass> {
     const mlir::Location loc = first.getLoc();
     auto packed = dist::BucketOp::create(
         builder, loc, mlir::RankedTensorType::get({total}, element), shards,
-        builder.getDenseI64ArrayAttr(offsets), builder.getI64IntegerAttr(1));
+        builder.getDenseI64ArrayAttr(offsets), builder.getI64IntegerAttr(1),
+        nullptr);
     auto gathered = dist::AllGatherOp::create(
         builder, loc, mlir::RankedTensorType::get({total * size}, wire),
         first.getMeshAttr(), first.getMeshAxes(), packed.getResult(),
@@ -250,8 +267,8 @@ class PlanBucketingPass : public impl::PlanBucketingBase<PlanBucketingPass> {
     dist::FreeOp::create(builder, loc, packed.getResult());
     auto unpacked = dist::UnbucketOp::create(
         builder, loc, fullTypes, gathered.getResult(),
-        builder.getDenseI64ArrayAttr(offsets),
-        builder.getI64IntegerAttr(size));
+        builder.getDenseI64ArrayAttr(offsets), builder.getI64IntegerAttr(size),
+        splitDimsOf(builder, bucket));
 
     // The parameters are views of the gathered buffer: it is freed once,
     // where the last of their frees was, and only if each had one.
@@ -291,8 +308,9 @@ class PlanBucketingPass : public impl::PlanBucketingBase<PlanBucketingPass> {
   void bucketReductions(mlir::func::FuncOp func) {
     std::vector<Group> groups;
     for (auto scatter : func.front().getOps<dist::ReduceScatterOp>()) {
-      if (scatter.getScatterDim() != 0 || scatter.getPadded()) continue;
-      Member member{{scatter}, scatter.getInput(), scatter.getResult()};
+      if (scatter.getPadded()) continue;
+      Member member{{scatter}, scatter.getInput(), scatter.getResult(),
+                    static_cast<int64_t>(scatter.getScatterDim())};
       std::string key = printed(scatter.getMeshAttr()) +
                         printed(scatter.getMeshAxes()) +
                         printed(scatter.getReductionAttr()) +
@@ -358,7 +376,7 @@ class PlanBucketingPass : public impl::PlanBucketingBase<PlanBucketingPass> {
     auto packed = dist::BucketOp::create(
         builder, loc, mlir::RankedTensorType::get({total * size}, element),
         grads, builder.getDenseI64ArrayAttr(offsets),
-        builder.getI64IntegerAttr(size));
+        builder.getI64IntegerAttr(size), splitDimsOf(builder, bucket));
     auto shardType = mlir::RankedTensorType::get({total}, result);
     mlir::Value current = dist::ReduceScatterOp::create(
         builder, loc, shardType, first.getMeshAttr(), first.getMeshAxes(),
@@ -375,7 +393,8 @@ class PlanBucketingPass : public impl::PlanBucketingBase<PlanBucketingPass> {
     }
     auto unpacked = dist::UnbucketOp::create(
         builder, loc, shardTypes, current,
-        builder.getDenseI64ArrayAttr(offsets), builder.getI64IntegerAttr(1));
+        builder.getDenseI64ArrayAttr(offsets), builder.getI64IntegerAttr(1),
+        nullptr);
     for (auto [member, shard] : llvm::zip_equal(bucket, unpacked.getResults())) {
       mlir::Value(member.delivered).replaceAllUsesWith(shard);
       for (mlir::Operation* op : llvm::reverse(member.chain)) op->erase();

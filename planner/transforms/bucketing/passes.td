@@ -18,7 +18,7 @@ def PlanBucketing : Pass<"plan-bucketing", "::mlir::ModuleOp"> {
     `transformer.h.3.mlp.c_fc.weight` -> `transformer.h.3`); every other
     parameter (embedding, final norm, head) is in the unit `root`.
 
-    Parameter gathers (operand an `nn.param` argument, `gather_dim = 0`,
+    Parameter gathers (operand an `nn.param` argument, any `gather_dim`,
     not `padded`) of one unit, one pass (forward or backward: whether the
     gathered copy's users depend on `nn.loss_grad_arg`), and the same
     mesh, axes and wire type become, at the first of them:
@@ -32,8 +32,11 @@ def PlanBucketing : Pass<"plan-bucketing", "::mlir::ModuleOp"> {
     ```
 
     The unbucketed parameters are views of `%g`: their frees become one
-    `dist.free %g` where the last of them was. Gradient reduce-scatters
-    (`scatter_dim = 0`, not `padded`, the result returned as a gradient,
+    `dist.free %g` where the last of them was. A parameter gathered along
+    dim 1 (fsdp x tp's row-parallel weights) shares the bucket: the
+    unbucket's `split_dims` gives each entry's gather dim (omitted when all
+    are 0). Gradient reduce-scatters
+    (any `scatter_dim`, `split_dims` the same way, not `padded`, the result returned as a gradient,
     directly or through one `dist.all_reduce` as under HSDP) of one unit
     with the same mesh, axes, reduction and dtypes become, where the last
     of them was: `dist.bucket` of the whole gradients with `chunks` = the

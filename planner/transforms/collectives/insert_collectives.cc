@@ -3,6 +3,7 @@
 // mismatch becomes the dist collectives that convert one into the other.
 #include <cstdint>
 #include <optional>
+#include <set>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -11,6 +12,7 @@
 #include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/SmallVector.h"
+#include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/StringRef.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
@@ -24,6 +26,7 @@
 #include "planner/dialect/dist/ir/local_shape.h"
 #include "planner/dialect/nn/ir/nn_dialect.h"
 #include "planner/transforms/autodiff/passes.h"
+#include "planner/transforms/bucketing/passes.h"
 #include "planner/transforms/collectives/passes.h"
 #include "planner/transforms/placement/passes.h"
 
@@ -119,6 +122,7 @@ class PlanInsertCollectivesPass
 
   void runOnOperation() override {
     mlir::ModuleOp module = getOperation();
+    if (failed(checkKeepUnits(module))) return signalPassFailure();
     for (auto func : module.getOps<mlir::func::FuncOp>()) {
       if (func.isExternal()) continue;
       if (failed(convertFunction(func))) return signalPassFailure();
@@ -285,6 +289,44 @@ class PlanInsertCollectivesPass
         func.getArgAttr(arg.getArgNumber(), nn::NnDialect::kParamAttrName));
   }
 
+  // The unit of a parameter, as plan-bucketing groups it (`root` without
+  // an `nn.name`).
+  static std::string unitOfParam(mlir::BlockArgument arg) {
+    auto func = llvm::cast<mlir::func::FuncOp>(arg.getOwner()->getParentOp());
+    auto name = func.getArgAttrOfType<mlir::StringAttr>(
+        arg.getArgNumber(), nn::NnDialect::kNameAttrName);
+    return name ? bucketing::unitOf(name.getValue()) : std::string("root");
+  }
+
+  // Whether `value` is a parameter of a unit listed in keep-units, so its
+  // forward copy serves the backward pass too.
+  bool isKept(mlir::Value value) {
+    if (!isParam(value)) return false;
+    const std::string unit =
+        unitOfParam(llvm::cast<mlir::BlockArgument>(value));
+    return llvm::is_contained(keepUnits, unit);
+  }
+
+  // Refuses a keep-units entry that names no unit of the module's
+  // parameters (a typo would otherwise silently reshard that unit).
+  mlir::LogicalResult checkKeepUnits(mlir::ModuleOp module) {
+    std::set<std::string> units;
+    for (auto func : module.getOps<mlir::func::FuncOp>()) {
+      if (func.isExternal()) continue;
+      for (mlir::BlockArgument arg : func.getArguments()) {
+        if (isParam(arg)) units.insert(unitOfParam(arg));
+      }
+    }
+    for (const std::string& unit : keepUnits) {
+      if (units.contains(unit)) continue;
+      return module.emitError()
+             << "keep-units names unit '" << unit
+             << "', which no parameter belongs to; use units of the model ("
+             << llvm::join(units, ", ") << ")";
+    }
+    return mlir::success();
+  }
+
   // Collects one conversion per (value, wanted placement, segment): the
   // segment is the backward pass for a parameter's backward uses when it is
   // gathered again, else the whole function.
@@ -319,7 +361,7 @@ class PlanInsertCollectivesPass
         if (failed(useMesh(&op, placement))) return mlir::failure();
         if (Entries(placement.getAxes()) == given_[use.get()]) continue;
         const int segment = reshardAfterForward && isParam(use.get()) &&
-                                    backward.contains(&op)
+                                    !isKept(use.get()) && backward.contains(&op)
                                 ? 1
                                 : 0;
         Conversion& conversion = add(use, wanted, segment);

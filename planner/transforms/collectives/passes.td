@@ -24,8 +24,9 @@ def PlanInsertCollectives : Pass<"plan-insert-collectives", "::mlir::ModuleOp"> 
     right before its first user; one for a returned value (a gradient, the
     loss) right after its producer. A parameter's conversion is done again
     before its first backward use (the ops that depend on the loss
-    cotangent `nn.loss_grad_arg`) unless `reshard-after-forward=false`,
-    and its converted buffer gets a `dist.free` after its last use in each
+    cotangent `nn.loss_grad_arg`) unless `reshard-after-forward=false`
+    or its unit is listed in `keep-units` (a unit that no parameter
+    belongs to is refused), and its converted buffer gets a `dist.free` after its last use in each
     segment. Placement attributes stay: on arguments and results (the
     buffers the exporter sizes) and on nn ops (what each op computes on).
 
@@ -56,6 +57,10 @@ def PlanInsertCollectives : Pass<"plan-insert-collectives", "::mlir::ModuleOp"> 
            "gather parameters again for the backward pass and free the "
            "forward copy after its last forward use; false: keep the "
            "forward copy for the backward pass">,
+    ListOption<"keepUnits", "keep-units", "std::string",
+               "units (as plan-bucketing names them: layers.3, root) whose "
+               "parameters are not resharded after forward: their forward "
+               "copy is kept for the backward pass">,
     Option<"wireDtype", "wire-dtype", "std::string", /*default=*/"\"\"",
            "wire type of float reductions (bf16, f16, f32, f64); empty: "
            "the tensor's element type">,

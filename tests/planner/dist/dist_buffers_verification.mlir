@@ -117,6 +117,34 @@ func.func @entry_uneven(%x: tensor<6x2xf32>) -> tensor<16xf32> {
 
 // -----
 
+// Tests that split_dims gives one dim per entry.
+func.func @split_dims_count(%x: tensor<4x4xf32>, %y: tensor<4x4xf32>) -> tensor<32xf32> {
+  // expected-error @+1 {{'dist.bucket' op got 1 split_dims for 2 entries; give one split dim per entry or omit split_dims}}
+  %b = dist.bucket %x, %y offsets = [0, 8] chunks = 2 split_dims = [1] : tensor<4x4xf32>, tensor<4x4xf32> -> tensor<32xf32>
+  return %b : tensor<32xf32>
+}
+
+// -----
+
+// Tests that a split dim is a dim of its entry.
+func.func @split_dim_range(%full: tensor<32xf32>) -> tensor<4x4xf32> {
+  // expected-error @+1 {{'dist.unbucket' op entry 0 has split dim 2 out of range for its rank 2; use a dim in [0, 2)}}
+  %w = dist.unbucket %full offsets = [0] chunks = 2 split_dims = [2] : tensor<32xf32> -> tensor<4x4xf32>
+  return %w : tensor<4x4xf32>
+}
+
+// -----
+
+// Tests that an entry's split dim (here dim 1 of a row-parallel weight)
+// splits into the chunks.
+func.func @split_dim_uneven(%full: tensor<36xf32>) -> tensor<4x6xf32> {
+  // expected-error @+1 {{'dist.unbucket' op entry 0 has dim 1 of size 6, which does not split into 4 chunks; pad it to a multiple of 4}}
+  %w = dist.unbucket %full offsets = [0] chunks = 4 split_dims = [1] : tensor<36xf32> -> tensor<4x6xf32>
+  return %w : tensor<4x6xf32>
+}
+
+// -----
+
 // Tests that entries do not overlap (and are listed in offset order).
 func.func @overlap(%x: tensor<4x4xf32>, %y: tensor<8xf32>) -> tensor<32xf32> {
   // expected-error @+1 {{'dist.bucket' op entry 1 at offset 8 overlaps the entries before it, which end at 16; list entries in offset order and use an offset of at least 16}}

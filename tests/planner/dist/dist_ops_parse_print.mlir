@@ -127,6 +127,24 @@ func.func @fsdp_bucket_gather(%w: tensor<2x16xf32>, %b: tensor<16xf32>) -> (tens
   return %w_full, %b_full : tensor<8x16xf32>, tensor<64xf32>
 }
 
+// Tests fsdp x tp: a row-parallel weight gathered along dim 1 shares the
+// bucket, and `split_dims` rebuilds it along dim 1 (and splits its gradient
+// the same way).
+// CHECK-LABEL: func.func @split_dims_bucket
+// CHECK-SAME: (%[[W:.*]]: tensor<2x16xf32>, %[[O:.*]]: tensor<16x2xf32>)
+// CHECK-NEXT: %[[BUCKET:.*]] = dist.bucket %[[W]], %[[O]] offsets = [0, 32] : tensor<2x16xf32>, tensor<16x2xf32> -> tensor<64xf32>
+// CHECK-NEXT: %[[FULL:.*]] = dist.all_gather %[[BUCKET]] on @mesh axes = ["tp"] gather_dim = 0 wire = f32 : tensor<64xf32> -> tensor<256xf32>
+// CHECK-NEXT: %[[PARAMS:.*]]:2 = dist.unbucket %[[FULL]] offsets = [0, 32] chunks = 4 split_dims = [0, 1] : tensor<256xf32> -> tensor<8x16xf32>, tensor<16x8xf32>
+// CHECK-NEXT: %[[GRADS:.*]] = dist.bucket %[[PARAMS]]#0, %[[PARAMS]]#1 offsets = [0, 32] chunks = 4 split_dims = [0, 1] : tensor<8x16xf32>, tensor<16x8xf32> -> tensor<256xf32>
+// CHECK-NEXT: return %[[GRADS]]
+func.func @split_dims_bucket(%w: tensor<2x16xf32>, %o: tensor<16x2xf32>) -> tensor<256xf32> {
+  %bucket = dist.bucket %w, %o offsets = [0, 32] : tensor<2x16xf32>, tensor<16x2xf32> -> tensor<64xf32>
+  %full = dist.all_gather %bucket on @mesh axes = ["tp"] gather_dim = 0 wire = f32 : tensor<64xf32> -> tensor<256xf32>
+  %w_full, %o_full = dist.unbucket %full offsets = [0, 32] chunks = 4 split_dims = [0, 1] : tensor<256xf32> -> tensor<8x16xf32>, tensor<16x8xf32>
+  %grads = dist.bucket %w_full, %o_full offsets = [0, 32] chunks = 4 split_dims = [0, 1] : tensor<8x16xf32>, tensor<16x8xf32> -> tensor<256xf32>
+  return %grads : tensor<256xf32>
+}
+
 // Tests the gradient side: bucket whole grads in 4 chunks (with an alignment
 // gap), reduce-scatter, unbucket the shards, and run AdamW on them.
 // CHECK-LABEL: func.func @grad_bucket_and_step

@@ -447,12 +447,12 @@ mlir::LogicalResult verifyAllToAllGroup(OpT op,
 }
 
 // Shared by dist.bucket and dist.unbucket: `entries` are the tensors packed
-// into (or read from) the 1-d `buffer`.
-mlir::LogicalResult verifyBucketLayout(mlir::Operation* op,
-                                       mlir::RankedTensorType buffer,
-                                       mlir::TypeRange entries,
-                                       llvm::ArrayRef<int64_t> offsets,
-                                       int64_t chunks) {
+// into (or read from) the 1-d `buffer`, each split along its entry of
+// `splitDims` (all 0 when absent).
+mlir::LogicalResult verifyBucketLayout(
+    mlir::Operation* op, mlir::RankedTensorType buffer,
+    mlir::TypeRange entries, llvm::ArrayRef<int64_t> offsets, int64_t chunks,
+    std::optional<llvm::ArrayRef<int64_t>> splitDims) {
   if (entries.empty()) {
     return op->emitOpError() << "has no entries; give at least one tensor";
   }
@@ -460,6 +460,12 @@ mlir::LogicalResult verifyBucketLayout(mlir::Operation* op,
     return op->emitOpError()
            << "got " << offsets.size() << " offsets for " << entries.size()
            << " entries; give one offset per entry";
+  }
+  if (splitDims && splitDims->size() != entries.size()) {
+    return op->emitOpError()
+           << "got " << splitDims->size() << " split_dims for "
+           << entries.size()
+           << " entries; give one split dim per entry or omit split_dims";
   }
   if (chunks < 1) {
     return op->emitOpError() << "chunks must be at least 1, got: " << chunks
@@ -492,11 +498,19 @@ mlir::LogicalResult verifyBucketLayout(mlir::Operation* op,
              << "entry " << index << " is 0-d and cannot split into " << chunks
              << " chunks; reshape it to 1-d or use chunks = 1";
     }
-    if (chunks > 1 && entry.getDimSize(0) % chunks != 0) {
+    const int64_t dim = splitDims ? (*splitDims)[index] : 0;
+    if (splitDims && entry.getRank() > 0 &&
+        (dim < 0 || dim >= entry.getRank())) {
       return op->emitOpError()
-             << "entry " << index << " has dim 0 of size "
-             << entry.getDimSize(0) << ", which does not split into " << chunks
-             << " chunks; pad it to a multiple of " << chunks;
+             << "entry " << index << " has split dim " << dim
+             << " out of range for its rank " << entry.getRank()
+             << "; use a dim in [0, " << entry.getRank() << ")";
+    }
+    if (chunks > 1 && entry.getDimSize(dim) % chunks != 0) {
+      return op->emitOpError()
+             << "entry " << index << " has dim " << dim << " of size "
+             << entry.getDimSize(dim) << ", which does not split into "
+             << chunks << " chunks; pad it to a multiple of " << chunks;
     }
     if (offset < 0) {
       return op->emitOpError() << "entry " << index << " has negative offset "
@@ -757,12 +771,14 @@ mlir::LogicalResult FreeOp::verify() {
 
 mlir::LogicalResult BucketOp::verify() {
   return verifyBucketLayout(*this, getResult().getType(),
-                            getInputs().getTypes(), getOffsets(), getChunks());
+                            getInputs().getTypes(), getOffsets(), getChunks(),
+                            getSplitDims());
 }
 
 mlir::LogicalResult UnbucketOp::verify() {
   return verifyBucketLayout(*this, getInput().getType(),
-                            getResults().getTypes(), getOffsets(), getChunks());
+                            getResults().getTypes(), getOffsets(), getChunks(),
+                            getSplitDims());
 }
 
 mlir::LogicalResult OptimizerStepOp::verify() {

@@ -390,27 +390,37 @@ def Dist_BucketOp : Dist_Op<"bucket", [Pure]> {
   let summary = "packs several tensors into one flat buffer";
   let description = [{
     The result is a 1-d buffer made of `chunks` equal consecutive segments
-    (default 1). Each input is split into `chunks` equal parts along dim 0,
-    and part `r` is copied, flattened, to `offsets[i]` within segment `r`.
-    Inputs may not overlap; gaps (for alignment) are left undefined. With
-    `chunks` equal to a group size, a `dist.reduce_scatter` of the bucket
-    along dim 0 leaves rank `r` segment `r`: its shard of every input.
+    (default 1). Input `i` is split into `chunks` equal parts along dim
+    `split_dims[i]` (all 0 when `split_dims` is omitted): part `r` is the
+    slice `[r * n / chunks, (r + 1) * n / chunks)` of that dim (size `n`),
+    all other dims whole. Part `r` is copied, flattened row-major, to
+    `offsets[i]` within segment `r`; for a split dim other than 0 this is a
+    strided copy (a `[rows, cols]` input split along dim 1 gives part `r` =
+    the `[rows, cols / chunks]` block of columns `r`). Inputs may not
+    overlap; gaps (for alignment) are left undefined. With `chunks` equal to
+    a group size, a `dist.reduce_scatter` of the bucket along dim 0 leaves
+    rank `r` segment `r`: its shard of every input, the shard that a
+    reduce-scatter of the input alone along `split_dims[i]` gives.
 
     ```mlir
     %b = dist.bucket %w, %bias offsets = [0, 128]
         : tensor<8x16xf32>, tensor<64xf32> -> tensor<192xf32>
     %g = dist.bucket %gw, %gb offsets = [0, 32] chunks = 4
         : tensor<8x16xf32>, tensor<64xf32> -> tensor<192xf32>
+    %r = dist.bucket %gw, %go offsets = [0, 32] chunks = 4 split_dims = [0, 1]
+        : tensor<8x16xf32>, tensor<16x8xf32> -> tensor<256xf32>
     ```
   }];
   let arguments = (ins
     Variadic<AnyStaticShapeTensor>:$inputs,
     DenseI64ArrayAttr:$offsets,
-    DefaultValuedAttr<I64Attr, "1">:$chunks
+    DefaultValuedAttr<I64Attr, "1">:$chunks,
+    OptionalAttr<DenseI64ArrayAttr>:$split_dims
   );
   let results = (outs AnyStaticShapeTensor:$result);
   let assemblyFormat = [{
-    $inputs `offsets` `=` $offsets (`chunks` `=` $chunks^)? attr-dict `:`
+    $inputs `offsets` `=` $offsets (`chunks` `=` $chunks^)?
+    (`split_dims` `=` $split_dims^)? attr-dict `:`
     type($inputs) `->` type($result)
   }];
   let hasVerifier = 1;
@@ -420,25 +430,35 @@ def Dist_UnbucketOp : Dist_Op<"unbucket", [Pure]> {
   let summary = "reads tensors back out of a flat buffer";
   let description = [{
     The inverse of `dist.bucket`, with the same layout rule: result `i` is
-    assembled along dim 0 from `chunks` parts, part `r` read at `offsets[i]`
-    of segment `r`. After a `dist.all_gather` of a bucket along dim 0,
-    `chunks` equal to the group size gives back every whole tensor.
+    assembled along dim `split_dims[i]` (all 0 when omitted) from `chunks`
+    parts, part `r` read, row-major, at `offsets[i]` of segment `r` and
+    written to the slice `[r * n / chunks, (r + 1) * n / chunks)` of that
+    dim (a strided copy when the dim is not 0). After a `dist.all_gather` of
+    a bucket along dim 0, `chunks` equal to the group size gives back every
+    whole tensor: result `i` is what a gather of its shard alone along
+    `split_dims[i]` gives (fsdp x tp gathers row-parallel weights along
+    dim 1).
 
     ```mlir
     %full = dist.all_gather %b on @mesh axes = ["dp"] gather_dim = 0
         wire = f32 : tensor<48xf32> -> tensor<192xf32>
     %w, %bias = dist.unbucket %full offsets = [0, 32] chunks = 4
         : tensor<192xf32> -> tensor<8x16xf32>, tensor<64xf32>
+    %wi, %wo = dist.unbucket %full2 offsets = [0, 32] chunks = 4
+        split_dims = [0, 1]
+        : tensor<256xf32> -> tensor<8x16xf32>, tensor<16x8xf32>
     ```
   }];
   let arguments = (ins
     AnyStaticShapeTensor:$input,
     DenseI64ArrayAttr:$offsets,
-    DefaultValuedAttr<I64Attr, "1">:$chunks
+    DefaultValuedAttr<I64Attr, "1">:$chunks,
+    OptionalAttr<DenseI64ArrayAttr>:$split_dims
   );
   let results = (outs Variadic<AnyStaticShapeTensor>:$results);
   let assemblyFormat = [{
-    $input `offsets` `=` $offsets (`chunks` `=` $chunks^)? attr-dict `:`
+    $input `offsets` `=` $offsets (`chunks` `=` $chunks^)?
+    (`split_dims` `=` $split_dims^)? attr-dict `:`
     type($input) `->` type($results)
   }];
   let hasVerifier = 1;

@@ -5,8 +5,8 @@
 // plan-bucketing after the pipeline: per FSDP unit ("layers.N", "root") one
 // all-gather of a flat bucket per pass and one reduce-scatter of the flat
 // gradient bucket (then one all-reduce over dp under HSDP). Under fsdp x tp
-// each unit holds one dim-0 and one dim-1 parameter; dist.bucket packs along
-// dim 0 only, so every collective there stays per tensor (a group of one).
+// each unit holds one dim-0 and one dim-1 parameter; they share the bucket,
+// and `split_dims` rebuilds (and scatters) the dim-1 one along dim 1.
 
 // Tests the exact collective sequence of a 2-unit MLP (layers.0, layers.1).
 // FSDP-LABEL: func.func @mlp(
@@ -106,48 +106,55 @@
 // HSDP-NEXT: %[[V37:[a-z0-9_]+]]:2 = dist.unbucket %[[V36]] offsets = [0, 128] : tensor<256xf32> -> tensor<8x16xf32>, tensor<8x16xf32>
 // HSDP-NEXT: return %[[V14]], %[[V37]]#1, %[[V37]]#0, %[[V27]]#1, %[[V27]]#0 : tensor<f32>, tensor<8x16xf32>, tensor<8x16xf32>, tensor<8x16xf32>, tensor<8x12xf32>
 // FSDPTP-LABEL: func.func @mlp(
-// FSDPTP-NEXT: %[[V0:[a-z0-9_]+]] = dist.all_gather %arg2 on @mesh axes = ["fsdp"] gather_dim = 0 wire = f32 : tensor<8x8xf32> -> tensor<16x8xf32>
-// FSDPTP-NEXT: %[[V1:[a-z0-9_]+]] = nn.linear %arg0, %[[V0]]
-// FSDPTP-NEXT: dist.free %[[V0]] : tensor<16x8xf32>
-// FSDPTP-NEXT: %[[V2:[a-z0-9_]+]] = nn.silu %[[V1]]
-// FSDPTP-NEXT: %[[V3:[a-z0-9_]+]] = dist.all_gather %arg3 on @mesh axes = ["fsdp"] gather_dim = 1 wire = f32 : tensor<8x8xf32> -> tensor<8x16xf32>
-// FSDPTP-NEXT: %[[V4:[a-z0-9_]+]] = nn.linear %[[V2]], %[[V3]]
-// FSDPTP-NEXT: dist.free %[[V3]] : tensor<8x16xf32>
-// FSDPTP-NEXT: %[[V5:[a-z0-9_]+]] = dist.all_reduce %[[V4]] on @mesh axes = ["tp"] reduction = sum wire = f32 accum = f32 : tensor<4x16xf32> -> tensor<4x16xf32>
-// FSDPTP-NEXT: %[[V6:[a-z0-9_]+]] = nn.silu %[[V5]]
-// FSDPTP-NEXT: %[[V7:[a-z0-9_]+]] = dist.all_gather %arg4 on @mesh axes = ["fsdp"] gather_dim = 0 wire = f32 : tensor<8x8xf32> -> tensor<16x8xf32>
-// FSDPTP-NEXT: %[[V8:[a-z0-9_]+]] = nn.linear %[[V6]], %[[V7]]
-// FSDPTP-NEXT: dist.free %[[V7]] : tensor<16x8xf32>
-// FSDPTP-NEXT: %[[V9:[a-z0-9_]+]] = nn.silu %[[V8]]
-// FSDPTP-NEXT: %[[V10:[a-z0-9_]+]] = dist.all_gather %arg5 on @mesh axes = ["fsdp"] gather_dim = 1 wire = f32 : tensor<8x6xf32> -> tensor<8x12xf32>
-// FSDPTP-NEXT: %[[V11:[a-z0-9_]+]] = nn.linear %[[V9]], %[[V10]]
-// FSDPTP-NEXT: dist.free %[[V10]] : tensor<8x12xf32>
-// FSDPTP-NEXT: %[[V12:[a-z0-9_]+]] = dist.all_reduce %[[V11]] on @mesh axes = ["tp"] reduction = sum wire = f32 accum = f32 : tensor<4x12xf32> -> tensor<4x12xf32>
-// FSDPTP-NEXT: %[[V13:[a-z0-9_]+]] = nn.cross_entropy %[[V12]], %arg1
-// FSDPTP-NEXT: %[[V14:[a-z0-9_]+]] = dist.all_reduce %[[V13]] on @mesh axes = ["fsdp"] reduction = avg wire = f32 accum = f32 : tensor<f32> -> tensor<f32>
-// FSDPTP-NEXT: %[[V15:[a-z0-9_]+]] = nn.cross_entropy_grad %[[V12]], %arg1, %arg6 scale 1.250000e-01
-// FSDPTP-NEXT: %[[V16:[a-z0-9_]+]] = dist.all_gather %arg5 on @mesh axes = ["fsdp"] gather_dim = 1 wire = f32 : tensor<8x6xf32> -> tensor<8x12xf32>
-// FSDPTP-NEXT: %[[V17:[a-z0-9_]+]] = nn.matmul %[[V15]], %[[V16]] transpose_rhs
-// FSDPTP-NEXT: dist.free %[[V16]] : tensor<8x12xf32>
-// FSDPTP-NEXT: %[[V18:[a-z0-9_]+]] = nn.matmul %[[V9]], %[[V15]] transpose_lhs
-// FSDPTP-NEXT: %[[V19:[a-z0-9_]+]] = dist.reduce_scatter %[[V18]] on @mesh axes = ["fsdp"] scatter_dim = 1 reduction = sum wire = f32 accum = f32 : tensor<8x12xf32> -> tensor<8x6xf32>
-// FSDPTP-NEXT: %[[V20:[a-z0-9_]+]] = nn.silu_grad %[[V8]], %[[V17]]
-// FSDPTP-NEXT: %[[V21:[a-z0-9_]+]] = dist.all_gather %arg4 on @mesh axes = ["fsdp"] gather_dim = 0 wire = f32 : tensor<8x8xf32> -> tensor<16x8xf32>
-// FSDPTP-NEXT: %[[V22:[a-z0-9_]+]] = nn.matmul %[[V20]], %[[V21]] transpose_rhs
-// FSDPTP-NEXT: dist.free %[[V21]] : tensor<16x8xf32>
-// FSDPTP-NEXT: %[[V23:[a-z0-9_]+]] = nn.matmul %[[V6]], %[[V20]] transpose_lhs
-// FSDPTP-NEXT: %[[V24:[a-z0-9_]+]] = dist.reduce_scatter %[[V23]] on @mesh axes = ["fsdp"] scatter_dim = 0 reduction = sum wire = f32 accum = f32 : tensor<16x8xf32> -> tensor<8x8xf32>
-// FSDPTP-NEXT: %[[V25:[a-z0-9_]+]] = dist.all_reduce %[[V22]] on @mesh axes = ["tp"] reduction = sum wire = f32 accum = f32 : tensor<4x16xf32> -> tensor<4x16xf32>
-// FSDPTP-NEXT: %[[V26:[a-z0-9_]+]] = nn.silu_grad %[[V5]], %[[V25]]
-// FSDPTP-NEXT: %[[V27:[a-z0-9_]+]] = dist.all_gather %arg3 on @mesh axes = ["fsdp"] gather_dim = 1 wire = f32 : tensor<8x8xf32> -> tensor<8x16xf32>
-// FSDPTP-NEXT: %[[V28:[a-z0-9_]+]] = nn.matmul %[[V26]], %[[V27]] transpose_rhs
-// FSDPTP-NEXT: dist.free %[[V27]] : tensor<8x16xf32>
-// FSDPTP-NEXT: %[[V29:[a-z0-9_]+]] = nn.matmul %[[V2]], %[[V26]] transpose_lhs
-// FSDPTP-NEXT: %[[V30:[a-z0-9_]+]] = dist.reduce_scatter %[[V29]] on @mesh axes = ["fsdp"] scatter_dim = 1 reduction = sum wire = f32 accum = f32 : tensor<8x16xf32> -> tensor<8x8xf32>
-// FSDPTP-NEXT: %[[V31:[a-z0-9_]+]] = nn.silu_grad %[[V1]], %[[V28]]
-// FSDPTP-NEXT: %[[V32:[a-z0-9_]+]] = nn.matmul %arg0, %[[V31]] transpose_lhs
-// FSDPTP-NEXT: %[[V33:[a-z0-9_]+]] = dist.reduce_scatter %[[V32]] on @mesh axes = ["fsdp"] scatter_dim = 0 reduction = sum wire = f32 accum = f32 : tensor<16x8xf32> -> tensor<8x8xf32>
-// FSDPTP-NEXT: return %[[V14]], %[[V33]], %[[V30]], %[[V24]], %[[V19]] : tensor<f32>, tensor<8x8xf32>, tensor<8x8xf32>, tensor<8x8xf32>, tensor<8x6xf32>
+// FSDPTP-NEXT: %[[V0:[a-z0-9_]+]] = dist.bucket %arg2, %arg3 offsets = [0, 64] : tensor<8x8xf32>, tensor<8x8xf32> -> tensor<128xf32>
+// FSDPTP-NEXT: %[[V1:[a-z0-9_]+]] = dist.all_gather %[[V0]] on @mesh axes = ["fsdp"] gather_dim = 0 wire = f32 : tensor<128xf32> -> tensor<256xf32>
+// FSDPTP-NEXT: dist.free %[[V0]] : tensor<128xf32>
+// FSDPTP-NEXT: %[[V2:[a-z0-9_]+]]:2 = dist.unbucket %[[V1]] offsets = [0, 64] chunks = 2 split_dims = [0, 1] : tensor<256xf32> -> tensor<16x8xf32>, tensor<8x16xf32>
+// FSDPTP-NEXT: %[[V3:[a-z0-9_]+]] = nn.linear %arg0, %[[V2]]#0
+// FSDPTP-NEXT: %[[V4:[a-z0-9_]+]] = nn.silu %[[V3]]
+// FSDPTP-NEXT: %[[V5:[a-z0-9_]+]] = nn.linear %[[V4]], %[[V2]]#1
+// FSDPTP-NEXT: dist.free %[[V1]] : tensor<256xf32>
+// FSDPTP-NEXT: %[[V6:[a-z0-9_]+]] = dist.all_reduce %[[V5]] on @mesh axes = ["tp"] reduction = sum wire = f32 accum = f32 : tensor<4x16xf32> -> tensor<4x16xf32>
+// FSDPTP-NEXT: %[[V7:[a-z0-9_]+]] = nn.silu %[[V6]]
+// FSDPTP-NEXT: %[[V8:[a-z0-9_]+]] = dist.bucket %arg4, %arg5 offsets = [0, 64] : tensor<8x8xf32>, tensor<8x6xf32> -> tensor<112xf32>
+// FSDPTP-NEXT: %[[V9:[a-z0-9_]+]] = dist.all_gather %[[V8]] on @mesh axes = ["fsdp"] gather_dim = 0 wire = f32 : tensor<112xf32> -> tensor<224xf32>
+// FSDPTP-NEXT: dist.free %[[V8]] : tensor<112xf32>
+// FSDPTP-NEXT: %[[V10:[a-z0-9_]+]]:2 = dist.unbucket %[[V9]] offsets = [0, 64] chunks = 2 split_dims = [0, 1] : tensor<224xf32> -> tensor<16x8xf32>, tensor<8x12xf32>
+// FSDPTP-NEXT: %[[V11:[a-z0-9_]+]] = nn.linear %[[V7]], %[[V10]]#0
+// FSDPTP-NEXT: %[[V12:[a-z0-9_]+]] = nn.silu %[[V11]]
+// FSDPTP-NEXT: %[[V13:[a-z0-9_]+]] = nn.linear %[[V12]], %[[V10]]#1
+// FSDPTP-NEXT: dist.free %[[V9]] : tensor<224xf32>
+// FSDPTP-NEXT: %[[V14:[a-z0-9_]+]] = dist.all_reduce %[[V13]] on @mesh axes = ["tp"] reduction = sum wire = f32 accum = f32 : tensor<4x12xf32> -> tensor<4x12xf32>
+// FSDPTP-NEXT: %[[V15:[a-z0-9_]+]] = nn.cross_entropy %[[V14]], %arg1
+// FSDPTP-NEXT: %[[V16:[a-z0-9_]+]] = dist.all_reduce %[[V15]] on @mesh axes = ["fsdp"] reduction = avg wire = f32 accum = f32 : tensor<f32> -> tensor<f32>
+// FSDPTP-NEXT: %[[V17:[a-z0-9_]+]] = nn.cross_entropy_grad %[[V14]], %arg1, %arg6 scale 1.250000e-01
+// FSDPTP-NEXT: %[[V18:[a-z0-9_]+]] = dist.bucket %arg5, %arg4 offsets = [0, 48] : tensor<8x6xf32>, tensor<8x8xf32> -> tensor<112xf32>
+// FSDPTP-NEXT: %[[V19:[a-z0-9_]+]] = dist.all_gather %[[V18]] on @mesh axes = ["fsdp"] gather_dim = 0 wire = f32 : tensor<112xf32> -> tensor<224xf32>
+// FSDPTP-NEXT: dist.free %[[V18]] : tensor<112xf32>
+// FSDPTP-NEXT: %[[V20:[a-z0-9_]+]]:2 = dist.unbucket %[[V19]] offsets = [0, 48] chunks = 2 split_dims = [1, 0] : tensor<224xf32> -> tensor<8x12xf32>, tensor<16x8xf32>
+// FSDPTP-NEXT: %[[V21:[a-z0-9_]+]] = nn.matmul %[[V17]], %[[V20]]#0 transpose_rhs
+// FSDPTP-NEXT: %[[V22:[a-z0-9_]+]] = nn.matmul %[[V12]], %[[V17]] transpose_lhs
+// FSDPTP-NEXT: %[[V23:[a-z0-9_]+]] = nn.silu_grad %[[V11]], %[[V21]]
+// FSDPTP-NEXT: %[[V24:[a-z0-9_]+]] = nn.matmul %[[V23]], %[[V20]]#1 transpose_rhs
+// FSDPTP-NEXT: dist.free %[[V19]] : tensor<224xf32>
+// FSDPTP-NEXT: %[[V25:[a-z0-9_]+]] = nn.matmul %[[V7]], %[[V23]] transpose_lhs
+// FSDPTP-NEXT: %[[V26:[a-z0-9_]+]] = dist.bucket %[[V22]], %[[V25]] offsets = [0, 48] chunks = 2 split_dims = [1, 0] : tensor<8x12xf32>, tensor<16x8xf32> -> tensor<224xf32>
+// FSDPTP-NEXT: %[[V27:[a-z0-9_]+]] = dist.reduce_scatter %[[V26]] on @mesh axes = ["fsdp"] scatter_dim = 0 reduction = sum wire = f32 accum = f32 : tensor<224xf32> -> tensor<112xf32>
+// FSDPTP-NEXT: dist.free %[[V26]] : tensor<224xf32>
+// FSDPTP-NEXT: %[[V28:[a-z0-9_]+]]:2 = dist.unbucket %[[V27]] offsets = [0, 48] : tensor<112xf32> -> tensor<8x6xf32>, tensor<8x8xf32>
+// FSDPTP-NEXT: %[[V29:[a-z0-9_]+]] = dist.all_reduce %[[V24]] on @mesh axes = ["tp"] reduction = sum wire = f32 accum = f32 : tensor<4x16xf32> -> tensor<4x16xf32>
+// FSDPTP-NEXT: %[[V30:[a-z0-9_]+]] = nn.silu_grad %[[V6]], %[[V29]]
+// FSDPTP-NEXT: %[[V31:[a-z0-9_]+]] = dist.all_gather %arg3 on @mesh axes = ["fsdp"] gather_dim = 1 wire = f32 : tensor<8x8xf32> -> tensor<8x16xf32>
+// FSDPTP-NEXT: %[[V32:[a-z0-9_]+]] = nn.matmul %[[V30]], %[[V31]] transpose_rhs
+// FSDPTP-NEXT: dist.free %[[V31]] : tensor<8x16xf32>
+// FSDPTP-NEXT: %[[V33:[a-z0-9_]+]] = nn.matmul %[[V4]], %[[V30]] transpose_lhs
+// FSDPTP-NEXT: %[[V34:[a-z0-9_]+]] = nn.silu_grad %[[V3]], %[[V32]]
+// FSDPTP-NEXT: %[[V35:[a-z0-9_]+]] = nn.matmul %arg0, %[[V34]] transpose_lhs
+// FSDPTP-NEXT: %[[V36:[a-z0-9_]+]] = dist.bucket %[[V33]], %[[V35]] offsets = [0, 64] chunks = 2 split_dims = [1, 0] : tensor<8x16xf32>, tensor<16x8xf32> -> tensor<256xf32>
+// FSDPTP-NEXT: %[[V37:[a-z0-9_]+]] = dist.reduce_scatter %[[V36]] on @mesh axes = ["fsdp"] scatter_dim = 0 reduction = sum wire = f32 accum = f32 : tensor<256xf32> -> tensor<128xf32>
+// FSDPTP-NEXT: dist.free %[[V36]] : tensor<256xf32>
+// FSDPTP-NEXT: %[[V38:[a-z0-9_]+]]:2 = dist.unbucket %[[V37]] offsets = [0, 64] : tensor<128xf32> -> tensor<8x8xf32>, tensor<8x8xf32>
+// FSDPTP-NEXT: return %[[V16]], %[[V38]]#1, %[[V38]]#0, %[[V28]]#1, %[[V28]]#0 : tensor<f32>, tensor<8x8xf32>, tensor<8x8xf32>, tensor<8x8xf32>, tensor<8x6xf32>
 func.func @mlp(%x: tensor<8x16xf32>, %labels: tensor<8xi32>,
     %w0a: tensor<16x16xf32> {nn.param, nn.name = "layers.0.fc1.weight"},
     %w0b: tensor<16x16xf32> {nn.param, nn.name = "layers.0.fc2.weight"},
@@ -353,117 +360,104 @@ func.func @mlp(%x: tensor<8x16xf32>, %labels: tensor<8xi32>,
 // HSDP-NEXT: %[[V85:[a-z0-9_]+]]:3 = dist.unbucket %[[V84]] offsets = [0, 256, 264] : tensor<520xf32> -> tensor<8x32xf32>, tensor<8xf32>, tensor<16x16xf32>
 // HSDP-NEXT: return %[[V30]], %[[V85]]#2, %[[V79]]#8, %[[V79]]#7, %[[V79]]#6, %[[V79]]#5, %[[V79]]#4, %[[V79]]#3, %[[V79]]#2, %[[V79]]#1, %[[V79]]#0, %[[V85]]#1, %[[V85]]#0 : tensor<f32>, tensor<16x16xf32>, tensor<8xf32>, tensor<8x16xf32>, tensor<8x8xf32>, tensor<8x8xf32>, tensor<8x16xf32>, tensor<8xf32>, tensor<8x24xf32>, tensor<8x24xf32>, tensor<12x16xf32>, tensor<8xf32>, tensor<8x32xf32>
 // FSDPTP-LABEL: func.func @llama(
-// FSDPTP-NEXT: %[[V0:[a-z0-9_]+]] = dist.all_gather %arg2 on @mesh axes = ["fsdp"] gather_dim = 1 wire = f32 : tensor<16x8xf32> -> tensor<16x16xf32>
-// FSDPTP-NEXT: %[[V1:[a-z0-9_]+]] = nn.embedding %arg0, %[[V0]]
-// FSDPTP-NEXT: dist.free %[[V0]] : tensor<16x16xf32>
-// FSDPTP-NEXT: %[[V2:[a-z0-9_]+]] = dist.all_reduce %[[V1]] on @mesh axes = ["tp"] reduction = sum wire = f32 accum = f32 : tensor<2x8x16xf32> -> tensor<2x8x16xf32>
-// FSDPTP-NEXT: %[[V3:[a-z0-9_]+]] = dist.bucket %arg3, %arg4, %arg5, %arg6, %arg8, %arg9, %arg10 offsets = [0, 8, 72, 104, 136, 144, 240] : tensor<8xf32>, tensor<8x8xf32>, tensor<8x4xf32>, tensor<8x4xf32>, tensor<8xf32>, tensor<8x12xf32>, tensor<8x12xf32> -> tensor<336xf32>
-// FSDPTP-NEXT: %[[V4:[a-z0-9_]+]] = dist.all_gather %[[V3]] on @mesh axes = ["fsdp"] gather_dim = 0 wire = f32 : tensor<336xf32> -> tensor<672xf32>
-// FSDPTP-NEXT: dist.free %[[V3]] : tensor<336xf32>
-// FSDPTP-NEXT: %[[V5:[a-z0-9_]+]]:7 = dist.unbucket %[[V4]] offsets = [0, 8, 72, 104, 136, 144, 240] chunks = 2 : tensor<672xf32> -> tensor<16xf32>, tensor<16x8xf32>, tensor<16x4xf32>, tensor<16x4xf32>, tensor<16xf32>, tensor<16x12xf32>, tensor<16x12xf32>
-// FSDPTP-NEXT: %[[V6:[a-z0-9_]+]] = nn.rms_norm %[[V2]], %[[V5]]#0 epsilon 1.000000e-05
-// FSDPTP-NEXT: %[[V7:[a-z0-9_]+]] = nn.linear %[[V6]], %[[V5]]#1
-// FSDPTP-NEXT: %[[V8:[a-z0-9_]+]] = nn.linear %[[V6]], %[[V5]]#2
-// FSDPTP-NEXT: %[[V9:[a-z0-9_]+]] = nn.linear %[[V6]], %[[V5]]#3
-// FSDPTP-NEXT: %[[V10:[a-z0-9_]+]] = nn.reshape %[[V7]]
-// FSDPTP-NEXT: %[[V11:[a-z0-9_]+]] = nn.reshape %[[V8]]
+// FSDPTP-NEXT: %[[V0:[a-z0-9_]+]] = dist.bucket %arg2, %arg12, %arg13 offsets = [0, 128, 136] : tensor<16x8xf32>, tensor<8xf32>, tensor<8x16xf32> -> tensor<264xf32>
+// FSDPTP-NEXT: %[[V1:[a-z0-9_]+]] = dist.all_gather %[[V0]] on @mesh axes = ["fsdp"] gather_dim = 0 wire = f32 : tensor<264xf32> -> tensor<528xf32>
+// FSDPTP-NEXT: dist.free %[[V0]] : tensor<264xf32>
+// FSDPTP-NEXT: %[[V2:[a-z0-9_]+]]:3 = dist.unbucket %[[V1]] offsets = [0, 128, 136] chunks = 2 split_dims = [1, 0, 0] : tensor<528xf32> -> tensor<16x16xf32>, tensor<16xf32>, tensor<16x16xf32>
+// FSDPTP-NEXT: %[[V3:[a-z0-9_]+]] = nn.embedding %arg0, %[[V2]]#0
+// FSDPTP-NEXT: %[[V4:[a-z0-9_]+]] = dist.all_reduce %[[V3]] on @mesh axes = ["tp"] reduction = sum wire = f32 accum = f32 : tensor<2x8x16xf32> -> tensor<2x8x16xf32>
+// FSDPTP-NEXT: %[[V5:[a-z0-9_]+]] = dist.bucket %arg3, %arg4, %arg5, %arg6, %arg7, %arg8, %arg9, %arg10, %arg11 offsets = [0, 8, 72, 104, 136, 200, 208, 304, 400] : tensor<8xf32>, tensor<8x8xf32>, tensor<8x4xf32>, tensor<8x4xf32>, tensor<8x8xf32>, tensor<8xf32>, tensor<8x12xf32>, tensor<8x12xf32>, tensor<12x8xf32> -> tensor<496xf32>
+// FSDPTP-NEXT: %[[V6:[a-z0-9_]+]] = dist.all_gather %[[V5]] on @mesh axes = ["fsdp"] gather_dim = 0 wire = f32 : tensor<496xf32> -> tensor<992xf32>
+// FSDPTP-NEXT: dist.free %[[V5]] : tensor<496xf32>
+// FSDPTP-NEXT: %[[V7:[a-z0-9_]+]]:9 = dist.unbucket %[[V6]] offsets = [0, 8, 72, 104, 136, 200, 208, 304, 400] chunks = 2 split_dims = [0, 0, 0, 0, 1, 0, 0, 0, 1] : tensor<992xf32> -> tensor<16xf32>, tensor<16x8xf32>, tensor<16x4xf32>, tensor<16x4xf32>, tensor<8x16xf32>, tensor<16xf32>, tensor<16x12xf32>, tensor<16x12xf32>, tensor<12x16xf32>
+// FSDPTP-NEXT: %[[V8:[a-z0-9_]+]] = nn.rms_norm %[[V4]], %[[V7]]#0 epsilon 1.000000e-05
+// FSDPTP-NEXT: %[[V9:[a-z0-9_]+]] = nn.linear %[[V8]], %[[V7]]#1
+// FSDPTP-NEXT: %[[V10:[a-z0-9_]+]] = nn.linear %[[V8]], %[[V7]]#2
+// FSDPTP-NEXT: %[[V11:[a-z0-9_]+]] = nn.linear %[[V8]], %[[V7]]#3
 // FSDPTP-NEXT: %[[V12:[a-z0-9_]+]] = nn.reshape %[[V9]]
-// FSDPTP-NEXT: %[[V13:[a-z0-9_]+]] = nn.rope %[[V10]] theta 1.000000e+04
-// FSDPTP-NEXT: %[[V14:[a-z0-9_]+]] = nn.rope %[[V11]] theta 1.000000e+04
-// FSDPTP-NEXT: %[[V15:[a-z0-9_]+]] = nn.attention %[[V13]], %[[V14]], %[[V12]]
-// FSDPTP-NEXT: %[[V16:[a-z0-9_]+]] = nn.reshape %[[V15]]
-// FSDPTP-NEXT: %[[V17:[a-z0-9_]+]] = dist.all_gather %arg7 on @mesh axes = ["fsdp"] gather_dim = 1 wire = f32 : tensor<8x8xf32> -> tensor<8x16xf32>
-// FSDPTP-NEXT: %[[V18:[a-z0-9_]+]] = nn.linear %[[V16]], %[[V17]]
-// FSDPTP-NEXT: dist.free %[[V17]] : tensor<8x16xf32>
-// FSDPTP-NEXT: %[[V19:[a-z0-9_]+]] = nn.add %[[V1]], %[[V18]]
-// FSDPTP-NEXT: %[[V20:[a-z0-9_]+]] = dist.all_reduce %[[V19]] on @mesh axes = ["tp"] reduction = sum wire = f32 accum = f32 : tensor<2x8x16xf32> -> tensor<2x8x16xf32>
-// FSDPTP-NEXT: %[[V21:[a-z0-9_]+]] = nn.rms_norm %[[V20]], %[[V5]]#4 epsilon 1.000000e-05
-// FSDPTP-NEXT: %[[V22:[a-z0-9_]+]] = nn.linear %[[V21]], %[[V5]]#5
-// FSDPTP-NEXT: %[[V23:[a-z0-9_]+]] = nn.linear %[[V21]], %[[V5]]#6
-// FSDPTP-NEXT: dist.free %[[V4]] : tensor<672xf32>
-// FSDPTP-NEXT: %[[V24:[a-z0-9_]+]] = nn.silu %[[V22]]
-// FSDPTP-NEXT: %[[V25:[a-z0-9_]+]] = nn.mul %[[V24]], %[[V23]]
-// FSDPTP-NEXT: %[[V26:[a-z0-9_]+]] = dist.all_gather %arg11 on @mesh axes = ["fsdp"] gather_dim = 1 wire = f32 : tensor<12x8xf32> -> tensor<12x16xf32>
-// FSDPTP-NEXT: %[[V27:[a-z0-9_]+]] = nn.linear %[[V25]], %[[V26]]
-// FSDPTP-NEXT: dist.free %[[V26]] : tensor<12x16xf32>
-// FSDPTP-NEXT: %[[V28:[a-z0-9_]+]] = nn.add %[[V19]], %[[V27]]
+// FSDPTP-NEXT: %[[V13:[a-z0-9_]+]] = nn.reshape %[[V10]]
+// FSDPTP-NEXT: %[[V14:[a-z0-9_]+]] = nn.reshape %[[V11]]
+// FSDPTP-NEXT: %[[V15:[a-z0-9_]+]] = nn.rope %[[V12]] theta 1.000000e+04
+// FSDPTP-NEXT: %[[V16:[a-z0-9_]+]] = nn.rope %[[V13]] theta 1.000000e+04
+// FSDPTP-NEXT: %[[V17:[a-z0-9_]+]] = nn.attention %[[V15]], %[[V16]], %[[V14]]
+// FSDPTP-NEXT: %[[V18:[a-z0-9_]+]] = nn.reshape %[[V17]]
+// FSDPTP-NEXT: %[[V19:[a-z0-9_]+]] = nn.linear %[[V18]], %[[V7]]#4
+// FSDPTP-NEXT: %[[V20:[a-z0-9_]+]] = nn.add %[[V3]], %[[V19]]
+// FSDPTP-NEXT: %[[V21:[a-z0-9_]+]] = dist.all_reduce %[[V20]] on @mesh axes = ["tp"] reduction = sum wire = f32 accum = f32 : tensor<2x8x16xf32> -> tensor<2x8x16xf32>
+// FSDPTP-NEXT: %[[V22:[a-z0-9_]+]] = nn.rms_norm %[[V21]], %[[V7]]#5 epsilon 1.000000e-05
+// FSDPTP-NEXT: %[[V23:[a-z0-9_]+]] = nn.linear %[[V22]], %[[V7]]#6
+// FSDPTP-NEXT: %[[V24:[a-z0-9_]+]] = nn.linear %[[V22]], %[[V7]]#7
+// FSDPTP-NEXT: %[[V25:[a-z0-9_]+]] = nn.silu %[[V23]]
+// FSDPTP-NEXT: %[[V26:[a-z0-9_]+]] = nn.mul %[[V25]], %[[V24]]
+// FSDPTP-NEXT: %[[V27:[a-z0-9_]+]] = nn.linear %[[V26]], %[[V7]]#8
+// FSDPTP-NEXT: dist.free %[[V6]] : tensor<992xf32>
+// FSDPTP-NEXT: %[[V28:[a-z0-9_]+]] = nn.add %[[V20]], %[[V27]]
 // FSDPTP-NEXT: %[[V29:[a-z0-9_]+]] = dist.all_reduce %[[V28]] on @mesh axes = ["tp"] reduction = sum wire = f32 accum = f32 : tensor<2x8x16xf32> -> tensor<2x8x16xf32>
-// FSDPTP-NEXT: %[[V30:[a-z0-9_]+]] = dist.bucket %arg12, %arg13 offsets = [0, 8] : tensor<8xf32>, tensor<8x16xf32> -> tensor<136xf32>
-// FSDPTP-NEXT: %[[V31:[a-z0-9_]+]] = dist.all_gather %[[V30]] on @mesh axes = ["fsdp"] gather_dim = 0 wire = f32 : tensor<136xf32> -> tensor<272xf32>
-// FSDPTP-NEXT: dist.free %[[V30]] : tensor<136xf32>
-// FSDPTP-NEXT: %[[V32:[a-z0-9_]+]]:2 = dist.unbucket %[[V31]] offsets = [0, 8] chunks = 2 : tensor<272xf32> -> tensor<16xf32>, tensor<16x16xf32>
-// FSDPTP-NEXT: %[[V33:[a-z0-9_]+]] = nn.rms_norm %[[V29]], %[[V32]]#0 epsilon 1.000000e-05
-// FSDPTP-NEXT: %[[V34:[a-z0-9_]+]] = nn.linear %[[V33]], %[[V32]]#1
-// FSDPTP-NEXT: dist.free %[[V31]] : tensor<272xf32>
-// FSDPTP-NEXT: %[[V35:[a-z0-9_]+]] = dist.all_gather %[[V34]] on @mesh axes = ["tp"] gather_dim = 2 wire = f32 : tensor<2x8x16xf32> -> tensor<2x8x32xf32>
-// FSDPTP-NEXT: %[[V36:[a-z0-9_]+]] = nn.cross_entropy %[[V35]], %arg1
-// FSDPTP-NEXT: %[[V37:[a-z0-9_]+]] = dist.all_reduce %[[V36]] on @mesh axes = ["fsdp"] reduction = avg wire = f32 accum = f32 : tensor<f32> -> tensor<f32>
-// FSDPTP-NEXT: %[[V38:[a-z0-9_]+]] = nn.cross_entropy_grad %[[V35]], %arg1, %arg14 scale 3.125000e-02
-// FSDPTP-NEXT: %[[V39:[a-z0-9_]+]] = dist.slice %[[V38]] on @mesh axes = ["tp"] slice_dim = 2 : tensor<2x8x32xf32> -> tensor<2x8x16xf32>
-// FSDPTP-NEXT: %[[V40:[a-z0-9_]+]] = dist.bucket %arg13, %arg12 offsets = [0, 128] : tensor<8x16xf32>, tensor<8xf32> -> tensor<136xf32>
-// FSDPTP-NEXT: %[[V41:[a-z0-9_]+]] = dist.all_gather %[[V40]] on @mesh axes = ["fsdp"] gather_dim = 0 wire = f32 : tensor<136xf32> -> tensor<272xf32>
-// FSDPTP-NEXT: dist.free %[[V40]] : tensor<136xf32>
-// FSDPTP-NEXT: %[[V42:[a-z0-9_]+]]:2 = dist.unbucket %[[V41]] offsets = [0, 128] chunks = 2 : tensor<272xf32> -> tensor<16x16xf32>, tensor<16xf32>
-// FSDPTP-NEXT: %[[V43:[a-z0-9_]+]] = nn.matmul %[[V39]], %[[V42]]#0 transpose_rhs
-// FSDPTP-NEXT: %[[V44:[a-z0-9_]+]] = nn.matmul %[[V33]], %[[V39]] transpose_lhs
-// FSDPTP-NEXT: %[[V45:[a-z0-9_]+]] = dist.all_reduce %[[V43]] on @mesh axes = ["tp"] reduction = sum wire = f32 accum = f32 : tensor<2x8x16xf32> -> tensor<2x8x16xf32>
-// FSDPTP-NEXT: %[[V46:[a-z0-9_]+]], %[[V47:[a-z0-9_]+]] = nn.rms_norm_grad %[[V29]], %[[V42]]#1, %[[V45]] epsilon 1.000000e-05
-// FSDPTP-NEXT: dist.free %[[V41]] : tensor<272xf32>
-// FSDPTP-NEXT: %[[V48:[a-z0-9_]+]] = dist.bucket %[[V44]], %[[V47]] offsets = [0, 128] chunks = 2 : tensor<16x16xf32>, tensor<16xf32> -> tensor<272xf32>
-// FSDPTP-NEXT: %[[V49:[a-z0-9_]+]] = dist.reduce_scatter %[[V48]] on @mesh axes = ["fsdp"] scatter_dim = 0 reduction = sum wire = f32 accum = f32 : tensor<272xf32> -> tensor<136xf32>
-// FSDPTP-NEXT: dist.free %[[V48]] : tensor<272xf32>
-// FSDPTP-NEXT: %[[V50:[a-z0-9_]+]]:2 = dist.unbucket %[[V49]] offsets = [0, 128] : tensor<136xf32> -> tensor<8x16xf32>, tensor<8xf32>
-// FSDPTP-NEXT: %[[V51:[a-z0-9_]+]] = dist.all_gather %arg11 on @mesh axes = ["fsdp"] gather_dim = 1 wire = f32 : tensor<12x8xf32> -> tensor<12x16xf32>
-// FSDPTP-NEXT: %[[V52:[a-z0-9_]+]] = nn.matmul %[[V46]], %[[V51]] transpose_rhs
-// FSDPTP-NEXT: dist.free %[[V51]] : tensor<12x16xf32>
-// FSDPTP-NEXT: %[[V53:[a-z0-9_]+]] = nn.matmul %[[V25]], %[[V46]] transpose_lhs
-// FSDPTP-NEXT: %[[V54:[a-z0-9_]+]] = dist.reduce_scatter %[[V53]] on @mesh axes = ["fsdp"] scatter_dim = 1 reduction = sum wire = f32 accum = f32 : tensor<12x16xf32> -> tensor<12x8xf32>
-// FSDPTP-NEXT: %[[V55:[a-z0-9_]+]] = nn.mul %[[V52]], %[[V23]]
-// FSDPTP-NEXT: %[[V56:[a-z0-9_]+]] = nn.mul %[[V52]], %[[V24]]
-// FSDPTP-NEXT: %[[V57:[a-z0-9_]+]] = nn.silu_grad %[[V22]], %[[V55]]
-// FSDPTP-NEXT: %[[V58:[a-z0-9_]+]] = dist.bucket %arg10, %arg9, %arg8, %arg6, %arg5, %arg4, %arg3 offsets = [0, 96, 192, 200, 232, 264, 328] : tensor<8x12xf32>, tensor<8x12xf32>, tensor<8xf32>, tensor<8x4xf32>, tensor<8x4xf32>, tensor<8x8xf32>, tensor<8xf32> -> tensor<336xf32>
-// FSDPTP-NEXT: %[[V59:[a-z0-9_]+]] = dist.all_gather %[[V58]] on @mesh axes = ["fsdp"] gather_dim = 0 wire = f32 : tensor<336xf32> -> tensor<672xf32>
-// FSDPTP-NEXT: dist.free %[[V58]] : tensor<336xf32>
-// FSDPTP-NEXT: %[[V60:[a-z0-9_]+]]:7 = dist.unbucket %[[V59]] offsets = [0, 96, 192, 200, 232, 264, 328] chunks = 2 : tensor<672xf32> -> tensor<16x12xf32>, tensor<16x12xf32>, tensor<16xf32>, tensor<16x4xf32>, tensor<16x4xf32>, tensor<16x8xf32>, tensor<16xf32>
-// FSDPTP-NEXT: %[[V61:[a-z0-9_]+]] = nn.matmul %[[V56]], %[[V60]]#0 transpose_rhs
-// FSDPTP-NEXT: %[[V62:[a-z0-9_]+]] = nn.matmul %[[V21]], %[[V56]] transpose_lhs
-// FSDPTP-NEXT: %[[V63:[a-z0-9_]+]] = nn.matmul %[[V57]], %[[V60]]#1 transpose_rhs
-// FSDPTP-NEXT: %[[V64:[a-z0-9_]+]] = nn.matmul %[[V21]], %[[V57]] transpose_lhs
-// FSDPTP-NEXT: %[[V65:[a-z0-9_]+]] = nn.add %[[V61]], %[[V63]]
-// FSDPTP-NEXT: %[[V66:[a-z0-9_]+]] = dist.all_reduce %[[V65]] on @mesh axes = ["tp"] reduction = sum wire = f32 accum = f32 : tensor<2x8x16xf32> -> tensor<2x8x16xf32>
-// FSDPTP-NEXT: %[[V67:[a-z0-9_]+]], %[[V68:[a-z0-9_]+]] = nn.rms_norm_grad %[[V20]], %[[V60]]#2, %[[V66]] epsilon 1.000000e-05
-// FSDPTP-NEXT: %[[V69:[a-z0-9_]+]] = nn.add %[[V46]], %[[V67]]
-// FSDPTP-NEXT: %[[V70:[a-z0-9_]+]] = dist.all_gather %arg7 on @mesh axes = ["fsdp"] gather_dim = 1 wire = f32 : tensor<8x8xf32> -> tensor<8x16xf32>
-// FSDPTP-NEXT: %[[V71:[a-z0-9_]+]] = nn.matmul %[[V69]], %[[V70]] transpose_rhs
-// FSDPTP-NEXT: dist.free %[[V70]] : tensor<8x16xf32>
-// FSDPTP-NEXT: %[[V72:[a-z0-9_]+]] = nn.matmul %[[V16]], %[[V69]] transpose_lhs
-// FSDPTP-NEXT: %[[V73:[a-z0-9_]+]] = dist.reduce_scatter %[[V72]] on @mesh axes = ["fsdp"] scatter_dim = 1 reduction = sum wire = f32 accum = f32 : tensor<8x16xf32> -> tensor<8x8xf32>
-// FSDPTP-NEXT: %[[V74:[a-z0-9_]+]] = nn.reshape %[[V71]]
-// FSDPTP-NEXT: %[[V75:[a-z0-9_]+]], %[[V76:[a-z0-9_]+]], %[[V77:[a-z0-9_]+]] = nn.attention_grad %[[V13]], %[[V14]], %[[V12]], %[[V74]]
-// FSDPTP-NEXT: %[[V78:[a-z0-9_]+]] = nn.rope %[[V76]] theta 1.000000e+04 inverse
-// FSDPTP-NEXT: %[[V79:[a-z0-9_]+]] = nn.rope %[[V75]] theta 1.000000e+04 inverse
-// FSDPTP-NEXT: %[[V80:[a-z0-9_]+]] = nn.reshape %[[V77]]
-// FSDPTP-NEXT: %[[V81:[a-z0-9_]+]] = nn.reshape %[[V78]]
-// FSDPTP-NEXT: %[[V82:[a-z0-9_]+]] = nn.reshape %[[V79]]
-// FSDPTP-NEXT: %[[V83:[a-z0-9_]+]] = nn.matmul %[[V80]], %[[V60]]#3 transpose_rhs
-// FSDPTP-NEXT: %[[V84:[a-z0-9_]+]] = nn.matmul %[[V6]], %[[V80]] transpose_lhs
-// FSDPTP-NEXT: %[[V85:[a-z0-9_]+]] = nn.matmul %[[V81]], %[[V60]]#4 transpose_rhs
-// FSDPTP-NEXT: %[[V86:[a-z0-9_]+]] = nn.matmul %[[V6]], %[[V81]] transpose_lhs
-// FSDPTP-NEXT: %[[V87:[a-z0-9_]+]] = nn.add %[[V83]], %[[V85]]
-// FSDPTP-NEXT: %[[V88:[a-z0-9_]+]] = nn.matmul %[[V82]], %[[V60]]#5 transpose_rhs
-// FSDPTP-NEXT: %[[V89:[a-z0-9_]+]] = nn.matmul %[[V6]], %[[V82]] transpose_lhs
-// FSDPTP-NEXT: %[[V90:[a-z0-9_]+]] = nn.add %[[V87]], %[[V88]]
-// FSDPTP-NEXT: %[[V91:[a-z0-9_]+]] = dist.all_reduce %[[V90]] on @mesh axes = ["tp"] reduction = sum wire = f32 accum = f32 : tensor<2x8x16xf32> -> tensor<2x8x16xf32>
-// FSDPTP-NEXT: %[[V92:[a-z0-9_]+]], %[[V93:[a-z0-9_]+]] = nn.rms_norm_grad %[[V2]], %[[V60]]#6, %[[V91]] epsilon 1.000000e-05
-// FSDPTP-NEXT: dist.free %[[V59]] : tensor<672xf32>
-// FSDPTP-NEXT: %[[V94:[a-z0-9_]+]] = dist.bucket %[[V62]], %[[V64]], %[[V68]], %[[V84]], %[[V86]], %[[V89]], %[[V93]] offsets = [0, 96, 192, 200, 232, 264, 328] chunks = 2 : tensor<16x12xf32>, tensor<16x12xf32>, tensor<16xf32>, tensor<16x4xf32>, tensor<16x4xf32>, tensor<16x8xf32>, tensor<16xf32> -> tensor<672xf32>
-// FSDPTP-NEXT: %[[V95:[a-z0-9_]+]] = dist.reduce_scatter %[[V94]] on @mesh axes = ["fsdp"] scatter_dim = 0 reduction = sum wire = f32 accum = f32 : tensor<672xf32> -> tensor<336xf32>
-// FSDPTP-NEXT: dist.free %[[V94]] : tensor<672xf32>
-// FSDPTP-NEXT: %[[V96:[a-z0-9_]+]]:7 = dist.unbucket %[[V95]] offsets = [0, 96, 192, 200, 232, 264, 328] : tensor<336xf32> -> tensor<8x12xf32>, tensor<8x12xf32>, tensor<8xf32>, tensor<8x4xf32>, tensor<8x4xf32>, tensor<8x8xf32>, tensor<8xf32>
-// FSDPTP-NEXT: %[[V97:[a-z0-9_]+]] = nn.add %[[V69]], %[[V92]]
-// FSDPTP-NEXT: %[[V98:[a-z0-9_]+]] = nn.embedding_grad %arg0, %[[V97]]
-// FSDPTP-NEXT: %[[V99:[a-z0-9_]+]] = dist.reduce_scatter %[[V98]] on @mesh axes = ["fsdp"] scatter_dim = 1 reduction = sum wire = f32 accum = f32 : tensor<16x16xf32> -> tensor<16x8xf32>
-// FSDPTP-NEXT: return %[[V37]], %[[V99]], %[[V96]]#6, %[[V96]]#5, %[[V96]]#4, %[[V96]]#3, %[[V73]], %[[V96]]#2, %[[V96]]#1, %[[V96]]#0, %[[V54]], %[[V50]]#1, %[[V50]]#0 : tensor<f32>, tensor<16x8xf32>, tensor<8xf32>, tensor<8x8xf32>, tensor<8x4xf32>, tensor<8x4xf32>, tensor<8x8xf32>, tensor<8xf32>, tensor<8x12xf32>, tensor<8x12xf32>, tensor<12x8xf32>, tensor<8xf32>, tensor<8x16xf32>
+// FSDPTP-NEXT: %[[V30:[a-z0-9_]+]] = nn.rms_norm %[[V29]], %[[V2]]#1 epsilon 1.000000e-05
+// FSDPTP-NEXT: %[[V31:[a-z0-9_]+]] = nn.linear %[[V30]], %[[V2]]#2
+// FSDPTP-NEXT: dist.free %[[V1]] : tensor<528xf32>
+// FSDPTP-NEXT: %[[V32:[a-z0-9_]+]] = dist.all_gather %[[V31]] on @mesh axes = ["tp"] gather_dim = 2 wire = f32 : tensor<2x8x16xf32> -> tensor<2x8x32xf32>
+// FSDPTP-NEXT: %[[V33:[a-z0-9_]+]] = nn.cross_entropy %[[V32]], %arg1
+// FSDPTP-NEXT: %[[V34:[a-z0-9_]+]] = dist.all_reduce %[[V33]] on @mesh axes = ["fsdp"] reduction = avg wire = f32 accum = f32 : tensor<f32> -> tensor<f32>
+// FSDPTP-NEXT: %[[V35:[a-z0-9_]+]] = nn.cross_entropy_grad %[[V32]], %arg1, %arg14 scale 3.125000e-02
+// FSDPTP-NEXT: %[[V36:[a-z0-9_]+]] = dist.slice %[[V35]] on @mesh axes = ["tp"] slice_dim = 2 : tensor<2x8x32xf32> -> tensor<2x8x16xf32>
+// FSDPTP-NEXT: %[[V37:[a-z0-9_]+]] = dist.bucket %arg13, %arg12 offsets = [0, 128] : tensor<8x16xf32>, tensor<8xf32> -> tensor<136xf32>
+// FSDPTP-NEXT: %[[V38:[a-z0-9_]+]] = dist.all_gather %[[V37]] on @mesh axes = ["fsdp"] gather_dim = 0 wire = f32 : tensor<136xf32> -> tensor<272xf32>
+// FSDPTP-NEXT: dist.free %[[V37]] : tensor<136xf32>
+// FSDPTP-NEXT: %[[V39:[a-z0-9_]+]]:2 = dist.unbucket %[[V38]] offsets = [0, 128] chunks = 2 : tensor<272xf32> -> tensor<16x16xf32>, tensor<16xf32>
+// FSDPTP-NEXT: %[[V40:[a-z0-9_]+]] = nn.matmul %[[V36]], %[[V39]]#0 transpose_rhs
+// FSDPTP-NEXT: %[[V41:[a-z0-9_]+]] = nn.matmul %[[V30]], %[[V36]] transpose_lhs
+// FSDPTP-NEXT: %[[V42:[a-z0-9_]+]] = dist.all_reduce %[[V40]] on @mesh axes = ["tp"] reduction = sum wire = f32 accum = f32 : tensor<2x8x16xf32> -> tensor<2x8x16xf32>
+// FSDPTP-NEXT: %[[V43:[a-z0-9_]+]], %[[V44:[a-z0-9_]+]] = nn.rms_norm_grad %[[V29]], %[[V39]]#1, %[[V42]] epsilon 1.000000e-05
+// FSDPTP-NEXT: dist.free %[[V38]] : tensor<272xf32>
+// FSDPTP-NEXT: %[[V45:[a-z0-9_]+]] = dist.bucket %arg11, %arg10, %arg9, %arg8, %arg7, %arg6, %arg5, %arg4, %arg3 offsets = [0, 96, 192, 288, 296, 360, 392, 424, 488] : tensor<12x8xf32>, tensor<8x12xf32>, tensor<8x12xf32>, tensor<8xf32>, tensor<8x8xf32>, tensor<8x4xf32>, tensor<8x4xf32>, tensor<8x8xf32>, tensor<8xf32> -> tensor<496xf32>
+// FSDPTP-NEXT: %[[V46:[a-z0-9_]+]] = dist.all_gather %[[V45]] on @mesh axes = ["fsdp"] gather_dim = 0 wire = f32 : tensor<496xf32> -> tensor<992xf32>
+// FSDPTP-NEXT: dist.free %[[V45]] : tensor<496xf32>
+// FSDPTP-NEXT: %[[V47:[a-z0-9_]+]]:9 = dist.unbucket %[[V46]] offsets = [0, 96, 192, 288, 296, 360, 392, 424, 488] chunks = 2 split_dims = [1, 0, 0, 0, 1, 0, 0, 0, 0] : tensor<992xf32> -> tensor<12x16xf32>, tensor<16x12xf32>, tensor<16x12xf32>, tensor<16xf32>, tensor<8x16xf32>, tensor<16x4xf32>, tensor<16x4xf32>, tensor<16x8xf32>, tensor<16xf32>
+// FSDPTP-NEXT: %[[V48:[a-z0-9_]+]] = nn.matmul %[[V43]], %[[V47]]#0 transpose_rhs
+// FSDPTP-NEXT: %[[V49:[a-z0-9_]+]] = nn.matmul %[[V26]], %[[V43]] transpose_lhs
+// FSDPTP-NEXT: %[[V50:[a-z0-9_]+]] = nn.mul %[[V48]], %[[V24]]
+// FSDPTP-NEXT: %[[V51:[a-z0-9_]+]] = nn.mul %[[V48]], %[[V25]]
+// FSDPTP-NEXT: %[[V52:[a-z0-9_]+]] = nn.silu_grad %[[V23]], %[[V50]]
+// FSDPTP-NEXT: %[[V53:[a-z0-9_]+]] = nn.matmul %[[V51]], %[[V47]]#1 transpose_rhs
+// FSDPTP-NEXT: %[[V54:[a-z0-9_]+]] = nn.matmul %[[V22]], %[[V51]] transpose_lhs
+// FSDPTP-NEXT: %[[V55:[a-z0-9_]+]] = nn.matmul %[[V52]], %[[V47]]#2 transpose_rhs
+// FSDPTP-NEXT: %[[V56:[a-z0-9_]+]] = nn.matmul %[[V22]], %[[V52]] transpose_lhs
+// FSDPTP-NEXT: %[[V57:[a-z0-9_]+]] = nn.add %[[V53]], %[[V55]]
+// FSDPTP-NEXT: %[[V58:[a-z0-9_]+]] = dist.all_reduce %[[V57]] on @mesh axes = ["tp"] reduction = sum wire = f32 accum = f32 : tensor<2x8x16xf32> -> tensor<2x8x16xf32>
+// FSDPTP-NEXT: %[[V59:[a-z0-9_]+]], %[[V60:[a-z0-9_]+]] = nn.rms_norm_grad %[[V21]], %[[V47]]#3, %[[V58]] epsilon 1.000000e-05
+// FSDPTP-NEXT: %[[V61:[a-z0-9_]+]] = nn.add %[[V43]], %[[V59]]
+// FSDPTP-NEXT: %[[V62:[a-z0-9_]+]] = nn.matmul %[[V61]], %[[V47]]#4 transpose_rhs
+// FSDPTP-NEXT: %[[V63:[a-z0-9_]+]] = nn.matmul %[[V18]], %[[V61]] transpose_lhs
+// FSDPTP-NEXT: %[[V64:[a-z0-9_]+]] = nn.reshape %[[V62]]
+// FSDPTP-NEXT: %[[V65:[a-z0-9_]+]], %[[V66:[a-z0-9_]+]], %[[V67:[a-z0-9_]+]] = nn.attention_grad %[[V15]], %[[V16]], %[[V14]], %[[V64]]
+// FSDPTP-NEXT: %[[V68:[a-z0-9_]+]] = nn.rope %[[V66]] theta 1.000000e+04 inverse
+// FSDPTP-NEXT: %[[V69:[a-z0-9_]+]] = nn.rope %[[V65]] theta 1.000000e+04 inverse
+// FSDPTP-NEXT: %[[V70:[a-z0-9_]+]] = nn.reshape %[[V67]]
+// FSDPTP-NEXT: %[[V71:[a-z0-9_]+]] = nn.reshape %[[V68]]
+// FSDPTP-NEXT: %[[V72:[a-z0-9_]+]] = nn.reshape %[[V69]]
+// FSDPTP-NEXT: %[[V73:[a-z0-9_]+]] = nn.matmul %[[V70]], %[[V47]]#5 transpose_rhs
+// FSDPTP-NEXT: %[[V74:[a-z0-9_]+]] = nn.matmul %[[V8]], %[[V70]] transpose_lhs
+// FSDPTP-NEXT: %[[V75:[a-z0-9_]+]] = nn.matmul %[[V71]], %[[V47]]#6 transpose_rhs
+// FSDPTP-NEXT: %[[V76:[a-z0-9_]+]] = nn.matmul %[[V8]], %[[V71]] transpose_lhs
+// FSDPTP-NEXT: %[[V77:[a-z0-9_]+]] = nn.add %[[V73]], %[[V75]]
+// FSDPTP-NEXT: %[[V78:[a-z0-9_]+]] = nn.matmul %[[V72]], %[[V47]]#7 transpose_rhs
+// FSDPTP-NEXT: %[[V79:[a-z0-9_]+]] = nn.matmul %[[V8]], %[[V72]] transpose_lhs
+// FSDPTP-NEXT: %[[V80:[a-z0-9_]+]] = nn.add %[[V77]], %[[V78]]
+// FSDPTP-NEXT: %[[V81:[a-z0-9_]+]] = dist.all_reduce %[[V80]] on @mesh axes = ["tp"] reduction = sum wire = f32 accum = f32 : tensor<2x8x16xf32> -> tensor<2x8x16xf32>
+// FSDPTP-NEXT: %[[V82:[a-z0-9_]+]], %[[V83:[a-z0-9_]+]] = nn.rms_norm_grad %[[V4]], %[[V47]]#8, %[[V81]] epsilon 1.000000e-05
+// FSDPTP-NEXT: dist.free %[[V46]] : tensor<992xf32>
+// FSDPTP-NEXT: %[[V84:[a-z0-9_]+]] = dist.bucket %[[V49]], %[[V54]], %[[V56]], %[[V60]], %[[V63]], %[[V74]], %[[V76]], %[[V79]], %[[V83]] offsets = [0, 96, 192, 288, 296, 360, 392, 424, 488] chunks = 2 split_dims = [1, 0, 0, 0, 1, 0, 0, 0, 0] : tensor<12x16xf32>, tensor<16x12xf32>, tensor<16x12xf32>, tensor<16xf32>, tensor<8x16xf32>, tensor<16x4xf32>, tensor<16x4xf32>, tensor<16x8xf32>, tensor<16xf32> -> tensor<992xf32>
+// FSDPTP-NEXT: %[[V85:[a-z0-9_]+]] = dist.reduce_scatter %[[V84]] on @mesh axes = ["fsdp"] scatter_dim = 0 reduction = sum wire = f32 accum = f32 : tensor<992xf32> -> tensor<496xf32>
+// FSDPTP-NEXT: dist.free %[[V84]] : tensor<992xf32>
+// FSDPTP-NEXT: %[[V86:[a-z0-9_]+]]:9 = dist.unbucket %[[V85]] offsets = [0, 96, 192, 288, 296, 360, 392, 424, 488] : tensor<496xf32> -> tensor<12x8xf32>, tensor<8x12xf32>, tensor<8x12xf32>, tensor<8xf32>, tensor<8x8xf32>, tensor<8x4xf32>, tensor<8x4xf32>, tensor<8x8xf32>, tensor<8xf32>
+// FSDPTP-NEXT: %[[V87:[a-z0-9_]+]] = nn.add %[[V61]], %[[V82]]
+// FSDPTP-NEXT: %[[V88:[a-z0-9_]+]] = nn.embedding_grad %arg0, %[[V87]]
+// FSDPTP-NEXT: %[[V89:[a-z0-9_]+]] = dist.bucket %[[V41]], %[[V44]], %[[V88]] offsets = [0, 128, 136] chunks = 2 split_dims = [0, 0, 1] : tensor<16x16xf32>, tensor<16xf32>, tensor<16x16xf32> -> tensor<528xf32>
+// FSDPTP-NEXT: %[[V90:[a-z0-9_]+]] = dist.reduce_scatter %[[V89]] on @mesh axes = ["fsdp"] scatter_dim = 0 reduction = sum wire = f32 accum = f32 : tensor<528xf32> -> tensor<264xf32>
+// FSDPTP-NEXT: dist.free %[[V89]] : tensor<528xf32>
+// FSDPTP-NEXT: %[[V91:[a-z0-9_]+]]:3 = dist.unbucket %[[V90]] offsets = [0, 128, 136] : tensor<264xf32> -> tensor<8x16xf32>, tensor<8xf32>, tensor<16x8xf32>
+// FSDPTP-NEXT: return %[[V34]], %[[V91]]#2, %[[V86]]#8, %[[V86]]#7, %[[V86]]#6, %[[V86]]#5, %[[V86]]#4, %[[V86]]#3, %[[V86]]#2, %[[V86]]#1, %[[V86]]#0, %[[V91]]#1, %[[V91]]#0 : tensor<f32>, tensor<16x8xf32>, tensor<8xf32>, tensor<8x8xf32>, tensor<8x4xf32>, tensor<8x4xf32>, tensor<8x8xf32>, tensor<8xf32>, tensor<8x12xf32>, tensor<8x12xf32>, tensor<12x8xf32>, tensor<8xf32>, tensor<8x16xf32>
 func.func @llama(
     %ids: tensor<4x8xi32>, %labels: tensor<4x8xi32>,
     %embed: tensor<32x16xf32> {nn.param, nn.name = "tok_embeddings.weight"},
