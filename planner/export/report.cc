@@ -75,6 +75,24 @@ std::string formatReport(const json& plan) {
   absl::StrAppend(&out, "| all | total | | ",
                   withCommas(predicted["comm_bytes_per_rank"].get<int64_t>()), " |\n");
 
+  // Every collective states its wire and accumulation dtypes; the report
+  // shows each distinct combination so a bf16-on-the-wire plan is visible.
+  std::map<std::string, int64_t> dtype_rows;
+  for (const auto& [phase, instructions] : plan["phases"].items()) {
+    for (const json& instruction : instructions) {
+      const json attrs = instruction.value("attrs", json::object());
+      if (!attrs.contains("kind") || !attrs.contains("wire_type")) continue;
+      const std::string row = absl::StrCat(
+          "| ", joined(attrs.value("mesh_axes", json::array()), ","), " | ",
+          attrs["kind"].get<std::string>(), " | ", attrs["wire_type"].get<std::string>(), " | ",
+          attrs.contains("accum_type") ? attrs["accum_type"].get<std::string>() : "-", " |");
+      ++dtype_rows[row];
+    }
+  }
+  out += "\n## Collective dtypes\n\n| axes | kind | wire | accumulate | count |\n"
+         "| --- | --- | --- | --- | ---: |\n";
+  for (const auto& [row, count] : dtype_rows) absl::StrAppend(&out, row, " ", count, " |\n");
+
   out += "\n## Memory at the peak (per rank)\n\n| role | bytes | |\n| --- | ---: | ---: |\n";
   for (const auto& [role, bytes] : predicted["breakdown"].items()) {
     absl::StrAppend(&out, "| ", role, " | ", withCommas(bytes.get<int64_t>()), " | ",

@@ -39,6 +39,7 @@ expect plan-needs-mesh 2 'plan: --emit=plan needs --mesh' -- --model=gpt2 --emit
 # writes, and the refusals.
 expect default-plan 0 '\| fsdp \| all_gather \| 66 \| 54,373,150,720 \|' --
 expect default-scatter 0 '\| fsdp \| reduce_scatter \| 33 \| 28,105,914,368 \|' --
+expect default-dtypes 0 '\| fsdp \| reduce_scatter \| f32 \| f32 \| 33 \|' --
 out="${TEST_TMPDIR:-/tmp}/plan_out"
 expect tiny-plan 0 '^# Plan: tiny' -- --model=tiny:layers=2 --seq=8 --batch=4 --mesh=2x2 \
   --axes=fsdp,tp --device=cpu --devices-per-host=4 --out="$out"
