@@ -22,7 +22,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/string_view.h"
-#include "planner/dialect/dist/ir/shard_math.h"
+#include "mesh/shard_math.h"
 #include "runtime/checkpoint/crc32c.h"
 
 namespace loom::runtime::checkpoint {
@@ -438,13 +438,13 @@ absl::StatusOr<PaddedShard> padShard(std::span<const int64_t> global_shape,
           ": it is out of range or already split; split each dim once"));
     }
     split[s.dim] = true;
-    absl::StatusOr<planner::dist::ShardExtent> extent =
-        planner::dist::shardExtent(global_shape[s.dim], s.ways, s.index);
+    absl::StatusOr<mesh::ShardExtent> extent =
+        mesh::shardExtent(global_shape[s.dim], s.ways, s.index);
     if (!extent.ok()) return extent.status();
     shard.box.offsets[s.dim] = extent->begin;
     shard.box.sizes[s.dim] = extent->valid;
     shard.local_shape[s.dim] =
-        planner::dist::shardSize(global_shape[s.dim], s.ways);
+        mesh::shardSize(global_shape[s.dim], s.ways);
   }
   return shard;
 }

@@ -63,7 +63,7 @@ struct DimSplit {
 };
 
 // What a rank holds under the planner's padding rule
-// (planner/dialect/dist/ir/shard_math.h): the valid box and the padded
+// (mesh/shard_math.h): the valid box and the padded
 // local shape of its buffer.
 struct PaddedShard {
   Box box;

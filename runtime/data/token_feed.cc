@@ -24,7 +24,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
-#include "planner/dialect/dist/ir/shard_math.h"
+#include "mesh/shard_math.h"
 #include "runtime/init/counter_rng.h"
 
 namespace loom::runtime::data {
@@ -64,8 +64,8 @@ uint64_t getLittleEndian(const uint8_t* in, int bytes) {
 
 absl::StatusOr<RowRange> dataParallelRows(int64_t global_batch, int64_t dp_ways,
                                           int64_t dp_index) {
-  absl::StatusOr<planner::dist::ShardExtent> extent =
-      planner::dist::shardExtent(global_batch, dp_ways, dp_index);
+  absl::StatusOr<mesh::ShardExtent> extent =
+      mesh::shardExtent(global_batch, dp_ways, dp_index);
   if (!extent.ok()) return extent.status();
   return RowRange{extent->begin, extent->valid};
 }

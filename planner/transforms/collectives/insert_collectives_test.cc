@@ -14,7 +14,7 @@
 #include "mlir/Pass/PassManager.h"
 #include "planner/dialect/dist/ir/dist_dialect.h"
 #include "planner/dialect/dist/ir/dist_ops.h"
-#include "planner/dialect/dist/ir/shard_math.h"
+#include "mesh/shard_math.h"
 #include "planner/dialect/nn/ir/nn_dialect.h"
 #include "planner/models/model_config.h"
 #include "planner/models/zoo_builder.h"
@@ -32,7 +32,7 @@ constexpr int64_t kF32Bytes = 4;
 // The padded shard of a parameter stored shard<0> on kRanks ranks, in
 // elements: shardSize(dim 0) * the other dims.
 int64_t shardElements(mlir::RankedTensorType type) {
-  int64_t elements = dist::shardSize(type.getDimSize(0), kRanks);
+  int64_t elements = mesh::shardSize(type.getDimSize(0), kRanks);
   for (int64_t dim : type.getShape().drop_front()) elements *= dim;
   return elements;
 }

@@ -21,7 +21,7 @@
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/OpImplementation.h"
 #include "planner/dialect/dist/ir/local_shape.h"
-#include "planner/dialect/dist/ir/shard_math.h"
+#include "mesh/shard_math.h"
 
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wunused-parameter"
@@ -297,11 +297,11 @@ mlir::LogicalResult verifyAllGatherGroup(OpT op,
            << " divides by group size " << group->size << " (over "
            << group->axes << "), so nothing is padded; drop `padded`";
   }
-  if (shardSize(out, group->size) != in) {
+  if (mesh::shardSize(out, group->size) != in) {
     return op.emitOpError()
            << "padded result dim " << dim << " of size " << out
            << " needs ceil(" << out << " / " << group->size
-           << ") = " << shardSize(out, group->size)
+           << ") = " << mesh::shardSize(out, group->size)
            << " rows per rank, but operand dim " << dim << " has " << in
            << "; use a size in [" << (in - 1) * group->size + 1 << ", "
            << in * group->size - 1 << "]";
@@ -342,7 +342,7 @@ mlir::LogicalResult verifySplitDim(mlir::Operation* op, int64_t dim,
            << group.axes << "), got: " << in << " % " << group.size << " = "
            << in % group.size
            << "; mark the op `padded` (each rank then keeps ceil(" << in
-           << " / " << group.size << ") = " << shardSize(in, group.size)
+           << " / " << group.size << ") = " << mesh::shardSize(in, group.size)
            << " rows) or make the dim divisible";
   }
   if (padded && divides) {
@@ -351,7 +351,7 @@ mlir::LogicalResult verifySplitDim(mlir::Operation* op, int64_t dim,
            << " divides by group size " << group.size << " (over "
            << group.axes << "), so nothing is padded; drop `padded`";
   }
-  const int64_t expected = shardSize(in, group.size);
+  const int64_t expected = mesh::shardSize(in, group.size);
   if (out != expected) {
     return op->emitOpError()
            << "result dim " << dim << " of size " << out << " != " << expected

@@ -8,7 +8,7 @@
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/SmallVector.h"
 #include "mlir/IR/BuiltinAttributes.h"
-#include "planner/dialect/dist/ir/shard_math.h"
+#include "mesh/shard_math.h"
 
 namespace loom::planner::dist {
 
@@ -82,7 +82,7 @@ mlir::FailureOr<llvm::SmallVector<int64_t>> computeLocalShape(
              << size % split.ways
              << "; mark its shard entries `padded` (each rank then holds "
              << "ceil(" << size << " / " << split.ways
-             << ") = " << shardSize(size, split.ways)
+             << ") = " << mesh::shardSize(size, split.ways)
              << " rows) or change the dim or the mesh";
       return mlir::failure();
     }
@@ -93,7 +93,7 @@ mlir::FailureOr<llvm::SmallVector<int64_t>> computeLocalShape(
                 "entries";
       return mlir::failure();
     }
-    local[dim] = shardSize(size, split.ways);
+    local[dim] = mesh::shardSize(size, split.ways);
   }
   return local;
 }

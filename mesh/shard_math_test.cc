@@ -1,6 +1,6 @@
 // Tests for shardSize and shardExtent: even splits, the zero-padding rule for
 // uneven ones (including ranks left with no data), and invalid arguments.
-#include "planner/dialect/dist/ir/shard_math.h"
+#include "mesh/shard_math.h"
 
 #include <cstdint>
 #include <vector>
@@ -10,7 +10,7 @@
 #include "gtest/gtest.h"
 #include "tests/testing/status_matchers.h"
 
-namespace loom::planner::dist {
+namespace loom::mesh {
 namespace {
 
 using ::loom::testutil::StatusIs;
@@ -96,4 +96,4 @@ TEST(ShardExtentTest, RejectsInvalidArguments) {
 }
 
 }  // namespace
-}  // namespace loom::planner::dist
+}  // namespace loom::mesh

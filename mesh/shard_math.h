@@ -1,14 +1,14 @@
 // Arithmetic of splitting one tensor dim over a group of ranks, with the
-// padding rule of #dist.placement. Plain C++ (no MLIR), so the plan exporter
-// and the runtime can share the dialect's exact rule.
-#ifndef LOOM_PLANNER_DIALECT_DIST_IR_SHARD_MATH_H_
-#define LOOM_PLANNER_DIALECT_DIST_IR_SHARD_MATH_H_
+// padding rule of #dist.placement. It lives in mesh/ (plain C++, no MLIR) so
+// the planner's dialect and the runtime share the exact rule.
+#ifndef LOOM_MESH_SHARD_MATH_H_
+#define LOOM_MESH_SHARD_MATH_H_
 
 #include <cstdint>
 
 #include "absl/status/statusor.h"
 
-namespace loom::planner::dist {
+namespace loom::mesh {
 
 // The rows each of `ways` ranks holds of a dim of `size`: size / ways when it
 // divides, otherwise ceil(size / ways), the dim being zero-padded at its end to
@@ -31,6 +31,6 @@ struct ShardExtent {
 absl::StatusOr<ShardExtent> shardExtent(int64_t size, int64_t ways,
                                         int64_t index);
 
-}  // namespace loom::planner::dist
+}  // namespace loom::mesh
 
-#endif  // LOOM_PLANNER_DIALECT_DIST_IR_SHARD_MATH_H_
+#endif  // LOOM_MESH_SHARD_MATH_H_

@@ -1,5 +1,5 @@
 // Shard sizes and extents under the zero-padding-at-the-end rule.
-#include "planner/dialect/dist/ir/shard_math.h"
+#include "mesh/shard_math.h"
 
 #include <algorithm>
 #include <cstdint>
@@ -8,7 +8,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 
-namespace loom::planner::dist {
+namespace loom::mesh {
 
 int64_t shardSize(int64_t size, int64_t ways) {
   return (size + ways - 1) / ways;
@@ -34,4 +34,4 @@ absl::StatusOr<ShardExtent> shardExtent(int64_t size, int64_t ways,
   return ShardExtent{begin, std::min(rows, size - begin)};
 }
 
-}  // namespace loom::planner::dist
+}  // namespace loom::mesh
