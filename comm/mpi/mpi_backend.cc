@@ -313,6 +313,17 @@ bool anyCuda(const std::vector<Tensor>& tensors) {
                      [](const Tensor& t) { return t.device().isCuda(); });
 }
 
+// The packed buffer of gather's outputs or scatter's inputs: allocated on
+// the root only (null elsewhere), pinned when any of `tensors` is on a GPU.
+absl::StatusOr<std::shared_ptr<HostBuffer>> rootBuffer(bool root, size_t bytes,
+                                                       const std::vector<Tensor>& tensors) {
+  if (!root) return std::shared_ptr<HostBuffer>();
+  absl::StatusOr<std::unique_ptr<HostBuffer>> packed =
+      HostBuffer::allocate(bytes, anyCuda(tensors));
+  if (!packed.ok()) return packed.status();
+  return std::shared_ptr<HostBuffer>(std::move(*packed));
+}
+
 // Stable across processes and builds (std::hash is neither guaranteed).
 uint32_t fnv1a(const std::string& text) {
   uint32_t hash = 2166136261u;
@@ -469,14 +480,10 @@ class MpiBackend final : public Backend {
                 const CollectiveInfo& info) override {
     absl::StatusOr<int> count = mpiCount(input.numel() * size(), info);
     if (!count.ok()) return count.status();
-    const bool root = options.root == rank();
-    std::shared_ptr<HostBuffer> buffer;
-    if (root) {
-      absl::StatusOr<std::unique_ptr<HostBuffer>> packed =
-          HostBuffer::allocate(input.nbytes() * size(), anyCuda(outputs));
-      if (!packed.ok()) return packed.status();
-      buffer = std::move(*packed);
-    }
+    absl::StatusOr<std::shared_ptr<HostBuffer>> packed =
+        rootBuffer(options.root == rank(), input.nbytes() * size(), outputs);
+    if (!packed.ok()) return packed.status();
+    std::shared_ptr<HostBuffer> buffer = *std::move(packed);
     absl::StatusOr<StagedTensor> in = StagedTensor::of(input, direct(input));
     if (!in.ok()) return in.status();
     const MPI_Datatype type = mpi::mpiDatatype(input.dtype());
@@ -497,14 +504,10 @@ class MpiBackend final : public Backend {
                  const CollectiveInfo& info) override {
     absl::StatusOr<int> count = mpiCount(output.numel() * size(), info);
     if (!count.ok()) return count.status();
-    const bool root = options.root == rank();
-    std::shared_ptr<HostBuffer> buffer;
-    if (root) {
-      absl::StatusOr<std::unique_ptr<HostBuffer>> packed =
-          HostBuffer::allocate(output.nbytes() * size(), anyCuda(inputs));
-      if (!packed.ok()) return packed.status();
-      buffer = std::move(*packed);
-    }
+    absl::StatusOr<std::shared_ptr<HostBuffer>> packed =
+        rootBuffer(options.root == rank(), output.nbytes() * size(), inputs);
+    if (!packed.ok()) return packed.status();
+    std::shared_ptr<HostBuffer> buffer = *std::move(packed);
     absl::StatusOr<StagedTensor> out = StagedTensor::of(output, direct(output));
     if (!out.ok()) return out.status();
     const MPI_Datatype type = mpi::mpiDatatype(output.dtype());
