@@ -2,6 +2,7 @@
 #include "planner/export/plan_json.h"
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -13,6 +14,7 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/BuiltinTypes.h"
+#include "mlir/IR/Location.h"
 #include "planner/dialect/dist/ir/dist_attrs.h"
 #include "planner/dialect/dist/ir/dist_ops.h"
 #include "planner/dialect/dist/ir/dist_types.h"
@@ -225,6 +227,10 @@ absl::StatusOr<json> exportPlan(mlir::ModuleOp module, const mesh::Topology& top
       const unsigned n = arg.getArgNumber();
       auto argName = func.getArgAttrOfType<mlir::StringAttr>(n, nn::NnDialect::kNameAttrName);
       name = argName ? argName.getValue().str() : absl::StrCat("arg", n);
+      // Inputs are named by their location ("input_ids", "position_ids").
+      if (auto loc = llvm::dyn_cast<mlir::NameLoc>(arg.getLoc()); loc && !argName) {
+        name = loc.getName().str();
+      }
       placement = fromAttr(func.getArgAttr(n, placement::kPlacementAttrName));
       if (auto it = options.global_arg_shapes.find(n); it != options.global_arg_shapes.end()) {
         global = it->second;
@@ -379,6 +385,46 @@ absl::StatusOr<json> exportPlan(mlir::ModuleOp module, const mesh::Topology& top
          {"duration_s", event.duration_s}});
   }
   plan["phases"] = std::move(phaseLists);
+
+  // What the runtime feeds and reads: the token ids (operand 0 of the
+  // embedding), the labels (operand 1 of the cross-entropy), the seed of the
+  // loss's cotangent (autodiff's extra argument) and the returned loss.
+  json interface = json::object();
+  auto argFeeding = [&](llvm::StringRef opName, unsigned operand) -> std::optional<int64_t> {
+    for (mlir::Operation& op : func.getBody().front()) {
+      if (op.getName().getStringRef() != opName || op.getNumOperands() <= operand) continue;
+      auto arg = llvm::dyn_cast<mlir::BlockArgument>(op.getOperand(operand));
+      if (!arg) continue;
+      if (auto it = ids.find(arg); it != ids.end()) return it->second;
+    }
+    return std::nullopt;
+  };
+  // Zoo graphs name their inputs by location; other graphs are read by use.
+  for (mlir::BlockArgument arg : func.getArguments()) {
+    auto loc = llvm::dyn_cast<mlir::NameLoc>(arg.getLoc());
+    if (!loc || func.getArgAttr(arg.getArgNumber(), nn::NnDialect::kNameAttrName)) continue;
+    const llvm::StringRef name = loc.getName().getValue();
+    const char* key = name == "input_ids" || name == "tokens" ? "ids" : name == "labels" ? "labels"
+                    : name == "position_ids" ? "positions" : nullptr;
+    if (key) interface[key] = ids.lookup(arg);
+  }
+  if (!interface.contains("ids")) {
+    if (std::optional<int64_t> id = argFeeding("nn.embedding", 0)) interface["ids"] = *id;
+  }
+  if (!interface.contains("labels")) {
+    if (std::optional<int64_t> id = argFeeding("nn.cross_entropy", 1)) interface["labels"] = *id;
+  }
+  if (auto seed = func->getAttrOfType<mlir::IntegerAttr>(autodiff::kLossGradArgAttrName)) {
+    if (auto it = ids.find(func.getArgument(seed.getInt())); it != ids.end()) {
+      interface["loss_grad_seed"] = it->second;
+    }
+  }
+  for (auto [i, operand] : llvm::enumerate(terminator->getOperands())) {
+    if (func.getResultAttr(i, autodiff::kGradOfAttrName)) continue;
+    if (auto it = ids.find(operand); it != ids.end()) interface["loss"] = it->second;
+    break;
+  }
+  plan["interface"] = std::move(interface);
 
   json breakdown = json::object();
   for (int r = 0; r < memory::kNumRoles; ++r) {

@@ -1,0 +1,988 @@
+// The executor: binding instructions to kernels at start-up (every shape
+// checked once), then running the stream step after step.
+#include "runtime/executor/executor.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <cstring>
+#include <numeric>
+#include <set>
+#include <thread>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "mesh/shard_math.h"
+#include "runtime/init/counter_rng.h"
+#include "runtime/kernels/cpu/cpu_kernels.h"
+#include "runtime/optim/adamw.h"
+
+namespace loom::runtime {
+namespace {
+
+using json = nlohmann::json;
+
+int64_t product(const std::vector<int64_t>& dims, size_t begin = 0, size_t end = SIZE_MAX) {
+  int64_t n = 1;
+  for (size_t i = begin; i < std::min(end, dims.size()); ++i) n *= dims[i];
+  return n;
+}
+
+std::string shapeText(const std::vector<int64_t>& shape) {
+  return absl::StrCat("[", absl::StrJoin(shape, ", "), "]");
+}
+
+// Copies a dense `valid`-shaped block into the top-left corner of a
+// `local`-shaped buffer (the rest stays as it is: zero padding).
+void copyIntoPadded(const float* src, const std::vector<int64_t>& valid, float* dst,
+                    const std::vector<int64_t>& local) {
+  if (valid == local) {
+    std::memcpy(dst, src, product(valid) * sizeof(float));
+    return;
+  }
+  if (product(valid) == 0) return;
+  const size_t rank = local.size();
+  std::vector<int64_t> index(rank, 0);
+  const int64_t inner = valid.empty() ? 1 : valid.back();
+  const int64_t rows = product(valid) / std::max<int64_t>(inner, 1);
+  for (int64_t row = 0; row < rows; ++row) {
+    int64_t offset = 0;
+    for (size_t d = 0; d + 1 < rank; ++d) offset = offset * local[d] + index[d];
+    offset = offset * (rank ? local.back() : 1);
+    std::memcpy(dst + offset, src + row * inner, inner * sizeof(float));
+    for (int64_t d = static_cast<int64_t>(rank) - 2; d >= 0; --d) {
+      if (++index[d] < valid[d]) break;
+      index[d] = 0;
+    }
+  }
+}
+
+// The inverse: the valid corner of a padded local buffer, densely.
+void copyFromPadded(const float* src, const std::vector<int64_t>& local, float* dst,
+                    const std::vector<int64_t>& valid) {
+  if (valid == local) {
+    std::memcpy(dst, src, product(valid) * sizeof(float));
+    return;
+  }
+  if (product(valid) == 0) return;
+  const size_t rank = local.size();
+  std::vector<int64_t> index(rank, 0);
+  const int64_t inner = valid.back();
+  const int64_t rows = product(valid) / inner;
+  for (int64_t row = 0; row < rows; ++row) {
+    int64_t offset = 0;
+    for (size_t d = 0; d + 1 < rank; ++d) offset = offset * local[d] + index[d];
+    offset *= local.back();
+    std::memcpy(dst + row * inner, src + offset, inner * sizeof(float));
+    for (int64_t d = static_cast<int64_t>(rank) - 2; d >= 0; --d) {
+      if (++index[d] < valid[d]) break;
+      index[d] = 0;
+    }
+  }
+}
+
+// Rows [begin, begin + count) of dim `dim` of a row-major tensor `shape`,
+// copied to/from a dense [.., count, ..] block. Rows past shape[dim] read as
+// zeros and are not written.
+void copyDimSlice(const float* src, const std::vector<int64_t>& shape, int64_t dim, int64_t begin,
+                  int64_t count, float* dst) {
+  const int64_t outer = product(shape, 0, dim);
+  const int64_t n = shape[dim];
+  const int64_t tail = product(shape, dim + 1);
+  const int64_t have = std::clamp<int64_t>(n - begin, 0, count);
+  for (int64_t o = 0; o < outer; ++o) {
+    float* out = dst + o * count * tail;
+    if (have > 0) std::memcpy(out, src + (o * n + begin) * tail, have * tail * sizeof(float));
+    if (have < count) std::memset(out + have * tail, 0, (count - have) * tail * sizeof(float));
+  }
+}
+void placeDimSlice(const float* src, int64_t count, float* dst, const std::vector<int64_t>& shape,
+                   int64_t dim, int64_t begin) {
+  const int64_t outer = product(shape, 0, dim);
+  const int64_t n = shape[dim];
+  const int64_t tail = product(shape, dim + 1);
+  const int64_t have = std::clamp<int64_t>(n - begin, 0, count);
+  if (have <= 0) return;
+  for (int64_t o = 0; o < outer; ++o) {
+    std::memcpy(dst + (o * n + begin) * tail, src + o * count * tail, have * tail * sizeof(float));
+  }
+}
+
+absl::StatusOr<comm::ReduceOp> reduceOpOf(const json& reduction) {
+  std::string name;
+  if (reduction.is_number_integer()) {
+    static const char* kNames[] = {"sum", "avg", "max", "min"};
+    const int64_t i = reduction.get<int64_t>();
+    if (i < 0 || i > 3) return absl::InvalidArgumentError(absl::StrCat("unknown reduction ", i));
+    name = kNames[i];
+  } else if (reduction.is_string()) {
+    name = reduction.get<std::string>();
+  }
+  if (name == "sum") return comm::ReduceOp::kSum;
+  if (name == "avg") return comm::ReduceOp::kAvg;
+  if (name == "max") return comm::ReduceOp::kMax;
+  if (name == "min") return comm::ReduceOp::kMin;
+  return absl::InvalidArgumentError(absl::StrCat("unknown reduction ", reduction.dump()));
+}
+
+}  // namespace
+
+// An instruction bound to its kernel: `body` runs it once its results are
+// allocated. `view_of` makes result 0 share an operand's (or a pending
+// collective's) storage instead of allocating.
+struct Executor::Bound {
+  const Instruction* instr = nullptr;
+  int64_t position = 0;
+  std::function<absl::Status(int64_t step)> body;
+  int64_t view_of = -1;           // result 0 aliases this buffer
+  bool allocates_results = true;  // false: the body defines them
+  std::vector<int64_t> release_after;
+};
+
+// An async collective between its start and its wait.
+struct Executor::Pending {
+  std::shared_ptr<comm::Work> work;
+  void* staging = nullptr;  // released at the wait
+  // Post-processing at the wait into the wait's result; may be empty (then
+  // the wait's result is the start's result).
+  std::function<void(float* out)> finish;
+  double issued_us = 0;
+  std::string collective, axes;
+  int64_t index = -1;
+};
+
+Executor::Executor(const Plan& plan, std::shared_ptr<comm::ProcessGroup> world,
+                   ExecutorOptions options)
+    : plan_(plan), world_(std::move(world)), options_(options) {}
+
+Executor::~Executor() {
+  // Collectives still in flight (a failed step) must finish or time out
+  // before their buffers go away.
+  for (auto& [handle, pending] : pending_) {
+    if (pending->work) (void)pending->work->wait(options_.timeout);
+  }
+  // Trace callbacks run on the groups' threads just after completion.
+  const double deadline = TraceRecorder::nowUs() + 5e6;
+  while (callbacks_outstanding_ > 0 && TraceRecorder::nowUs() < deadline) std::this_thread::yield();
+}
+
+absl::StatusOr<std::unique_ptr<Executor>> Executor::create(const Plan& plan,
+                                                           std::shared_ptr<comm::ProcessGroup> world,
+                                                           ExecutorOptions options) {
+  if (absl::Status s = checkPlanForJob(plan, world->size()); !s.ok()) return s;
+  std::unique_ptr<Executor> executor(new Executor(plan, std::move(world), options));
+  Executor& e = *executor;
+  e.rank_ = e.world_->rank();
+  absl::StatusOr<std::vector<int64_t>> coords = e.plan_.mesh.coordinateOf(e.rank_);
+  if (!coords.ok()) return coords.status();
+  e.coords_ = *coords;
+
+  // One group per mesh axis, plus every set of axes a collective spans.
+  std::set<std::vector<std::string>> axisSets;
+  for (const Instruction& instr : e.plan_.instructions) {
+    if (!instr.attrs.contains("mesh_axes")) continue;
+    std::vector<std::string> axes = instr.attrs["mesh_axes"].get<std::vector<std::string>>();
+    if (axes.size() > 1) axisSets.insert(axes);
+  }
+  absl::StatusOr<comm::MeshGroups> groups = comm::MeshGroups::create(
+      e.world_, e.plan_.mesh, std::vector<std::vector<std::string>>(axisSets.begin(), axisSets.end()),
+      "plan");
+  if (!groups.ok()) return groups.status();
+  e.groups_ = std::make_unique<comm::MeshGroups>(*std::move(groups));
+
+  // The data-parallel rows of this rank, from the ids' placement.
+  const BufferSpec& ids = e.plan_.buffers[e.plan_.interface.ids];
+  absl::StatusOr<ShardBox> rows = shardBoxOf(ids, e.plan_.mesh, e.coords_);
+  if (!rows.ok()) return rows.status();
+  if (rows->valid != ids.local_shape || ids.local_shape[1] != ids.global_shape[1]) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        plan.source, ": the token ids ", shapeText(ids.global_shape), " are split as ",
+        shapeText(ids.local_shape), " per rank with padding or along the sequence; the CPU runtime "
+        "needs a global batch that divides over the data-parallel axes (re-plan with --batch a "
+        "multiple of their product)"));
+  }
+  e.rows_ = {rows->offsets[0], ids.local_shape[0]};
+  e.seq_ = ids.global_shape[1];
+  for (const Instruction& instr : e.plan_.instructions) {
+    if (instr.op == "nn.embedding" && instr.operands.size() == 2) {
+      e.vocab_ = e.plan_.buffers[instr.operands[1]].global_shape[0];
+      break;
+    }
+  }
+  if (e.vocab_ <= 0) {
+    return absl::InvalidArgumentError(absl::StrCat(plan.source, ": the plan has no nn.embedding of the ids"));
+  }
+
+  if (absl::Status s = e.bind(); !s.ok()) return s;
+  if (absl::Status s = e.initialise(); !s.ok()) return s;
+  if (options.trace) {
+    if (absl::Status s = e.trace_.alignClocks(*e.world_); !s.ok()) return s;
+  }
+  return executor;
+}
+
+void* Executor::bufferData(int64_t id) const {
+  const int64_t block = block_of_[id];
+  return block < 0 ? nullptr : blocks_[block].data;
+}
+
+absl::Status Executor::define(int64_t id) {
+  if (block_of_[id] >= 0) return absl::OkStatus();
+  blocks_.push_back({allocator_.allocate(static_cast<size_t>(plan_.buffers[id].bytes)), 1});
+  block_of_[id] = static_cast<int64_t>(blocks_.size()) - 1;
+  return absl::OkStatus();
+}
+
+void Executor::alias(int64_t id, int64_t of) {
+  block_of_[id] = block_of_[of];
+  ++blocks_[block_of_[of]].refs;
+}
+
+void Executor::releaseBuffer(int64_t id) {
+  if (persistent_[id] || block_of_[id] < 0) return;
+  Block& block = blocks_[block_of_[id]];
+  if (--block.refs == 0) {
+    allocator_.release(block.data);
+    block.data = nullptr;
+  }
+  block_of_[id] = -1;
+}
+
+absl::Status Executor::bind() {
+  const int64_t numBuffers = static_cast<int64_t>(plan_.buffers.size());
+  block_of_.assign(numBuffers, -1);
+  persistent_.assign(numBuffers, false);
+  for (const BufferSpec& b : plan_.buffers) {
+    persistent_[b.id] = b.role == BufferRole::kParam || b.role == BufferRole::kOptimizerState;
+  }
+
+  // Last uses. An async start's operands stay alive until its wait, because
+  // the group's worker thread reads them meanwhile.
+  const int64_t count = static_cast<int64_t>(plan_.instructions.size());
+  std::vector<int64_t> lastUse(numBuffers, -1), definedAt(numBuffers, -1);
+  std::map<std::string, int64_t> waitOf;
+  for (int64_t i = 0; i < count; ++i) {
+    const Instruction& in = plan_.instructions[i];
+    if (in.op == "dist.wait") waitOf[in.async_handle] = i;
+  }
+  for (int64_t i = 0; i < count; ++i) {
+    const Instruction& in = plan_.instructions[i];
+    const int64_t until = in.async_handle.empty() || in.op == "dist.wait" ? i : waitOf[in.async_handle];
+    for (int64_t id : in.operands) lastUse[id] = std::max(lastUse[id], until);
+    for (int64_t id : in.results) {
+      if (definedAt[id] < 0) definedAt[id] = i;
+    }
+  }
+
+  for (int64_t i = 0; i < count; ++i) {
+    const Instruction& in = plan_.instructions[i];
+    auto bound = std::make_unique<Bound>();
+    bound->instr = &in;
+    bound->position = i;
+    auto fail = [&](const std::string& what) {
+      return absl::InvalidArgumentError(absl::StrCat(plan_.source, ": ", in.where(), " at op index ",
+                                                     in.index, ": ", what));
+    };
+    auto shape = [&](int64_t id) -> const std::vector<int64_t>& { return plan_.buffers[id].local_shape; };
+    auto numel = [&](int64_t id) { return plan_.buffers[id].numel(); };
+    auto f32 = [this](int64_t id) { return static_cast<float*>(bufferData(id)); };
+    auto i32 = [this](int64_t id) { return static_cast<int32_t*>(bufferData(id)); };
+    auto need = [&](size_t operands, size_t results) -> absl::Status {
+      if (in.operands.size() != operands || in.results.size() != results) {
+        return fail(absl::StrCat("expected ", operands, " operands and ", results, " results, got ",
+                                 in.operands.size(), " and ", in.results.size()));
+      }
+      return absl::OkStatus();
+    };
+    for (int64_t id : in.operands) {
+      const comm::DType t = plan_.buffers[id].dtype;
+      if (t != comm::DType::kFloat32 && t != comm::DType::kInt32) {
+        return fail(absl::StrCat("buffer ", id, " (", plan_.buffers[id].name, ") is ",
+                                 std::string(comm::dtypeName(t)), "; the CPU runtime computes in f32 (plan with --dtype=f32)"));
+      }
+    }
+    const std::string& op = in.op;
+    const std::vector<int64_t>& o = in.operands;
+    const std::vector<int64_t>& r = in.results;
+    absl::Status st;
+
+    if (op == "nn.embedding") {
+      if (st = need(2, 1); !st.ok()) return st;
+      const int64_t hidden = shape(o[1]).back();
+      const int64_t tokens = numel(o[0]);
+      absl::StatusOr<ShardBox> box = shardBoxOf(plan_.buffers[o[1]], plan_.mesh, coords_);
+      if (!box.ok()) return box.status();
+      if (numel(r[0]) != tokens * hidden) return fail("result is not ids x hidden");
+      const int64_t rowBegin = box->offsets[0], tableRows = box->valid[0];
+      bound->body = [=, this](int64_t) {
+        cpu::embedding(i32(o[0]), f32(o[1]), f32(r[0]), tokens, hidden, rowBegin, tableRows);
+        return absl::OkStatus();
+      };
+    } else if (op == "nn.embedding_grad") {
+      if (st = need(2, 1); !st.ok()) return st;
+      const int64_t hidden = shape(r[0]).back();
+      const int64_t tokens = numel(o[0]);
+      absl::StatusOr<ShardBox> box = shardBoxOf(plan_.buffers[r[0]], plan_.mesh, coords_);
+      if (!box.ok()) return box.status();
+      if (numel(o[1]) != tokens * hidden) return fail("dy is not ids x hidden");
+      const int64_t rowBegin = box->offsets[0], tableRows = box->valid[0];
+      bound->body = [=, this](int64_t) {
+        std::memset(f32(r[0]), 0, numel(r[0]) * sizeof(float));
+        cpu::embeddingGrad(i32(o[0]), f32(o[1]), f32(r[0]), tokens, hidden, rowBegin, tableRows);
+        return absl::OkStatus();
+      };
+    } else if (op == "nn.linear") {
+      if (o.size() != 2 && o.size() != 3) return fail("expected x, w and an optional bias");
+      if (shape(o[1]).size() != 2) return fail("w must be rank 2");
+      const int64_t inF = shape(o[1])[0], outF = shape(o[1])[1];
+      if (shape(o[0]).back() != inF) {
+        return fail(absl::StrCat("x ", shapeText(shape(o[0])), " does not match w ", shapeText(shape(o[1]))));
+      }
+      const int64_t rows = numel(o[0]) / inF;
+      if (numel(r[0]) != rows * outF) return fail("result size");
+      const bool bias = o.size() == 3;
+      if (bias && numel(o[2]) != outF) return fail("bias size");
+      bound->body = [=, this](int64_t) {
+        cpu::linear(f32(o[0]), f32(o[1]), bias ? f32(o[2]) : nullptr, f32(r[0]), rows, inF, outF);
+        return absl::OkStatus();
+      };
+    } else if (op == "nn.matmul") {
+      if (st = need(2, 1); !st.ok()) return st;
+      const bool tl = in.attrs.value("transpose_lhs", false), tr = in.attrs.value("transpose_rhs", false);
+      if (tl && tr) return fail("transpose_lhs and transpose_rhs together are not supported");
+      if (tl) {
+        if (shape(r[0]).size() != 2) return fail("transpose_lhs result must be rank 2");
+        const int64_t m = shape(r[0])[0], n = shape(r[0])[1];
+        const int64_t rows = numel(o[0]) / m;
+        if (shape(o[0]).back() != m || shape(o[1]).back() != n || numel(o[1]) != rows * n) {
+          return fail("lhs^T rhs shapes disagree");
+        }
+        bound->body = [=, this](int64_t) {
+          cpu::matmulTransposeLhs(f32(o[0]), f32(o[1]), f32(r[0]), rows, m, n);
+          return absl::OkStatus();
+        };
+      } else {
+        if (shape(o[1]).size() != 2) return fail("rhs must be rank 2 (batched matmuls are not supported)");
+        const int64_t k = shape(o[0]).back();
+        const int64_t n = tr ? shape(o[1])[0] : shape(o[1])[1];
+        if ((tr ? shape(o[1])[1] : shape(o[1])[0]) != k) return fail("contraction dims disagree");
+        const int64_t rows = numel(o[0]) / k;
+        if (numel(r[0]) != rows * n) return fail("result size");
+        bound->body = [=, this](int64_t) {
+          if (tr) cpu::matmulTransposeRhs(f32(o[0]), f32(o[1]), f32(r[0]), rows, k, n);
+          else cpu::matmul(f32(o[0]), f32(o[1]), f32(r[0]), rows, k, n);
+          return absl::OkStatus();
+        };
+      }
+    } else if (op == "nn.rms_norm" || op == "nn.layer_norm") {
+      const bool layer = op == "nn.layer_norm";
+      if (st = need(layer ? 3 : 2, 1); !st.ok()) return st;
+      const int64_t hidden = shape(o[0]).back(), rows = numel(o[0]) / hidden;
+      if (numel(o[1]) != hidden) return fail("gamma size");
+      const float eps = in.attrs.value("epsilon", 1e-5f);
+      bound->body = [=, this](int64_t) {
+        if (layer) cpu::layerNorm(f32(o[0]), f32(o[1]), f32(o[2]), f32(r[0]), rows, hidden, eps);
+        else cpu::rmsNorm(f32(o[0]), f32(o[1]), f32(r[0]), rows, hidden, eps);
+        return absl::OkStatus();
+      };
+    } else if (op == "nn.rms_norm_grad" || op == "nn.layer_norm_grad") {
+      const bool layer = op == "nn.layer_norm_grad";
+      if (st = need(3, layer ? 3 : 2); !st.ok()) return st;
+      const int64_t hidden = shape(o[0]).back(), rows = numel(o[0]) / hidden;
+      if (numel(o[1]) != hidden || numel(o[2]) != numel(o[0])) return fail("shapes disagree");
+      const float eps = in.attrs.value("epsilon", 1e-5f);
+      bound->body = [=, this](int64_t) {
+        if (layer) {
+          cpu::layerNormGrad(f32(o[0]), f32(o[1]), f32(o[2]), f32(r[0]), f32(r[1]), f32(r[2]), rows,
+                             hidden, eps);
+        } else {
+          cpu::rmsNormGrad(f32(o[0]), f32(o[1]), f32(o[2]), f32(r[0]), f32(r[1]), rows, hidden, eps);
+        }
+        return absl::OkStatus();
+      };
+    } else if (op == "nn.rope") {
+      if (st = need(1, 1); !st.ok()) return st;
+      const std::vector<int64_t>& s = shape(o[0]);
+      if (s.size() != 4 || s[3] % 2) return fail("rope wants [B, S, H, D] with D even");
+      for (const AxisPlacement& p : plan_.buffers[o[0]].placement) {
+        if (p.kind == AxisPlacement::Kind::kShard && p.dim == 1) {
+          return fail("rope of a sequence-sharded tensor is not supported");
+        }
+      }
+      const float theta = in.attrs.value("theta", 10000.0f);
+      const bool inverse = in.attrs.value("inverse", false);
+      bound->body = [=, this](int64_t) {
+        cpu::rope(f32(o[0]), f32(r[0]), s[0], s[1], s[2], s[3], theta, inverse);
+        return absl::OkStatus();
+      };
+    } else if (op == "nn.attention" || op == "nn.attention_grad") {
+      const bool grad = op == "nn.attention_grad";
+      if (st = need(grad ? 4 : 3, grad ? 3 : 1); !st.ok()) return st;
+      const std::vector<int64_t>& q = shape(o[0]);
+      const std::vector<int64_t>& k = shape(o[1]);
+      if (q.size() != 4 || k.size() != 4 || shape(o[2]) != k || q[0] != k[0] || q[1] != k[1] ||
+          q[3] != k[3] || k[2] == 0 || q[2] % k[2]) {
+        return fail(absl::StrCat("q ", shapeText(q), " and k/v ", shapeText(k), " do not fit"));
+      }
+      const cpu::AttentionShape a{q[0], q[1], q[2], k[2], q[3]};
+      bound->body = [=, this](int64_t) {
+        if (grad) {
+          cpu::attentionGrad(f32(o[0]), f32(o[1]), f32(o[2]), f32(o[3]), f32(r[0]), f32(r[1]), f32(r[2]), a);
+        } else {
+          cpu::attention(f32(o[0]), f32(o[1]), f32(o[2]), f32(r[0]), a);
+        }
+        return absl::OkStatus();
+      };
+    } else if (op == "nn.silu" || op == "nn.gelu") {
+      if (st = need(1, 1); !st.ok()) return st;
+      const bool gelu = op == "nn.gelu";
+      const int64_t n = numel(o[0]);
+      bound->body = [=, this](int64_t) {
+        if (gelu) cpu::gelu(f32(o[0]), f32(r[0]), n);
+        else cpu::silu(f32(o[0]), f32(r[0]), n);
+        return absl::OkStatus();
+      };
+    } else if (op == "nn.silu_grad" || op == "nn.gelu_grad") {
+      if (st = need(2, 1); !st.ok()) return st;
+      const bool gelu = op == "nn.gelu_grad";
+      const int64_t n = numel(o[0]);
+      if (numel(o[1]) != n) return fail("x and dy differ in size");
+      bound->body = [=, this](int64_t) {
+        if (gelu) cpu::geluGrad(f32(o[0]), f32(o[1]), f32(r[0]), n);
+        else cpu::siluGrad(f32(o[0]), f32(o[1]), f32(r[0]), n);
+        return absl::OkStatus();
+      };
+    } else if (op == "nn.add" || op == "nn.mul") {
+      if (st = need(2, 1); !st.ok()) return st;
+      const int64_t n = numel(o[0]);
+      if (numel(o[1]) != n || numel(r[0]) != n) return fail("operands differ in size (no broadcasting)");
+      const bool mul = op == "nn.mul";
+      bound->body = [=, this](int64_t) {
+        if (mul) cpu::mul(f32(o[0]), f32(o[1]), f32(r[0]), n);
+        else cpu::add(f32(o[0]), f32(o[1]), f32(r[0]), n);
+        return absl::OkStatus();
+      };
+    } else if (op == "nn.softmax" || op == "nn.softmax_grad") {
+      const bool grad = op == "nn.softmax_grad";
+      if (st = need(grad ? 2 : 1, 1); !st.ok()) return st;
+      const int64_t n = shape(o[0]).back(), rows = numel(o[0]) / n;
+      bound->body = [=, this](int64_t) {
+        if (grad) cpu::softmaxGrad(f32(o[0]), f32(o[1]), f32(r[0]), rows, n);
+        else cpu::softmax(f32(o[0]), f32(r[0]), rows, n);
+        return absl::OkStatus();
+      };
+    } else if (op == "nn.reshape") {
+      if (st = need(1, 1); !st.ok()) return st;
+      if (numel(o[0]) != numel(r[0])) return fail("reshape changes the element count");
+      bound->view_of = o[0];
+      bound->body = [](int64_t) { return absl::OkStatus(); };
+    } else if (op == "nn.reduce_sum") {
+      if (st = need(1, 1); !st.ok()) return st;
+      std::vector<int64_t> dims = in.attrs.value("dims", std::vector<int64_t>{});
+      const std::vector<int64_t> s = shape(o[0]);
+      for (size_t k = 0; k < dims.size(); ++k) {
+        if (dims[k] < 0 || dims[k] >= static_cast<int64_t>(s.size()) || (k && dims[k] <= dims[k - 1])) {
+          return fail("dims must be strictly increasing and in range");
+        }
+      }
+      bound->body = [=, this](int64_t) {
+        cpu::reduceSum(f32(o[0]), s, dims, f32(r[0]));
+        return absl::OkStatus();
+      };
+    } else if (op == "nn.cross_entropy" || op == "nn.cross_entropy_grad") {
+      const bool grad = op == "nn.cross_entropy_grad";
+      if (st = need(grad ? 3 : 2, 1); !st.ok()) return st;
+      const int64_t vocab = shape(o[0]).back(), tokens = numel(o[0]) / vocab;
+      if (numel(o[1]) != tokens) return fail("labels do not match the logits' tokens");
+      for (const AxisPlacement& p : plan_.buffers[o[0]].placement) {
+        if (p.kind == AxisPlacement::Kind::kShard &&
+            p.dim == static_cast<int64_t>(shape(o[0]).size()) - 1) {
+          return fail("the logits are split over the vocabulary; this op needs them whole");
+        }
+      }
+      const float scale = in.attrs.value("scale", 1.0f);
+      bound->body = [=, this](int64_t) {
+        if (grad) {
+          cpu::crossEntropyGrad(f32(o[0]), i32(o[1]), *f32(o[2]), scale, f32(r[0]), tokens, vocab);
+        } else {
+          *f32(r[0]) = cpu::crossEntropy(f32(o[0]), i32(o[1]), tokens, vocab);
+        }
+        return absl::OkStatus();
+      };
+    } else if (op == "dist.bucket" || op == "dist.unbucket") {
+      const bool pack = op == "dist.bucket";
+      const std::vector<int64_t>& entries = pack ? o : r;
+      const int64_t flat = pack ? r.at(0) : o.at(0);
+      if ((pack ? r.size() : o.size()) != 1) return fail("one bucket buffer expected");
+      const int64_t chunks = in.attrs.value("chunks", int64_t{1});
+      std::vector<int64_t> offsets = in.attrs.value("offsets", std::vector<int64_t>{});
+      std::vector<int64_t> splitDims = in.attrs.value("split_dims", std::vector<int64_t>(entries.size(), 0));
+      if (offsets.size() != entries.size() || splitDims.size() != entries.size() || chunks < 1 ||
+          numel(flat) % chunks) {
+        return fail("offsets/split_dims/chunks do not fit the entries");
+      }
+      const int64_t segment = numel(flat) / chunks;
+      struct Part {
+        int64_t id, outer, n, tail, offset;
+      };
+      std::vector<Part> parts;
+      for (size_t k = 0; k < entries.size(); ++k) {
+        const std::vector<int64_t>& s = shape(entries[k]);
+        const int64_t d = s.empty() ? 0 : splitDims[k];
+        Part part{entries[k], product(s, 0, d), s.empty() ? 1 : s[d], product(s, d + 1), offsets[k]};
+        if (part.n % chunks || part.offset + part.outer * (part.n / chunks) * part.tail > segment) {
+          return fail(absl::StrCat("entry ", k, " ", shapeText(s), " does not fit its segment"));
+        }
+        parts.push_back(part);
+      }
+      bound->body = [=, this](int64_t) {
+        float* buffer = f32(flat);
+        for (const Part& p : parts) {
+          float* entry = f32(p.id);
+          const int64_t rows = p.n / chunks;
+          for (int64_t c = 0; c < chunks; ++c) {
+            for (int64_t q = 0; q < p.outer; ++q) {
+              float* a = entry + (q * p.n + c * rows) * p.tail;
+              float* b = buffer + c * segment + p.offset + q * rows * p.tail;
+              if (pack) std::memcpy(b, a, rows * p.tail * sizeof(float));
+              else std::memcpy(a, b, rows * p.tail * sizeof(float));
+            }
+          }
+        }
+        return absl::OkStatus();
+      };
+    } else if (op == "dist.slice") {
+      if (st = need(1, 1); !st.ok()) return st;
+      const int64_t dim = in.attrs.value("slice_dim", int64_t{0});
+      std::vector<std::string> axes = in.attrs.value("mesh_axes", std::vector<std::string>{});
+      int64_t index = 0;
+      for (const std::string& axis : axes) {
+        absl::StatusOr<int64_t> a = plan_.mesh.axisIndex(axis);
+        if (!a.ok()) return fail(std::string(a.status().message()));
+        index = index * plan_.mesh.shape()[*a] + coords_[*a];
+      }
+      const std::vector<int64_t> in_shape = shape(o[0]);
+      const int64_t rows = shape(r[0])[dim];
+      bound->body = [=, this](int64_t) {
+        copyDimSlice(f32(o[0]), in_shape, dim, index * rows, rows, f32(r[0]));
+        return absl::OkStatus();
+      };
+    } else if (op == "dist.free") {
+      if (o.size() != 1 || !r.empty()) return fail("dist.free takes one buffer");
+      bound->body = [](int64_t) { return absl::OkStatus(); };
+    } else if (op == "dist.optimizer_step") {
+      if (o.size() != 4) {
+        return fail("expected param, grad, exp_avg, exp_avg_sq (f32 params have no master copy)");
+      }
+      const int64_t n = numel(o[0]);
+      for (int64_t id : o) {
+        if (numel(id) != n) return fail("param, grad and states differ in size");
+      }
+      optim::AdamWConfig config;
+      config.lr = options_.learning_rate > 0 ? options_.learning_rate : in.attrs.value("lr", 1e-3);
+      std::vector<double> betas = in.attrs.value("betas", std::vector<double>{0.9, 0.999});
+      if (betas.size() != 2) return fail("betas must have two entries");
+      config.beta1 = betas[0];
+      config.beta2 = betas[1];
+      config.eps = in.attrs.value("eps", 1e-8);
+      config.weight_decay = in.attrs.value("weight_decay", 1e-2);
+      bound->allocates_results = false;
+      bound->body = [=, this](int64_t step) {
+        optim::adamwStep(config, step, f32(o[0]), f32(o[1]), f32(o[2]), f32(o[3]), n);
+        return absl::OkStatus();
+      };
+    } else if (op == "dist.wait") {
+      if (st = need(1, 1); !st.ok()) return st;
+      const std::string handle = in.async_handle;
+      bound->allocates_results = false;
+      bound->body = [=, this](int64_t step) -> absl::Status {
+        auto it = pending_.find(handle);
+        if (it == pending_.end()) {
+          return absl::InternalError(absl::StrCat(in.where(), ": '", handle, "' was not started"));
+        }
+        std::shared_ptr<Pending> p = std::move(it->second);
+        pending_.erase(it);
+        const double t0 = TraceRecorder::nowUs();
+        absl::Status s = p->work->wait(options_.timeout);
+        const double t1 = TraceRecorder::nowUs();
+        if (!s.ok()) {
+          return absl::Status(s.code(), absl::StrCat("step ", step, ", ", in.where(), " (", handle,
+                                                     "): ", s.message()));
+        }
+        if (options_.trace) {
+          TraceEvent e;
+          e.name = absl::StrCat("wait ", p->collective);
+          e.track = "compute";
+          e.phase = phaseName(in.phase);
+          e.step = step;
+          e.index = p->index;
+          e.start_us = t0;
+          e.duration_us = t1 - t0;
+          e.collective = p->collective;
+          e.axes = p->axes;
+          trace_.add(std::move(e));
+        }
+        if (p->finish) {
+          if (absl::Status d = define(r[0]); !d.ok()) return d;
+          p->finish(f32(r[0]));
+        } else {
+          alias(r[0], o[0]);
+        }
+        if (p->staging) allocator_.release(p->staging);
+        return absl::OkStatus();
+      };
+    } else if (op.starts_with("dist.all_gather") || op.starts_with("dist.reduce_scatter") ||
+               op.starts_with("dist.all_reduce")) {
+      if (st = need(1, 1); !st.ok()) return st;
+      const std::string kind = in.attrs.value("kind", "");
+      std::vector<std::string> axes = in.attrs.value("mesh_axes", std::vector<std::string>{});
+      absl::StatusOr<std::shared_ptr<comm::ProcessGroup>> group = groups_->groupFor(axes);
+      if (!group.ok()) return fail(std::string(group.status().message()));
+      const std::string wire = in.attrs.value("wire_type", "f32");
+      const std::string accum = in.attrs.value("accum_type", wire);
+      if (wire != "f32" || accum != "f32") {
+        return fail(absl::StrCat("wire ", wire, " / accumulation ", accum,
+                                 ": the CPU runtime moves and reduces f32 only"));
+      }
+      const bool async = op.ends_with("_start");
+      const int64_t g = (*group)->size();
+      const bool padded = in.attrs.value("padded", false);
+      const std::vector<int64_t> inShape = shape(o[0]), outShape = shape(r[0]);
+      std::shared_ptr<comm::ProcessGroup> pg = *group;
+      comm::ReduceOp reduce = comm::ReduceOp::kSum;
+      if (in.attrs.contains("reduction")) {
+        absl::StatusOr<comm::ReduceOp> parsed = reduceOpOf(in.attrs["reduction"]);
+        if (!parsed.ok()) return fail(std::string(parsed.status().message()));
+        reduce = *parsed;
+      }
+      int64_t dim = 0;
+      if (kind == "all_gather") dim = in.attrs.value("gather_dim", int64_t{0});
+      if (kind == "reduce_scatter") dim = in.attrs.value("scatter_dim", int64_t{0});
+      if (kind == "all_gather") {
+        const int64_t want = padded ? outShape[dim] : inShape[dim] * g;
+        if (mesh::shardSize(outShape[dim], g) != inShape[dim] || outShape[dim] != want) {
+          return fail(absl::StrCat("gathering ", shapeText(inShape), " over ", g, " ranks along dim ", dim,
+                                   " cannot give ", shapeText(outShape)));
+        }
+      } else if (kind == "reduce_scatter") {
+        if (mesh::shardSize(inShape[dim], g) != outShape[dim]) {
+          return fail(absl::StrCat("scattering ", shapeText(inShape), " over ", g, " ranks along dim ",
+                                   dim, " cannot give ", shapeText(outShape)));
+        }
+      } else if (kind != "all_reduce" || inShape != outShape) {
+        return fail(absl::StrCat("unsupported collective kind '", kind, "'"));
+      }
+      const int64_t bytes = in.attrs.value("bytes", int64_t{0});
+      const std::string axesText = absl::StrJoin(axes, "+");
+      const std::string track = absl::StrCat("comm:", pg->name());
+      const std::string handle = async ? in.async_handle : absl::StrCat("sync#", i);
+      bound->body = [=, this](int64_t step) -> absl::Status {
+        auto p = std::make_shared<Pending>();
+        p->collective = kind;
+        p->axes = axesText;
+        p->index = in.index;
+        p->issued_us = TraceRecorder::nowUs();
+        float* src = f32(o[0]);
+        float* dst = f32(r[0]);
+        const int64_t inCount = product(inShape), outCount = product(outShape);
+        absl::StatusOr<std::shared_ptr<comm::Work>> work;
+        if (kind == "all_reduce") {
+          std::memcpy(dst, src, inCount * sizeof(float));
+          work = pg->allReduce(comm::Tensor(dst, comm::DType::kFloat32, {outCount}), {.op = reduce});
+        } else if (kind == "all_gather") {
+          if (dim == 0 && !padded) {
+            work = pg->allGatherIntoTensor(comm::Tensor(dst, comm::DType::kFloat32, {outCount}),
+                                           comm::Tensor(src, comm::DType::kFloat32, {inCount}));
+          } else {
+            // Gather rank-major, then lay the pieces side by side along dim
+            // (dropping the padded tail) at the wait.
+            p->staging = allocator_.allocate(g * inCount * sizeof(float));
+            float* staging = static_cast<float*>(p->staging);
+            work = pg->allGatherIntoTensor(comm::Tensor(staging, comm::DType::kFloat32, {g * inCount}),
+                                           comm::Tensor(src, comm::DType::kFloat32, {inCount}));
+            const int64_t rows = inShape[dim];
+            p->finish = [=](float* out) {
+              for (int64_t q = 0; q < g; ++q) {
+                placeDimSlice(staging + q * inCount, rows, out, outShape, dim, q * rows);
+              }
+            };
+          }
+        } else {  // reduce_scatter
+          if (dim == 0 && !padded) {
+            work = pg->reduceScatterTensor(comm::Tensor(dst, comm::DType::kFloat32, {outCount}),
+                                           comm::Tensor(src, comm::DType::kFloat32, {inCount}),
+                                           {.op = reduce});
+          } else {
+            // Lay rank q's rows of dim out as segment q (zero-padded), then
+            // reduce-scatter the segments.
+            p->staging = allocator_.allocate(g * outCount * sizeof(float));
+            float* staging = static_cast<float*>(p->staging);
+            const int64_t rows = outShape[dim];
+            for (int64_t q = 0; q < g; ++q) copyDimSlice(src, inShape, dim, q * rows, rows, staging + q * outCount);
+            work = pg->reduceScatterTensor(comm::Tensor(dst, comm::DType::kFloat32, {outCount}),
+                                           comm::Tensor(staging, comm::DType::kFloat32, {g * outCount}),
+                                           {.op = reduce});
+          }
+        }
+        if (!work.ok()) {
+          return absl::Status(work.status().code(),
+                              absl::StrCat("step ", step, ", ", in.where(), ": ", work.status().message()));
+        }
+        p->work = *work;
+        if (options_.trace) {
+          const std::string phase(phaseName(in.phase));
+          const int64_t index = in.index;
+          const double issued = p->issued_us;
+          ++callbacks_outstanding_;
+          p->work->onCompletion([=, this](const absl::Status&) {
+            const double done = TraceRecorder::nowUs();
+            TraceEvent e;
+            e.name = kind;
+            e.track = track;
+            e.phase = phase;
+            e.step = step;
+            e.index = index;
+            e.start_us = issued;
+            e.duration_us = done - issued;
+            e.collective = kind;
+            e.axes = axesText;
+            e.bytes = bytes;
+            trace_.add(std::move(e));
+            --callbacks_outstanding_;
+          });
+        }
+        // A blocking collective is a start and a wait in one.
+        if (!async) {
+          absl::Status s = p->work->wait(options_.timeout);
+          if (!s.ok()) {
+            return absl::Status(s.code(), absl::StrCat("step ", step, ", ", in.where(), ": ", s.message()));
+          }
+          if (p->finish) p->finish(dst);
+          if (p->staging) allocator_.release(p->staging);
+          return absl::OkStatus();
+        }
+        pending_[handle] = std::move(p);
+        return absl::OkStatus();
+      };
+    } else {
+      return fail("no kernel is bound to this op");
+    }
+
+    bound_.push_back(std::move(bound));
+  }
+
+  // What to release after each instruction: explicit frees, and every
+  // other non-persistent buffer after its last use (or right after its
+  // definition when nothing reads it). The loss lives to the step's end.
+  for (int64_t id = 0; id < numBuffers; ++id) {
+    if (persistent_[id] || id == plan_.interface.loss) continue;
+    int64_t at = std::max(lastUse[id], definedAt[id]);
+    if (at < 0) continue;
+    bound_[at]->release_after.push_back(id);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Executor::initialise() {
+  for (const BufferSpec& b : plan_.buffers) {
+    if (!persistent_[b.id]) continue;
+    if (b.dtype != comm::DType::kFloat32) {
+      return absl::InvalidArgumentError(absl::StrCat(plan_.source, ": buffer ", b.id, " (", b.name,
+                                                     ") is ", std::string(comm::dtypeName(b.dtype)),
+                                                     "; the CPU runtime keeps parameters in f32"));
+    }
+    if (absl::Status s = define(b.id); !s.ok()) return s;
+    absl::StatusOr<ShardBox> box = shardBoxOf(b, plan_.mesh, coords_);
+    if (!box.ok()) return box.status();
+    std::vector<float> dense(product(box->valid));
+    if (!dense.empty()) {
+      if (absl::Status s = init::initShard(*b.init, b.global_shape, box->offsets, box->valid, dense.data());
+          !s.ok()) {
+        return absl::Status(s.code(), absl::StrCat("initialising ", b.name, ": ", s.message()));
+      }
+    }
+    copyIntoPadded(dense.data(), box->valid, static_cast<float*>(bufferData(b.id)), b.local_shape);
+  }
+  return absl::OkStatus();
+}
+
+void Executor::beginPhase(const std::string& name) {
+  current_phase_ = name;
+  allocator_.resetPeak();
+}
+
+void Executor::endPhase() {
+  if (current_phase_.empty()) return;
+  phase_memory_.push_back({current_phase_, allocator_.stats().peak_in_use_bytes});
+  current_phase_.clear();
+}
+
+absl::Status Executor::clipGradients(StepResult& result) {
+  // Each element once: a grad replicated over some axes is counted by the
+  // share 1 / (their size) on every rank of them.
+  double local = 0;
+  for (const Instruction& in : plan_.instructions) {
+    if (in.op != "dist.optimizer_step") continue;
+    const BufferSpec& grad = plan_.buffers[in.operands[1]];
+    int64_t copies = 1;
+    for (size_t a = 0; a < grad.placement.size(); ++a) {
+      if (grad.placement[a].kind == AxisPlacement::Kind::kReplicate) copies *= plan_.mesh.shape()[a];
+    }
+    local += optim::localSquaredNorm(static_cast<float*>(bufferData(grad.id)), grad.numel()) / copies;
+  }
+  double total = local;
+  absl::StatusOr<std::shared_ptr<comm::Work>> work =
+      world_->allReduce(comm::Tensor(&total, comm::DType::kFloat64, {1}));
+  if (!work.ok()) return work.status();
+  if (absl::Status s = (*work)->wait(options_.timeout); !s.ok()) return s;
+  result.grad_norm = std::sqrt(total);
+  const float coefficient = optim::clipCoefficient(total, options_.max_grad_norm);
+  if (coefficient < 1.0f) {
+    for (const Instruction& in : plan_.instructions) {
+      if (in.op != "dist.optimizer_step") continue;
+      const BufferSpec& grad = plan_.buffers[in.operands[1]];
+      optim::scaleGradients(static_cast<float*>(bufferData(grad.id)), grad.numel(), coefficient);
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Executor::run(const Bound& bound, int64_t step) {
+  const Instruction& in = *bound.instr;
+  if (bound.view_of >= 0) {
+    alias(in.results[0], bound.view_of);
+  } else if (bound.allocates_results) {
+    for (int64_t id : in.results) {
+      if (absl::Status s = define(id); !s.ok()) return s;
+    }
+  }
+  const double t0 = options_.trace ? TraceRecorder::nowUs() : 0;
+  if (absl::Status s = bound.body(step); !s.ok()) return s;
+  if (options_.trace && !in.comm_stream && in.op != "dist.wait" && in.op != "dist.free") {
+    TraceEvent e;
+    e.name = in.op;
+    e.track = "compute";
+    e.phase = phaseName(in.phase);
+    e.step = step;
+    e.index = in.index;
+    e.start_us = t0;
+    e.duration_us = TraceRecorder::nowUs() - t0;
+    trace_.add(std::move(e));
+  }
+  for (int64_t id : bound.release_after) releaseBuffer(id);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<StepResult> Executor::step(int64_t step, const int32_t* ids, const int32_t* labels) {
+  const double start = TraceRecorder::nowUs();
+  StepResult result;
+  phase_memory_.clear();
+  const PlanInterface& io = plan_.interface;
+  for (int64_t id : {io.ids, io.labels, io.loss_grad_seed}) {
+    if (absl::Status s = define(id); !s.ok()) return s;
+  }
+  const size_t tokens = static_cast<size_t>(rows_.count * seq_);
+  std::memcpy(bufferData(io.ids), ids, tokens * sizeof(int32_t));
+  std::memcpy(bufferData(io.labels), labels, tokens * sizeof(int32_t));
+  *static_cast<float*>(bufferData(io.loss_grad_seed)) = 1.0f;
+  if (io.positions >= 0) {
+    if (absl::Status s = define(io.positions); !s.ok()) return s;
+    int32_t* positions = static_cast<int32_t*>(bufferData(io.positions));
+    for (size_t t = 0; t < tokens; ++t) positions[t] = static_cast<int32_t>(t % seq_);
+  }
+
+  std::optional<Phase> phase;
+  for (const std::unique_ptr<Bound>& bound : bound_) {
+    const Instruction& in = *bound->instr;
+    if (!phase || *phase != in.phase) {
+      endPhase();
+      phase = in.phase;
+      if (in.phase == Phase::kOptimizer && options_.max_grad_norm > 0) {
+        if (absl::Status s = clipGradients(result); !s.ok()) return s;
+      }
+      beginPhase(std::string(phaseName(in.phase)));
+    }
+    if (absl::Status s = run(*bound, step); !s.ok()) return s;
+  }
+  endPhase();
+  if (!pending_.empty()) {
+    return absl::InternalError(absl::StrCat("collective '", pending_.begin()->first,
+                                            "' was never waited in step ", step));
+  }
+  result.loss = *static_cast<float*>(bufferData(io.loss));
+  persistent_[io.loss] = false;
+  releaseBuffer(io.loss);
+  for (int64_t id : {io.ids, io.labels, io.loss_grad_seed, io.positions}) {
+    if (id >= 0) releaseBuffer(id);
+  }
+  result.seconds = (TraceRecorder::nowUs() - start) / 1e6;
+  return result;
+}
+
+std::vector<checkpoint::ShardView> Executor::checkpointShards() const {
+  std::vector<checkpoint::ShardView> shards;
+  for (const BufferSpec& b : plan_.buffers) {
+    if (!persistent_[b.id]) continue;
+    // One replica: the rank at coordinate 0 of every axis that replicates it.
+    bool saver = true;
+    for (size_t a = 0; a < b.placement.size(); ++a) {
+      if (b.placement[a].kind != AxisPlacement::Kind::kShard && coords_[a] != 0) saver = false;
+    }
+    if (!saver) continue;
+    absl::StatusOr<ShardBox> box = shardBoxOf(b, plan_.mesh, coords_);
+    if (!box.ok() || product(box->valid) == 0) continue;
+    checkpoint::ShardView view;
+    view.name = b.name;
+    view.dtype = checkpoint::DType::kF32;
+    view.global_shape = b.global_shape;
+    view.box = {box->offsets, box->valid};
+    view.local_shape = b.local_shape;
+    view.data = bufferData(b.id);
+    shards.push_back(std::move(view));
+  }
+  return shards;
+}
+
+absl::Status Executor::loadCheckpoint(const checkpoint::CheckpointReader& reader) {
+  for (const BufferSpec& b : plan_.buffers) {
+    if (!persistent_[b.id]) continue;
+    absl::StatusOr<checkpoint::TensorInfo> info = reader.tensor(b.name);
+    if (!info.ok()) return info.status();
+    if (info->shape != b.global_shape) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "checkpoint ", reader.directory(), ": ", b.name, " is ", shapeText(info->shape),
+          " there but ", shapeText(b.global_shape), " in the plan; it was saved for another model"));
+    }
+    absl::StatusOr<ShardBox> box = shardBoxOf(b, plan_.mesh, coords_);
+    if (!box.ok()) return box.status();
+    std::vector<float> dense(product(box->valid));
+    if (!dense.empty()) {
+      if (absl::Status s = reader.readInto(b.name, {box->offsets, box->valid}, dense.data()); !s.ok()) {
+        return s;
+      }
+    }
+    float* local = static_cast<float*>(bufferData(b.id));
+    std::memset(local, 0, b.bytes);
+    copyIntoPadded(dense.data(), box->valid, local, b.local_shape);
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<float>> Executor::localValues(const std::string& name) const {
+  for (const BufferSpec& b : plan_.buffers) {
+    if (b.name != name) continue;
+    const float* data = static_cast<const float*>(bufferData(b.id));
+    if (data == nullptr || b.dtype != comm::DType::kFloat32) {
+      return absl::FailedPreconditionError(absl::StrCat(name, " is not held between steps"));
+    }
+    absl::StatusOr<ShardBox> box = shardBoxOf(b, plan_.mesh, coords_);
+    if (!box.ok()) return box.status();
+    std::vector<float> dense(product(box->valid));
+    copyFromPadded(data, b.local_shape, dense.data(), box->valid);
+    return dense;
+  }
+  return absl::NotFoundError(absl::StrCat("no buffer named ", name, " in ", plan_.source));
+}
+
+}  // namespace loom::runtime

@@ -1,0 +1,80 @@
+#!/usr/bin/env bash
+# End-to-end training through //tools:train on separate processes:
+#  - fsdp on 4 ranks (--nproc, gloo), under //tools:launch, and under
+#    mpirun with the mpi backend, each against the unsharded 1-rank run;
+#  - a rank killed after step 12 of a 4-rank run (checkpoints every 5
+#    steps), then --resume: steps 11..20 equal the uninterrupted run's;
+#  - the 4-rank fsdp checkpoint of step 10 resumed as fsdp x tp on 2x2.
+# Args: train, launch, then the plans: single, fsdp4, fsdp2_tp2, hsdp2x2.
+set -u
+train="$1" launch="$2" single="$3" fsdp4="$4" fsdp2tp2="$5" hsdp="$6"
+work="$(mktemp -d /tmp/loom-train.XXXXXXXX)"
+trap 'rm -rf "$work"' EXIT
+export OPENBLAS_NUM_THREADS=1
+fail() { echo "FAIL: $*" >&2; exit 1; }
+
+# compare A B [FIRST_STEP]: losses of B equal A's (from step FIRST_STEP on,
+# 1-based) within 1e-5 relative.
+compare() {
+  /usr/bin/python3 - "$@" <<'EOF' || fail "losses differ: $*"
+import json, sys
+a = json.load(open(sys.argv[1]))["losses"]
+b_all = json.load(open(sys.argv[2]))
+b = b_all["losses"]
+first = b_all.get("first_step", 1)
+a = a[first - 1:first - 1 + len(b)]
+assert len(a) == len(b) and len(b) > 0, (len(a), len(b))
+worst = max(abs(x - y) / abs(x) for x, y in zip(a, b))
+print(f"{sys.argv[2]}: {len(b)} steps from {first}, worst relative difference {worst:.2e}")
+sys.exit(0 if worst <= 1e-5 else 1)
+EOF
+}
+
+run() {  # run NAME ARGS...: a train run whose log is kept for failures
+  local name="$1"; shift
+  "$@" > "$work/$name.log" 2>&1 || { cat "$work/$name.log" >&2; fail "$name exited $?"; }
+}
+
+common=(--steps=20 --timeout_s=60 --progress=false)
+run single "$train" --plan="$single" "${common[@]}" --losses_out="$work/single.json"
+run fsdp4 "$train" --plan="$fsdp4" "${common[@]}" --nproc=4 --losses_out="$work/fsdp4.json" \
+    --memory_out="$work/memory.json" --trace="$work/trace.json"
+compare "$work/single.json" "$work/fsdp4.json"
+grep -q "vs plan" "$work/fsdp4.log" || fail "no memory table: $(cat "$work/fsdp4.log")"
+/usr/bin/python3 - "$work/trace.json" <<'EOF' || fail "trace.json"
+import json, sys
+t = json.load(open(sys.argv[1]))
+pids = {e["pid"] for e in t["traceEvents"] if e["ph"] == "X"}
+assert pids == {0, 1, 2, 3}, pids
+kinds = {c["kind"] for c in t["loomSummary"]["collectives"]}
+assert {"all_gather", "reduce_scatter"} <= kinds, kinds
+EOF
+
+run hsdp "$launch" --nproc=4 --timeout=120s -- "$train" --plan="$hsdp" "${common[@]}" \
+    --losses_out="$work/hsdp.json"
+compare "$work/single.json" "$work/hsdp.json"
+
+source "$TEST_SRCDIR/$TEST_WORKSPACE/tests/testing/mpi_test_env.sh"
+port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+run mpi mpirun "${mpirun_flags[@]}" --timeout 120 -np 4 -x MASTER_PORT="$port" \
+    -x OPENBLAS_NUM_THREADS=1 "$train" --plan="$fsdp2tp2" "${common[@]}" --backend=mpi \
+    --losses_out="$work/mpi.json"
+compare "$work/single.json" "$work/mpi.json"
+
+# Crash and resume: rank 1 dies after step 12; the latest checkpoint is 10.
+"$train" --plan="$fsdp4" "${common[@]}" --nproc=4 --checkpoint_dir="$work/ck" --save_every=5 \
+    --fault_kill_rank=1 --fault_kill_at_step=12 > "$work/killed.log" 2>&1 \
+    && fail "the killed run exited 0"
+grep -q "kills itself after step 12" "$work/killed.log" || fail "no kill: $(cat "$work/killed.log")"
+[[ "$(cat "$work/ck/latest")" == step_10 ]] || fail "latest is not step 10: $(cat "$work/ck/latest")"
+cp -r "$work/ck" "$work/ck2"
+run resumed "$train" --plan="$fsdp4" "${common[@]}" --nproc=4 --checkpoint_dir="$work/ck" \
+    --resume --save_every=0 --losses_out="$work/resumed.json"
+grep -q "resumed from .*step 10" "$work/resumed.log" || fail "no resume line"
+compare "$work/fsdp4.json" "$work/resumed.json"
+
+# Reshard on load: the 4-rank fsdp step-10 checkpoint under fsdp x tp.
+run reshard "$train" --plan="$fsdp2tp2" "${common[@]}" --nproc=4 --checkpoint_dir="$work/ck2" \
+    --resume --losses_out="$work/reshard.json"
+compare "$work/fsdp4.json" "$work/reshard.json"
+echo "PASS"

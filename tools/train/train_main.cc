@@ -1,0 +1,389 @@
+// train: runs a plan.json on every rank of a job and trains the model.
+//
+//   bazel run //tools:train -- --plan=DIR/plan.json --steps=20 --nproc=4
+//   launch --nproc=4 -- train --plan=... ; mpirun -n 4 train --backend=mpi ...
+//
+// Each rank finds its place from the launcher's environment (//tools:launch
+// or torchrun, mpirun, srun); with --nproc and no launcher around it, the
+// tool starts the ranks itself. Rank 0 logs loss, tokens/s and step time,
+// and at the end the measured memory per phase beside the planner's
+// prediction; --checkpoint_dir saves sharded checkpoints, --resume
+// continues from the latest, --trace writes the merged measured trace.
+#include <signal.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <fstream>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/time/time.h"
+#include "comm/all_backends.h"
+#include "comm/hash_store.h"
+#include "comm/process_group.h"
+#include "comm/rendezvous.h"
+#include "runtime/checkpoint/checkpoint_reader.h"
+#include "runtime/checkpoint/checkpoint_writer.h"
+#include "runtime/data/token_feed.h"
+#include "runtime/executor/executor.h"
+#include "runtime/plan/plan.h"
+#include "tools/launch/launcher.h"
+#include "tools/launch/rank_env.h"
+
+ABSL_FLAG(std::string, plan, "", "the plan.json to run (from //tools:plan --out=DIR)");
+ABSL_FLAG(int, steps, 10, "training steps to run (in all, counting resumed ones)");
+ABSL_FLAG(int, nproc, 0, "start this many local ranks (when not under a launcher)");
+ABSL_FLAG(std::string, backend, "gloo", "CPU communication backend: gloo or mpi");
+ABSL_FLAG(std::string, data, "synthetic", "synthetic, or a token file (docs/runtime_data.md)");
+ABSL_FLAG(uint64_t, data_seed, 1234, "seed that picks each step's rows");
+ABSL_FLAG(double, lr, 0, "AdamW learning rate (0: the plan's)");
+ABSL_FLAG(double, max_grad_norm, 0, "clip gradients to this global norm (0: off)");
+ABSL_FLAG(int, timeout_s, 300, "bound on the rendezvous and on every collective");
+ABSL_FLAG(std::string, checkpoint_dir, "", "save sharded checkpoints here");
+ABSL_FLAG(int, save_every, 0, "save every N steps (0: only after the last step)");
+ABSL_FLAG(bool, resume, false, "continue from the latest checkpoint in --checkpoint_dir");
+ABSL_FLAG(std::string, trace, "", "write the measured trace (Chrome/Perfetto JSON) here");
+ABSL_FLAG(std::string, losses_out, "", "write {\"losses\": [...]} (rank 0) here");
+ABSL_FLAG(std::string, memory_out, "", "write measured and predicted memory (JSON) here");
+ABSL_FLAG(bool, progress, true, "draw a progress bar on a terminal");
+ABSL_FLAG(std::string, comm_checks, "off",
+          "collective checks across ranks: off, cheap (op, seq, dtype) or detail (+ shapes); "
+          "LOOM_COMM_CHECKS overrides");
+ABSL_FLAG(int, fault_kill_rank, -1, "fault injection: this rank SIGKILLs itself ...");
+ABSL_FLAG(int, fault_kill_at_step, 0, "... right after finishing this step (tests crash recovery)");
+
+namespace loom::train {
+namespace {
+
+using nlohmann::json;
+
+// Whether some launcher already made this process a rank.
+bool underLauncher() {
+  for (const char* name : {"RANK", "OMPI_COMM_WORLD_RANK", "SLURM_PROCID"}) {
+    if (std::getenv(name) != nullptr) return true;
+  }
+  return false;
+}
+
+// --nproc without a launcher: start the ranks as children running this
+// same binary with the same flags; they see RANK and so become ranks.
+int runAsLauncher(int argc, char** argv, int nproc) {
+  launch::LaunchOptions options;
+  char self[4096];
+  const ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+  if (n <= 0) {
+    std::fprintf(stderr, "train: cannot find its own binary to start ranks\n");
+    return 2;
+  }
+  self[n] = '\0';
+  options.binary = self;
+  for (int i = 1; i < argc; ++i) options.args.push_back(argv[i]);
+  options.nproc = nproc;
+  options.timeout = absl::Seconds(absl::GetFlag(FLAGS_timeout_s)) * 4;
+  absl::StatusOr<launch::LaunchResult> result = launch::runLocalJob(options);
+  if (!result.ok()) {
+    std::fprintf(stderr, "train: %s\n", std::string(result.status().message()).c_str());
+    return 2;
+  }
+  if (!result->message.empty()) std::fprintf(stderr, "train: %s\n", result->message.c_str());
+  return result->exit_code;
+}
+
+struct Job {
+  int rank = 0;
+  int world_size = 1;
+  std::shared_ptr<comm::Store> store;
+  std::shared_ptr<comm::ProcessGroup> world;
+  std::string source = "single process";
+};
+
+absl::StatusOr<Job> joinJob(absl::Duration timeout) {
+  Job job;
+  comm::registerAllBackends();
+  if (underLauncher()) {
+    absl::StatusOr<launch::RankEnv> env = launch::detectRankEnv();
+    if (!env.ok()) return env.status();
+    comm::RendezvousOptions rdv;
+    rdv.timeout = timeout;
+    rdv.getenv = [env = *env](const std::string& name) -> std::optional<std::string> {
+      if (name == "RANK") return absl::StrCat(env.rank);
+      if (name == "WORLD_SIZE") return absl::StrCat(env.world_size);
+      if (name == "LOCAL_RANK") return absl::StrCat(env.local_rank);
+      if (name == "MASTER_ADDR") return env.master_addr;
+      if (name == "MASTER_PORT") return absl::StrCat(env.master_port);
+      const char* value = std::getenv(name.c_str());
+      if (value == nullptr) return std::nullopt;
+      return std::string(value);
+    };
+    absl::StatusOr<comm::RendezvousResult> r = comm::rendezvous("env://", rdv);
+    if (!r.ok()) return r.status();
+    job.rank = r->rank;
+    job.world_size = r->world_size;
+    job.store = r->store;
+    job.source = std::string(launch::rankEnvSourceName(env->source));
+  } else {
+    job.store = std::make_shared<comm::HashStore>();
+  }
+  comm::ProcessGroupOptions options;
+  options.cpu_backend = absl::GetFlag(FLAGS_backend);
+  options.timeout = timeout;
+  options.group_name = "train";
+  const std::string checks = absl::GetFlag(FLAGS_comm_checks);
+  if (checks == "off") {
+    options.checks = comm::CollectiveChecks::kOff;
+  } else if (checks == "cheap") {
+    options.checks = comm::CollectiveChecks::kCheap;
+  } else if (checks == "detail") {
+    options.checks = comm::CollectiveChecks::kDetail;
+  } else {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--comm_checks=", checks, " is not one of off, cheap, detail"));
+  }
+  absl::StatusOr<std::shared_ptr<comm::ProcessGroup>> world =
+      comm::ProcessGroup::create(job.store, job.rank, job.world_size, options);
+  if (!world.ok()) return world.status();
+  job.world = *world;
+  return job;
+}
+
+absl::StatusOr<std::unique_ptr<runtime::data::DataFeed>> openFeed(const runtime::Executor& e) {
+  runtime::data::FeedConfig config{
+      .seed = absl::GetFlag(FLAGS_data_seed),
+      .vocab = e.vocab(),
+      .seq = e.seqLength(),
+      .global_batch = e.plan().buffers[e.plan().interface.ids].global_shape[0]};
+  const std::string data = absl::GetFlag(FLAGS_data);
+  if (data == "synthetic") {
+    absl::StatusOr<std::unique_ptr<runtime::data::SyntheticTokens>> feed =
+        runtime::data::SyntheticTokens::create(config);
+    if (!feed.ok()) return feed.status();
+    return std::unique_ptr<runtime::data::DataFeed>(std::move(*feed));
+  }
+  absl::StatusOr<std::unique_ptr<runtime::data::TokenFile>> feed =
+      runtime::data::TokenFile::open(data, config);
+  if (!feed.ok()) return feed.status();
+  return std::unique_ptr<runtime::data::DataFeed>(std::move(*feed));
+}
+
+// "[#########.........]" for a terminal, rewritten in place.
+void drawProgress(int step, int steps, double loss) {
+  constexpr int kWidth = 30;
+  const int filled = steps ? step * kWidth / steps : kWidth;
+  std::fprintf(stderr, "\r[%s%s] %d/%d loss %.4f", std::string(filled, '#').c_str(),
+               std::string(kWidth - filled, '.').c_str(), step, steps, loss);
+  if (step == steps) std::fprintf(stderr, "\n");
+  std::fflush(stderr);
+}
+
+// Every rank's peak bytes per phase, gathered; rank 0 prints them beside the
+// planner's prediction and returns them as JSON.
+absl::StatusOr<json> memoryReport(runtime::Executor& e, comm::ProcessGroup& world) {
+  const std::vector<std::string> phases = {"forward", "backward", "optimizer", "checkpoint"};
+  std::vector<int64_t> mine(phases.size(), 0);
+  for (const runtime::PhaseMemory& m : e.phaseMemory()) {
+    for (size_t i = 0; i < phases.size(); ++i) {
+      if (phases[i] == m.phase) mine[i] = std::max(mine[i], m.peak_bytes);
+    }
+  }
+  std::vector<int64_t> all(mine.size() * world.size());
+  absl::StatusOr<std::shared_ptr<comm::Work>> work = world.allGatherIntoTensor(
+      comm::Tensor(all.data(), comm::DType::kInt64, {static_cast<int64_t>(all.size())}),
+      comm::Tensor(mine.data(), comm::DType::kInt64, {static_cast<int64_t>(mine.size())}));
+  if (!work.ok()) return work.status();
+  if (absl::Status s = (*work)->wait(); !s.ok()) return s;
+  const int64_t predicted = e.plan().predicted.peak_bytes;
+  json report = {{"predicted_peak_bytes", predicted}, {"ranks", json::array()}};
+  if (world.rank() != 0) return report;
+  std::printf("\nmemory per rank (bytes handed out by the caching allocator; planner: %lld)\n",
+              static_cast<long long>(predicted));
+  std::printf("| rank | forward | backward | optimizer | checkpoint | peak | vs plan |\n");
+  std::printf("| ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n");
+  for (int r = 0; r < world.size(); ++r) {
+    int64_t peak = 0;
+    json rank = {{"rank", r}};
+    for (size_t i = 0; i < phases.size(); ++i) {
+      peak = std::max(peak, all[r * phases.size() + i]);
+      rank[phases[i]] = all[r * phases.size() + i];
+    }
+    rank["peak"] = peak;
+    const double diff = peak ? 100.0 * (static_cast<double>(predicted) - peak) / peak : 0;
+    std::printf("| %d | %lld | %lld | %lld | %lld | %lld | %+.1f %% |\n", r,
+                static_cast<long long>(all[r * 4]), static_cast<long long>(all[r * 4 + 1]),
+                static_cast<long long>(all[r * 4 + 2]), static_cast<long long>(all[r * 4 + 3]),
+                static_cast<long long>(peak), diff);
+    report["ranks"].push_back(rank);
+  }
+  return report;
+}
+
+absl::Status writeJson(const std::string& path, const json& value) {
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp);
+    out << value.dump(1) << "\n";
+    if (!out) return absl::InternalError(absl::StrCat("cannot write ", tmp));
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    return absl::InternalError(absl::StrCat("cannot rename ", tmp, " to ", path));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status train() {
+  const std::string planPath = absl::GetFlag(FLAGS_plan);
+  if (planPath.empty()) {
+    return absl::InvalidArgumentError(
+        "--plan is required: make one with bazel run //tools:plan -- --out=DIR ..., then pass "
+        "--plan=DIR/plan.json");
+  }
+  absl::StatusOr<runtime::Plan> plan = runtime::loadPlan(planPath);
+  if (!plan.ok()) return plan.status();
+  const absl::Duration timeout = absl::Seconds(absl::GetFlag(FLAGS_timeout_s));
+  absl::StatusOr<Job> job = joinJob(timeout);
+  if (!job.ok()) return job.status();
+  const bool lead = job->rank == 0;
+
+  runtime::ExecutorOptions options;
+  options.timeout = timeout;
+  options.learning_rate = absl::GetFlag(FLAGS_lr);
+  options.max_grad_norm = absl::GetFlag(FLAGS_max_grad_norm);
+  options.trace = !absl::GetFlag(FLAGS_trace).empty();
+  absl::StatusOr<std::unique_ptr<runtime::Executor>> executor =
+      runtime::Executor::create(*plan, job->world, options);
+  if (!executor.ok()) return executor.status();
+  runtime::Executor& e = **executor;
+  absl::StatusOr<std::unique_ptr<runtime::data::DataFeed>> feed = openFeed(e);
+  if (!feed.ok()) return feed.status();
+
+  const std::string checkpointDir = absl::GetFlag(FLAGS_checkpoint_dir);
+  int64_t firstStep = 1;
+  if (absl::GetFlag(FLAGS_resume)) {
+    if (checkpointDir.empty()) return absl::InvalidArgumentError("--resume needs --checkpoint_dir");
+    absl::StatusOr<runtime::checkpoint::CheckpointReader> reader =
+        runtime::checkpoint::CheckpointReader::open(checkpointDir);
+    if (!reader.ok()) return reader.status();
+    if (absl::Status s = e.loadCheckpoint(*reader); !s.ok()) return s;
+    firstStep = reader->step() + 1;
+    if (lead) {
+      std::printf("resumed from %s (step %lld, saved by %lld ranks on mesh %s)\n",
+                  reader->directory().c_str(), static_cast<long long>(reader->step()),
+                  static_cast<long long>(reader->worldSize()), reader->mesh().c_str());
+    }
+  }
+  std::optional<runtime::checkpoint::CheckpointWriter> writer;
+  if (!checkpointDir.empty()) {
+    writer.emplace(checkpointDir, runtime::checkpoint::WriterOptions{.mesh = plan->mesh.toString(),
+                                                                     .progress = {}});
+  }
+
+  const int steps = absl::GetFlag(FLAGS_steps);
+  const int saveEvery = absl::GetFlag(FLAGS_save_every);
+  const bool bar = lead && absl::GetFlag(FLAGS_progress) && isatty(STDERR_FILENO);
+  const runtime::data::RowRange rows = e.batchRows();
+  const int64_t globalTokens = plan->buffers[plan->interface.ids].global_shape[0] * e.seqLength();
+  std::vector<int32_t> ids(rows.count * e.seqLength()), labels(ids.size());
+  if (lead) {
+    std::printf("train: %s on mesh %s (%s), %d ranks via %s, backend %s, %lld tokens per step\n",
+                plan->model.c_str(), plan->mesh.toString().c_str(),
+                absl::StrJoin(plan->strategies, ",").c_str(), job->world_size, job->source.c_str(),
+                absl::GetFlag(FLAGS_backend).c_str(), static_cast<long long>(globalTokens));
+  }
+  json losses = json::array();
+  for (int64_t step = firstStep; step <= steps; ++step) {
+    if (absl::Status s = (*feed)->batch(step, rows.begin, rows.count, ids.data(), labels.data());
+        !s.ok()) {
+      return s;
+    }
+    absl::StatusOr<runtime::StepResult> result = e.step(step, ids.data(), labels.data());
+    if (!result.ok()) return result.status();
+    losses.push_back(result->loss);
+    if (lead) {
+      std::printf("step %lld/%d loss %.6f tokens/s %.0f step %.1f ms%s\n",
+                  static_cast<long long>(step), steps, result->loss,
+                  globalTokens / result->seconds, result->seconds * 1e3,
+                  options.max_grad_norm > 0 ? absl::StrFormat(" grad_norm %.4f", result->grad_norm).c_str()
+                                            : "");
+      std::fflush(stdout);
+      if (bar) drawProgress(static_cast<int>(step), steps, result->loss);
+    }
+    if (job->rank == absl::GetFlag(FLAGS_fault_kill_rank) && step == absl::GetFlag(FLAGS_fault_kill_at_step)) {
+      std::fprintf(stderr, "train: fault injection: rank %d kills itself after step %lld\n", job->rank,
+                   static_cast<long long>(step));
+      std::fflush(stderr);
+      kill(getpid(), SIGKILL);
+    }
+    if (writer && (step == steps || (saveEvery > 0 && step % saveEvery == 0))) {
+      e.beginPhase("checkpoint");
+      absl::Status saved = writer->save(step, e.checkpointShards(),
+                                        {{"step", step}, {"model", plan->model},
+                                         {"data_seed", absl::GetFlag(FLAGS_data_seed)}},
+                                        *job->store, job->rank, job->world_size, timeout);
+      e.endPhase();
+      if (!saved.ok()) return saved;
+      if (lead) std::printf("saved step %lld to %s\n", static_cast<long long>(step), checkpointDir.c_str());
+    }
+  }
+
+  absl::StatusOr<json> memory = memoryReport(e, *job->world);
+  if (!memory.ok()) return memory.status();
+  if (lead && !absl::GetFlag(FLAGS_memory_out).empty()) {
+    if (absl::Status s = writeJson(absl::GetFlag(FLAGS_memory_out), *memory); !s.ok()) return s;
+  }
+  if (options.trace) {
+    absl::StatusOr<json> trace = e.trace().merge(*job->world);
+    if (!trace.ok()) return trace.status();
+    if (lead) {
+      if (absl::Status s = writeJson(absl::GetFlag(FLAGS_trace), *trace); !s.ok()) return s;
+      const json& summary = (*trace)["loomSummary"];
+      std::printf("\nmeasured communication per rank (trace: %s)\n", absl::GetFlag(FLAGS_trace).c_str());
+      std::printf("| collective | axes | count | comm ms | exposed ms |\n| --- | --- | ---: | ---: | ---: |\n");
+      for (const json& c : summary["collectives"]) {
+        std::printf("| %s | %s | %lld | %.2f | %.2f |\n", c["kind"].get<std::string>().c_str(),
+                    c["axes"].get<std::string>().c_str(), c["count_per_rank"].get<long long>(),
+                    c["comm_ms_per_rank"].get<double>(), c["exposed_ms_per_rank"].get<double>());
+      }
+      for (const json& s : summary["stragglers"]) {
+        std::printf("rank %d issued last in %lld collectives (mean lateness %.0f us)\n",
+                    s["rank"].get<int>(), s["times_last"].get<long long>(),
+                    s["mean_lateness_us"].get<double>());
+      }
+    }
+  }
+  if (lead && !absl::GetFlag(FLAGS_losses_out).empty()) {
+    if (absl::Status s = writeJson(absl::GetFlag(FLAGS_losses_out),
+                                   {{"losses", losses}, {"first_step", firstStep}, {"model", plan->model}});
+        !s.ok()) {
+      return s;
+    }
+  }
+  // Leave together, so that no rank tears down a group its peers still use.
+  absl::StatusOr<std::shared_ptr<comm::Work>> barrier = job->world->barrier();
+  if (!barrier.ok()) return barrier.status();
+  return (*barrier)->wait(timeout);
+}
+
+}  // namespace
+}  // namespace loom::train
+
+int main(int argc, char** argv) {
+  absl::SetProgramUsageMessage(
+      "runs a plan.json on every rank and trains: train --plan=DIR/plan.json --steps=K "
+      "[--nproc=N] [--backend=gloo|mpi] [--data=synthetic|FILE]");
+  absl::ParseCommandLine(argc, argv);
+  const int nproc = absl::GetFlag(FLAGS_nproc);
+  if (nproc > 1 && !loom::train::underLauncher()) return loom::train::runAsLauncher(argc, argv, nproc);
+  if (absl::Status s = loom::train::train(); !s.ok()) {
+    std::fprintf(stderr, "train: %s\n", std::string(s.message()).c_str());
+    return 1;
+  }
+  return 0;
+}
