@@ -146,6 +146,9 @@ std::vector<int64_t> globalShape(mlir::RankedTensorType local, const Placement& 
 // The init a parameter starts from: norm scales ones, biases zeros, the
 // rest normal(0, 0.02) as GPT-2 and Llama initialise them.
 json initJson(llvm::StringRef name, uint64_t seed, int64_t stream) {
+  // A slice of a checkpoint tensor (GPT-2's c_attn split into q, k, v:
+  // "c_attn.bias[0:64]") is initialised as the tensor it is part of.
+  name = name.take_until([](char c) { return c == '['; });
   std::string kind = "normal";
   double stddev = 0.02;
   if (name.ends_with("norm.weight") || name.ends_with("ln_1.weight") ||
@@ -281,7 +284,8 @@ absl::StatusOr<json> exportPlan(mlir::ModuleOp module, const mesh::Topology& top
   };
   std::vector<StateIds> stateIds;
   for (const memory::ParamState& state : memoryPlan.params) {
-    const json& param = buffers[ids[func.getArgument(state.arg_number)]];
+    // A copy: addState appends to `buffers`, which may reallocate it.
+    const json param = buffers[ids[func.getArgument(state.arg_number)]];
     auto addState = [&](const std::string& prefix, int64_t bytes, json init) {
       json buffer = param;
       buffer["id"] = static_cast<int64_t>(buffers.size());

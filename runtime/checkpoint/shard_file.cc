@@ -75,8 +75,10 @@ absl::Status writeAll(int fd, const std::string& path, const void* data,
 }
 
 absl::Status fsyncDirectoryOf(const std::string& path) {
-  std::string dir = std::filesystem::path(path).parent_path().string();
-  if (dir.empty()) dir = ".";
+  // Not `dir = "."` on a std::string: GCC 12 at -O2 reports a bogus
+  // -Wrestrict overlap in that assignment (GCC bug 105651).
+  const std::string parent = std::filesystem::path(path).parent_path().string();
+  const std::string dir = parent.empty() ? std::string(".") : parent;
   const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (fd < 0) return fileError("open directory", dir, errno);
   const int rc = ::fsync(fd);

@@ -752,7 +752,29 @@ absl::Status Executor::bind() {
             --callbacks_outstanding_;
           });
         }
-        // A blocking collective is a start and a wait in one.
+        // A blocking collective is a start and a wait in one. Without
+        // overlap an async one is waited at once and its dist.wait later
+        // finds it done.
+        if (async && !options_.overlap) {
+          const double t0 = TraceRecorder::nowUs();
+          absl::Status s = p->work->wait(options_.timeout);
+          if (!s.ok()) {
+            return absl::Status(s.code(), absl::StrCat("step ", step, ", ", in.where(), ": ", s.message()));
+          }
+          if (options_.trace) {
+            TraceEvent e;
+            e.name = absl::StrCat("wait ", kind);
+            e.track = "compute";
+            e.phase = phaseName(in.phase);
+            e.step = step;
+            e.index = in.index;
+            e.start_us = t0;
+            e.duration_us = TraceRecorder::nowUs() - t0;
+            e.collective = kind;
+            e.axes = axesText;
+            trace_.add(std::move(e));
+          }
+        }
         if (!async) {
           absl::Status s = p->work->wait(options_.timeout);
           if (!s.ok()) {

@@ -40,6 +40,9 @@ struct ExecutorOptions {
   double learning_rate = 0;
   // Record a trace of every instruction.
   bool trace = false;
+  // false: wait for every collective right after issuing it, as a runtime
+  // without prefetch or async communication would (for the overlap bench).
+  bool overlap = true;
 };
 
 // Peak bytes handed out per phase of the last step (and of a checkpoint
