@@ -137,6 +137,13 @@ struct Executor::Bound {
   std::function<absl::Status(int64_t step)> body;
   int64_t view_of = -1;           // result 0 aliases this buffer
   bool allocates_results = true;  // false: the body defines them
+  // Deterministic mode: kRowReduce ops sum over batch rows and give the
+  // results flagged in `stacked_results` as per-row stacks; kPropagate ops
+  // (add, bucket, ...) carry their operands' stacks to their results.
+  enum class StackRule { kNone, kRowReduce, kPropagate };
+  StackRule stack_rule = StackRule::kNone;
+  std::vector<bool> stacked_results;
+  bool stack_mean = false;
   std::vector<int64_t> release_after;
 };
 
@@ -203,6 +210,17 @@ absl::StatusOr<std::unique_ptr<Executor>> Executor::create(const Plan& plan,
         "multiple of their product)"));
   }
   e.rows_ = {rows->offsets[0], ids.local_shape[0]};
+  e.global_batch_ = ids.global_shape[0];
+  if (options.deterministic) {
+    for (const std::string& strategy : e.plan_.strategies) {
+      if (strategy == "tp") {
+        return absl::InvalidArgumentError(absl::StrCat(
+            plan.source, ": deterministic mode covers layouts that split the batch (fsdp, dp, hsdp); "
+            "tensor parallelism splits each token's sums across ranks, so its results cannot match "
+            "the 1-rank run bit for bit"));
+      }
+    }
+  }
   e.seq_ = ids.global_shape[1];
   for (const Instruction& instr : e.plan_.instructions) {
     if (instr.op == "nn.embedding" && instr.operands.size() == 2) {
@@ -234,13 +252,61 @@ absl::Status Executor::define(int64_t id) {
   return absl::OkStatus();
 }
 
+absl::Status Executor::defineStacked(int64_t id, Stack stack) {
+  if (stack.rows <= 0) return define(id);
+  if (block_of_[id] >= 0) releaseBuffer(id);
+  const size_t bytes = static_cast<size_t>(plan_.buffers[id].bytes) * stack.rows;
+  blocks_.push_back({allocator_.allocate(bytes), 1});
+  block_of_[id] = static_cast<int64_t>(blocks_.size()) - 1;
+  stacks_[id] = std::move(stack);
+  return absl::OkStatus();
+}
+
+absl::Status Executor::defineLike(int64_t id, int64_t of) {
+  return stacks_[of].rows > 0 ? defineStacked(id, stacks_[of]) : define(id);
+}
+
 void Executor::alias(int64_t id, int64_t of) {
   block_of_[id] = block_of_[of];
   ++blocks_[block_of_[of]].refs;
+  stacks_[id] = stacks_[of];
+}
+
+absl::Status Executor::finalize(int64_t id) {
+  const Stack stack = stacks_[id];
+  if (stack.rows == 0) return absl::OkStatus();
+  const BufferSpec& b = plan_.buffers[id];
+  if (stack.rows != global_batch_) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "deterministic mode: ", b.name, " holds the contributions of ", stack.rows, " of the ",
+        global_batch_, " batch rows when it is used; the plan reduces it over fewer mesh axes "
+        "than the batch is split over"));
+  }
+  std::vector<int64_t> order(stack.rows);
+  std::iota(order.begin(), order.end(), 0);
+  std::sort(order.begin(), order.end(), [&](int64_t a, int64_t c) { return stack.index[a] < stack.index[c]; });
+  const int64_t n = b.numel();
+  const float* rows = static_cast<const float*>(bufferData(id));
+  std::vector<float> sum(n, 0.0f);
+  for (int64_t r : order) {
+    const float* row = rows + r * n;
+    for (int64_t j = 0; j < n; ++j) sum[j] += row[j];
+  }
+  if (stack.mean) {
+    for (float& v : sum) v /= static_cast<float>(stack.rows);
+  }
+  const bool keep = persistent_[id];
+  persistent_[id] = false;
+  releaseBuffer(id);
+  persistent_[id] = keep;
+  if (absl::Status s = define(id); !s.ok()) return s;
+  std::memcpy(bufferData(id), sum.data(), n * sizeof(float));
+  return absl::OkStatus();
 }
 
 void Executor::releaseBuffer(int64_t id) {
   if (persistent_[id] || block_of_[id] < 0) return;
+  stacks_[id] = Stack{};
   Block& block = blocks_[block_of_[id]];
   if (--block.refs == 0) {
     allocator_.release(block.data);
@@ -253,6 +319,8 @@ absl::Status Executor::bind() {
   const int64_t numBuffers = static_cast<int64_t>(plan_.buffers.size());
   block_of_.assign(numBuffers, -1);
   persistent_.assign(numBuffers, false);
+  stacks_.assign(numBuffers, Stack{});
+  const bool det = options_.deterministic;
   for (const BufferSpec& b : plan_.buffers) {
     persistent_[b.id] = b.role == BufferRole::kParam || b.role == BufferRole::kOptimizerState;
   }
@@ -327,9 +395,20 @@ absl::Status Executor::bind() {
       if (!box.ok()) return box.status();
       if (numel(o[1]) != tokens * hidden) return fail("dy is not ids x hidden");
       const int64_t rowBegin = box->offsets[0], tableRows = box->valid[0];
+      const int64_t batch = det ? rows_.count : 1;
+      if (det) {
+        if (tokens % batch) return fail("deterministic mode: the ids do not split by batch row");
+        bound->stack_rule = Bound::StackRule::kRowReduce;
+        bound->stacked_results = {true};
+      }
+      const int64_t table = numel(r[0]);
       bound->body = [=, this](int64_t) {
-        std::memset(f32(r[0]), 0, numel(r[0]) * sizeof(float));
-        cpu::embeddingGrad(i32(o[0]), f32(o[1]), f32(r[0]), tokens, hidden, rowBegin, tableRows);
+        const int64_t per = tokens / batch;
+        std::memset(f32(r[0]), 0, batch * table * sizeof(float));
+        for (int64_t b = 0; b < batch; ++b) {
+          cpu::embeddingGrad(i32(o[0]) + b * per, f32(o[1]) + b * per * hidden, f32(r[0]) + b * table, per,
+                             hidden, rowBegin, tableRows);
+        }
         return absl::OkStatus();
       };
     } else if (op == "nn.linear") {
@@ -343,8 +422,14 @@ absl::Status Executor::bind() {
       if (numel(r[0]) != rows * outF) return fail("result size");
       const bool bias = o.size() == 3;
       if (bias && numel(o[2]) != outF) return fail("bias size");
+      // Deterministic: one sequence per GEMM, so a row's arithmetic does
+      // not depend on how many rows the rank holds.
+      const int64_t chunk = det && rows % seq_ == 0 ? seq_ : rows;
       bound->body = [=, this](int64_t) {
-        cpu::linear(f32(o[0]), f32(o[1]), bias ? f32(o[2]) : nullptr, f32(r[0]), rows, inF, outF);
+        for (int64_t c = 0; c < rows; c += chunk) {
+          cpu::linear(f32(o[0]) + c * inF, f32(o[1]), bias ? f32(o[2]) : nullptr, f32(r[0]) + c * outF,
+                      chunk, inF, outF);
+        }
         return absl::OkStatus();
       };
     } else if (op == "nn.matmul") {
@@ -358,8 +443,22 @@ absl::Status Executor::bind() {
         if (shape(o[0]).back() != m || shape(o[1]).back() != n || numel(o[1]) != rows * n) {
           return fail("lhs^T rhs shapes disagree");
         }
+        const int64_t batch = rows_.count;
+        if (det) {
+          if (rows % batch) return fail("deterministic mode: the rows do not split by batch row");
+          bound->stack_rule = Bound::StackRule::kRowReduce;
+          bound->stacked_results = {true};
+        }
         bound->body = [=, this](int64_t) {
-          cpu::matmulTransposeLhs(f32(o[0]), f32(o[1]), f32(r[0]), rows, m, n);
+          if (!det) {
+            cpu::matmulTransposeLhs(f32(o[0]), f32(o[1]), f32(r[0]), rows, m, n);
+            return absl::OkStatus();
+          }
+          const int64_t per = rows / batch;
+          for (int64_t b = 0; b < batch; ++b) {
+            cpu::matmulTransposeLhs(f32(o[0]) + b * per * m, f32(o[1]) + b * per * n, f32(r[0]) + b * m * n,
+                                    per, m, n);
+          }
           return absl::OkStatus();
         };
       } else {
@@ -369,9 +468,12 @@ absl::Status Executor::bind() {
         if ((tr ? shape(o[1])[1] : shape(o[1])[0]) != k) return fail("contraction dims disagree");
         const int64_t rows = numel(o[0]) / k;
         if (numel(r[0]) != rows * n) return fail("result size");
+        const int64_t chunk = det && rows % seq_ == 0 ? seq_ : rows;
         bound->body = [=, this](int64_t) {
-          if (tr) cpu::matmulTransposeRhs(f32(o[0]), f32(o[1]), f32(r[0]), rows, k, n);
-          else cpu::matmul(f32(o[0]), f32(o[1]), f32(r[0]), rows, k, n);
+          for (int64_t c = 0; c < rows; c += chunk) {
+            if (tr) cpu::matmulTransposeRhs(f32(o[0]) + c * k, f32(o[1]), f32(r[0]) + c * n, chunk, k, n);
+            else cpu::matmul(f32(o[0]) + c * k, f32(o[1]), f32(r[0]) + c * n, chunk, k, n);
+          }
           return absl::OkStatus();
         };
       }
@@ -392,12 +494,23 @@ absl::Status Executor::bind() {
       const int64_t hidden = shape(o[0]).back(), rows = numel(o[0]) / hidden;
       if (numel(o[1]) != hidden || numel(o[2]) != numel(o[0])) return fail("shapes disagree");
       const float eps = in.attrs.value("epsilon", 1e-5f);
+      const int64_t batch = det ? rows_.count : 1;
+      if (det) {
+        if (rows % batch) return fail("deterministic mode: the rows do not split by batch row");
+        bound->stack_rule = Bound::StackRule::kRowReduce;
+        bound->stacked_results = layer ? std::vector<bool>{false, true, true} : std::vector<bool>{false, true};
+      }
       bound->body = [=, this](int64_t) {
-        if (layer) {
-          cpu::layerNormGrad(f32(o[0]), f32(o[1]), f32(o[2]), f32(r[0]), f32(r[1]), f32(r[2]), rows,
+        const int64_t per = rows / batch;
+        for (int64_t b = 0; b < batch; ++b) {
+          const int64_t t = b * per * hidden, g = b * hidden;
+          if (layer) {
+            cpu::layerNormGrad(f32(o[0]) + t, f32(o[1]), f32(o[2]) + t, f32(r[0]) + t, f32(r[1]) + g,
+                               f32(r[2]) + g, per, hidden, eps);
+          } else {
+            cpu::rmsNormGrad(f32(o[0]) + t, f32(o[1]), f32(o[2]) + t, f32(r[0]) + t, f32(r[1]) + g, per,
                              hidden, eps);
-        } else {
-          cpu::rmsNormGrad(f32(o[0]), f32(o[1]), f32(o[2]), f32(r[0]), f32(r[1]), rows, hidden, eps);
+          }
         }
         return absl::OkStatus();
       };
@@ -458,9 +571,11 @@ absl::Status Executor::bind() {
       const int64_t n = numel(o[0]);
       if (numel(o[1]) != n || numel(r[0]) != n) return fail("operands differ in size (no broadcasting)");
       const bool mul = op == "nn.mul";
+      if (det) bound->stack_rule = Bound::StackRule::kPropagate;
       bound->body = [=, this](int64_t) {
-        if (mul) cpu::mul(f32(o[0]), f32(o[1]), f32(r[0]), n);
-        else cpu::add(f32(o[0]), f32(o[1]), f32(r[0]), n);
+        const int64_t count = n * std::max<int64_t>(1, stacks_[r[0]].rows);
+        if (mul) cpu::mul(f32(o[0]), f32(o[1]), f32(r[0]), count);
+        else cpu::add(f32(o[0]), f32(o[1]), f32(r[0]), count);
         return absl::OkStatus();
       };
     } else if (op == "nn.softmax" || op == "nn.softmax_grad") {
@@ -486,8 +601,21 @@ absl::Status Executor::bind() {
           return fail("dims must be strictly increasing and in range");
         }
       }
+      // Deterministic: a sum over the batch dim is kept per batch row.
+      const bool perRow = det && !dims.empty() && dims[0] == 0 && s[0] == rows_.count;
+      if (perRow) {
+        bound->stack_rule = Bound::StackRule::kRowReduce;
+        bound->stacked_results = {true};
+      }
+      std::vector<int64_t> rowShape = s;
+      rowShape[0] = perRow ? 1 : s[0];
+      const int64_t inRow = perRow ? numel(o[0]) / s[0] : 0, outRow = numel(r[0]);
       bound->body = [=, this](int64_t) {
-        cpu::reduceSum(f32(o[0]), s, dims, f32(r[0]));
+        if (!perRow) {
+          cpu::reduceSum(f32(o[0]), s, dims, f32(r[0]));
+          return absl::OkStatus();
+        }
+        for (int64_t b = 0; b < s[0]; ++b) cpu::reduceSum(f32(o[0]) + b * inRow, rowShape, dims, f32(r[0]) + b * outRow);
         return absl::OkStatus();
       };
     } else if (op == "nn.cross_entropy" || op == "nn.cross_entropy_grad") {
@@ -502,11 +630,21 @@ absl::Status Executor::bind() {
         }
       }
       const float scale = in.attrs.value("scale", 1.0f);
+      // Deterministic: the loss is kept as one mean per batch row.
+      const int64_t batch = det && !grad ? rows_.count : 1;
+      if (det && !grad) {
+        bound->stack_rule = Bound::StackRule::kRowReduce;
+        bound->stacked_results = {true};
+        bound->stack_mean = true;
+      }
       bound->body = [=, this](int64_t) {
         if (grad) {
           cpu::crossEntropyGrad(f32(o[0]), i32(o[1]), *f32(o[2]), scale, f32(r[0]), tokens, vocab);
-        } else {
-          *f32(r[0]) = cpu::crossEntropy(f32(o[0]), i32(o[1]), tokens, vocab);
+          return absl::OkStatus();
+        }
+        const int64_t per = tokens / batch;
+        for (int64_t b = 0; b < batch; ++b) {
+          f32(r[0])[b] = cpu::crossEntropy(f32(o[0]) + b * per * vocab, i32(o[1]) + b * per, per, vocab);
         }
         return absl::OkStatus();
       };
@@ -524,22 +662,26 @@ absl::Status Executor::bind() {
       }
       const int64_t segment = numel(flat) / chunks;
       struct Part {
-        int64_t id, outer, n, tail, offset;
+        int64_t id, outer, n, tail, offset, count;
       };
       std::vector<Part> parts;
       for (size_t k = 0; k < entries.size(); ++k) {
         const std::vector<int64_t>& s = shape(entries[k]);
         const int64_t d = s.empty() ? 0 : splitDims[k];
-        Part part{entries[k], product(s, 0, d), s.empty() ? 1 : s[d], product(s, d + 1), offsets[k]};
+        Part part{entries[k], product(s, 0, d), s.empty() ? 1 : s[d], product(s, d + 1), offsets[k], product(s)};
         if (part.n % chunks || part.offset + part.outer * (part.n / chunks) * part.tail > segment) {
           return fail(absl::StrCat("entry ", k, " ", shapeText(s), " does not fit its segment"));
         }
         parts.push_back(part);
       }
+      if (det) bound->stack_rule = Bound::StackRule::kPropagate;
+      const int64_t flatCount = numel(flat);
       bound->body = [=, this](int64_t) {
-        float* buffer = f32(flat);
+        const int64_t stackRows = std::max<int64_t>(1, stacks_[flat].rows);
+        for (int64_t row = 0; row < stackRows; ++row) {
+        float* buffer = f32(flat) + row * flatCount;
         for (const Part& p : parts) {
-          float* entry = f32(p.id);
+          float* entry = f32(p.id) + row * p.count;
           const int64_t rows = p.n / chunks;
           for (int64_t c = 0; c < chunks; ++c) {
             for (int64_t q = 0; q < p.outer; ++q) {
@@ -549,6 +691,7 @@ absl::Status Executor::bind() {
               else std::memcpy(a, b, rows * p.tail * sizeof(float));
             }
           }
+        }
         }
         return absl::OkStatus();
       };
@@ -624,7 +767,7 @@ absl::Status Executor::bind() {
           trace_.add(std::move(e));
         }
         if (p->finish) {
-          if (absl::Status d = define(r[0]); !d.ok()) return d;
+          if (absl::Status d = defineLike(r[0], o[0]); !d.ok()) return d;
           p->finish(f32(r[0]));
         } else {
           alias(r[0], o[0]);
@@ -687,7 +830,44 @@ absl::Status Executor::bind() {
         float* dst = f32(r[0]);
         const int64_t inCount = product(inShape), outCount = product(outShape);
         absl::StatusOr<std::shared_ptr<comm::Work>> work;
-        if (kind == "all_reduce") {
+        if (det && stacks_[o[0]].rows > 0) {
+          // Deterministic: gather every rank's per-row contributions (and
+          // which global rows they are) instead of summing them; a
+          // reduce-scatter keeps this rank's part of each row.
+          const Stack& mine = stacks_[o[0]];
+          const int64_t rowsIn = mine.rows;
+          std::vector<int64_t> index(rowsIn * g);
+          absl::StatusOr<std::shared_ptr<comm::Work>> indexWork = pg->allGatherIntoTensor(
+              comm::Tensor(index.data(), comm::DType::kInt64, {rowsIn * g}),
+              comm::Tensor(const_cast<int64_t*>(mine.index.data()), comm::DType::kInt64, {rowsIn}));
+          if (!indexWork.ok()) return indexWork.status();
+          if (absl::Status s = (*indexWork)->wait(options_.timeout); !s.ok()) return s;
+          if (kind == "all_gather" || (kind == "reduce_scatter" && (dim != 0 || padded))) {
+            return absl::UnimplementedError(absl::StrCat(
+                in.where(), ": deterministic mode covers all-reduces and dim-0 reduce-scatters of "
+                "gradients; this plan needs ", kind, " along dim ", dim));
+          }
+          Stack gathered{rowsIn * g, index, mine.mean};
+          if (absl::Status s = defineStacked(r[0], gathered); !s.ok()) return s;
+          dst = f32(r[0]);
+          if (kind == "all_reduce") {
+            work = pg->allGatherIntoTensor(comm::Tensor(dst, comm::DType::kFloat32, {rowsIn * g * inCount}),
+                                           comm::Tensor(src, comm::DType::kFloat32, {rowsIn * inCount}));
+          } else {
+            p->staging = allocator_.allocate(g * rowsIn * inCount * sizeof(float));
+            float* staging = static_cast<float*>(p->staging);
+            work = pg->allGatherIntoTensor(
+                comm::Tensor(staging, comm::DType::kFloat32, {g * rowsIn * inCount}),
+                comm::Tensor(src, comm::DType::kFloat32, {rowsIn * inCount}));
+            const int64_t part = pg->rank();
+            p->finish = [=](float* out) {
+              for (int64_t row = 0; row < g * rowsIn; ++row) {
+                std::memcpy(out + row * outCount, staging + row * inCount + part * outCount,
+                            outCount * sizeof(float));
+              }
+            };
+          }
+        } else if (kind == "all_reduce") {
           std::memcpy(dst, src, inCount * sizeof(float));
           work = pg->allReduce(comm::Tensor(dst, comm::DType::kFloat32, {outCount}), {.op = reduce});
         } else if (kind == "all_gather") {
@@ -874,6 +1054,34 @@ absl::Status Executor::run(const Bound& bound, int64_t step) {
   const Instruction& in = *bound.instr;
   if (bound.view_of >= 0) {
     alias(in.results[0], bound.view_of);
+  } else if (bound.allocates_results && bound.stack_rule == Bound::StackRule::kRowReduce) {
+    Stack local{rows_.count, {}, bound.stack_mean};
+    for (int64_t r = 0; r < rows_.count; ++r) local.index.push_back(rows_.begin + r);
+    for (size_t k = 0; k < in.results.size(); ++k) {
+      absl::Status s = bound.stacked_results[k] ? defineStacked(in.results[k], local) : define(in.results[k]);
+      if (!s.ok()) return s;
+    }
+  } else if (bound.allocates_results && bound.stack_rule == Bound::StackRule::kPropagate) {
+    const Stack* stack = nullptr;
+    for (int64_t id : in.operands) {
+      if (stacks_[id].rows == 0) continue;
+      if (stack != nullptr && stack->index != stacks_[id].index) {
+        return absl::InternalError(absl::StrCat(in.where(), ": deterministic mode: operands hold "
+                                                "different batch rows"));
+      }
+      stack = &stacks_[id];
+    }
+    for (int64_t id : in.operands) {
+      if (stack != nullptr && stacks_[id].rows == 0) {
+        return absl::InternalError(absl::StrCat(in.where(), ": deterministic mode: ",
+                                                plan_.buffers[id].name, " is a total while another operand "
+                                                "holds per-row contributions"));
+      }
+    }
+    for (int64_t id : in.results) {
+      absl::Status s = stack ? defineStacked(id, *stack) : define(id);
+      if (!s.ok()) return s;
+    }
   } else if (bound.allocates_results) {
     for (int64_t id : in.results) {
       if (absl::Status s = define(id); !s.ok()) return s;
@@ -920,8 +1128,18 @@ absl::StatusOr<StepResult> Executor::step(int64_t step, const int32_t* ids, cons
     if (!phase || *phase != in.phase) {
       endPhase();
       phase = in.phase;
-      if (in.phase == Phase::kOptimizer && options_.max_grad_norm > 0) {
-        if (absl::Status s = clipGradients(result); !s.ok()) return s;
+      if (in.phase == Phase::kOptimizer) {
+        std::vector<int64_t> grads;
+        for (const Instruction& opt : plan_.instructions) {
+          if (opt.op == "dist.optimizer_step") grads.push_back(opt.operands[1]);
+        }
+        for (int64_t id : grads) {
+          if (absl::Status s = finalize(id); !s.ok()) return s;
+        }
+        if (options_.on_gradients) options_.on_gradients(step, shardViews(grads));
+        if (options_.max_grad_norm > 0) {
+          if (absl::Status s = clipGradients(result); !s.ok()) return s;
+        }
       }
       beginPhase(std::string(phaseName(in.phase)));
     }
@@ -932,6 +1150,7 @@ absl::StatusOr<StepResult> Executor::step(int64_t step, const int32_t* ids, cons
     return absl::InternalError(absl::StrCat("collective '", pending_.begin()->first,
                                             "' was never waited in step ", step));
   }
+  if (absl::Status s = finalize(io.loss); !s.ok()) return s;
   result.loss = *static_cast<float*>(bufferData(io.loss));
   persistent_[io.loss] = false;
   releaseBuffer(io.loss);
@@ -943,9 +1162,18 @@ absl::StatusOr<StepResult> Executor::step(int64_t step, const int32_t* ids, cons
 }
 
 std::vector<checkpoint::ShardView> Executor::checkpointShards() const {
-  std::vector<checkpoint::ShardView> shards;
+  std::vector<int64_t> ids;
   for (const BufferSpec& b : plan_.buffers) {
-    if (!persistent_[b.id]) continue;
+    if (persistent_[b.id]) ids.push_back(b.id);
+  }
+  return shardViews(ids);
+}
+
+std::vector<checkpoint::ShardView> Executor::shardViews(const std::vector<int64_t>& ids) const {
+  std::vector<checkpoint::ShardView> shards;
+  for (int64_t id : ids) {
+    const BufferSpec& b = plan_.buffers[id];
+    if (bufferData(id) == nullptr) continue;
     // One replica: the rank at coordinate 0 of every axis that replicates it.
     bool saver = true;
     for (size_t a = 0; a < b.placement.size(); ++a) {

@@ -43,6 +43,16 @@ struct ExecutorOptions {
   // false: wait for every collective right after issuing it, as a runtime
   // without prefetch or async communication would (for the overlap bench).
   bool overlap = true;
+  // Deterministic mode (docs/runtime.md): every sum over batch rows is kept
+  // per global row until all rows are present and then summed in global
+  // row order, and GEMMs run one sequence at a time, so fsdp, dp and hsdp
+  // plans give bit-identical results to the 1-rank plan. It all-gathers
+  // per-row gradient contributions instead of reduce-scattering sums:
+  // for debugging and parity, not for speed. Refused for tp plans.
+  bool deterministic = false;
+  // Called with this rank's gradient shards (one replica, as checkpoints
+  // hold them) before every optimizer phase; for the parity dumps.
+  std::function<void(int64_t step, const std::vector<checkpoint::ShardView>&)> on_gradients;
 };
 
 // Peak bytes handed out per phase of the last step (and of a checkpoint
@@ -109,7 +119,19 @@ class Executor {
   absl::Status initialise();
   absl::Status run(const Bound& bound, int64_t step);
   void* bufferData(int64_t id) const;
+  // Per-row partial sums in deterministic mode: `rows` copies of the
+  // buffer, row r holding the contribution of global batch row index[r].
+  struct Stack {
+    int64_t rows = 0;  // 0: an ordinary buffer
+    std::vector<int64_t> index;
+    bool mean = false;  // finalised by the mean of the rows, not the sum
+  };
   absl::Status define(int64_t id);
+  absl::Status defineStacked(int64_t id, Stack stack);
+  absl::Status defineLike(int64_t id, int64_t of);
+  // Sums a stack over all global rows in row order into an ordinary buffer.
+  absl::Status finalize(int64_t id);
+  std::vector<checkpoint::ShardView> shardViews(const std::vector<int64_t>& ids) const;
   void alias(int64_t id, int64_t of);
   void releaseBuffer(int64_t id);
   absl::Status clipGradients(StepResult& result);
@@ -133,6 +155,8 @@ class Executor {
   std::vector<Block> blocks_;
   std::vector<int64_t> block_of_;  // buffer id -> block index, -1 when dead
   std::vector<bool> persistent_;   // params and optimizer states
+  std::vector<Stack> stacks_;      // deterministic mode
+  int64_t global_batch_ = 0;
   std::vector<std::unique_ptr<Bound>> bound_;
   std::map<std::string, std::shared_ptr<Pending>> pending_;
   std::atomic<int> callbacks_outstanding_{0};

@@ -5,9 +5,12 @@
 #  - a rank killed after step 12 of a 4-rank run (checkpoints every 5
 #    steps), then --resume: steps 11..20 equal the uninterrupted run's;
 #  - the 4-rank fsdp checkpoint of step 10 resumed as fsdp x tp on 2x2.
-# Args: train, launch, then the plans: single, fsdp4, fsdp2_tp2, hsdp2x2.
+#  - deterministic mode: hsdp 2x2 bit-identical to the 1-rank run, which
+#    //tools:parity confirms from the dumps, and names the first differing
+#    gradient of a run without the mode.
+# Args: train, launch, parity, then the plans: single, fsdp4, fsdp2_tp2, hsdp2x2.
 set -u
-train="$1" launch="$2" single="$3" fsdp4="$4" fsdp2tp2="$5" hsdp="$6"
+train="$1" launch="$2" parity="$3" single="$4" fsdp4="$5" fsdp2tp2="$6" hsdp="$7"
 work="$(mktemp -d /tmp/loom-train.XXXXXXXX)"
 trap 'rm -rf "$work"' EXIT
 export OPENBLAS_NUM_THREADS=1
@@ -77,4 +80,14 @@ compare "$work/fsdp4.json" "$work/resumed.json"
 run reshard "$train" --plan="$fsdp2tp2" "${common[@]}" --nproc=4 --checkpoint_dir="$work/ck2" \
     --resume --losses_out="$work/reshard.json"
 compare "$work/fsdp4.json" "$work/reshard.json"
+# Deterministic mode and the parity tool.
+short=(--steps=4 --timeout_s=60 --progress=false)
+run det1 "$train" --plan="$single" "${short[@]}" --deterministic --dump_dir="$work/d1"
+run det4 "$train" --plan="$hsdp" "${short[@]}" --nproc=4 --deterministic --dump_dir="$work/d4"
+run plain4 "$train" --plan="$hsdp" "${short[@]}" --nproc=4 --dump_dir="$work/p4"
+out=$("$parity" --a="$work/d1" --b="$work/d4") || fail "parity: $out"
+grep -q "identical bit for bit over 4 steps" <<<"$out" || fail "deterministic hsdp differs: $out"
+out=$("$parity" --a="$work/d1" --b="$work/p4") || fail "parity: $out"
+grep -q "first divergence: step 1, gradient grad:" <<<"$out" || fail "no divergence named: $out"
+echo "parity: $out"
 echo "PASS"

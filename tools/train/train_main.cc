@@ -62,6 +62,12 @@ ABSL_FLAG(bool, overlap, true,
 ABSL_FLAG(std::string, comm_checks, "off",
           "collective checks across ranks: off, cheap (op, seq, dtype) or detail (+ shapes); "
           "LOOM_COMM_CHECKS overrides");
+ABSL_FLAG(bool, deterministic, false,
+          "fix every reduction order so batch-split layouts match the 1-rank run bit for bit "
+          "(slower; docs/runtime.md)");
+ABSL_FLAG(std::string, dump_dir, "",
+          "write every step's gradients (DIR/grads) and parameters (DIR/params) as checkpoints, "
+          "for //tools:parity");
 ABSL_FLAG(int, fault_kill_rank, -1, "fault injection: this rank SIGKILLs itself ...");
 ABSL_FLAG(int, fault_kill_at_step, 0, "... right after finishing this step (tests crash recovery)");
 
@@ -262,6 +268,21 @@ absl::Status train() {
   options.max_grad_norm = absl::GetFlag(FLAGS_max_grad_norm);
   options.trace = !absl::GetFlag(FLAGS_trace).empty();
   options.overlap = absl::GetFlag(FLAGS_overlap);
+  options.deterministic = absl::GetFlag(FLAGS_deterministic);
+  const std::string dumpDir = absl::GetFlag(FLAGS_dump_dir);
+  std::optional<runtime::checkpoint::CheckpointWriter> gradDump, paramDump;
+  absl::Status dumpStatus;
+  if (!dumpDir.empty()) {
+    gradDump.emplace(dumpDir + "/grads", runtime::checkpoint::WriterOptions{.mesh = plan->mesh.toString(),
+                                                                            .progress = {}});
+    paramDump.emplace(dumpDir + "/params", runtime::checkpoint::WriterOptions{.mesh = plan->mesh.toString(),
+                                                                              .progress = {}});
+    options.on_gradients = [&](int64_t step, const std::vector<runtime::checkpoint::ShardView>& grads) {
+      if (!dumpStatus.ok()) return;
+      dumpStatus = gradDump->save(step, grads, {{"step", step}}, *job->store, job->rank,
+                                  job->world_size, timeout);
+    };
+  }
   absl::StatusOr<std::unique_ptr<runtime::Executor>> executor =
       runtime::Executor::create(*plan, job->world, options);
   if (!executor.ok()) return executor.status();
@@ -313,6 +334,14 @@ absl::Status train() {
     if (!result.ok()) return result.status();
     losses.push_back(result->loss);
     stepSeconds.push_back(result->seconds);
+    if (paramDump) {
+      if (!dumpStatus.ok()) return dumpStatus;
+      if (absl::Status s = paramDump->save(step, e.checkpointShards(), {{"step", step}, {"loss", result->loss}},
+                                           *job->store, job->rank, job->world_size, timeout);
+          !s.ok()) {
+        return s;
+      }
+    }
     if (lead) {
       std::printf("step %lld/%d loss %.6f tokens/s %.0f step %.1f ms%s\n",
                   static_cast<long long>(step), steps, result->loss,
