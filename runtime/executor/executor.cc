@@ -648,6 +648,71 @@ absl::Status Executor::bind() {
         }
         return absl::OkStatus();
       };
+    } else if (op == "nn.bias_add") {
+      if (st = need(2, 1); !st.ok()) return st;
+      const int64_t outF = shape(o[0]).back(), rows = numel(o[0]) / std::max<int64_t>(outF, 1);
+      if (numel(o[1]) != outF) return fail("bias does not match x's last dim");
+      bound->body = [=, this](int64_t) {
+        cpu::biasAdd(f32(o[0]), f32(o[1]), f32(r[0]), rows, outF);
+        return absl::OkStatus();
+      };
+    } else if (op.starts_with("nn.vocab_")) {
+      // Vocab-parallel cross-entropy: the logits' last dim may be a shard
+      // of the vocabulary; its global rows come from the logits' placement.
+      const bool ce = op == "nn.vocab_cross_entropy";
+      const int64_t logitsId = ce ? -1 : o.at(0);
+      int64_t local = 0, valid = 0, rowBegin = 0, tokens = 0;
+      if (!ce) {
+        const BufferSpec& logits = plan_.buffers[logitsId];
+        absl::StatusOr<ShardBox> box = shardBoxOf(logits, plan_.mesh, coords_);
+        if (!box.ok()) return box.status();
+        local = logits.local_shape.back();
+        rowBegin = box->offsets.back();
+        tokens = logits.numel() / std::max<int64_t>(local, 1);
+        // A padded buffer's global dim is its padded extent; `vocab` says
+        // how many rows are real.
+        const int64_t vocab = in.attrs.value("vocab", logits.global_shape.back());
+        if (vocab > logits.global_shape.back()) return fail("vocab exceeds the logits' rows");
+        valid = std::clamp<int64_t>(vocab - rowBegin, 0, local);
+      }
+      if (op == "nn.vocab_max") {
+        if (st = need(1, 1); !st.ok()) return st;
+        if (numel(r[0]) != tokens) return fail("max must hold one value per token");
+        bound->body = [=, this](int64_t) {
+          cpu::vocabMax(f32(o[0]), f32(r[0]), tokens, local, valid);
+          return absl::OkStatus();
+        };
+      } else if (op == "nn.vocab_stats") {
+        if (st = need(3, 1); !st.ok()) return st;
+        if (numel(o[1]) != tokens || numel(o[2]) != tokens || numel(r[0]) != 2 * tokens) {
+          return fail("labels, max and stats must match the logits' tokens");
+        }
+        bound->body = [=, this](int64_t) {
+          cpu::vocabStats(f32(o[0]), i32(o[1]), f32(o[2]), f32(r[0]), tokens, local, valid, rowBegin);
+          return absl::OkStatus();
+        };
+      } else if (ce) {
+        if (st = need(1, 1); !st.ok()) return st;
+        const int64_t count = numel(o[0]) / 2;
+        bound->body = [=, this](int64_t) {
+          *f32(r[0]) = cpu::vocabCrossEntropy(f32(o[0]), count);
+          return absl::OkStatus();
+        };
+      } else if (op == "nn.vocab_cross_entropy_grad") {
+        if (st = need(5, 1); !st.ok()) return st;
+        if (numel(o[1]) != tokens || numel(o[2]) != tokens || numel(o[3]) != 2 * tokens ||
+            numel(r[0]) != numel(o[0])) {
+          return fail("labels, max, stats and the gradient must match the logits");
+        }
+        const float scale = in.attrs.value("scale", 1.0f);
+        bound->body = [=, this](int64_t) {
+          cpu::vocabCrossEntropyGrad(f32(o[0]), i32(o[1]), f32(o[2]), f32(o[3]), *f32(o[4]), scale, f32(r[0]),
+                                     tokens, local, valid, rowBegin);
+          return absl::OkStatus();
+        };
+      } else {
+        return fail("unknown vocab-parallel op");
+      }
     } else if (op == "dist.bucket" || op == "dist.unbucket") {
       const bool pack = op == "dist.bucket";
       const std::vector<int64_t>& entries = pack ? o : r;

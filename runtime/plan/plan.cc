@@ -28,7 +28,8 @@ const std::set<std::string>& supportedOps() {
       "dist.all_gather",  "dist.all_gather_start", "dist.reduce_scatter",
       "dist.reduce_scatter_start", "dist.all_reduce", "dist.all_reduce_start",
       "dist.wait",        "dist.free",        "dist.slice",       "dist.bucket",
-      "dist.unbucket",    "dist.optimizer_step"};
+      "dist.unbucket",    "dist.optimizer_step", "nn.bias_add", "nn.vocab_max", "nn.vocab_stats",
+      "nn.vocab_cross_entropy", "nn.vocab_cross_entropy_grad"};
   return ops;
 }
 

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <cstdint>
 #include <numbers>
 #include <span>
@@ -485,6 +486,59 @@ void crossEntropyGrad(const float* logits, const int64_t* labels, float dloss,
                       float scale, float* dlogits, int64_t tokens,
                       int64_t vocab) {
   crossEntropyGradImpl(logits, labels, dloss, scale, dlogits, tokens, vocab);
+}
+
+void biasAdd(const float* x, const float* bias, float* y, int64_t rows, int64_t out) {
+  for (int64_t t = 0; t < rows; ++t) {
+    const float* in = x + t * out;
+    float* o = y + t * out;
+#pragma omp simd
+    for (int64_t j = 0; j < out; ++j) o[j] = in[j] + bias[j];
+  }
+}
+
+void vocabMax(const float* logits, float* max, int64_t tokens, int64_t local, int64_t valid) {
+  for (int64_t t = 0; t < tokens; ++t) {
+    const float* row = logits + t * local;
+    float m = -std::numeric_limits<float>::infinity();
+    for (int64_t r = 0; r < valid; ++r) m = std::max(m, row[r]);
+    max[t] = m;
+  }
+}
+
+void vocabStats(const float* logits, const int32_t* labels, const float* max, float* stats,
+                int64_t tokens, int64_t local, int64_t valid, int64_t row_begin) {
+  for (int64_t t = 0; t < tokens; ++t) {
+    const float* row = logits + t * local;
+    double sum = 0.0;
+    for (int64_t r = 0; r < valid; ++r) sum += std::exp(static_cast<double>(row[r]) - max[t]);
+    const int64_t label = static_cast<int64_t>(labels[t]) - row_begin;
+    stats[2 * t] = static_cast<float>(sum);
+    stats[2 * t + 1] = label >= 0 && label < valid ? row[label] - max[t] : 0.0f;
+  }
+}
+
+float vocabCrossEntropy(const float* stats, int64_t tokens) {
+  double sum = 0.0;
+  for (int64_t t = 0; t < tokens; ++t) {
+    sum += std::log(static_cast<double>(stats[2 * t])) - static_cast<double>(stats[2 * t + 1]);
+  }
+  return static_cast<float>(sum / static_cast<double>(tokens));
+}
+
+void vocabCrossEntropyGrad(const float* logits, const int32_t* labels, const float* max,
+                           const float* stats, float dloss, float scale, float* dlogits,
+                           int64_t tokens, int64_t local, int64_t valid, int64_t row_begin) {
+  const float factor = dloss * scale;
+  for (int64_t t = 0; t < tokens; ++t) {
+    const float* row = logits + t * local;
+    float* out = dlogits + t * local;
+    const float inverse = 1.0f / stats[2 * t];
+    for (int64_t r = 0; r < valid; ++r) out[r] = std::exp(row[r] - max[t]) * inverse * factor;
+    for (int64_t r = valid; r < local; ++r) out[r] = 0.0f;
+    const int64_t label = static_cast<int64_t>(labels[t]) - row_begin;
+    if (label >= 0 && label < valid) out[label] -= factor;
+  }
 }
 
 }  // namespace loom::runtime::cpu

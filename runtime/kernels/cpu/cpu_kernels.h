@@ -147,6 +147,26 @@ void crossEntropyGrad(const float* logits, const int64_t* labels, float dloss,
                       float scale, float* dlogits, int64_t tokens,
                       int64_t vocab);
 
+// nn.bias_add: y[t, o] = x[t, o] + bias[o]; y may alias x.
+void biasAdd(const float* x, const float* bias, float* y, int64_t rows, int64_t out);
+
+// Megatron's vocab-parallel cross-entropy (docs/planner_nn.md). `logits`
+// rows hold `local` logits of which the first `valid` are global vocab rows
+// [row_begin, row_begin + valid); the rest are padding and never read.
+// vocabMax: the max over the valid rows (-inf when there are none).
+void vocabMax(const float* logits, float* max, int64_t tokens, int64_t local, int64_t valid);
+// vocabStats: stats[t] = {sum exp(l - max[t]), l[label - row_begin] - max[t]
+// if this shard holds the label else 0}.
+void vocabStats(const float* logits, const int32_t* labels, const float* max, float* stats,
+                int64_t tokens, int64_t local, int64_t valid, int64_t row_begin);
+// vocabCrossEntropy: mean over the tokens of log stats[t, 0] - stats[t, 1].
+float vocabCrossEntropy(const float* stats, int64_t tokens);
+// vocabCrossEntropyGrad: this shard's rows of softmax - onehot, times
+// dloss * scale; padding rows 0.
+void vocabCrossEntropyGrad(const float* logits, const int32_t* labels, const float* max,
+                           const float* stats, float dloss, float scale, float* dlogits,
+                           int64_t tokens, int64_t local, int64_t valid, int64_t row_begin);
+
 }  // namespace loom::runtime::cpu
 
 #endif  // LOOM_RUNTIME_KERNELS_CPU_CPU_KERNELS_H_

@@ -492,5 +492,61 @@ TYPED_TEST(CrossEntropyTest, TokenShardGradientsUseTheBatchScale) {
   }
 }
 
+// The vocab-parallel cross-entropy: 11 vocab rows over 4 shards (3, 3, 3, 2
+// real rows, padding poisoned) combine, through max/sum as the all-reduces
+// would, into the whole-vocab loss and gradient of the reference.
+TEST(VocabParallelTest, ShardsCombineIntoTheWholeLossAndGradient) {
+  const int64_t vocab = 11, tokens = 5, shards = 4, local = 3;
+  const std::vector<int32_t> labels = {4, 0, 10, 7, 3};
+  const auto logits = randomVector(tokens * vocab, 47, 3.0f);
+  std::vector<float> max(tokens, -1e30f), stats(2 * tokens, 0.0f);
+  auto shard = [&](int64_t i) {
+    std::vector<float> part(tokens * local, 1e30f);  // padding must not be read
+    const int64_t begin = i * local, valid = std::clamp<int64_t>(vocab - begin, 0, local);
+    for (int64_t t = 0; t < tokens; ++t) {
+      for (int64_t r = 0; r < valid; ++r) part[t * local + r] = logits[t * vocab + begin + r];
+    }
+    return std::tuple{part, begin, valid};
+  };
+  for (int64_t i = 0; i < shards; ++i) {
+    auto [part, begin, valid] = shard(i);
+    std::vector<float> m(tokens);
+    vocabMax(part.data(), m.data(), tokens, local, valid);
+    for (int64_t t = 0; t < tokens; ++t) max[t] = std::max(max[t], m[t]);
+  }
+  for (int64_t i = 0; i < shards; ++i) {
+    auto [part, begin, valid] = shard(i);
+    std::vector<float> s(2 * tokens);
+    vocabStats(part.data(), labels.data(), max.data(), s.data(), tokens, local, valid, begin);
+    for (int64_t k = 0; k < 2 * tokens; ++k) stats[k] += s[k];
+  }
+  const float loss = vocabCrossEntropy(stats.data(), tokens);
+  const ref::Tensor logits_ref = toTensor(logits, {tokens, vocab});
+  const ref::Tensor labels_ref = idsTensor(labels, {tokens});
+  EXPECT_NEAR(loss, ref::crossEntropy(logits_ref, labels_ref).values[0], 1e-5 * std::abs(loss));
+  const float scale = 1.0f / tokens;
+  const ref::Tensor whole = ref::crossEntropyGrad(logits_ref, labels_ref, ref::Tensor({}, {0.5f}), scale);
+  for (int64_t i = 0; i < shards; ++i) {
+    auto [part, begin, valid] = shard(i);
+    std::vector<float> grad(tokens * local);
+    vocabCrossEntropyGrad(part.data(), labels.data(), max.data(), stats.data(), 0.5f, scale, grad.data(),
+                          tokens, local, valid, begin);
+    for (int64_t t = 0; t < tokens; ++t) {
+      for (int64_t r = 0; r < local; ++r) {
+        const double want = r < valid ? whole.values[t * vocab + begin + r] : 0.0;
+        EXPECT_NEAR(grad[t * local + r], want, 1e-6) << "shard " << i << " token " << t << " row " << r;
+      }
+    }
+  }
+}
+
+TEST(BiasAddTest, AddsTheBiasToEveryRow) {
+  const auto x = randomVector(3 * 4, 5, 1.0f);
+  const auto bias = randomVector(4, 6, 1.0f);
+  std::vector<float> y(12);
+  biasAdd(x.data(), bias.data(), y.data(), 3, 4);
+  expectAllClose(y, ref::biasAdd(toTensor(x, {3, 4}), toTensor(bias, {4})));
+}
+
 }  // namespace
 }  // namespace loom::runtime::cpu
