@@ -478,7 +478,7 @@ absl::Status checkPlanSchema(const json& plan) {
   for (auto [key, type] : std::vector<std::pair<const char*, T>>{
            {"format_version", T::number_integer}, {"model", T::string}, {"mesh", T::object},
            {"topology", T::object}, {"strategies", T::array}, {"buffers", T::array},
-           {"phases", T::object}, {"predicted", T::object}}) {
+           {"phases", T::object}, {"interface", T::object}, {"predicted", T::object}}) {
     if (absl::Status s = need(plan, "", key, type); !s.ok()) return s;
   }
   if (plan["format_version"] != kPlanFormatVersion) {
