@@ -310,7 +310,8 @@ absl::StatusOr<json> exportPlan(mlir::ModuleOp module, const mesh::Topology& top
   // Instructions per phase, with the predicted start and duration of each.
   llvm::DenseMap<int64_t, const TimelineEvent*> eventOf;
   for (const TimelineEvent& event : timeline->events) {
-    if (event.phase != Phase::kOptimizer || !event.comm) eventOf[event.index] = &event;
+    // Optimizer events are keyed by parameter, not by op: they have their own list.
+    if (event.phase != Phase::kOptimizer) eventOf[event.index] = &event;
   }
   const std::vector<Phase> phases = assignPhases(func);
   json phaseLists = {{"forward", json::array()}, {"backward", json::array()},
@@ -417,6 +418,38 @@ absl::StatusOr<json> exportPlan(mlir::ModuleOp module, const mesh::Topology& top
   }
   if (!interface.contains("labels")) {
     if (std::optional<int64_t> id = argFeeding("nn.cross_entropy", 1)) interface["labels"] = *id;
+  }
+  // The vocabulary: rows of the table parameter the ids index. Walk back
+  // from the embedding's table through gathers, waits and buckets to the
+  // argument (a gathered padded table's rows are its padded extent).
+  for (mlir::Operation& op : func.getBody().front()) {
+    if (op.getName().getStringRef() != "nn.embedding" || !interface.contains("ids") ||
+        ids.lookup(op.getOperand(0)) != interface["ids"].get<int64_t>()) {
+      continue;
+    }
+    mlir::Value table = op.getOperand(1);
+    for (int hops = 0; hops < 16 && !llvm::isa<mlir::BlockArgument>(table); ++hops) {
+      mlir::Operation* def = table.getDefiningOp();
+      if (auto unbucket = llvm::dyn_cast<dist::UnbucketOp>(def)) {
+        const unsigned entry = llvm::cast<mlir::OpResult>(table).getResultNumber();
+        mlir::Value flat = unbucket->getOperand(0);
+        mlir::Operation* producer = flat.getDefiningOp();
+        while (producer && !llvm::isa<dist::BucketOp>(producer) && producer->getNumOperands() > 0) {
+          producer = producer->getOperand(0).getDefiningOp();
+        }
+        if (!producer || entry >= producer->getNumOperands()) break;
+        table = producer->getOperand(entry);
+      } else if (def && def->getDialect() && def->getDialect()->getNamespace() == "dist" &&
+                 def->getNumOperands() > 0) {
+        table = def->getOperand(0);
+      } else {
+        break;
+      }
+    }
+    if (auto arg = llvm::dyn_cast<mlir::BlockArgument>(table)) {
+      interface["vocab"] = plan["buffers"][ids.lookup(arg)]["global_shape"][0];
+    }
+    break;
   }
   if (auto seed = func->getAttrOfType<mlir::IntegerAttr>(autodiff::kLossGradArgAttrName)) {
     if (auto it = ids.find(func.getArgument(seed.getInt())); it != ids.end()) {

@@ -13,13 +13,23 @@
 #include "llvm/ADT/DenseMap.h"
 #include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/BuiltinTypes.h"
+#include "planner/cost/program.h"
 #include "planner/dialect/dist/ir/dist_ops.h"
 #include "planner/dialect/dist/ir/dist_types.h"
+#include "planner/dialect/nn/ir/nn_dialect.h"
 #include "planner/dialect/nn/ir/nn_interfaces.h"
 #include "planner/transforms/autodiff/passes.h"
 
 namespace loom::planner::exporter {
 namespace {
+
+// describeCollective's kinds.
+cost::CollectiveKind kindOf(const std::string& kind) {
+  if (kind == "all_gather") return cost::CollectiveKind::kAllGather;
+  if (kind == "reduce_scatter") return cost::CollectiveKind::kReduceScatter;
+  if (kind == "all_to_all") return cost::CollectiveKind::kAllToAll;
+  return cost::CollectiveKind::kAllReduce;
+}
 
 int64_t elements(mlir::Type type) {
   if (auto future = llvm::dyn_cast<dist::FutureType>(type)) type = future.getValueType();
@@ -50,6 +60,11 @@ std::vector<Phase> assignPhases(mlir::func::FuncOp func) {
       training = true;
     } else if (!loss) {
       loss = terminator->getOperand(i).getDefiningOp();
+      // A scheduled plan returns the wait of the loss's all-reduce, placed
+      // at the end; the forward phase ends at the collective it waits for.
+      if (auto wait = llvm::dyn_cast_or_null<dist::WaitOp>(loss)) {
+        loss = wait.getFuture().getDefiningOp();
+      }
     }
   }
   std::vector<Phase> phases;
@@ -71,9 +86,8 @@ absl::StatusOr<mesh::DeviceMesh> meshOf(mlir::ModuleOp module) {
     for (llvm::StringRef name : meshOp.getAxes().getAsValueRange<mlir::StringAttr>()) {
       names.push_back(name.str());
     }
-    return mesh::DeviceMesh::create(std::vector<int64_t>(meshOp.getShape().begin(),
-                                                         meshOp.getShape().end()),
-                                    names);
+    return mesh::DeviceMesh::create(
+        std::vector<int64_t>(meshOp.getShape().begin(), meshOp.getShape().end()), names);
   }
   return absl::InvalidArgumentError(
       "the module has no dist.mesh; run --plan-placement and --plan-insert-collectives first");
@@ -114,109 +128,196 @@ std::optional<CollectiveInfo> describeCollective(mlir::Operation* op,
   return info;
 }
 
+cost::ComputeCost computeCostOf(mlir::Operation* op) {
+  cost::ComputeCost cost;
+  auto interface = llvm::dyn_cast<nn::CostOpInterface>(op);
+  if (!interface) return cost;
+  const llvm::StringRef name = op->getName().getStringRef();
+  auto result = llvm::cast<mlir::ShapedType>(op->getResult(0).getType());
+  const mlir::Type element = result.getElementType();
+  cost.dtype = element.isBF16()  ? cost::Dtype::kBF16
+               : element.isF16() ? cost::Dtype::kF16
+                                 : cost::Dtype::kF32;
+  cost.flops = static_cast<double>(interface.getFlops());
+  cost.bytes = static_cast<double>(interface.getBytesMoved());
+  if (name == "nn.linear" || name == "nn.matmul") {
+    cost.op_class = cost::OpClass::kGemm;
+    const int64_t n = result.getRank() > 0 ? result.getShape().back() : 1;
+    const int64_t m = n > 0 ? result.getNumElements() / n : 0;
+    cost.m = m;
+    cost.n = n;
+    cost.k = m > 0 && n > 0 ? static_cast<int64_t>(cost.flops / (2.0 * m * n) + 0.5) : 0;
+  } else if (name == "nn.attention" || name == "nn.attention_grad") {
+    cost.op_class = cost::OpClass::kAttention;
+  } else if (name == "nn.reshape") {
+    cost.op_class = cost::OpClass::kFree;
+  }
+  return cost;
+}
+
 absl::StatusOr<Timeline> predictTimeline(mlir::func::FuncOp func, const mesh::DeviceMesh& mesh,
                                          const mesh::Topology& topology,
                                          const memory::MemoryPlan& memory,
                                          const TimelineOptions& options) {
   if (mesh.size() != topology.worldSize()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("the mesh has ", mesh.size(), " devices but the topology ",
-                     topology.worldSize(), " (", topology.toString(),
-                     "); make the mesh's product equal hosts x devices per host"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the mesh has ", mesh.size(), " devices but the topology ", topology.worldSize(), " (",
+        topology.toString(), "); make the mesh's product equal hosts x devices per host"));
   }
   if (options.compute_efficiency <= 0 || options.compute_efficiency > 1) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "compute efficiency must be in (0, 1], got: ", options.compute_efficiency));
+    return absl::InvalidArgumentError(
+        absl::StrCat("compute efficiency must be in (0, 1], got: ", options.compute_efficiency));
   }
-  const mesh::DeviceSpec& device = topology.device();
-  // The slowest link of each axis group (rank 0's group; the topology is
-  // homogeneous, so every group along the same axes is alike).
-  std::map<std::string, mesh::Link> links;
-  auto linkOf = [&](const CollectiveInfo& info) -> absl::StatusOr<mesh::Link> {
+  cost::Efficiency efficiency;
+  efficiency.gemm = options.compute_efficiency;
+  absl::StatusOr<cost::CostModel> model =
+      cost::CostModel::create(topology, efficiency, options.profile);
+  if (!model.ok()) return model.status();
+  // Group shape and stream of each set of axes: rank 0's group (the
+  // topology is homogeneous, so every group along the same axes is alike).
+  struct AxesInfo {
+    cost::GroupShape group;
+    int32_t stream = 0;
+  };
+  std::map<std::string, AxesInfo> axesInfo;
+  auto infoOf = [&](const CollectiveInfo& info) -> absl::StatusOr<AxesInfo> {
     const std::string key = absl::StrJoin(info.axes, ",");
-    if (auto it = links.find(key); it != links.end()) return it->second;
-    absl::StatusOr<mesh::DeviceMesh::Group> group = mesh.groupOf(0, info.axes);
+    if (auto it = axesInfo.find(key); it != axesInfo.end()) return it->second;
+    absl::StatusOr<cost::GroupShape> group = model->groupOf(mesh, info.axes);
     if (!group.ok()) return group.status();
-    absl::StatusOr<mesh::Link> link = topology.slowestLink(*group);
-    if (!link.ok()) return link.status();
-    links.emplace(key, *link);
-    return *link;
+    AxesInfo entry{.group = *group, .stream = static_cast<int32_t>(axesInfo.size())};
+    axesInfo.emplace(key, entry);
+    return entry;
   };
 
   Timeline timeline;
   const std::vector<Phase> phases = assignPhases(func);
-  double compute = 0;  // when the compute stream is free
-  double comm = 0;     // when the comm stream is free
-  llvm::DenseMap<mlir::Value, double> done;  // future -> completion time
-  auto computeEvent = [&](std::string name, Phase phase, int64_t index, double duration) {
-    TimelineEvent event;
-    event.name = std::move(name);
-    event.phase = phase;
-    event.index = index;
-    event.start_s = compute;
-    event.duration_s = duration;
-    timeline.events.push_back(std::move(event));
-    compute += duration;
-    timeline.compute_s += duration;
-  };
+  // The body as a cost::Program: one instruction per timed op, with the
+  // event it becomes.
+  std::vector<cost::Instruction> program;
+  std::vector<TimelineEvent> events;
+  llvm::DenseMap<mlir::Value, int32_t> startOf;  // future -> its collective
   int64_t index = 0;
   for (mlir::Operation& op : func.getBody().front()) {
     const Phase phase = phases[index];
     if (std::optional<CollectiveInfo> info = describeCollective(&op, mesh)) {
-      double duration = 0;
-      if (info->group_size > 1) {
-        absl::StatusOr<mesh::Link> link = linkOf(*info);
-        if (!link.ok()) return link.status();
-        duration = info->steps * link->spec.latency_s +
-                   static_cast<double>(info->bytes) / link->spec.bandwidth_bytes_per_s;
-      }
-      const double start = std::max(compute, comm);
-      timeline.events.push_back({.name = info->kind, .comm = true, .phase = phase,
-                                 .index = index, .start_s = start, .duration_s = duration,
-                                 .bytes = info->bytes, .axes = absl::StrJoin(info->axes, ",")});
-      comm = start + duration;
-      timeline.comm_s += duration;
-      if (info->async) {
-        done[op.getResult(0)] = comm;
-      } else {
-        timeline.exposed_comm_s += comm - compute;
-        compute = comm;
-      }
+      absl::StatusOr<AxesInfo> axes = infoOf(*info);
+      if (!axes.ok()) return axes.status();
+      cost::Instruction instruction{.kind = cost::Instruction::Kind::kCollective,
+                                    .async = info->async,
+                                    .stream = axes->stream};
+      instruction.seconds = model->collectiveSeconds(kindOf(info->kind), axes->group,
+                                                     static_cast<double>(info->bytes));
+      if (info->async) startOf[op.getResult(0)] = static_cast<int32_t>(program.size());
+      program.push_back(instruction);
+      events.push_back({.name = info->kind,
+                        .comm = true,
+                        .phase = phase,
+                        .index = index,
+                        .duration_s = instruction.seconds,
+                        .bytes = info->bytes,
+                        .axes = absl::StrJoin(info->axes, ",")});
     } else if (auto wait = llvm::dyn_cast<dist::WaitOp>(op)) {
-      const double ready = done.lookup(wait.getFuture());
-      if (ready > compute) {
-        timeline.exposed_comm_s += ready - compute;
-        compute = ready;
-      }
-    } else if (auto cost = llvm::dyn_cast<nn::CostOpInterface>(op)) {
-      mlir::Type element =
-          llvm::cast<mlir::ShapedType>(op.getResult(0).getType()).getElementType();
-      const double peak = element.isBF16() || element.isF16() ? device.peak_flops_bf16
-                                                               : device.peak_flops_fp32;
-      const double flopTime =
-          static_cast<double>(cost.getFlops()) / (peak * options.compute_efficiency);
-      const double memoryTime =
-          static_cast<double>(cost.getBytesMoved()) / device.memory_bandwidth_bytes_per_s;
-      computeEvent(op.getName().getStringRef().str(), phase, index,
-                   std::max(flopTime, memoryTime));
+      auto it = startOf.find(wait.getFuture());
+      program.push_back(
+          {.kind = cost::Instruction::Kind::kWait, .start = it == startOf.end() ? -1 : it->second});
+      events.push_back({});  // not an event; dropped below
+    } else if (llvm::isa<nn::CostOpInterface>(op)) {
+      const double seconds = model->computeSeconds(computeCostOf(&op));
+      program.push_back({.kind = cost::Instruction::Kind::kCompute, .seconds = seconds});
+      TimelineEvent event;
+      event.name = op.getName().getStringRef().str();
+      event.phase = phase;
+      event.index = index;
+      event.duration_s = seconds;
+      events.push_back(std::move(event));
     }
     ++index;
   }
+  // Without dist.optimizer_step ops in the body, one AdamW update per
+  // parameter streams param, grad, both moments and the master copy.
   const bool explicitOptimizer =
       llvm::any_of(phases, [](Phase phase) { return phase == Phase::kOptimizer; });
+  std::vector<double> optimizer;
   if (!explicitOptimizer && llvm::is_contained(phases, Phase::kBackward)) {
-    compute = std::max(compute, comm);
-    for (auto [i, param] : llvm::enumerate(memory.params)) {
-      const int64_t streamed = 2 * param.param_bytes + param.param_bytes +
-                               4 * param.moment_bytes + 2 * param.master_bytes;
-      const double duration =
-          static_cast<double>(streamed) / device.memory_bandwidth_bytes_per_s;
-      timeline.optimizer_s += duration;
-      computeEvent("dist.optimizer_step", Phase::kOptimizer, static_cast<int64_t>(i), duration);
+    for (const memory::ParamState& param : memory.params) {
+      const int64_t streamed = 2 * param.param_bytes + param.param_bytes + 4 * param.moment_bytes +
+                               2 * param.master_bytes;
+      optimizer.push_back(model->streamSeconds(static_cast<double>(streamed)));
+      timeline.optimizer_s += optimizer.back();
     }
   }
-  timeline.step_time_s = std::max(compute, comm);
+  std::vector<double> starts;
+  const cost::Timing timing = cost::simulate(program, timeline.optimizer_s, &starts);
+  for (size_t i = 0; i < program.size(); ++i) {
+    if (program[i].kind == cost::Instruction::Kind::kWait) continue;
+    events[i].start_s = starts[i];
+    timeline.events.push_back(std::move(events[i]));
+  }
+  double at = timing.step_time_s - timeline.optimizer_s;
+  for (auto [i, seconds] : llvm::enumerate(optimizer)) {
+    TimelineEvent event;
+    event.name = "dist.optimizer_step";
+    event.phase = Phase::kOptimizer;
+    event.index = static_cast<int64_t>(i);
+    event.start_s = at;
+    event.duration_s = seconds;
+    timeline.events.push_back(std::move(event));
+    at += seconds;
+  }
+  timeline.compute_s = timing.compute_s;
+  timeline.comm_s = timing.comm_s;
+  timeline.exposed_comm_s = timing.exposed_comm_s;
+  timeline.step_time_s = timing.step_time_s;
   return timeline;
+}
+
+absl::Status repricePlan(mlir::ModuleOp module, const mesh::Topology& topology,
+                         const TimelineOptions& options, nlohmann::json& plan) {
+  absl::StatusOr<mesh::DeviceMesh> mesh = meshOf(module);
+  if (!mesh.ok()) return mesh.status();
+  auto funcs = module.getOps<mlir::func::FuncOp>();
+  if (funcs.empty()) return absl::InvalidArgumentError("the module has no function to price");
+  mlir::func::FuncOp func = *funcs.begin();
+  const memory::MemoryPlan memory = memory::computeMemoryPlan(func);
+  absl::StatusOr<Timeline> timeline = predictTimeline(func, *mesh, topology, memory, options);
+  if (!timeline.ok()) return timeline.status();
+  // Events by op index; optimizer steps by the name of their parameter.
+  llvm::DenseMap<int64_t, const TimelineEvent*> byIndex;
+  std::map<std::string, const TimelineEvent*> byParam;
+  for (const TimelineEvent& event : timeline->events) {
+    if (event.phase != Phase::kOptimizer) {
+      byIndex[event.index] = &event;
+      continue;
+    }
+    const unsigned arg = memory.params[event.index].arg_number;
+    if (auto name = func.getArgAttrOfType<mlir::StringAttr>(arg, nn::NnDialect::kNameAttrName)) {
+      byParam[name.getValue().str()] = &event;
+    }
+  }
+  for (auto& [phase, instructions] : plan["phases"].items()) {
+    for (nlohmann::json& instruction : instructions) {
+      const TimelineEvent* event = nullptr;
+      if (phase == "optimizer" && instruction["index"].get<int64_t>() < 0) {
+        const int64_t param = instruction["operands"][0].get<int64_t>();
+        auto it = byParam.find(plan["buffers"][param]["name"].get<std::string>());
+        if (it != byParam.end()) event = it->second;
+      } else if (auto it = byIndex.find(instruction["index"].get<int64_t>()); it != byIndex.end()) {
+        event = it->second;
+      }
+      if (!event) continue;
+      instruction["start_s"] = event->start_s;
+      instruction["duration_s"] = event->duration_s;
+    }
+  }
+  nlohmann::json& predicted = plan["predicted"];
+  predicted["step_time_s"] = timeline->step_time_s;
+  predicted["compute_s"] = timeline->compute_s;
+  predicted["comm_s"] = timeline->comm_s;
+  predicted["exposed_comm_s"] = timeline->exposed_comm_s;
+  predicted["optimizer_s"] = timeline->optimizer_s;
+  if (options.profile) predicted["machine_profile"] = options.profile->name;
+  return absl::OkStatus();
 }
 
 }  // namespace loom::planner::exporter

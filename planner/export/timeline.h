@@ -1,10 +1,11 @@
-// The predicted timeline of one training step on one rank: a simple,
-// documented model (docs/plan_json.md, "Predicted time") that plan.json,
-// the report and trace.json share until the cost-model issue replaces it.
-// Compute ops take max(FLOPs / (peak x efficiency), bytes / memory
-// bandwidth); a collective takes (steps x link latency) + bytes per rank /
-// link bandwidth on the slowest link of its group; async collectives run
-// on a comm stream and overlap compute until their dist.wait.
+// The predicted timeline of one training step on one rank (docs/plan_json.md,
+// "Predicted time") that plan.json, the report and trace.json share. Each op
+// is priced by the cost model (planner/cost/cost_model.h): compute ops by
+// FLOPs and bytes against the device's peak with a per-op-kind efficiency
+// (or a machine profile's measured GEMM rates), collectives by alpha-beta on
+// the links their group spans. The step is simulated by cost::simulate: one
+// compute stream, one comm stream per group of mesh axes, async collectives
+// overlapping compute until their dist.wait.
 #ifndef LOOM_PLANNER_EXPORT_TIMELINE_H_
 #define LOOM_PLANNER_EXPORT_TIMELINE_H_
 
@@ -18,6 +19,9 @@
 #include "mesh/topology.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinOps.h"
+#include "nlohmann/json.hpp"
+#include "planner/cost/cost_model.h"
+#include "planner/cost/machine_profile.h"
 #include "planner/transforms/memory/memory_plan.h"
 
 namespace loom::planner::exporter {
@@ -29,9 +33,9 @@ const char* phaseName(Phase phase);
 
 // The phase of each op of `func`'s body, by index. dist.optimizer_step ops
 // are the optimizer phase; of the others, the ops up to the one that defines
-// the returned loss (the result without nn.grad_of) are the forward phase
-// and the rest the backward phase. A function without gradients is all
-// forward.
+// the returned loss (the result without nn.grad_of; when that is a
+// dist.wait, the collective it waits for) are the forward phase and the rest
+// the backward phase. A function without gradients is all forward.
 std::vector<Phase> assignPhases(mlir::func::FuncOp func);
 
 // The dist.mesh of `module` as a DeviceMesh (the first one; plans have one).
@@ -81,9 +85,18 @@ struct Timeline {
 };
 
 struct TimelineOptions {
-  // Fraction of the device's peak FLOP/s a compute op reaches.
+  // Fraction of the device's peak FLOP/s a large GEMM reaches
+  // (cost::Efficiency::gemm); the other op kinds keep their default ratios.
   double compute_efficiency = 0.5;
+  // Measured figures that replace the datasheet's; borrowed, may be null.
+  const cost::MachineProfile* profile = nullptr;
 };
+
+// How the cost model prices an nn op that has a CostOpInterface: its class
+// (nn.linear and nn.matmul are GEMMs, nn.attention and its gradient are
+// attention, nn.reshape is a view, the rest is memory-bound), the dtype of
+// its first result, its FLOPs and bytes, and the GEMM's m, n, k.
+cost::ComputeCost computeCostOf(mlir::Operation* op);
 
 // Predicts `func`'s step on `topology` (whose world must be `mesh`'s size).
 // Without dist.optimizer_step ops in the body, the optimizer phase is one
@@ -94,6 +107,14 @@ absl::StatusOr<Timeline> predictTimeline(mlir::func::FuncOp func, const mesh::De
                                          const mesh::Topology& topology,
                                          const memory::MemoryPlan& memory,
                                          const TimelineOptions& options = {});
+
+// Re-prices an exported plan of `module` (exportPlan's output for the same
+// module and topology) with `options`, e.g. a machine profile: rewrites
+// predicted.step_time_s, compute_s, comm_s, exposed_comm_s, optimizer_s and
+// every instruction's start_s and duration_s, and records the profile's
+// name in predicted.machine_profile.
+absl::Status repricePlan(mlir::ModuleOp module, const mesh::Topology& topology,
+                         const TimelineOptions& options, nlohmann::json& plan);
 
 }  // namespace loom::planner::exporter
 

@@ -222,10 +222,14 @@ absl::StatusOr<std::unique_ptr<Executor>> Executor::create(const Plan& plan,
     }
   }
   e.seq_ = ids.global_shape[1];
+  // The exporter's interface.vocab, else the first embedding's rows (a
+  // gathered padded table would count its padding: plans from before
+  // interface.vocab).
+  e.vocab_ = e.plan_.interface.vocab;
   for (const Instruction& instr : e.plan_.instructions) {
+    if (e.vocab_ > 0) break;
     if (instr.op == "nn.embedding" && instr.operands.size() == 2) {
       e.vocab_ = e.plan_.buffers[instr.operands[1]].global_shape[0];
-      break;
     }
   }
   if (e.vocab_ <= 0) {
@@ -726,15 +730,19 @@ absl::Status Executor::bind() {
         return fail("offsets/split_dims/chunks do not fit the entries");
       }
       const int64_t segment = numel(flat) / chunks;
+      // padded: parts take ceil(n / chunks) rows of the split dim, the rows
+      // past the entry's end zero in the bucket and dropped when unbucketing.
+      const bool padded = in.attrs.value("padded", false);
       struct Part {
-        int64_t id, outer, n, tail, offset, count;
+        int64_t id, outer, n, tail, offset, count, rows;
       };
       std::vector<Part> parts;
       for (size_t k = 0; k < entries.size(); ++k) {
         const std::vector<int64_t>& s = shape(entries[k]);
         const int64_t d = s.empty() ? 0 : splitDims[k];
-        Part part{entries[k], product(s, 0, d), s.empty() ? 1 : s[d], product(s, d + 1), offsets[k], product(s)};
-        if (part.n % chunks || part.offset + part.outer * (part.n / chunks) * part.tail > segment) {
+        Part part{entries[k], product(s, 0, d), s.empty() ? 1 : s[d], product(s, d + 1), offsets[k], product(s), 0};
+        part.rows = padded ? mesh::shardSize(part.n, chunks) : part.n / chunks;
+        if ((!padded && part.n % chunks) || part.offset + part.outer * part.rows * part.tail > segment) {
           return fail(absl::StrCat("entry ", k, " ", shapeText(s), " does not fit its segment"));
         }
         parts.push_back(part);
@@ -747,13 +755,18 @@ absl::Status Executor::bind() {
         float* buffer = f32(flat) + row * flatCount;
         for (const Part& p : parts) {
           float* entry = f32(p.id) + row * p.count;
-          const int64_t rows = p.n / chunks;
+          const int64_t rows = p.rows;
           for (int64_t c = 0; c < chunks; ++c) {
+            const int64_t real = std::clamp<int64_t>(p.n - c * rows, 0, rows);
             for (int64_t q = 0; q < p.outer; ++q) {
               float* a = entry + (q * p.n + c * rows) * p.tail;
               float* b = buffer + c * segment + p.offset + q * rows * p.tail;
-              if (pack) std::memcpy(b, a, rows * p.tail * sizeof(float));
-              else std::memcpy(a, b, rows * p.tail * sizeof(float));
+              if (pack) {
+                if (real > 0) std::memcpy(b, a, real * p.tail * sizeof(float));
+                if (real < rows) std::memset(b + real * p.tail, 0, (rows - real) * p.tail * sizeof(float));
+              } else if (real > 0) {
+                std::memcpy(a, b, real * p.tail * sizeof(float));
+              }
             }
           }
         }

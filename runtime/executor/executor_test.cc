@@ -115,8 +115,11 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(std::pair{"llama_single", "llama_fsdp4"}, std::pair{"llama_single", "llama_tp2"},
                       std::pair{"llama_single", "llama_fsdp2_tp2"},
                       std::pair{"llama_single", "llama_hsdp2x2"},
-                      std::pair{"gpt2_single", "gpt2_fsdp4"},
-                      std::pair{"gpt2_single", "gpt2_hsdp2x2"}),
+                      std::pair{"gpt2_single", "gpt2_fsdp4"}, std::pair{"gpt2_single", "gpt2_tp2"},
+                      std::pair{"gpt2_single", "gpt2_fsdp2_tp2"},
+                      std::pair{"gpt2_single", "gpt2_hsdp2x2"},
+                      std::pair{"gpt2_v251_single", "gpt2_v251_fsdp4"},
+                      std::pair{"gpt2_v251_single", "gpt2_v251_fsdp2_tp2"}),
     [](const auto& info) { return info.param.second; });
 
 // Deterministic mode: the batch-split layouts reproduce the 1-rank run bit

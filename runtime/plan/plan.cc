@@ -495,6 +495,12 @@ absl::StatusOr<Plan> parsePlan(const json& root, std::string_view source) {
       return p.error("$.interface.positions", "must be i32 and shaped like the ids");
     }
   }
+  if (const json& vocab = (**interface).value("vocab", json()); !vocab.is_null()) {
+    if (!vocab.is_number_integer() || vocab.get<int64_t>() < 1) {
+      return p.error("$.interface.vocab", "must be a positive integer");
+    }
+    plan.interface.vocab = vocab.get<int64_t>();
+  }
   for (auto [key, id] : {std::pair{"ids", plan.interface.ids}, std::pair{"labels", plan.interface.labels}}) {
     const BufferSpec& b = plan.buffers[id];
     if (b.dtype != comm::DType::kInt32 || b.global_shape.size() != 2) {

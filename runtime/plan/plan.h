@@ -75,6 +75,7 @@ struct PlanInterface {
   int64_t loss_grad_seed = -1;
   int64_t loss = -1;
   int64_t positions = -1;  // optional: position ids 0..seq-1 per row (GPT-2)
+  int64_t vocab = 0;       // optional: rows of the token embedding (0: unknown)
 };
 
 struct PredictedFigures {

@@ -67,4 +67,74 @@ expect over-budget 2 'plan needs .* per rank at its peak, over the 10 GiB device
 expect bad-seq 2 'plan: model gpt2: seq 4096 exceeds the model.s max_seq 1024' -- \
   --model=gpt2 --seq=4096
 expect no-model 2 'plan: --model is required' -- --emit=summary
+# --mesh=auto: the search's table, explanation and progress, the winner's
+# files with candidates.json, pins, and the choices practice makes.
+auto_out="${TEST_TMPDIR:-/tmp}/auto_out"
+tiny_auto='tiny:layers=2,hidden=256,heads=8,kv_heads=8,ffn=512,vocab=1024,seq=512'
+expect auto-table 0 '^\| 1 \| .* \| yes \|$' -- --model="$tiny_auto" --mesh=auto --devices=16 \
+  --out="$auto_out"
+expect auto-why 0 '^Why .* won: against .* decided it' -- --model="$tiny_auto" --mesh=auto --devices=16
+expect auto-progress 0 '^plan: search: [0-9]+ of [0-9]+ candidates evaluated' -- \
+  --model="$tiny_auto" --mesh=auto --devices=16
+expect auto-plan-report 0 '^# Plan: tiny' -- --model="$tiny_auto" --mesh=auto --devices=16
+for f in plan.json plan.mlir report.md trace.json candidates.json; do
+  if [[ -s "$auto_out/$f" ]]; then echo "ok   auto wrote $f"; else echo "FAIL auto $f missing"; failures=$((failures + 1)); fi
+done
+if grep -q '"format": "loom.mesh_search"' "$auto_out/candidates.json" && \
+   grep -q '"rank": 1,' "$auto_out/candidates.json"; then
+  echo "ok   candidates.json ranks the candidates"
+else
+  echo "FAIL candidates.json content"; failures=$((failures + 1))
+fi
+expect auto-pin 0 '^- winner: [a-z0-9 x]* \+ tp 2 \|' -- --model="$tiny_auto" --mesh=auto --devices=16 \
+  --pin tp=2
+expect auto-max-tp 0 '^- winner: (fsdp|dp|hsdp) [0-9x]+ \|' -- --model="$tiny_auto" --mesh=auto \
+  --devices=16 --max-tp=1
+expect auto-8b-no-tp 0 '^- winner: (fsdp|hsdp) [0-9x]+ \|' -- --model=llama3-8b --mesh=auto --devices=128
+expect auto-70b-fsdp-tp 0 '^- winner: (fsdp|hsdp) [0-9x]+ \+ tp 8 \|' -- --model=llama3-70b \
+  --mesh=auto --devices=256
+expect auto-needs-devices 2 'plan: --mesh=auto needs --devices=N' -- --model=tiny --mesh=auto
+expect auto-file 2 'plan: --mesh=auto needs a zoo model' -- \
+  --model="$testdata/mlp_lm.mlir" --mesh=auto --devices=8
+expect auto-axes 2 'plan: --axes does not apply to --mesh=auto' -- --model=tiny --mesh=auto \
+  --devices=8 --axes=fsdp
+expect auto-bad-pin 2 "plan: --pin 'pp=2': unknown key 'pp'" -- --model=tiny --mesh=auto \
+  --devices=8 --pin pp=2
+expect auto-no-fit 2 'plan: No candidate fits in 0.0 GiB.*raise --memory-gb' -- --model="$tiny_auto" \
+  --mesh=auto --devices=8 --memory-gb=0.001
+expect auto-gpt2 2 'Llama family only' -- --model=gpt2 --mesh=auto --devices=8
+expect pin-needs-auto 2 'plan: --pin applies to --mesh=auto, not to --mesh=8' -- --model=tiny \
+  --batch=8 --mesh=8 --axes=fsdp --pin tp=2
+# Validation of a given mesh: the device count and tp across hosts.
+expect devices-mismatch 2 'plan: --mesh=8x8 has 8 x 8 = 64 devices but --devices=128' -- \
+  --model=tiny --mesh=8x8 --axes=fsdp,tp --devices=128
+tp_model='tiny:layers=1,hidden=256,heads=16,kv_heads=16,ffn=512,vocab=1024,seq=16'
+expect tp-across-hosts 2 "plan: the tp axis 'tp' \(size 16\) spans 2 hosts of 8 devices, so its all-reduces cross infiniband \(50 GB/s per device instead of 450 GB/s on nvlink\)" -- \
+  --model="$tp_model" --batch=2 --mesh=2x16 --axes=fsdp,tp
+expect tp-across-hosts-allowed 0 "plan: warning: the tp axis 'tp' \(size 16\) spans 2 hosts" -- \
+  --model="$tp_model" --batch=2 --mesh=2x16 --axes=fsdp,tp --allow-tp-across-hosts
+# Machine profiles replace the datasheet figures; a bad one names its field.
+profile="${TEST_TMPDIR:-/tmp}/profile.json"
+cat > "$profile" <<'JSON'
+{"format": "loom.machine_profile", "version": 1, "name": "test-cpu", "measured_on": "ci",
+ "date": "2026-11-30",
+ "device": {"name": "cpu", "memory_bytes": 17179869184, "memory_bandwidth_bytes_per_s": 2e10},
+ "gemm": [{"dtype": "f32", "shape_class": "small", "m": 64, "n": 64, "k": 64, "flops_per_s": 5e10}],
+ "collectives": [{"backend": "gloo", "kind": "all_reduce", "group_size": 2,
+                  "link_class": "intra_host", "latency_s": 5e-5, "bus_bandwidth_bytes_per_s": 1e9}]}
+JSON
+cp "$profile" "${profile%.json}.good.json"
+prof_out="${TEST_TMPDIR:-/tmp}/prof_out"
+expect profile-plan 0 '^# Plan: tiny' -- --model=tiny --batch=4 --mesh=2x2 --axes=fsdp,tp \
+  --device=cpu --devices-per-host=4 --profile="$profile" --out="$prof_out"
+if grep -q '"machine_profile": "test-cpu"' "$prof_out/plan.json"; then
+  echo "ok   plan.json names the profile"
+else
+  echo "FAIL plan.json lacks the profile"; failures=$((failures + 1))
+fi
+sed -i 's/"m": 64/"m": -1/' "$profile"
+expect profile-bad 2 'machine profile .*profile.json: gemm\[0\]\.m: expected an integer >= 1, got -1' -- \
+  --model=tiny --batch=4 --mesh=2x2 --axes=fsdp,tp --device=cpu --profile="$profile"
+expect profile-device 2 "machine profile 'test-cpu' was measured on device 'cpu' but the plan is for 'h100-sxm'" -- \
+  --model=tiny --batch=8 --mesh=8 --axes=fsdp --profile="${profile%.json}.good.json"
 exit $((failures > 0))

@@ -5,13 +5,18 @@
 //   bazel run //tools:plan    # llama3-8b, fsdp=8 on one 8-GPU H100 host
 //   bazel run //tools:plan -- --model=llama3-70b --mesh=8x8 --axes=fsdp,tp
 //       --device=h100 --devices-per-host=8 --memory-gb=80 --out=/tmp/plan
+//   bazel run //tools:plan -- --model=llama3-70b --mesh=auto --devices=256
+//       --pin tp=8 --max-tp=8 --memory-gb=80 --profile=h100.json --out=/tmp/plan
 //   bazel run //tools:plan -- --model=llama3-8b --emit=summary
 //   bazel run //tools:plan -- --model=tiny:layers=2 --seq=16 --emit=graph
 //   bazel run //tools:plan -- --model=path/to/model.mlir --emit=graph
 //
 // Flags are llvm::cl options so that multi-word flags keep dashes
 // (--device-type, --memory-gb), as the design's command lines spell them.
+#include <unistd.h>
+
 #include <cstdint>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <optional>
@@ -20,13 +25,18 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/raw_ostream.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/MLIRContext.h"
+#include "planner/cost/machine_profile.h"
+#include "planner/cost/search.h"
 #include "planner/export/report.h"
 #include "planner/models/model_config.h"
+#include "tools/plan/auto_plan.h"
 #include "tools/plan/graph_summary.h"
 #include "tools/plan/model_loader.h"
 #include "tools/plan/plan_pipeline.h"
@@ -43,7 +53,9 @@ cl::OptionCategory& planCategory() {
 // The description lists the zoo's names; main() sets it from the zoo.
 cl::opt<std::string> model_flag("model", cl::value_desc("NAME|tiny:...|FILE.mlir"),
                                 cl::cat(planCategory()));
-cl::opt<int64_t> batch_flag("batch", cl::desc("sequences per step (zoo models; default 1)"),
+cl::opt<int64_t> batch_flag("batch",
+                            cl::desc("sequences per step (zoo models; default 1; with --mesh=auto "
+                                     "the global batch, default one per device)"),
                             cl::cat(planCategory()));
 cl::opt<int64_t> seq_flag("seq",
                           cl::desc("tokens per sequence (zoo models; default min(max_seq, 2048))"),
@@ -56,8 +68,36 @@ cl::opt<std::string> emit_flag(
     cl::desc("plan: plan on --mesh and print the report (the default with --mesh or no "
              "flags); graph: the verified nn IR, then the summary; summary: the summary only"),
     cl::cat(planCategory()));
-cl::opt<std::string> mesh_flag("mesh", cl::desc("mesh sizes, e.g. 8x8 (named by --axes), or fsdp=8,tp=8"),
+cl::opt<std::string> mesh_flag(
+    "mesh",
+    cl::desc("mesh sizes, e.g. 8x8 (named by --axes), or fsdp=8,tp=8; auto: search the meshes "
+             "and strategies of --devices and plan the best"),
+    cl::cat(planCategory()));
+cl::opt<int64_t> devices_flag("devices",
+                              cl::desc("device count: what --mesh=auto plans for; with an explicit "
+                                       "--mesh, checked against its product"),
+                              cl::init(0), cl::cat(planCategory()));
+cl::list<std::string> pin_flag("pin",
+                               cl::desc("--mesh=auto: fix a choice and search the rest, e.g. "
+                                        "--pin tp=8 (keys dp, fsdp, tp, prefetch, reshard, "
+                                        "bucket-mb, micro-batch); repeatable"),
                                cl::cat(planCategory()));
+cl::opt<int64_t> max_tp_flag("max-tp",
+                             cl::desc("--mesh=auto: the largest tp degree (default: a host's "
+                                      "devices)"),
+                             cl::init(0), cl::cat(planCategory()));
+cl::opt<bool> allow_tp_across_hosts_flag(
+    "allow-tp-across-hosts",
+    cl::desc("accept tp groups that span hosts (a warning instead of an error; --mesh=auto "
+             "then searches them too)"),
+    cl::init(false), cl::cat(planCategory()));
+cl::opt<std::string> profile_flag(
+    "profile",
+    cl::desc("machine profile JSON (//tools:calibrate) whose measured GEMM and collective "
+             "figures replace the datasheet's"),
+    cl::cat(planCategory()));
+cl::opt<int64_t> top_flag("top", cl::desc("--mesh=auto: rows of the ranked table (default 10)"),
+                          cl::init(10), cl::cat(planCategory()));
 cl::opt<std::string> axes_flag("axes",
                                cl::desc("one strategy per mesh axis: fsdp, dp or tp, e.g. fsdp,tp"),
                                cl::cat(planCategory()));
@@ -72,6 +112,17 @@ cl::opt<std::string> out_flag("out", cl::desc("directory for plan.json, plan.mli
                               cl::cat(planCategory()));
 cl::opt<uint64_t> seed_flag("seed", cl::desc("seed of the parameters' init specs (default 0)"),
                             cl::init(0), cl::cat(planCategory()));
+cl::opt<int64_t> prefetch_flag("prefetch",
+                               cl::desc("parameter-gather steps prefetched ahead (default 1)"),
+                               cl::init(1), cl::cat(planCategory()));
+cl::opt<bool> reshard_flag(
+    "reshard-after-forward",
+    cl::desc("gather parameters again for the backward pass (default true; false keeps the "
+             "forward copy)"),
+    cl::init(true), cl::cat(planCategory()));
+cl::opt<int64_t> bucket_mb_flag("bucket-mb",
+                                cl::desc("largest gathered bucket in MiB (default 0: one per unit)"),
+                                cl::init(0), cl::cat(planCategory()));
 
 int fail(const std::string& message) {
   llvm::errs() << "plan: " << message << "\n";
@@ -90,20 +141,10 @@ bool writeFile(const std::filesystem::path& path, const std::string& text) {
   return static_cast<bool>(file);
 }
 
-// Plans the module and prints the report; with --out, writes the plan's
-// four files.
-int plan(mlir::ModuleOp module) {
-  absl::StatusOr<loom::tools::plan::PlanResult> result = loom::tools::plan::planModule(
-      module, {.model_name = model_flag,
-               .mesh = mesh_flag,
-               .axes = axes_flag,
-               .device = device_flag,
-               .devices_per_host = devices_per_host_flag,
-               .memory_gb = memory_gb_flag,
-               .seed = seed_flag});
-  if (!result.ok()) return fail(std::string(result.status().message()));
-  const std::string report = loom::planner::exporter::formatReport(result->plan);
-  llvm::outs() << report;
+// Writes the plan's four files (and, from a search, candidates.json) into
+// --out and prepends `preamble` to report.md.
+int writeOutputs(mlir::ModuleOp module, const nlohmann::json& plan, const std::string& report,
+                 const nlohmann::json* candidates) {
   if (out_flag.empty()) return 0;
   std::error_code error;
   const std::filesystem::path dir(out_flag.getValue());
@@ -112,15 +153,112 @@ int plan(mlir::ModuleOp module) {
   std::string mlir;
   llvm::raw_string_ostream mlir_os(mlir);
   module.print(mlir_os);
-  if (!writeFile(dir / "plan.json", result->plan.dump(2) + "\n") ||
-      !writeFile(dir / "plan.mlir", mlir + "\n") || !writeFile(dir / "report.md", report) ||
-      !writeFile(dir / "trace.json",
-                 loom::planner::exporter::chromeTrace(result->plan).dump(1) + "\n")) {
-    return fail("cannot write the plan files into '" + out_flag + "'");
-  }
-  llvm::errs() << "plan: wrote plan.json, plan.mlir, report.md, trace.json to " << out_flag
-               << "\n";
+  bool ok = writeFile(dir / "plan.json", plan.dump(2) + "\n") &&
+            writeFile(dir / "plan.mlir", mlir + "\n") && writeFile(dir / "report.md", report) &&
+            writeFile(dir / "trace.json",
+                      loom::planner::exporter::chromeTrace(plan).dump(1) + "\n");
+  if (candidates) ok = ok && writeFile(dir / "candidates.json", candidates->dump(2) + "\n");
+  if (!ok) return fail("cannot write the plan files into '" + out_flag + "'");
+  llvm::errs() << "plan: wrote plan.json, plan.mlir, report.md, trace.json"
+               << (candidates ? ", candidates.json" : "") << " to " << out_flag << "\n";
   return 0;
+}
+
+// Plans the module and prints the report; with --out, writes the plan's
+// four files.
+int plan(mlir::ModuleOp module, const loom::planner::cost::MachineProfile* profile) {
+  const loom::tools::plan::PlanRequest request{.model_name = model_flag,
+                                               .mesh = mesh_flag,
+                                               .axes = axes_flag,
+                                               .device = device_flag,
+                                               .devices_per_host = devices_per_host_flag,
+                                               .memory_gb = memory_gb_flag,
+                                               .seed = seed_flag,
+                                               .prefetch = prefetch_flag,
+                                               .reshard_after_forward = reshard_flag,
+                                               .bucket_mb = bucket_mb_flag,
+                                               .profile = profile};
+  for (const auto& [name, occurrences] :
+       {std::pair{"pin", pin_flag.getNumOccurrences()},
+        std::pair{"max-tp", max_tp_flag.getNumOccurrences()},
+        std::pair{"top", top_flag.getNumOccurrences()}}) {
+    if (occurrences > 0) {
+      return fail(std::string("--") + name + " applies to --mesh=auto, not to --mesh=" +
+                  mesh_flag.getValue());
+    }
+  }
+  absl::StatusOr<std::vector<std::string>> warnings = loom::tools::plan::checkMesh(
+      request, devices_flag, allow_tp_across_hosts_flag);
+  if (!warnings.ok()) return fail(std::string(warnings.status().message()));
+  for (const std::string& warning : *warnings) llvm::errs() << "plan: " << warning << "\n";
+  absl::StatusOr<loom::tools::plan::PlanResult> result =
+      loom::tools::plan::planModule(module, request);
+  if (!result.ok()) return fail(std::string(result.status().message()));
+  const std::string report = loom::planner::exporter::formatReport(result->plan);
+  llvm::outs() << report;
+  return writeOutputs(module, result->plan, report, nullptr);
+}
+
+// Progress of a search on stderr: a bar on a terminal, else a line per
+// batch of candidates.
+void showProgress(int64_t evaluated, int64_t enumerated) {
+  if (isatty(STDERR_FILENO)) {
+    constexpr int kWidth = 30;
+    const int filled = enumerated > 0 ? static_cast<int>(kWidth * evaluated / enumerated) : 0;
+    llvm::errs() << "\rplan: search [" << std::string(filled, '#')
+                 << std::string(kWidth - filled, ' ') << "] " << evaluated << " evaluated of "
+                 << enumerated;
+    llvm::errs().flush();
+    return;
+  }
+  llvm::errs() << "plan: search: " << evaluated << " of " << enumerated
+               << " candidates evaluated\n";
+}
+
+// --mesh=auto: search, print the ranking and the winner's report, write
+// the winner's files and candidates.json.
+int planAuto(const std::optional<int64_t>& batch, const std::optional<int64_t>& seq,
+             const loom::planner::cost::MachineProfile* profile) {
+  loom::planner::cost::Pins pins;
+  for (const std::string& pin : pin_flag) {
+    const std::vector<std::string> items = absl::StrSplit(pin, ',', absl::SkipEmpty());
+    for (const std::string& item : items) {
+      if (absl::Status status = loom::planner::cost::parsePin(item, pins); !status.ok()) {
+        return fail(std::string(status.message()));
+      }
+    }
+  }
+  if (!axes_flag.empty()) {
+    return fail("--axes does not apply to --mesh=auto, which chooses the strategies; pin them "
+                "with --pin (e.g. --pin tp=8) or give an explicit --mesh");
+  }
+  mlir::MLIRContext context;
+  absl::StatusOr<loom::tools::plan::AutoResult> result = loom::tools::plan::planAuto(
+      context, {.model = model_flag,
+                .devices = devices_flag,
+                .batch = batch,
+                .seq = seq,
+                .dtype = ifSet(dtype_flag),
+                .device = device_flag,
+                .devices_per_host = devices_per_host_flag,
+                .memory_gb = memory_gb_flag,
+                .seed = seed_flag,
+                .pins = pins,
+                .max_tp = max_tp_flag,
+                .allow_tp_across_hosts = allow_tp_across_hosts_flag,
+                .profile = profile,
+                .progress = showProgress});
+  if (isatty(STDERR_FILENO)) llvm::errs() << "\n";
+  if (!result.ok()) return fail(std::string(result.status().message()));
+  llvm::errs() << absl::StrFormat(
+      "plan: search: %d of %d candidates evaluated (%d pruned over memory, %d by the bound) in "
+      "%.3f s; planning the winner took %.3f s\n",
+      result->search.evaluated, result->search.enumerated, result->search.pruned_memory,
+      result->search.pruned_bound, result->search_s, result->plan_s);
+  const std::string report = loom::tools::plan::formatSearch(*result, top_flag) + "\n" +
+                             loom::planner::exporter::formatReport(result->plan.plan);
+  llvm::outs() << report;
+  return writeOutputs(*result->module, result->plan.plan, report, &result->candidates);
 }
 
 }  // namespace
@@ -164,6 +302,16 @@ int main(int argc, char** argv) {
   if (emit_flag == "plan" && mesh_flag.empty()) {
     return fail("--emit=plan needs --mesh, e.g. --mesh=8 --axes=fsdp");
   }
+  std::optional<loom::planner::cost::MachineProfile> profile;
+  if (!profile_flag.empty()) {
+    absl::StatusOr<loom::planner::cost::MachineProfile> loaded =
+        loom::planner::cost::loadMachineProfile(profile_flag);
+    if (!loaded.ok()) return fail(std::string(loaded.status().message()));
+    profile = *std::move(loaded);
+  }
+  if (emit_flag == "plan" && mesh_flag == "auto") {
+    return planAuto(batch, seq, profile ? &*profile : nullptr);
+  }
   mlir::MLIRContext context;
   absl::StatusOr<mlir::OwningOpRef<mlir::ModuleOp>> module =
       loom::tools::plan::loadModel(context, {.model = model_flag,
@@ -171,7 +319,7 @@ int main(int argc, char** argv) {
                                              .seq = seq,
                                              .dtype = ifSet(dtype_flag)});
   if (!module.ok()) return fail(std::string(module.status().message()));
-  if (emit_flag == "plan") return plan(**module);
+  if (emit_flag == "plan") return plan(**module, profile ? &*profile : nullptr);
   if (emit_flag == "graph") {
     (*module)->print(llvm::outs());
     llvm::outs() << "\n";

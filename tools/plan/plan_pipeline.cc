@@ -18,6 +18,7 @@
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/Pass/PassManager.h"
 #include "planner/export/plan_json.h"
+#include "planner/export/timeline.h"
 #include "planner/transforms/autodiff/passes.h"
 #include "planner/transforms/bucketing/passes.h"
 #include "planner/transforms/collectives/passes.h"
@@ -85,6 +86,50 @@ absl::StatusOr<loom::mesh::Topology> topologyFor(const PlanRequest& request, int
            cpu ? loom::mesh::LinkClass::kLoopbackTcp : loom::mesh::LinkClass::kInfiniBand});
 }
 
+absl::StatusOr<std::vector<std::string>> checkMesh(const PlanRequest& request, int64_t devices,
+                                                   bool allow_tp_across_hosts) {
+  absl::StatusOr<std::string> spec = meshSpec(request.mesh, request.axes);
+  if (!spec.ok()) return spec.status();
+  absl::StatusOr<loom::mesh::DeviceMesh> mesh = loom::mesh::DeviceMesh::parse(*spec);
+  if (!mesh.ok()) return mesh.status();
+  if (devices > 0 && mesh->size() != devices) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--mesh=", request.mesh, " has ", absl::StrJoin(mesh->shape(), " x "), " = ",
+        mesh->size(), " devices but --devices=", devices,
+        "; make the mesh's product equal the device count, or let the planner choose with "
+        "--mesh=auto --devices=", devices));
+  }
+  absl::StatusOr<loom::mesh::Topology> topology = topologyFor(request, mesh->size());
+  if (!topology.ok()) return topology.status();
+  // The strategies name the axes unless --axes gives them.
+  std::vector<std::string> strategies = mesh->axisNames();
+  if (!request.axes.empty()) strategies = absl::StrSplit(request.axes, ',', absl::SkipEmpty());
+  std::vector<std::string> warnings;
+  for (size_t i = 0; i < strategies.size() && i < mesh->axisNames().size(); ++i) {
+    if (strategies[i] != "tp") continue;
+    const std::string& axis = mesh->axisNames()[i];
+    absl::StatusOr<loom::mesh::DeviceMesh::Group> group = mesh->groupOf(0, {axis});
+    if (!group.ok()) return group.status();
+    std::map<int64_t, int> hosts;
+    for (int64_t rank : *group) ++hosts[*topology->hostOf(rank)];
+    if (hosts.size() <= 1) continue;
+    const std::string what = absl::StrCat(
+        "the tp axis '", axis, "' (size ", group->size(), ") spans ", hosts.size(),
+        " hosts of ", topology->devicesPerHost(), " devices, so its all-reduces cross ",
+        std::string(loom::mesh::linkClassName(topology->interHostLink().link_class)), " (",
+        topology->interHostLink().spec.bandwidth_bytes_per_s / 1e9, " GB/s per device instead of ",
+        topology->intraHostLink().spec.bandwidth_bytes_per_s / 1e9, " GB/s on ",
+        std::string(loom::mesh::linkClassName(topology->intraHostLink().link_class)), ")");
+    if (!allow_tp_across_hosts) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          what, "; keep tp inside a host (a size dividing ", topology->devicesPerHost(),
+          ", as the last mesh axis) or pass --allow-tp-across-hosts"));
+    }
+    warnings.push_back(absl::StrCat("warning: ", what));
+  }
+  return warnings;
+}
+
 absl::StatusOr<PlanResult> planModule(mlir::ModuleOp module, const PlanRequest& request) {
   absl::StatusOr<std::string> spec = meshSpec(request.mesh, request.axes);
   if (!spec.ok()) return spec.status();
@@ -140,11 +185,16 @@ absl::StatusOr<PlanResult> planModule(mlir::ModuleOp module, const PlanRequest& 
     break;
   }
   mlir::PassManager lower(module.getContext());
-  lower.addPass(planner::collectives::createPlanInsertCollectives());
-  // One collective per FSDP unit, then async starts with one unit of
-  // prefetch; the SPMD check runs on what the runtime will execute.
-  lower.addPass(planner::bucketing::createPlanBucketing());
-  lower.addPass(planner::schedule::createPlanSchedule());
+  planner::collectives::PlanInsertCollectivesOptions collectiveOptions;
+  collectiveOptions.reshardAfterForward = request.reshard_after_forward;
+  lower.addPass(planner::collectives::createPlanInsertCollectives(collectiveOptions));
+  // One collective per FSDP unit (or per bucket-mb), then async starts with
+  // `prefetch` units of prefetch; the SPMD check runs on what the runtime
+  // will execute.
+  lower.addPass(planner::bucketing::createPlanBucketing(
+      planner::bucketing::PlanBucketingOptions{request.bucket_mb}));
+  lower.addPass(planner::schedule::createPlanSchedule(
+      planner::schedule::PlanScheduleOptions{request.prefetch, 0}));
   lower.addPass(planner::schedule::createPlanVerifySpmd());
   lower.addPass(planner::memory::createPlanMemoryPlan(
       planner::memory::PlanMemoryPlanOptions{memoryGb}));
@@ -152,6 +202,16 @@ absl::StatusOr<PlanResult> planModule(mlir::ModuleOp module, const PlanRequest& 
 
   absl::StatusOr<nlohmann::json> plan = planner::exporter::exportPlan(module, *topology, options);
   if (!plan.ok()) return plan.status();
+  if (request.profile) {
+    // exportPlan prices with the datasheet; a profile re-prices the plan.
+    if (absl::Status status = planner::exporter::repricePlan(
+            module, *topology,
+            {.compute_efficiency = options.compute_efficiency, .profile = request.profile},
+            *plan);
+        !status.ok()) {
+      return status;
+    }
+  }
   return PlanResult{.plan = *std::move(plan)};
 }
 

@@ -1,31 +1,42 @@
 // The plan tool's pipeline: from a verified nn module and the mesh,
 // strategy and device flags to the per-rank plan and its plan.json, running
 // plan-autodiff -> plan-placement -> plan-insert-collectives ->
-// plan-memory-plan. Pass diagnostics come back as the error, with locations.
+// plan-bucketing -> plan-schedule -> plan-verify-spmd -> plan-memory-plan,
+// then pricing it with the cost model (a machine profile when given). Pass
+// diagnostics come back as the error, with locations.
 #ifndef LOOM_TOOLS_PLAN_PLAN_PIPELINE_H_
 #define LOOM_TOOLS_PLAN_PLAN_PIPELINE_H_
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "mesh/topology.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "nlohmann/json.hpp"
+#include "planner/cost/machine_profile.h"
 
 namespace loom::tools::plan {
 
 struct PlanRequest {
-  std::string model_name;
+  std::string model_name = "";
   // "8x8" (sizes, named by `axes`) or "fsdp=8,tp=8".
-  std::string mesh;
+  std::string mesh = "";
   // One strategy per mesh axis, in order: "fsdp,tp".
-  std::string axes;
+  std::string axes = "";
   std::string device = "h100";
   int64_t devices_per_host = 8;
   // GiB per device; 0: the device's memory.
   double memory_gb = 0;
   uint64_t seed = 0;
+  // plan-schedule's prefetch, plan-insert-collectives'
+  // reshard-after-forward, plan-bucketing's bucket-mb.
+  int64_t prefetch = 1;
+  bool reshard_after_forward = true;
+  int64_t bucket_mb = 0;
+  // Measured figures for the predicted timeline; borrowed, may be null.
+  const planner::cost::MachineProfile* profile = nullptr;
 };
 
 // The topology the request's mesh runs on: ceil(devices / devices_per_host)
@@ -36,6 +47,14 @@ absl::StatusOr<mesh::Topology> topologyFor(const PlanRequest& request, int64_t d
 
 // Parses --mesh and --axes into the placement pass's "name=size,..." spec.
 absl::StatusOr<std::string> meshSpec(const std::string& mesh, const std::string& axes);
+
+// Checks a user-supplied mesh before planning and returns the warnings to
+// print. With `devices` > 0 (--devices) the mesh's product must equal it. A
+// tp axis whose groups span hosts is refused unless
+// `allow_tp_across_hosts`, then it is a warning; both say how many hosts
+// and which links its all-reduces would cross.
+absl::StatusOr<std::vector<std::string>> checkMesh(const PlanRequest& request, int64_t devices,
+                                                   bool allow_tp_across_hosts);
 
 struct PlanResult {
   nlohmann::json plan;

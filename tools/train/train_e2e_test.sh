@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # End-to-end training through //tools:train on separate processes:
-#  - fsdp on 4 ranks (--nproc, gloo), under //tools:launch, and under
-#    mpirun with the mpi backend, each against the unsharded 1-rank run;
+#  - fsdp on 4 ranks (--nproc, gloo), hsdp under //tools:launch, and every
+#    layout of tiny Llama and GPT-2 (fsdp 4, tp 2, fsdp x tp 2x2, hsdp 2x2)
+#    under mpirun with the mpi backend, each against the 1-rank run;
 #  - a rank killed after step 12 of a 4-rank run (checkpoints every 5
 #    steps), then --resume: steps 11..20 equal the uninterrupted run's;
 #  - the 4-rank fsdp checkpoint of step 10 resumed as fsdp x tp on 2x2.
@@ -57,12 +58,25 @@ run hsdp "$launch" --nproc=4 --timeout=120s -- "$train" --plan="$hsdp" "${common
     --losses_out="$work/hsdp.json"
 compare "$work/single.json" "$work/hsdp.json"
 
+# Every layout of both models under mpirun with the mpi backend.
 source "$TEST_SRCDIR/$TEST_WORKSPACE/tests/testing/mpi_test_env.sh"
-port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-run mpi mpirun "${mpirun_flags[@]}" --timeout 120 -np 4 -x MASTER_PORT="$port" \
-    -x OPENBLAS_NUM_THREADS=1 "$train" --plan="$fsdp2tp2" "${common[@]}" --backend=mpi \
-    --losses_out="$work/mpi.json"
-compare "$work/single.json" "$work/mpi.json"
+plans="$(dirname "$(dirname "$single")")"
+for model in llama gpt2; do
+  if [[ "$model" == gpt2 ]]; then
+    run gpt2_single "$train" --plan="$plans/gpt2_single/plan.json" "${common[@]}" \
+        --losses_out="$work/gpt2_single.json"
+  fi
+  reference="$work/single.json"
+  [[ "$model" == gpt2 ]] && reference="$work/gpt2_single.json"
+  for layout in fsdp4:4 tp2:2 fsdp2_tp2:4 hsdp2x2:4; do
+    name="${model}_${layout%%:*}" ranks="${layout##*:}"
+    port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+    run "mpi_$name" mpirun "${mpirun_flags[@]}" --timeout 120 -np "$ranks" -x MASTER_PORT="$port" \
+        -x OPENBLAS_NUM_THREADS=1 "$train" --plan="$plans/$name/plan.json" "${common[@]}" \
+        --backend=mpi --losses_out="$work/mpi_$name.json"
+    compare "$reference" "$work/mpi_$name.json"
+  done
+done
 
 # Crash and resume: rank 1 dies after step 12; the latest checkpoint is 10.
 "$train" --plan="$fsdp4" "${common[@]}" --nproc=4 --checkpoint_dir="$work/ck" --save_every=5 \

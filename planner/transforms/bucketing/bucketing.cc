@@ -193,17 +193,35 @@ class PlanBucketingPass : public impl::PlanBucketingBase<PlanBucketingPass> {
     return builder.getDenseI64ArrayAttr(dims);
   }
 
-  // The packed offsets of `values` split into `chunks` parts each.
-  static llvm::SmallVector<int64_t> offsetsOf(llvm::ArrayRef<mlir::Value> values,
-                                              int64_t chunks,
-                                              int64_t& total) {
+  // The packed offsets of the members' `packed` values split into `chunks`
+  // parts each along their collective dim; a dim that does not divide gives
+  // parts of ceil(n / chunks) rows (the padding rule of dist.bucket).
+  static llvm::SmallVector<int64_t> offsetsOf(llvm::ArrayRef<Member> bucket,
+                                              int64_t chunks, int64_t& total) {
     llvm::SmallVector<int64_t> offsets;
     total = 0;
-    for (mlir::Value value : values) {
+    for (const Member& member : bucket) {
       offsets.push_back(total);
-      total += elementsOf(value) / chunks;
+      const int64_t rows = llvm::cast<mlir::RankedTensorType>(
+                               member.packed.getType())
+                               .getDimSize(member.dim);
+      total += elementsOf(member.packed) / rows * ((rows + chunks - 1) / chunks);
     }
     return offsets;
+  }
+
+  // Whether some member's collective dim does not divide into `chunks`, so
+  // the bucket layout needs `padded`; null when none does.
+  static mlir::UnitAttr paddedOf(mlir::OpBuilder& builder,
+                                 llvm::ArrayRef<Member> bucket, int64_t chunks,
+                                 bool wholeTensors) {
+    for (const Member& member : bucket) {
+      mlir::Value whole = wholeTensors ? member.packed : member.delivered;
+      const int64_t rows = llvm::cast<mlir::RankedTensorType>(whole.getType())
+                               .getDimSize(member.dim);
+      if (rows % chunks != 0) return builder.getUnitAttr();
+    }
+    return nullptr;
   }
 
   void bucketGathers(mlir::func::FuncOp func) {
@@ -211,7 +229,7 @@ class PlanBucketingPass : public impl::PlanBucketingBase<PlanBucketingPass> {
     std::vector<Group> groups;
     for (auto gather : func.front().getOps<dist::AllGatherOp>()) {
       auto arg = llvm::dyn_cast<mlir::BlockArgument>(gather.getInput());
-      if (!arg || gather.getPadded()) continue;
+      if (!arg) continue;
       std::optional<std::string> unit = paramUnit(func, arg.getArgNumber());
       if (!unit) continue;
       bool inBackward = !gather->use_empty();
@@ -248,7 +266,7 @@ class PlanBucketingPass : public impl::PlanBucketingBase<PlanBucketingPass> {
       fullTypes.push_back(member.delivered.getType());
     }
     int64_t total = 0;
-    llvm::SmallVector<int64_t> offsets = offsetsOf(shards, 1, total);
+    llvm::SmallVector<int64_t> offsets = offsetsOf(bucket, 1, total);
     mlir::Type element =
         llvm::cast<mlir::RankedTensorType>(shards.front().getType())
             .getElementType();
@@ -259,7 +277,7 @@ class PlanBucketingPass : public impl::PlanBucketingBase<PlanBucketingPass> {
     auto packed = dist::BucketOp::create(
         builder, loc, mlir::RankedTensorType::get({total}, element), shards,
         builder.getDenseI64ArrayAttr(offsets), builder.getI64IntegerAttr(1),
-        nullptr);
+        nullptr, nullptr);
     auto gathered = dist::AllGatherOp::create(
         builder, loc, mlir::RankedTensorType::get({total * size}, wire),
         first.getMeshAttr(), first.getMeshAxes(), packed.getResult(),
@@ -268,7 +286,8 @@ class PlanBucketingPass : public impl::PlanBucketingBase<PlanBucketingPass> {
     auto unpacked = dist::UnbucketOp::create(
         builder, loc, fullTypes, gathered.getResult(),
         builder.getDenseI64ArrayAttr(offsets), builder.getI64IntegerAttr(size),
-        splitDimsOf(builder, bucket));
+        splitDimsOf(builder, bucket),
+        paddedOf(builder, bucket, size, /*wholeTensors=*/false));
 
     // The parameters are views of the gathered buffer: it is freed once,
     // where the last of their frees was, and only if each had one.
@@ -308,7 +327,6 @@ class PlanBucketingPass : public impl::PlanBucketingBase<PlanBucketingPass> {
   void bucketReductions(mlir::func::FuncOp func) {
     std::vector<Group> groups;
     for (auto scatter : func.front().getOps<dist::ReduceScatterOp>()) {
-      if (scatter.getPadded()) continue;
       Member member{{scatter}, scatter.getInput(), scatter.getResult(),
                     static_cast<int64_t>(scatter.getScatterDim())};
       std::string key = printed(scatter.getMeshAttr()) +
@@ -365,7 +383,7 @@ class PlanBucketingPass : public impl::PlanBucketingBase<PlanBucketingPass> {
       }
     }
     int64_t total = 0;
-    llvm::SmallVector<int64_t> offsets = offsetsOf(grads, size, total);
+    llvm::SmallVector<int64_t> offsets = offsetsOf(bucket, size, total);
     mlir::Type element =
         llvm::cast<mlir::RankedTensorType>(grads.front().getType())
             .getElementType();
@@ -376,7 +394,8 @@ class PlanBucketingPass : public impl::PlanBucketingBase<PlanBucketingPass> {
     auto packed = dist::BucketOp::create(
         builder, loc, mlir::RankedTensorType::get({total * size}, element),
         grads, builder.getDenseI64ArrayAttr(offsets),
-        builder.getI64IntegerAttr(size), splitDimsOf(builder, bucket));
+        builder.getI64IntegerAttr(size), splitDimsOf(builder, bucket),
+        paddedOf(builder, bucket, size, /*wholeTensors=*/true));
     auto shardType = mlir::RankedTensorType::get({total}, result);
     mlir::Value current = dist::ReduceScatterOp::create(
         builder, loc, shardType, first.getMeshAttr(), first.getMeshAxes(),
@@ -394,7 +413,7 @@ class PlanBucketingPass : public impl::PlanBucketingBase<PlanBucketingPass> {
     auto unpacked = dist::UnbucketOp::create(
         builder, loc, shardTypes, current,
         builder.getDenseI64ArrayAttr(offsets), builder.getI64IntegerAttr(1),
-        nullptr);
+        nullptr, nullptr);
     for (auto [member, shard] : llvm::zip_equal(bucket, unpacked.getResults())) {
       mlir::Value(member.delivered).replaceAllUsesWith(shard);
       for (mlir::Operation* op : llvm::reverse(member.chain)) op->erase();

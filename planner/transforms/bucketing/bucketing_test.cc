@@ -4,6 +4,7 @@
 // no gaps).
 #include <cstdint>
 #include <cstdio>
+#include <string>
 
 #include "gtest/gtest.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -36,24 +37,40 @@ TEST(BucketingTest, UnitOfNames) {
   EXPECT_EQ(unitOf("3.weight"), "root");
 }
 
-// The llama3-8b step under fsdp=8, with or without plan-bucketing.
-CommVolume plan(mlir::MLIRContext& context, bool bucket) {
-  auto config = models::publishedConfig("llama3-8b");
+// The step of `model` (a published name or a tiny spec) for `batch`
+// sequences of `seq` tokens under `mesh` (fsdp axes only), with or without
+// plan-bucketing; `perTensor` counts the parameter gathers and gradient
+// reduce-scatters left unbucketed that move padding.
+CommVolume plan(mlir::MLIRContext& context, bool bucket,
+                const std::string& model = "llama3-8b", int64_t batch = 8,
+                int64_t seq = 16, const std::string& mesh = "fsdp=8",
+                int64_t* perTensor = nullptr) {
+  auto config = models::configFromSpec(model);
   EXPECT_TRUE(config.ok()) << config.status();
-  auto built = models::buildModel(context, *config, {8, 16},
+  auto built = models::buildModel(context, *config, {batch, seq},
                                   mlir::Float32Type::get(&context));
   EXPECT_TRUE(built.ok()) << built.status();
   mlir::OwningOpRef<mlir::ModuleOp> module = std::move(*built);
   mlir::PassManager pm(&context);
   pm.addNestedPass<mlir::func::FuncOp>(autodiff::createPlanAutodiff());
   pm.addPass(placement::createPlanPlacement(
-      placement::PlanPlacementOptions{"fsdp=8", "fsdp", 0}));
+      placement::PlanPlacementOptions{mesh, "fsdp", 0}));
   pm.addPass(collectives::createPlanInsertCollectives());
   if (bucket) pm.addPass(createPlanBucketing());
   EXPECT_TRUE(succeeded(pm.run(*module)));
   EXPECT_TRUE(succeeded(mlir::verify(*module)));
-  return collectives::computeCommVolume(
-      *module->getOps<mlir::func::FuncOp>().begin());
+  auto func = *module->getOps<mlir::func::FuncOp>().begin();
+  if (perTensor) {
+    *perTensor = 0;
+    func.walk([&](mlir::Operation* op) {
+      if (auto gather = llvm::dyn_cast<dist::AllGatherOp>(op)) {
+        *perTensor += gather.getPadded() ? 1 : 0;
+      } else if (auto scatter = llvm::dyn_cast<dist::ReduceScatterOp>(op)) {
+        *perTensor += scatter.getPadded() ? 1 : 0;
+      }
+    });
+  }
+  return collectives::computeCommVolume(func);
 }
 
 TEST(BucketingTest, Llama3_8bUnderFsdp8KeepsTheVolumeInOneCollectivePerUnit) {
@@ -83,6 +100,35 @@ TEST(BucketingTest, Llama3_8bUnderFsdp8KeepsTheVolumeInOneCollectivePerUnit) {
                   bucketed.of(CollectiveKind::kReduceScatter).count),
               static_cast<long long>(bucketed.totalBytes()),
               static_cast<long long>(flat.totalBytes()));
+}
+
+// A tiny GPT-2 whose hidden size (10), MLP width (18) and vocab (30) do not
+// divide by fsdp=4: every padded parameter is bucketed too, one gather per
+// unit and pass and one reduce-scatter per unit, and the bytes are those of
+// the per-tensor padded collectives (a bucket packs the padded shards).
+TEST(BucketingTest, PaddedParametersShareTheirUnitsBucket) {
+  mlir::MLIRContext context;
+  context.loadDialect<dist::DistDialect>();
+  const std::string model =
+      "tiny:family=gpt2,layers=2,hidden=10,heads=2,ffn=18,vocab=30,seq=8";
+  int64_t paddedFlat = 0;
+  int64_t paddedBucketed = 0;
+  const CommVolume flat =
+      plan(context, false, model, 4, 8, "fsdp=4", &paddedFlat);
+  const CommVolume bucketed =
+      plan(context, true, model, 4, 8, "fsdp=4", &paddedBucketed);
+  EXPECT_GT(paddedFlat, 0);
+  EXPECT_EQ(paddedBucketed, 0);
+  // Units root (wte, wpe, ln_f), transformer.h.0 and transformer.h.1:
+  // forward 3 gathers, backward 3 (root's holds ln_f and the tied wte);
+  // 3 gradient buckets and the loss all-reduce.
+  EXPECT_EQ(bucketed.of(CollectiveKind::kAllGather).count, 6);
+  EXPECT_EQ(bucketed.of(CollectiveKind::kReduceScatter).count, 3);
+  EXPECT_EQ(bucketed.of(CollectiveKind::kAllReduce).count, 1);
+  EXPECT_EQ(bucketed.of(CollectiveKind::kAllGather).bytes,
+            flat.of(CollectiveKind::kAllGather).bytes);
+  EXPECT_EQ(bucketed.of(CollectiveKind::kReduceScatter).bytes,
+            flat.of(CollectiveKind::kReduceScatter).bytes);
 }
 
 }  // namespace

@@ -19,7 +19,7 @@ def PlanBucketing : Pass<"plan-bucketing", "::mlir::ModuleOp"> {
     parameter (embedding, final norm, head) is in the unit `root`.
 
     Parameter gathers (operand an `nn.param` argument, any `gather_dim`,
-    not `padded`) of one unit, one pass (forward or backward: whether the
+    padded or not) of one unit, one pass (forward or backward: whether the
     gathered copy's users depend on `nn.loss_grad_arg`), and the same
     mesh, axes and wire type become, at the first of them:
 
@@ -35,15 +35,19 @@ def PlanBucketing : Pass<"plan-bucketing", "::mlir::ModuleOp"> {
     `dist.free %g` where the last of them was. A parameter gathered along
     dim 1 (fsdp x tp's row-parallel weights) shares the bucket: the
     unbucket's `split_dims` gives each entry's gather dim (omitted when all
-    are 0). Gradient reduce-scatters
-    (any `scatter_dim`, `split_dims` the same way, not `padded`, the result returned as a gradient,
-    directly or through one `dist.all_reduce` as under HSDP) of one unit
+    are 0). Gradient reduce-scatters (any `scatter_dim`, `split_dims` the
+    same way, padded or not, the result returned as a gradient, directly
+    or through one `dist.all_reduce` as under HSDP) of one unit
     with the same mesh, axes, reduction and dtypes become, where the last
     of them was: `dist.bucket` of the whole gradients with `chunks` = the
     group size, one `dist.reduce_scatter` (and one `dist.all_reduce`) of
     the flat buffer, and `dist.unbucket` into the local shards. A group of
-    one collective is left as it is. Bytes on the wire are unchanged (the
-    buckets have no gaps). See docs/planner_schedule.md.
+    one collective is left as it is. A padded parameter's shard (its
+    `ceil(n / g)` rows) divides by construction; the bucket layout is then
+    marked `padded`, so the unbucket of gathered shards drops the padding
+    rows and the gradient bucket pads each whole gradient into
+    `ceil(n / g)`-row parts. Bytes on the wire are unchanged (the buckets
+    have no gaps). See docs/planner_schedule.md.
   }];
   let options = [
     Option<"bucketMb", "bucket-mb", "int64_t", /*default=*/"0",

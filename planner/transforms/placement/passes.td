@@ -48,6 +48,15 @@ def PlanPlacement : Pass<"plan-placement", "::mlir::ModuleOp"> {
                #dist.placement<@mesh, [shard<0>, shard<1>]>]} : ...
     ```
 
+    Rewrites under tp (then the graph is placed again): an `nn.linear`
+    whose bias would be `partial<sum>` (a row-parallel linear) becomes
+    `nn.linear` without the bias plus `nn.bias_add`, so the bias is added
+    once after the all-reduce; with `vocab-parallel-loss` (the default) an
+    `nn.cross_entropy` of vocab-sharded logits becomes `nn.vocab_max`,
+    `nn.vocab_stats` and `nn.vocab_cross_entropy`, and its
+    `nn.cross_entropy_grad` becomes `nn.vocab_cross_entropy_grad`
+    (Megatron's vocab-parallel cross-entropy).
+
     Refused with a diagnostic: a bad mesh or strategy list, a batch that
     does not divide by the data axes, attention heads that do not divide by
     the tp size, an uneven tp split of a dim a reshape merges, and ops
@@ -62,6 +71,12 @@ def PlanPlacement : Pass<"plan-placement", "::mlir::ModuleOp"> {
            "fsdp,tp; empty: use the mesh's dist.strategies">,
     Option<"devices", "devices", "int64_t", /*default=*/"0",
            "the device count the mesh must have; 0: any">,
+    Option<"vocabParallelLoss", "vocab-parallel-loss", "bool",
+           /*default=*/"true",
+           "under tp, lower a cross-entropy whose logits are vocab-sharded "
+           "to the vocab-parallel ops (max and statistics all-reduced, no "
+           "gather of the logits); false: gather the logits for "
+           "nn.cross_entropy">,
   ];
   let dependentDialects = ["::loom::planner::dist::DistDialect"];
 }

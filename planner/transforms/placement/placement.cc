@@ -22,6 +22,7 @@
 #include "planner/transforms/placement/passes.h"
 #include "planner/transforms/placement/propagation.h"
 #include "planner/transforms/placement/strategy.h"
+#include "planner/transforms/placement/tp_rewrites.h"
 
 namespace loom::planner::placement {
 
@@ -32,6 +33,18 @@ namespace loom::planner::placement {
 #pragma GCC diagnostic pop
 
 namespace {
+
+dist::ReductionKind distReduction(nn::ReductionKind reduction) {
+  switch (reduction) {
+    case nn::ReductionKind::kSum:
+      return dist::ReductionKind::Sum;
+    case nn::ReductionKind::kMean:
+      return dist::ReductionKind::Avg;
+    case nn::ReductionKind::kMax:
+      return dist::ReductionKind::Max;
+  }
+  return dist::ReductionKind::Sum;
+}
 
 // Turns per-axis placements of a tensor of `shape` into #dist.placement,
 // marking a sharded dim `padded` when the product of the sizes of the axes
@@ -58,10 +71,8 @@ dist::PlacementAttr toAttr(mlir::MLIRContext* context,
             placement.dim, shape[placement.dim] % ways[placement.dim] != 0));
         break;
       case nn::Placement::Kind::kPartial:
-        entries.push_back(dist::AxisPlacement::partial(
-            placement.reduction == nn::ReductionKind::kSum
-                ? dist::ReductionKind::Sum
-                : dist::ReductionKind::Avg));
+        entries.push_back(
+            dist::AxisPlacement::partial(distReduction(placement.reduction)));
         break;
     }
   }
@@ -90,11 +101,31 @@ class PlanPlacementPass : public impl::PlanPlacementBase<PlanPlacementPass> {
       mlir::FailureOr<FunctionPlacements> placements =
           placeFunction(func, *axesOr);
       if (failed(placements)) return signalPassFailure();
+      if (rewrite(func, *axesOr, *placements) > 0) {
+        placements = placeFunction(func, *axesOr);
+        if (failed(placements)) return signalPassFailure();
+      }
       annotate(func, meshRef, *axesOr, *placements);
     }
   }
 
  private:
+  // The tp rewrites of tp_rewrites.h that the first placement calls for;
+  // returns how many ops were rewritten.
+  int64_t rewrite(mlir::func::FuncOp func, llvm::ArrayRef<MeshAxis> axes,
+                  const FunctionPlacements& placements) {
+    int64_t tpAxis = -1;
+    for (auto [index, axis] : llvm::enumerate(axes)) {
+      if (axis.strategy == AxisStrategy::kTp) tpAxis = index;
+    }
+    if (tpAxis < 0) return 0;
+    int64_t rewritten = 0;
+    if (vocabParallelLoss) {
+      rewritten += lowerVocabParallelLoss(func, placements, tpAxis);
+    }
+    return rewritten + splitPartialBiases(func, placements);
+  }
+
   // The module's dist.mesh: the one `mesh=` describes (created first in the
   // module), or the one the module declares when `mesh=` is empty.
   mlir::FailureOr<dist::MeshOp> declareMesh(mlir::ModuleOp module) {

@@ -391,7 +391,19 @@ mlir::LogicalResult FunctionPlacer::placeAxis(int64_t axis) {
         operands.push_back(given.find(operand)->second);
       }
     }
-    if (std::optional<int64_t> factor = chooseFactor(placed, axis, operands)) {
+    if (llvm::isa<nn::AddOp>(placed.op) &&
+        llvm::all_of(operands, [](const auto& operand) {
+          return operand &&
+                 *operand == Placement::partial(nn::ReductionKind::kSum);
+        })) {
+      // A sum of partial sums is a partial sum: summed cotangents and tied
+      // weight gradients reduce once, after the add (rather than each
+      // operand on its own to a sharded result).
+      const Placement partial = Placement::partial(nn::ReductionKind::kSum);
+      for (AxisPlacements& operand : out.operands) operand[axis] = partial;
+      out.results[0][axis] = partial;
+    } else if (std::optional<int64_t> factor =
+                   chooseFactor(placed, axis, operands)) {
       if (tp && failed(checkUnevenSplit(placed, *factor, meshAxis))) {
         return mlir::failure();
       }
@@ -402,16 +414,6 @@ mlir::LogicalResult FunctionPlacer::placeAxis(int64_t axis) {
       for (auto [index, placement] : llvm::enumerate(chosen.results)) {
         out.results[index][axis] = placement;
       }
-    } else if (llvm::isa<nn::AddOp>(placed.op) &&
-               llvm::all_of(operands, [](const auto& operand) {
-                 return operand && *operand == Placement::partial(
-                                                   nn::ReductionKind::kSum);
-               })) {
-      // A sum of partial sums is a partial sum: summed cotangents and tied
-      // weight gradients reduce once, after the add.
-      const Placement partial = Placement::partial(nn::ReductionKind::kSum);
-      for (AxisPlacements& operand : out.operands) operand[axis] = partial;
-      out.results[0][axis] = partial;
     }
     for (auto [index, param] : llvm::enumerate(placed.paramArgs)) {
       if (!tp || param < 0 || tpPlacements_[param]) continue;

@@ -29,11 +29,14 @@ def PlanSchedule : Pass<"plan-schedule", "::mlir::ModuleOp"> {
       unit order. With k = 0 each start sits just before its wait.
     * **Gradient reductions** (a `dist.reduce_scatter` whose result, or
       the result of the one `dist.all_reduce` it feeds under HSDP, is only
-      unbucketed and returned): the start stays; the rest of the chain
-      (its wait, the bucket's free, the all-reduce, the unbucket) moves to
-      just before the next gradient reduction (before its `dist.bucket`),
-      so unit i's reduce-scatter overlaps unit i+1's backward compute and
-      at most one gradient bucket is in flight.
+      unbucketed and returned): the start stays; its wait and the
+      bucket's free move to just before the next gradient reduction
+      (before its `dist.bucket`), so unit i's reduce-scatter overlaps unit
+      i+1's backward compute and at most one gradient bucket is in flight.
+      Without HSDP the unbucket follows the wait. Under HSDP the
+      all-reduce starts right after that wait, and its wait and the
+      unbucket move to just before the reduction after next (or the
+      return), so the all-reduce overlaps unit i+2's backward compute.
     * **Every other collective** (the loss, tp, activations): the start
       stays, the wait moves to just before the first user of its result.
 
@@ -50,8 +53,9 @@ def PlanSchedule : Pass<"plan-schedule", "::mlir::ModuleOp"> {
     ```
 
     k is `prefetch`, or with `memory-budget-gb` the largest k whose peak
-    of resident parameter shards plus live gathered parameter buffers (from
-    each start to the free of its result) fits the budget. Each function
+    per rank, as plan-memory-plan computes it on the scheduled function
+    (parameters, optimizer states, activations, gathered buffers in
+    flight, gradients and their buckets), fits the budget. Each function
     gets `plan.prefetch = k`. Ops only move within the one block, so every
     rank still issues the same collectives in the same order. See
     docs/planner_schedule.md.
@@ -61,9 +65,9 @@ def PlanSchedule : Pass<"plan-schedule", "::mlir::ModuleOp"> {
            "k: how many parameter-gather steps run ahead of the one in use "
            "(0: no prefetch)">,
     Option<"memoryBudgetGb", "memory-budget-gb", "double", /*default=*/"0",
-           "when > 0, per-rank budget in GB (10^9 bytes) for resident "
-           "parameter shards plus gathered parameter buffers; k is then the "
-           "largest that fits and `prefetch` is not used">,
+           "when > 0, per-rank budget in GiB (2^30 bytes, as "
+           "plan-memory-plan's) for the whole peak of the memory plan; k is "
+           "then the largest that fits and `prefetch` is not used">,
   ];
   let dependentDialects = ["::loom::planner::dist::DistDialect"];
 }

@@ -24,6 +24,7 @@
 #include "planner/dialect/nn/ir/nn_dialect.h"
 #include "planner/transforms/autodiff/passes.h"
 #include "planner/transforms/bucketing/passes.h"
+#include "planner/transforms/memory/memory_plan.h"
 #include "planner/transforms/schedule/passes.h"
 
 namespace loom::planner::schedule {
@@ -35,6 +36,9 @@ namespace loom::planner::schedule {
 #pragma GCC diagnostic pop
 
 namespace {
+
+// GiB, as plan-memory-plan's memory-budget-gb.
+constexpr double kBytesPerGiB = 1024.0 * 1024.0 * 1024.0;
 
 // A started collective and the wait that completes it.
 struct Async {
@@ -53,12 +57,6 @@ struct Chain {
   dist::ReduceScatterOp scatter;
   dist::AllReduceOp reduce;
 };
-
-int64_t bytesOf(mlir::Type type) {
-  auto tensor = llvm::cast<mlir::RankedTensorType>(type);
-  return tensor.getNumElements() *
-         ((tensor.getElementTypeBitWidth() + 7) / 8);
-}
 
 // The unit of a gather operand that is a parameter shard or a dist.bucket of
 // parameter shards; nullopt for any other operand.
@@ -264,28 +262,46 @@ void scheduleFunc(mlir::func::FuncOp func, int64_t k) {
     }
   }
 
-  // Overlap: the rest of a gradient reduction completes just before the
-  // next one begins, so one gradient bucket is in flight at a time.
+  // Overlap: a reduce-scatter completes just before the next gradient
+  // reduction begins, so one gradient bucket is in flight at a time. Under
+  // HSDP its shard's all-reduce starts there and completes one reduction
+  // later (before the one after next, or at the return), so it overlaps
+  // the next unit's backward as the reduce-scatter did.
+  auto beginOf = [&](size_t index) {
+    mlir::Operation* begin = async[chains[index].scatter].start;
+    if (auto bucket = begin->getOperand(0).getDefiningOp<dist::BucketOp>()) {
+      begin = bucket;
+    }
+    return begin;
+  };
   for (auto [i, chain] : llvm::enumerate(chains)) {
     Async scatter = async[chain.scatter];
     placed.insert(scatter.start);
-    llvm::SmallVector<mlir::Operation*> tail = {scatter.wait};
+    // Completes the reduce-scatter (and starts the all-reduce).
+    llvm::SmallVector<mlir::Operation*> head = {scatter.wait};
+    // Completes the reduction: the all-reduce's wait and the unbucket.
+    llvm::SmallVector<mlir::Operation*> tail;
     mlir::Value delivered = scatter.wait.getResult();
     if (chain.reduce) {
       Async reduce = async[chain.reduce];
       placed.insert(reduce.start);
-      tail.append({reduce.start, reduce.wait});
+      head.push_back(reduce.start);
+      tail.push_back(reduce.wait);
       delivered = reduce.wait.getResult();
     }
     for (mlir::Operation* user : delivered.getUsers()) {
       if (llvm::isa<dist::UnbucketOp>(user)) tail.push_back(user);
     }
     if (i + 1 == chains.size()) continue;
-    mlir::Operation* next = async[chains[i + 1].scatter].start;
-    if (auto bucket = next->getOperand(0).getDefiningOp<dist::BucketOp>()) {
-      next = bucket;
+    mlir::Operation* next = beginOf(i + 1);
+    if (!chain.reduce) {
+      head.append(tail);
+      tail.clear();
     }
-    for (mlir::Operation* op : tail) op->moveBefore(next);
+    for (mlir::Operation* op : head) op->moveBefore(next);
+    mlir::Operation* after =
+        i + 2 < chains.size() ? beginOf(i + 2) : block.getTerminator();
+    for (mlir::Operation* op : tail) op->moveBefore(after);
   }
 
   // Every other wait moves to just before the first user of its result.
@@ -314,38 +330,6 @@ void scheduleFunc(mlir::func::FuncOp func, int64_t k) {
   }
 }
 
-// Per-rank bytes of parameter storage: the resident shards, and the peak of
-// gathered parameter buffers, each live from its start to its free.
-struct ParamBytes {
-  int64_t resident = 0;
-  int64_t gathered = 0;
-};
-
-ParamBytes paramBytes(mlir::func::FuncOp func) {
-  ParamBytes bytes;
-  for (mlir::BlockArgument arg : func.getArguments()) {
-    if (func.getArgAttr(arg.getArgNumber(), nn::NnDialect::kParamAttrName)) {
-      bytes.resident += bytesOf(arg.getType());
-    }
-  }
-  llvm::DenseMap<mlir::Value, int64_t> live;
-  int64_t current = 0;
-  for (mlir::Operation& op : func.front()) {
-    if (auto start = llvm::dyn_cast<dist::AllGatherStartOp>(op)) {
-      if (!paramUnit(func, start.getInput())) continue;
-      const int64_t size = bytesOf(start.getResultTensorType());
-      current += size;
-      live[mlir::cast<dist::WaitOp>(*start->user_begin()).getResult()] = size;
-      bytes.gathered = std::max(bytes.gathered, current);
-    } else if (auto free = llvm::dyn_cast<dist::FreeOp>(op)) {
-      if (auto it = live.find(free.getBuffer()); it != live.end()) {
-        current -= it->second;
-      }
-    }
-  }
-  return bytes;
-}
-
 // `value` as the shortest decimal a reader would type (3.008e-06).
 std::string gigabytes(double value) {
   std::ostringstream os;
@@ -367,7 +351,7 @@ class PlanSchedulePass : public impl::PlanScheduleBase<PlanSchedulePass> {
     if (memoryBudgetGb < 0) {
       getOperation().emitError()
           << "invalid memory-budget-gb=" << gigabytes(memoryBudgetGb)
-          << "; use a budget in GB, or 0 to take k from prefetch";
+          << "; use a budget in GiB, or 0 to take k from prefetch";
       return signalPassFailure();
     }
     for (auto func : getOperation().getOps<mlir::func::FuncOp>()) {
@@ -387,28 +371,45 @@ class PlanSchedulePass : public impl::PlanScheduleBase<PlanSchedulePass> {
 
  private:
   // The largest k (up to one less than the number of steps, beyond which
-  // nothing moves) whose peak parameter bytes fit the budget.
+  // nothing moves) whose peak, as plan-memory-plan counts it (parameters,
+  // optimizer states, activations live across the prefetch window,
+  // gathered buffers in flight, gradients and their buckets), fits the
+  // budget.
+  // A larger k only starts gathers earlier, so every lifetime grows and
+  // the peak never falls as k grows: a binary search finds the largest k.
   std::optional<int64_t> depthWithinBudget(mlir::func::FuncOp func) {
-    const double budget = memoryBudgetGb * 1e9;
+    const double budget = memoryBudgetGb * kBytesPerGiB;
     const int64_t steps = static_cast<int64_t>(stepsOf(func).size());
-    ParamBytes atZero;
-    for (int64_t k = std::max<int64_t>(steps - 1, 0); k >= 0; --k) {
+    auto peakAt = [&](int64_t k) {
       auto trial = llvm::cast<mlir::func::FuncOp>(func->clone());
       scheduleFunc(trial, k);
-      const ParamBytes bytes = paramBytes(trial);
+      memory::MemoryPlan plan = memory::computeMemoryPlan(trial);
       trial->erase();
-      if (static_cast<double>(bytes.resident + bytes.gathered) <= budget) {
-        return k;
+      return plan;
+    };
+    auto fits = [&](const memory::MemoryPlan& plan) {
+      return static_cast<double>(plan.peak_bytes) <= budget;
+    };
+    int64_t high = std::max<int64_t>(steps - 1, 0);
+    if (fits(peakAt(high))) return high;
+    const memory::MemoryPlan atZero = peakAt(0);
+    if (fits(atZero)) {
+      // fits(low) and !fits(high).
+      int64_t low = 0;
+      while (high - low > 1) {
+        const int64_t middle = low + (high - low) / 2;
+        (fits(peakAt(middle)) ? low : high) = middle;
       }
-      atZero = bytes;
+      return low;
     }
-    const int64_t peak = atZero.resident + atZero.gathered;
     func.emitError() << "memory-budget-gb=" << gigabytes(memoryBudgetGb)
                      << " is below the peak without prefetch: "
-                     << atZero.resident << " bytes of parameter shards + "
-                     << atZero.gathered << " bytes of gathered parameters = "
-                     << peak << " bytes; raise memory-budget-gb to at least "
-                     << gigabytes(static_cast<double>(peak) / 1e9);
+                     << atZero.peak_bytes << " bytes ("
+                     << memory::formatBreakdown(atZero.at_peak)
+                     << "); raise memory-budget-gb to at least "
+                     << gigabytes(static_cast<double>(atZero.peak_bytes) /
+                                  kBytesPerGiB)
+                     << " or " << memory::suggestFix(atZero.at_peak);
     return std::nullopt;
   }
 };

@@ -108,11 +108,41 @@ func.func @scalar_in_chunks(%x: tensor<f32>) -> tensor<4xf32> {
 
 // -----
 
-// Tests that every entry's dim 0 splits into the chunks.
+// Tests that an entry whose dim 0 does not split into the chunks needs
+// `padded`.
 func.func @entry_uneven(%x: tensor<6x2xf32>) -> tensor<16xf32> {
-  // expected-error @+1 {{'dist.bucket' op entry 0 has dim 0 of size 6, which does not split into 4 chunks; pad it to a multiple of 4}}
+  // expected-error @+1 {{'dist.bucket' op entry 0 has dim 0 of size 6, which does not split into 4 chunks, got: 6 % 4 = 2; mark the op `padded` (parts of ceil(6 / 4) = 2 rows, zero-filled) or pad it to a multiple of 4}}
   %b = dist.bucket %x offsets = [0] chunks = 4 : tensor<6x2xf32> -> tensor<16xf32>
   return %b : tensor<16xf32>
+}
+
+// -----
+
+// Tests that `padded` is refused when every entry divides, so each layout
+// has one spelling.
+func.func @padded_even(%x: tensor<8x2xf32>) -> tensor<16xf32> {
+  // expected-error @+1 {{'dist.bucket' op is marked `padded`, but every entry's split dim divides into 4 chunks; drop `padded`}}
+  %b = dist.bucket %x offsets = [0] chunks = 4 padded : tensor<8x2xf32> -> tensor<16xf32>
+  return %b : tensor<16xf32>
+}
+
+// -----
+
+// Tests that `padded` is refused on a bucket of whole tensors (one chunk).
+func.func @padded_one_chunk(%x: tensor<3x2xf32>) -> tensor<6xf32> {
+  // expected-error @+1 {{'dist.bucket' op is marked `padded`, but every entry's split dim divides into 1 chunks; drop `padded`}}
+  %b = dist.bucket %x offsets = [0] padded : tensor<3x2xf32> -> tensor<6xf32>
+  return %b : tensor<6xf32>
+}
+
+// -----
+
+// Tests that a padded entry takes ceil(n / chunks) rows per part: 10 rows
+// of 16 over 4 chunks need 3 * 16 = 48 elements per segment.
+func.func @padded_part_size(%x: tensor<10x16xf32>) -> tensor<160xf32> {
+  // expected-error @+1 {{'dist.bucket' op entry 0 ends at 48 but each of the 4 chunks holds 40 elements; grow the buffer to at least 192 elements}}
+  %b = dist.bucket %x offsets = [0] chunks = 4 padded : tensor<10x16xf32> -> tensor<160xf32>
+  return %b : tensor<160xf32>
 }
 
 // -----
@@ -138,7 +168,7 @@ func.func @split_dim_range(%full: tensor<32xf32>) -> tensor<4x4xf32> {
 // Tests that an entry's split dim (here dim 1 of a row-parallel weight)
 // splits into the chunks.
 func.func @split_dim_uneven(%full: tensor<36xf32>) -> tensor<4x6xf32> {
-  // expected-error @+1 {{'dist.unbucket' op entry 0 has dim 1 of size 6, which does not split into 4 chunks; pad it to a multiple of 4}}
+  // expected-error @+1 {{'dist.unbucket' op entry 0 has dim 1 of size 6, which does not split into 4 chunks, got: 6 % 4 = 2; mark the op `padded` (parts of ceil(6 / 4) = 2 rows, zero-filled) or pad it to a multiple of 4}}
   %w = dist.unbucket %full offsets = [0] chunks = 4 split_dims = [1] : tensor<36xf32> -> tensor<4x6xf32>
   return %w : tensor<4x6xf32>
 }

@@ -145,6 +145,24 @@ func.func @split_dims_bucket(%w: tensor<2x16xf32>, %o: tensor<16x2xf32>) -> tens
   return %grads : tensor<256xf32>
 }
 
+// Tests padded entries: a 10-row parameter over 4 ranks has 3-row shards;
+// the bucket of shards is gathered, `padded` unbucket drops the padding
+// rows, and the gradient side pads 10 rows into 4 parts of 3.
+// CHECK-LABEL: func.func @padded_bucket
+// CHECK-SAME: (%[[U:.*]]: tensor<3x16xf32>, %[[B:.*]]: tensor<16xf32>)
+// CHECK-NEXT: %[[BUCKET:.*]] = dist.bucket %[[U]], %[[B]] offsets = [0, 48] : tensor<3x16xf32>, tensor<16xf32> -> tensor<64xf32>
+// CHECK-NEXT: %[[FULL:.*]] = dist.all_gather %[[BUCKET]] on @mesh axes = ["tp"] gather_dim = 0 wire = f32 : tensor<64xf32> -> tensor<256xf32>
+// CHECK-NEXT: %[[PARAMS:.*]]:2 = dist.unbucket %[[FULL]] offsets = [0, 48] chunks = 4 padded : tensor<256xf32> -> tensor<10x16xf32>, tensor<64xf32>
+// CHECK-NEXT: %[[GRADS:.*]] = dist.bucket %[[PARAMS]]#0, %[[PARAMS]]#1 offsets = [0, 48] chunks = 4 padded : tensor<10x16xf32>, tensor<64xf32> -> tensor<256xf32>
+// CHECK-NEXT: return %[[GRADS]]
+func.func @padded_bucket(%u: tensor<3x16xf32>, %b: tensor<16xf32>) -> tensor<256xf32> {
+  %bucket = dist.bucket %u, %b offsets = [0, 48] : tensor<3x16xf32>, tensor<16xf32> -> tensor<64xf32>
+  %full = dist.all_gather %bucket on @mesh axes = ["tp"] gather_dim = 0 wire = f32 : tensor<64xf32> -> tensor<256xf32>
+  %u_full, %b_full = dist.unbucket %full offsets = [0, 48] chunks = 4 padded : tensor<256xf32> -> tensor<10x16xf32>, tensor<64xf32>
+  %grads = dist.bucket %u_full, %b_full offsets = [0, 48] chunks = 4 padded : tensor<10x16xf32>, tensor<64xf32> -> tensor<256xf32>
+  return %grads : tensor<256xf32>
+}
+
 // Tests the gradient side: bucket whole grads in 4 chunks (with an alignment
 // gap), reduce-scatter, unbucket the shards, and run AdamW on them.
 // CHECK-LABEL: func.func @grad_bucket_and_step

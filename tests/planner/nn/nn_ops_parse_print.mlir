@@ -120,6 +120,29 @@ func.func @cross_entropy(%logits: tensor<2x4x10xbf16>, %labels: tensor<2x4xi32>)
   return %loss : tensor<f32>
 }
 
+// Tests that nn.bias_add round-trips.
+// CHECK-LABEL: func.func @bias_add
+// CHECK-NEXT: nn.bias_add %{{.*}}, %{{.*}} : (tensor<2x4x8xf32>, tensor<8xf32>) -> tensor<2x4x8xf32>
+func.func @bias_add(%x: tensor<2x4x8xf32>, %b: tensor<8xf32>) -> tensor<2x4x8xf32> {
+  %y = nn.bias_add %x, %b : (tensor<2x4x8xf32>, tensor<8xf32>) -> tensor<2x4x8xf32>
+  return %y : tensor<2x4x8xf32>
+}
+
+// Tests that the vocab-parallel cross-entropy ops round-trip, on a shard of
+// 5 of the 10 vocab rows with bf16 logits: the statistics are f32.
+// CHECK-LABEL: func.func @vocab_cross_entropy
+// CHECK-NEXT: %[[M:.*]] = nn.vocab_max %{{.*}} vocab 10 : (tensor<2x4x5xbf16>) -> tensor<2x4xf32>
+// CHECK-NEXT: %[[S:.*]] = nn.vocab_stats %{{.*}}, %{{.*}}, %[[M]] vocab 10 : (tensor<2x4x5xbf16>, tensor<2x4xi32>, tensor<2x4xf32>) -> tensor<2x4x2xf32>
+// CHECK-NEXT: nn.vocab_cross_entropy %[[S]] : (tensor<2x4x2xf32>) -> tensor<f32>
+// CHECK-NEXT: nn.vocab_cross_entropy_grad %{{.*}}, %{{.*}}, %[[M]], %[[S]], %{{.*}} scale 1.250000e-01 vocab 10 : (tensor<2x4x5xbf16>, tensor<2x4xi32>, tensor<2x4xf32>, tensor<2x4x2xf32>, tensor<f32>) -> tensor<2x4x5xbf16>
+func.func @vocab_cross_entropy(%logits: tensor<2x4x5xbf16>, %labels: tensor<2x4xi32>, %dloss: tensor<f32>) -> (tensor<f32>, tensor<2x4x5xbf16>) {
+  %m = nn.vocab_max %logits vocab 10 : (tensor<2x4x5xbf16>) -> tensor<2x4xf32>
+  %s = nn.vocab_stats %logits, %labels, %m vocab 10 : (tensor<2x4x5xbf16>, tensor<2x4xi32>, tensor<2x4xf32>) -> tensor<2x4x2xf32>
+  %loss = nn.vocab_cross_entropy %s : (tensor<2x4x2xf32>) -> tensor<f32>
+  %d = nn.vocab_cross_entropy_grad %logits, %labels, %m, %s, %dloss scale 0.125 vocab 10 : (tensor<2x4x5xbf16>, tensor<2x4xi32>, tensor<2x4xf32>, tensor<2x4x2xf32>, tensor<f32>) -> tensor<2x4x5xbf16>
+  return %loss, %d : tensor<f32>, tensor<2x4x5xbf16>
+}
+
 // Tests that the backward ops round-trip.
 // CHECK-LABEL: func.func @backward
 // CHECK: nn.embedding_grad %{{.*}}, %{{.*}} : (tensor<2x4xi32>, tensor<2x4x8xf32>) -> tensor<10x8xf32>

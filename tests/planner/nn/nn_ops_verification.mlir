@@ -568,3 +568,103 @@ func.func @cross_entropy_grad_scale(%logits: tensor<2x4x10xf32>, %labels: tensor
   %d = nn.cross_entropy_grad %logits, %labels, %dloss scale 0.0 : (tensor<2x4x10xf32>, tensor<2x4xi32>, tensor<f32>) -> tensor<2x4x10xf32>
   return
 }
+
+// -----
+
+// Tests that the bias of nn.bias_add has one value per feature.
+func.func @bias_add_shape(%x: tensor<2x4x8xf32>, %b: tensor<4xf32>) {
+  // expected-error @+1 {{'nn.bias_add' op bias must be [out] = [8], got: [4]; pass one bias per feature of the input's last dim}}
+  %y = nn.bias_add %x, %b : (tensor<2x4x8xf32>, tensor<4xf32>) -> tensor<2x4x8xf32>
+  return
+}
+
+// -----
+
+// Tests that nn.bias_add's operands share one element type.
+func.func @bias_add_type(%x: tensor<2x8xf32>, %b: tensor<8xbf16>) {
+  // expected-error @+1 {{'nn.bias_add' op operands must share one element type, got: 'f32' (input) != 'bf16' (bias); convert them to one type}}
+  %y = nn.bias_add %x, %b : (tensor<2x8xf32>, tensor<8xbf16>) -> tensor<2x8xf32>
+  return
+}
+
+// -----
+
+// Tests that vocab covers the logits' last dim (a shard holds at most the
+// whole vocab).
+func.func @vocab_max_vocab(%logits: tensor<2x4x10xf32>) {
+  // expected-error @+1 {{'nn.vocab_max' op vocab must be at least the logits' last dim 10, got: 8; set it to the global vocab size (the logits' last dim before sharding)}}
+  %m = nn.vocab_max %logits vocab 8 : (tensor<2x4x10xf32>) -> tensor<2x4xf32>
+  return
+}
+
+// -----
+
+// Tests that nn.vocab_max needs a token dim.
+func.func @vocab_max_rank(%logits: tensor<10xf32>) {
+  // expected-error @+1 {{'nn.vocab_max' op logits must be [tokens..., vocab] with rank >= 2, got: rank 1 ('tensor<10xf32>'); add the missing leading dims}}
+  %m = nn.vocab_max %logits vocab 10 : (tensor<10xf32>) -> tensor<f32>
+  return
+}
+
+// -----
+
+// Tests that nn.vocab_max's result is f32 whatever the logits' type.
+func.func @vocab_max_result(%logits: tensor<2x10xbf16>) {
+  // expected-error @+1 {{'nn.vocab_max' op result #0 must be statically shaped tensor with non-zero dims of 32-bit float values, but got 'tensor<2xbf16>'}}
+  %m = nn.vocab_max %logits vocab 10 : (tensor<2x10xbf16>) -> tensor<2xbf16>
+  return
+}
+
+// -----
+
+// Tests that nn.vocab_stats checks its labels.
+func.func @vocab_stats_labels(%logits: tensor<2x4x10xf32>, %labels: tensor<2xi32>, %m: tensor<2x4xf32>) {
+  // expected-error @+1 {{'nn.vocab_stats' op labels must be [2, 4] (the logits without the vocab dim), got: [2]; give one label per token}}
+  %s = nn.vocab_stats %logits, %labels, %m vocab 10 : (tensor<2x4x10xf32>, tensor<2xi32>, tensor<2x4xf32>) -> tensor<2x4x2xf32>
+  return
+}
+
+// -----
+
+// Tests that nn.vocab_stats takes one max per token.
+func.func @vocab_stats_max(%logits: tensor<2x4x10xf32>, %labels: tensor<2x4xi32>, %m: tensor<2xf32>) {
+  // expected-error @+1 {{'nn.vocab_stats' op max must be [2, 4] (one value per token), got: [2]; pass the result of nn.vocab_max}}
+  %s = nn.vocab_stats %logits, %labels, %m vocab 10 : (tensor<2x4x10xf32>, tensor<2x4xi32>, tensor<2xf32>) -> tensor<2x4x2xf32>
+  return
+}
+
+// -----
+
+// Tests that nn.vocab_cross_entropy reads [tokens..., 2] statistics.
+func.func @vocab_cross_entropy_stats(%s: tensor<2x4x3xf32>) {
+  // expected-error @+1 {{'nn.vocab_cross_entropy' op stats must be [2, 4, 2] (sum of exponentials, label logit per token), got: [2, 4, 3]; pass the result of nn.vocab_stats}}
+  %loss = nn.vocab_cross_entropy %s : (tensor<2x4x3xf32>) -> tensor<f32>
+  return
+}
+
+// -----
+
+// Tests that nn.vocab_cross_entropy needs a token dim.
+func.func @vocab_cross_entropy_rank(%s: tensor<2xf32>) {
+  // expected-error @+1 {{'nn.vocab_cross_entropy' op stats must be [tokens..., 2] with rank >= 2, got: rank 1 ('tensor<2xf32>'); add the missing leading dims}}
+  %loss = nn.vocab_cross_entropy %s : (tensor<2xf32>) -> tensor<f32>
+  return
+}
+
+// -----
+
+// Tests that nn.vocab_cross_entropy_grad checks its statistics.
+func.func @vocab_grad_stats(%logits: tensor<2x4x10xf32>, %labels: tensor<2x4xi32>, %m: tensor<2x4xf32>, %s: tensor<2x2xf32>, %dloss: tensor<f32>) {
+  // expected-error @+1 {{'nn.vocab_cross_entropy_grad' op stats must be [2, 4, 2] (sum of exponentials, label logit per token), got: [2, 2]; pass the result of nn.vocab_stats}}
+  %d = nn.vocab_cross_entropy_grad %logits, %labels, %m, %s, %dloss scale 0.125 vocab 10 : (tensor<2x4x10xf32>, tensor<2x4xi32>, tensor<2x4xf32>, tensor<2x2xf32>, tensor<f32>) -> tensor<2x4x10xf32>
+  return
+}
+
+// -----
+
+// Tests that the nn.vocab_cross_entropy_grad scale must be positive.
+func.func @vocab_grad_scale(%logits: tensor<2x4x10xf32>, %labels: tensor<2x4xi32>, %m: tensor<2x4xf32>, %s: tensor<2x4x2xf32>, %dloss: tensor<f32>) {
+  // expected-error @+1 {{'nn.vocab_cross_entropy_grad' op scale must be positive and finite, got: -1; use a value such as 1 / number of tokens}}
+  %d = nn.vocab_cross_entropy_grad %logits, %labels, %m, %s, %dloss scale -1.0 vocab 10 : (tensor<2x4x10xf32>, tensor<2x4xi32>, tensor<2x4xf32>, tensor<2x4x2xf32>, tensor<f32>) -> tensor<2x4x10xf32>
+  return
+}

@@ -448,11 +448,12 @@ mlir::LogicalResult verifyAllToAllGroup(OpT op,
 
 // Shared by dist.bucket and dist.unbucket: `entries` are the tensors packed
 // into (or read from) the 1-d `buffer`, each split along its entry of
-// `splitDims` (all 0 when absent).
+// `splitDims` (all 0 when absent); `padded` lets a split dim that does not
+// divide by `chunks` use the padding rule, and is refused when none needs it.
 mlir::LogicalResult verifyBucketLayout(
     mlir::Operation* op, mlir::RankedTensorType buffer,
     mlir::TypeRange entries, llvm::ArrayRef<int64_t> offsets, int64_t chunks,
-    std::optional<llvm::ArrayRef<int64_t>> splitDims) {
+    std::optional<llvm::ArrayRef<int64_t>> splitDims, bool padded) {
   if (entries.empty()) {
     return op->emitOpError() << "has no entries; give at least one tensor";
   }
@@ -484,6 +485,7 @@ mlir::LogicalResult verifyBucketLayout(
   }
   const int64_t chunk_size = size / chunks;
   int64_t end = 0;
+  bool unevenEntries = false;
   for (const auto& [index, type, offset] : llvm::enumerate(entries, offsets)) {
     auto entry = llvm::cast<mlir::RankedTensorType>(type);
     if (entry.getElementType() != buffer.getElementType()) {
@@ -506,11 +508,27 @@ mlir::LogicalResult verifyBucketLayout(
              << " out of range for its rank " << entry.getRank()
              << "; use a dim in [0, " << entry.getRank() << ")";
     }
-    if (chunks > 1 && entry.getDimSize(dim) % chunks != 0) {
-      return op->emitOpError()
-             << "entry " << index << " has dim " << dim << " of size "
-             << entry.getDimSize(dim) << ", which does not split into "
-             << chunks << " chunks; pad it to a multiple of " << chunks;
+    // Elements of one part: ceil(n / chunks) rows of the split dim (the
+    // padding rule when n does not divide), every other dim whole.
+    int64_t partElements = entry.getNumElements();
+    if (chunks > 1) {
+      const int64_t rows = entry.getDimSize(dim);
+      if (rows % chunks != 0) {
+        if (!padded) {
+          return op->emitOpError()
+                 << "entry " << index << " has dim " << dim << " of size "
+                 << rows << ", which does not split into " << chunks
+                 << " chunks, got: " << rows << " % " << chunks << " = "
+                 << rows % chunks
+                 << "; mark the op `padded` (parts of ceil(" << rows << " / "
+                 << chunks << ") = " << (rows + chunks - 1) / chunks
+                 << " rows, zero-filled) or pad it to a multiple of "
+                 << chunks;
+        }
+        unevenEntries = true;
+      }
+      partElements =
+          rows == 0 ? 0 : partElements / rows * ((rows + chunks - 1) / chunks);
     }
     if (offset < 0) {
       return op->emitOpError() << "entry " << index << " has negative offset "
@@ -524,7 +542,7 @@ mlir::LogicalResult verifyBucketLayout(
                 "least "
              << end;
     }
-    end = offset + entry.getNumElements() / chunks;
+    end = offset + partElements;
     if (end > chunk_size) {
       return op->emitOpError()
              << "entry " << index << " ends at " << end << " but each of the "
@@ -532,6 +550,11 @@ mlir::LogicalResult verifyBucketLayout(
              << " elements; grow the buffer to at least " << end * chunks
              << " elements";
     }
+  }
+  if (padded && !unevenEntries) {
+    return op->emitOpError()
+           << "is marked `padded`, but every entry's split dim divides into "
+           << chunks << " chunks; drop `padded`";
   }
   return mlir::success();
 }
@@ -772,13 +795,13 @@ mlir::LogicalResult FreeOp::verify() {
 mlir::LogicalResult BucketOp::verify() {
   return verifyBucketLayout(*this, getResult().getType(),
                             getInputs().getTypes(), getOffsets(), getChunks(),
-                            getSplitDims());
+                            getSplitDims(), getPadded());
 }
 
 mlir::LogicalResult UnbucketOp::verify() {
   return verifyBucketLayout(*this, getInput().getType(),
                             getResults().getTypes(), getOffsets(), getChunks(),
-                            getSplitDims());
+                            getSplitDims(), getPadded());
 }
 
 mlir::LogicalResult OptimizerStepOp::verify() {

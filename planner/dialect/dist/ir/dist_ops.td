@@ -402,6 +402,14 @@ def Dist_BucketOp : Dist_Op<"bucket", [Pure]> {
     rank `r` segment `r`: its shard of every input, the shard that a
     reduce-scatter of the input alone along `split_dims[i]` gives.
 
+    `padded` (required when, and only when, some input's split dim `n` does
+    not divide by `chunks`) applies the padding rule of `#dist.placement`
+    to such an input: each part holds `s = ceil(n / chunks)` rows, part `r`
+    is rows `[min(r * s, n), min((r + 1) * s, n))` followed by zero rows up
+    to `s`, so the last parts may be all zeros. A reduce-scatter of the
+    bucket then gives rank `r` the padded shard that a `padded`
+    reduce-scatter of the input alone gives.
+
     ```mlir
     %b = dist.bucket %w, %bias offsets = [0, 128]
         : tensor<8x16xf32>, tensor<64xf32> -> tensor<192xf32>
@@ -409,18 +417,22 @@ def Dist_BucketOp : Dist_Op<"bucket", [Pure]> {
         : tensor<8x16xf32>, tensor<64xf32> -> tensor<192xf32>
     %r = dist.bucket %gw, %go offsets = [0, 32] chunks = 4 split_dims = [0, 1]
         : tensor<8x16xf32>, tensor<16x8xf32> -> tensor<256xf32>
+    // 10 rows over 4 chunks: 3, 3, 3 and 1 real rows, 3 rows per part.
+    %p = dist.bucket %gu, %gb offsets = [0, 48] chunks = 4 padded
+        : tensor<10x16xf32>, tensor<64xf32> -> tensor<256xf32>
     ```
   }];
   let arguments = (ins
     Variadic<AnyStaticShapeTensor>:$inputs,
     DenseI64ArrayAttr:$offsets,
     DefaultValuedAttr<I64Attr, "1">:$chunks,
-    OptionalAttr<DenseI64ArrayAttr>:$split_dims
+    OptionalAttr<DenseI64ArrayAttr>:$split_dims,
+    UnitAttr:$padded
   );
   let results = (outs AnyStaticShapeTensor:$result);
   let assemblyFormat = [{
     $inputs `offsets` `=` $offsets (`chunks` `=` $chunks^)?
-    (`split_dims` `=` $split_dims^)? attr-dict `:`
+    (`split_dims` `=` $split_dims^)? (`padded` $padded^)? attr-dict `:`
     type($inputs) `->` type($result)
   }];
   let hasVerifier = 1;
@@ -439,6 +451,14 @@ def Dist_UnbucketOp : Dist_Op<"unbucket", [Pure]> {
     `split_dims[i]` gives (fsdp x tp gathers row-parallel weights along
     dim 1).
 
+    With `padded` (required when, and only when, some result's split dim
+    `n` does not divide by `chunks`), such a result is read with the
+    padding rule of `dist.bucket`: part `r` is the first
+    `min((r + 1) * s, n) - min(r * s, n)` of the `s = ceil(n / chunks)`
+    rows at its offset, and the padding rows are dropped. After a gather of
+    padded shards this is what a `padded` `dist.all_gather` of the shard
+    alone gives.
+
     ```mlir
     %full = dist.all_gather %b on @mesh axes = ["dp"] gather_dim = 0
         wire = f32 : tensor<48xf32> -> tensor<192xf32>
@@ -447,18 +467,21 @@ def Dist_UnbucketOp : Dist_Op<"unbucket", [Pure]> {
     %wi, %wo = dist.unbucket %full2 offsets = [0, 32] chunks = 4
         split_dims = [0, 1]
         : tensor<256xf32> -> tensor<8x16xf32>, tensor<16x8xf32>
+    %u, %ub = dist.unbucket %full3 offsets = [0, 48] chunks = 4 padded
+        : tensor<256xf32> -> tensor<10x16xf32>, tensor<64xf32>
     ```
   }];
   let arguments = (ins
     AnyStaticShapeTensor:$input,
     DenseI64ArrayAttr:$offsets,
     DefaultValuedAttr<I64Attr, "1">:$chunks,
-    OptionalAttr<DenseI64ArrayAttr>:$split_dims
+    OptionalAttr<DenseI64ArrayAttr>:$split_dims,
+    UnitAttr:$padded
   );
   let results = (outs Variadic<AnyStaticShapeTensor>:$results);
   let assemblyFormat = [{
     $input `offsets` `=` $offsets (`chunks` `=` $chunks^)?
-    (`split_dims` `=` $split_dims^)? attr-dict `:`
+    (`split_dims` `=` $split_dims^)? (`padded` $padded^)? attr-dict `:`
     type($input) `->` type($results)
   }];
   let hasVerifier = 1;

@@ -86,6 +86,9 @@ class Interpreter {
           return one(linear(get(o.getInput()), get(o.getWeight()),
                             o.getBias() ? &get(o.getBias()) : nullptr));
         })
+        .Case([&](BiasAddOp o) {
+          return one(biasAdd(get(o.getInput()), get(o.getBias())));
+        })
         .Case([&](MatmulOp o) {
           return one(matmul(get(o.getLhs()), get(o.getRhs()),
                             o.getTransposeLhs(), o.getTransposeRhs()));
@@ -179,6 +182,28 @@ class Interpreter {
           return one(crossEntropyGrad(logits, get(o.getLabels()),
                                       get(o.getLossGrad()),
                                       o.getScale().convertToDouble()));
+        })
+        .Case([&](VocabMaxOp o) {
+          return one(vocabMax(get(o.getLogits()), 0, o.getVocab()));
+        })
+        .Case([&](VocabStatsOp o) -> Results {
+          absl::Status status =
+              checkIndices(op, get(o.getLabels()), o.getVocab(), "labels");
+          if (!status.ok()) return status;
+          return one(vocabStats(get(o.getLogits()), get(o.getLabels()),
+                                get(o.getMax()), 0, o.getVocab()));
+        })
+        .Case([&](VocabCrossEntropyOp o) {
+          return one(vocabCrossEntropy(get(o.getStats())));
+        })
+        .Case([&](VocabCrossEntropyGradOp o) -> Results {
+          absl::Status status =
+              checkIndices(op, get(o.getLabels()), o.getVocab(), "labels");
+          if (!status.ok()) return status;
+          return one(vocabCrossEntropyGrad(
+              get(o.getLogits()), get(o.getLabels()), get(o.getMax()),
+              get(o.getStats()), get(o.getLossGrad()),
+              o.getScale().convertToDouble(), 0, o.getVocab()));
         })
         .Default([&](mlir::Operation*) -> Results {
           return absl::InvalidArgumentError(absl::StrCat(

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdint>
 #include <functional>
+#include <limits>
 #include <numbers>
 #include <numeric>
 #include <utility>
@@ -167,6 +168,15 @@ Tensor linear(const Tensor& input, const Tensor& weight, const Tensor* bias) {
     for (int64_t i = 0; i < result.numElements(); ++i) {
       result.values[i] += bias->values[i % out];
     }
+  }
+  return result;
+}
+
+Tensor biasAdd(const Tensor& input, const Tensor& bias) {
+  Tensor result = input;
+  const int64_t out = input.lastDim();
+  for (int64_t i = 0; i < result.numElements(); ++i) {
+    result.values[i] += bias.values[i % out];
   }
   return result;
 }
@@ -488,6 +498,80 @@ Tensor crossEntropyGrad(const Tensor& logits, const Tensor& labels,
     result.values[t * vocab + static_cast<int64_t>(labels.values[t])] -= 1.0;
   }
   for (double& v : result.values) v *= factor;
+  return result;
+}
+
+namespace {
+
+// The real rows of a vocab shard: local rows [0, n) are global rows
+// [rowBegin, rowBegin + n), the rest is padding past `vocab`.
+int64_t realRows(int64_t localRows, int64_t rowBegin, int64_t vocab) {
+  return std::clamp<int64_t>(vocab - rowBegin, 0, localRows);
+}
+
+}  // namespace
+
+Tensor vocabMax(const Tensor& logits, int64_t rowBegin, int64_t vocab) {
+  const int64_t rows = logits.lastDim();
+  const int64_t real = realRows(rows, rowBegin, vocab);
+  const int64_t tokens = logits.numElements() / rows;
+  Tensor result(std::vector<int64_t>(logits.shape.begin(),
+                                     logits.shape.end() - 1));
+  for (int64_t t = 0; t < tokens; ++t) {
+    double max = -std::numeric_limits<double>::infinity();
+    for (int64_t v = 0; v < real; ++v) {
+      max = std::max(max, logits.values[t * rows + v]);
+    }
+    result.values[t] = max;
+  }
+  return result;
+}
+
+Tensor vocabStats(const Tensor& logits, const Tensor& labels, const Tensor& max,
+                  int64_t rowBegin, int64_t vocab) {
+  const int64_t rows = logits.lastDim();
+  const int64_t real = realRows(rows, rowBegin, vocab);
+  const int64_t tokens = labels.numElements();
+  std::vector<int64_t> shape = labels.shape;
+  shape.push_back(2);
+  Tensor result(shape);
+  for (int64_t t = 0; t < tokens; ++t) {
+    const double* row = &logits.values[t * rows];
+    double sum = 0.0;
+    for (int64_t v = 0; v < real; ++v) sum += std::exp(row[v] - max.values[t]);
+    const int64_t label = static_cast<int64_t>(labels.values[t]) - rowBegin;
+    result.values[2 * t] = sum;
+    result.values[2 * t + 1] =
+        label >= 0 && label < real ? row[label] - max.values[t] : 0.0;
+  }
+  return result;
+}
+
+Tensor vocabCrossEntropy(const Tensor& stats) {
+  const int64_t tokens = stats.numElements() / 2;
+  double sum = 0.0;
+  for (int64_t t = 0; t < tokens; ++t) {
+    sum += std::log(stats.values[2 * t]) - stats.values[2 * t + 1];
+  }
+  return Tensor({}, {sum / static_cast<double>(tokens)});
+}
+
+Tensor vocabCrossEntropyGrad(const Tensor& logits, const Tensor& labels,
+                             const Tensor& max, const Tensor& stats,
+                             const Tensor& lossGrad, double scale,
+                             int64_t rowBegin, int64_t vocab) {
+  const int64_t rows = logits.lastDim();
+  const int64_t real = realRows(rows, rowBegin, vocab);
+  const double factor = lossGrad.values[0] * scale;
+  Tensor result(logits.shape);
+  for (int64_t t = 0; t < labels.numElements(); ++t) {
+    const int64_t label = static_cast<int64_t>(labels.values[t]) - rowBegin;
+    for (int64_t v = 0; v < real; ++v) {
+      const double p = std::exp(logits.values[t * rows + v] - max.values[t]) /
+                       stats.values[2 * t];
+      result.values[t * rows + v] = (p - (v == label ? 1.0 : 0.0)) * factor;
+    }
+  }
   return result;
 }
 

@@ -42,6 +42,7 @@ struct AttentionGrads {
 // embedding ops and cross-entropy, ids/labels in [0, vocab).
 Tensor embedding(const Tensor& ids, const Tensor& table);
 Tensor linear(const Tensor& input, const Tensor& weight, const Tensor* bias);
+Tensor biasAdd(const Tensor& input, const Tensor& bias);
 Tensor matmul(const Tensor& lhs, const Tensor& rhs, bool transposeLhs,
               bool transposeRhs);
 Tensor rmsNorm(const Tensor& input, const Tensor& gamma, double epsilon);
@@ -72,6 +73,22 @@ Tensor siluGrad(const Tensor& input, const Tensor& resultGrad);
 Tensor geluGrad(const Tensor& input, const Tensor& resultGrad);
 Tensor crossEntropyGrad(const Tensor& logits, const Tensor& labels,
                         const Tensor& lossGrad, double scale);
+
+// The vocab-parallel cross-entropy (docs/planner_nn.md, "Vocab-parallel
+// cross-entropy"). `logits` is [T..., V]: rows [rowBegin, rowBegin + V) of
+// a [T..., vocab] tensor zero-padded past `vocab` (rowBegin = 0 and
+// V = vocab unsharded). Only its real rows, the global indices below
+// `vocab`, are read, and labels are global indices in [0, vocab): a shard
+// gives its contribution to the partial<max> (vocabMax) or partial<sum>
+// (vocabStats) result, and its rows of the gradient (0 on padding).
+Tensor vocabMax(const Tensor& logits, int64_t rowBegin, int64_t vocab);
+Tensor vocabStats(const Tensor& logits, const Tensor& labels, const Tensor& max,
+                  int64_t rowBegin, int64_t vocab);
+Tensor vocabCrossEntropy(const Tensor& stats);
+Tensor vocabCrossEntropyGrad(const Tensor& logits, const Tensor& labels,
+                             const Tensor& max, const Tensor& stats,
+                             const Tensor& lossGrad, double scale,
+                             int64_t rowBegin, int64_t vocab);
 
 }  // namespace loom::planner::nn::eval
 

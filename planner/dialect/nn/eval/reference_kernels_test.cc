@@ -3,7 +3,11 @@
 // are checked against finite differences in nn_vjp_test.cc.
 #include "planner/dialect/nn/eval/reference_kernels.h"
 
+#include <algorithm>
 #include <cmath>
+#include <cstdint>
+#include <limits>
+#include <random>
 #include <vector>
 
 #include "gmock/gmock.h"
@@ -36,6 +40,13 @@ TEST(ReferenceKernelsTest, LinearAddsBiasToEachRow) {
   const Tensor result = linear(input, weight, &bias);
   EXPECT_THAT(result.shape, ElementsAre(2, 3));
   EXPECT_THAT(result.values, ElementsAre(11, 22, 33, 13, 24, 37));
+}
+
+TEST(ReferenceKernelsTest, BiasAddAddsBiasToEachRow) {
+  const Tensor result =
+      biasAdd(Tensor({2, 3}, {1, 2, 3, 4, 5, 6}), Tensor({3}, {10, 20, 30}));
+  EXPECT_THAT(result.shape, ElementsAre(2, 3));
+  EXPECT_THAT(result.values, ElementsAre(11, 22, 33, 14, 25, 36));
 }
 
 TEST(ReferenceKernelsTest, MatmulLayouts) {
@@ -174,6 +185,112 @@ TEST(ReferenceKernelsTest, CrossEntropyGradIsScaledSoftmaxMinusOneHot) {
   const Tensor grad = crossEntropyGrad(Tensor({1, 2}, {0, 0}), Tensor({1}, {1}),
                                        Tensor({}, {2}), 0.5);
   EXPECT_THAT(grad.values, Pointwise(Near(), std::vector<double>{0.5, -0.5}));
+}
+
+// Random logits [2, 3, vocab] and labels for the vocab-parallel tests.
+struct LossInputs {
+  Tensor logits;
+  Tensor labels;
+};
+
+LossInputs randomLossInputs(int64_t vocab, unsigned seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<double> value(-3.0, 3.0);
+  std::uniform_int_distribution<int64_t> label(0, vocab - 1);
+  LossInputs inputs{Tensor({2, 3, vocab}), Tensor({2, 3})};
+  for (double& v : inputs.logits.values) v = value(rng);
+  for (double& v : inputs.labels.values) v = static_cast<double>(label(rng));
+  return inputs;
+}
+
+TEST(ReferenceKernelsTest, VocabParallelLossIsCrossEntropyUnsharded) {
+  const LossInputs in = randomLossInputs(10, 1);
+  const Tensor max = vocabMax(in.logits, 0, 10);
+  EXPECT_THAT(max.shape, ElementsAre(2, 3));
+  const Tensor stats = vocabStats(in.logits, in.labels, max, 0, 10);
+  EXPECT_THAT(stats.shape, ElementsAre(2, 3, 2));
+  const Tensor loss = vocabCrossEntropy(stats);
+  EXPECT_TRUE(loss.shape.empty());
+  EXPECT_NEAR(loss.values[0], crossEntropy(in.logits, in.labels).values[0],
+              kTolerance);
+  const Tensor dloss({}, {0.5});
+  const Tensor grad = vocabCrossEntropyGrad(in.logits, in.labels, max, stats,
+                                            dloss, 1.0 / 6, 0, 10);
+  EXPECT_THAT(grad.values,
+              Pointwise(Near(), crossEntropyGrad(in.logits, in.labels, dloss,
+                                                 1.0 / 6)
+                                    .values));
+}
+
+// Rows [begin, begin + rows) of the [2, 3, vocab] logits, padded past vocab
+// with a value the kernels must not read.
+Tensor shardOf(const Tensor& logits, int64_t begin, int64_t rows) {
+  const int64_t vocab = logits.lastDim();
+  Tensor shard({2, 3, rows});
+  for (int64_t t = 0; t < 6; ++t) {
+    for (int64_t v = 0; v < rows; ++v) {
+      shard.values[t * rows + v] = begin + v < vocab
+                                       ? logits.values[t * vocab + begin + v]
+                                       : 1e3;
+    }
+  }
+  return shard;
+}
+
+// The local semantics the runtime implements: 10 vocab rows over 4 ranks
+// are shards of 3 rows starting at row_begin = 3 i (3, 3, 3 and 1 real
+// rows). The max of the shard maxima, the sum of the shard statistics and
+// the shard gradients put side by side give the unsharded values; padding
+// rows are not read and get a zero gradient.
+TEST(ReferenceKernelsTest, VocabShardsCombineToTheWholeLoss) {
+  const LossInputs in = randomLossInputs(10, 2);
+  const Tensor max = vocabMax(in.logits, 0, 10);
+  const Tensor stats = vocabStats(in.logits, in.labels, max, 0, 10);
+  const Tensor dloss({}, {1.0});
+  const Tensor grad = vocabCrossEntropyGrad(in.logits, in.labels, max, stats,
+                                            dloss, 1.0 / 6, 0, 10);
+  Tensor shardMax({2, 3});
+  std::fill(shardMax.values.begin(), shardMax.values.end(),
+            -std::numeric_limits<double>::infinity());
+  Tensor shardStats({2, 3, 2});
+  for (int64_t rank = 0; rank < 4; ++rank) {
+    const Tensor local = shardOf(in.logits, 3 * rank, 3);
+    const Tensor m = vocabMax(local, 3 * rank, 10);
+    for (int64_t t = 0; t < 6; ++t) {
+      shardMax.values[t] = std::max(shardMax.values[t], m.values[t]);
+    }
+    // Every rank uses the all-reduced max.
+    const Tensor s = vocabStats(local, in.labels, max, 3 * rank, 10);
+    for (int64_t i = 0; i < 12; ++i) shardStats.values[i] += s.values[i];
+    const Tensor g = vocabCrossEntropyGrad(local, in.labels, max, stats, dloss,
+                                           1.0 / 6, 3 * rank, 10);
+    for (int64_t t = 0; t < 6; ++t) {
+      for (int64_t v = 0; v < 3; ++v) {
+        const int64_t row = 3 * rank + v;
+        const double expected = row < 10 ? grad.values[t * 10 + row] : 0.0;
+        EXPECT_NEAR(g.values[t * 3 + v], expected, kTolerance)
+            << "rank " << rank << " token " << t << " row " << v;
+      }
+    }
+  }
+  EXPECT_THAT(shardMax.values, Pointwise(Near(), max.values));
+  EXPECT_THAT(shardStats.values, Pointwise(Near(), stats.values));
+}
+
+// 2 vocab rows over 4 ranks: ranks 2 and 3 hold padding only; their max is
+// -inf (the identity of max) and their statistics are 0.
+TEST(ReferenceKernelsTest, VocabShardWithoutRealRows) {
+  const Tensor logits({1, 1}, {5.0});
+  const Tensor labels({1}, {1});
+  EXPECT_EQ(vocabMax(logits, 2, 2).values[0],
+            -std::numeric_limits<double>::infinity());
+  EXPECT_THAT(vocabStats(logits, labels, Tensor({1}, {0.0}), 2, 2).values,
+              ElementsAre(0.0, 0.0));
+  EXPECT_THAT(vocabCrossEntropyGrad(logits, labels, Tensor({1}, {0.0}),
+                                    Tensor({1, 2}, {2.0, 0.0}),
+                                    Tensor({}, {1.0}), 1.0, 2, 2)
+                  .values,
+              ElementsAre(0.0));
 }
 
 }  // namespace

@@ -50,6 +50,8 @@ int64_t LinearOp::getFlops() {
   return 2 * numElements(getResult()) * in + biasAdds;
 }
 
+int64_t BiasAddOp::getFlops() { return numElements(getResult()); }
+
 int64_t MatmulOp::getFlops() {
   if (getTransposeLhs()) {
     // [T..., m] x [T..., n] -> [m, n]: T * m * n multiply-adds.
@@ -111,5 +113,17 @@ int64_t SiluGradOp::getFlops() { return 10 * numElements(getInput()); }
 int64_t GeluGradOp::getFlops() { return 18 * numElements(getInput()); }
 
 int64_t CrossEntropyGradOp::getFlops() { return 6 * numElements(getLogits()); }
+
+// nn.cross_entropy's 4 per logit, split: the max, then the shift, exp and
+// sum; the loss adds a log and a subtraction per token.
+int64_t VocabMaxOp::getFlops() { return numElements(getLogits()); }
+
+int64_t VocabStatsOp::getFlops() { return 3 * numElements(getLogits()); }
+
+int64_t VocabCrossEntropyOp::getFlops() { return numElements(getStats()); }
+
+int64_t VocabCrossEntropyGradOp::getFlops() {
+  return 6 * numElements(getLogits());
+}
 
 }  // namespace loom::planner::nn

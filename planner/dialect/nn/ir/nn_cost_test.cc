@@ -52,6 +52,11 @@ func.func @ops(%ids: tensor<2x4xi32>, %x: tensor<2x4x8xf32>,
   %24 = nn.silu_grad %x, %x : (tensor<2x4x8xf32>, tensor<2x4x8xf32>) -> tensor<2x4x8xf32>
   %25 = nn.gelu_grad %x, %x : (tensor<2x4x8xf32>, tensor<2x4x8xf32>) -> tensor<2x4x8xf32>
   %26 = nn.cross_entropy_grad %logits, %ids, %dloss scale 0.125 : (tensor<2x4x10xf32>, tensor<2x4xi32>, tensor<f32>) -> tensor<2x4x10xf32>
+  %27 = nn.bias_add %y, %b : (tensor<2x4x6xf32>, tensor<6xf32>) -> tensor<2x4x6xf32>
+  %28 = nn.vocab_max %logits vocab 10 : (tensor<2x4x10xf32>) -> tensor<2x4xf32>
+  %29 = nn.vocab_stats %logits, %ids, %28 vocab 10 : (tensor<2x4x10xf32>, tensor<2x4xi32>, tensor<2x4xf32>) -> tensor<2x4x2xf32>
+  %30 = nn.vocab_cross_entropy %29 : (tensor<2x4x2xf32>) -> tensor<f32>
+  %31 = nn.vocab_cross_entropy_grad %logits, %ids, %28, %29, %dloss scale 0.125 vocab 10 : (tensor<2x4x10xf32>, tensor<2x4xi32>, tensor<2x4xf32>, tensor<2x4x2xf32>, tensor<f32>) -> tensor<2x4x10xf32>
   return
 }
 )mlir";
@@ -101,6 +106,11 @@ TEST(NnCostTest, FlopsOfEveryOp) {
       {"nn.silu_grad", 10 * x},
       {"nn.gelu_grad", 18 * x},
       {"nn.cross_entropy_grad", 6 * logits},
+      {"nn.bias_add", tokens * 6},
+      {"nn.vocab_max", logits},
+      {"nn.vocab_stats", 3 * logits},
+      {"nn.vocab_cross_entropy", 2 * tokens},
+      {"nn.vocab_cross_entropy_grad", 6 * logits},
   };
   std::vector<CostOpInterface> ops = costOps(*module);
   ASSERT_EQ(ops.size(), expected.size());

@@ -40,6 +40,8 @@ llvm::StringRef stringifyReductionKind(ReductionKind kind) {
       return "sum";
     case ReductionKind::kMean:
       return "mean";
+    case ReductionKind::kMax:
+      return "max";
   }
   llvm_unreachable("unknown ReductionKind");
 }
@@ -173,7 +175,9 @@ std::string OpShardingRule::str() const {
     os << factor.name << '=' << factor.size << ' '
        << stringifyFactorKind(factor.kind);
     if (factor.needsReplication) os << ":replicated";
-    if (factor.reduction == ReductionKind::kMean) os << ":mean";
+    if (factor.reduction != ReductionKind::kSum) {
+      os << ':' << stringifyReductionKind(factor.reduction);
+    }
   });
   os << '}';
   return text;

@@ -29,7 +29,7 @@ enum class FactorKind {
 };
 
 // How shards of a result combine when a factor absent from it is sharded.
-enum class ReductionKind { kSum, kMean };
+enum class ReductionKind { kSum, kMean, kMax };
 
 llvm::StringRef stringifyFactorKind(FactorKind kind);
 llvm::StringRef stringifyReductionKind(ReductionKind kind);
@@ -68,7 +68,7 @@ struct Placement {
   }
 
   bool operator==(const Placement& other) const = default;
-  // "R", "S(1)", "P(sum)" or "P(mean)".
+  // "R", "S(1)", "P(sum)", "P(mean)" or "P(max)".
   std::string str() const;
 
   Kind kind;
@@ -114,7 +114,8 @@ class OpShardingRule {
   // Shardy-like text, e.g. for nn.linear with a bias:
   // "([b0, b1, i], [i, o], +[o]) -> ([b0, b1, o]) {b0=2 batch, b1=16 batch,
   // i=64 contracting, o=256 other}"; a compound dim prints as "{h, g}", a
-  // dim without factors as "1", and factor flags as ":replicated", ":mean".
+  // dim without factors as "1", and factor flags as ":replicated", ":mean",
+  // ":max".
   std::string str() const;
 
  private:

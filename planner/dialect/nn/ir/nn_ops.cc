@@ -363,6 +363,28 @@ LogicalResult LinearOp::inferReturnTypes(mlir::MLIRContext*,
   return mlir::success();
 }
 
+LogicalResult BiasAddOp::inferReturnTypes(mlir::MLIRContext*,
+                                          std::optional<mlir::Location> loc,
+                                          Adaptor adaptor,
+                                          SmallVectorImpl<Type>& inferred) {
+  const ShapeChecker check(getOperationName(), loc);
+  auto input = check.tensor(adaptor.getInput(), "input");
+  auto bias = check.tensor(adaptor.getBias(), "bias");
+  if (failed(input) || failed(bias) ||
+      failed(check.rankAtLeast(*input, "input", 1, "[tokens..., out]")) ||
+      failed(check.sameElementType(*input, "input", *bias, "bias"))) {
+    return mlir::failure();
+  }
+  const int64_t out = input->getShape().back();
+  if (bias->getShape() != ArrayRef<int64_t>{out}) {
+    return check.fail("bias must be [out] = [", out,
+                      "], got: ", formatShape(bias->getShape()),
+                      "; pass one bias per feature of the input's last dim");
+  }
+  inferred.push_back(*input);
+  return mlir::success();
+}
+
 LogicalResult MatmulOp::inferReturnTypes(mlir::MLIRContext*,
                                          std::optional<mlir::Location> loc,
                                          Adaptor adaptor,
@@ -815,6 +837,137 @@ LogicalResult CrossEntropyGradOp::inferReturnTypes(
 }
 
 LogicalResult CrossEntropyGradOp::verify() {
+  return checkPositive(*this, "scale", getScale().convertToDouble(),
+                       "1 / number of tokens");
+}
+
+namespace {
+
+// The vocab-parallel cross-entropy ops: logits [T..., V] with V <= vocab
+// (a shard of a vocab-sharded graph holds ceil(vocab / g) rows).
+LogicalResult checkVocabLogits(const ShapeChecker& check,
+                               RankedTensorType logits, int64_t vocab) {
+  if (failed(check.rankAtLeast(logits, "logits", 2, "[tokens..., vocab]"))) {
+    return mlir::failure();
+  }
+  if (vocab < 1 || logits.getShape().back() > vocab) {
+    return check.fail("vocab must be at least the logits' last dim ",
+                      logits.getShape().back(), ", got: ", vocab,
+                      "; set it to the global vocab size (the logits' last "
+                      "dim before sharding)");
+  }
+  return mlir::success();
+}
+
+// A [T...] f32 operand of the vocab-parallel ops (labels' shape).
+LogicalResult checkPerToken(const ShapeChecker& check, Value value,
+                            llvm::StringRef role, ArrayRef<int64_t> tokens,
+                            llvm::StringRef fix) {
+  auto type = check.tensor(value, role);
+  if (failed(type)) return mlir::failure();
+  if (type->getShape() != tokens) {
+    return check.fail(role, " must be ", formatShape(tokens),
+                      " (one value per token), got: ",
+                      formatShape(type->getShape()), "; ", fix);
+  }
+  return mlir::success();
+}
+
+// The [T..., 2] statistics of nn.vocab_stats.
+LogicalResult checkStats(const ShapeChecker& check, Value value,
+                         ArrayRef<int64_t> tokens) {
+  SmallVector<int64_t> expected(tokens);
+  expected.push_back(2);
+  auto type = check.tensor(value, "stats");
+  if (failed(type)) return mlir::failure();
+  if (type->getShape() != ArrayRef<int64_t>(expected)) {
+    return check.fail("stats must be ", formatShape(expected),
+                      " (sum of exponentials, label logit per token), got: ",
+                      formatShape(type->getShape()),
+                      "; pass the result of nn.vocab_stats");
+  }
+  return mlir::success();
+}
+
+}  // namespace
+
+LogicalResult VocabMaxOp::inferReturnTypes(mlir::MLIRContext* context,
+                                           std::optional<mlir::Location> loc,
+                                           Adaptor adaptor,
+                                           SmallVectorImpl<Type>& inferred) {
+  const ShapeChecker check(getOperationName(), loc);
+  auto logits = check.tensor(adaptor.getLogits(), "logits");
+  if (failed(logits) ||
+      failed(checkVocabLogits(check, *logits, adaptor.getVocab()))) {
+    return mlir::failure();
+  }
+  inferred.push_back(RankedTensorType::get(logits->getShape().drop_back(),
+                                           mlir::Float32Type::get(context)));
+  return mlir::success();
+}
+
+LogicalResult VocabStatsOp::inferReturnTypes(mlir::MLIRContext* context,
+                                             std::optional<mlir::Location> loc,
+                                             Adaptor adaptor,
+                                             SmallVectorImpl<Type>& inferred) {
+  const ShapeChecker check(getOperationName(), loc);
+  auto logits = check.tensor(adaptor.getLogits(), "logits");
+  auto labels = check.tensor(adaptor.getLabels(), "labels");
+  if (failed(logits) || failed(labels) ||
+      failed(checkVocabLogits(check, *logits, adaptor.getVocab())) ||
+      failed(checkCrossEntropy(check, *logits, *labels))) {
+    return mlir::failure();
+  }
+  const ArrayRef<int64_t> tokens = logits->getShape().drop_back();
+  if (failed(checkPerToken(check, adaptor.getMax(), "max", tokens,
+                           "pass the result of nn.vocab_max"))) {
+    return mlir::failure();
+  }
+  SmallVector<int64_t> shape(tokens);
+  shape.push_back(2);
+  inferred.push_back(
+      RankedTensorType::get(shape, mlir::Float32Type::get(context)));
+  return mlir::success();
+}
+
+LogicalResult VocabCrossEntropyOp::inferReturnTypes(
+    mlir::MLIRContext* context, std::optional<mlir::Location> loc,
+    Adaptor adaptor, SmallVectorImpl<Type>& inferred) {
+  const ShapeChecker check(getOperationName(), loc);
+  auto stats = check.tensor(adaptor.getStats(), "stats");
+  if (failed(stats) ||
+      failed(check.rankAtLeast(*stats, "stats", 2, "[tokens..., 2]")) ||
+      failed(checkStats(check, adaptor.getStats(),
+                        stats->getShape().drop_back()))) {
+    return mlir::failure();
+  }
+  inferred.push_back(
+      RankedTensorType::get({}, mlir::Float32Type::get(context)));
+  return mlir::success();
+}
+
+LogicalResult VocabCrossEntropyGradOp::inferReturnTypes(
+    mlir::MLIRContext*, std::optional<mlir::Location> loc, Adaptor adaptor,
+    SmallVectorImpl<Type>& inferred) {
+  const ShapeChecker check(getOperationName(), loc);
+  auto logits = check.tensor(adaptor.getLogits(), "logits");
+  auto labels = check.tensor(adaptor.getLabels(), "labels");
+  if (failed(logits) || failed(labels) ||
+      failed(checkVocabLogits(check, *logits, adaptor.getVocab())) ||
+      failed(checkCrossEntropy(check, *logits, *labels))) {
+    return mlir::failure();
+  }
+  const ArrayRef<int64_t> tokens = logits->getShape().drop_back();
+  if (failed(checkPerToken(check, adaptor.getMax(), "max", tokens,
+                           "pass the result of nn.vocab_max")) ||
+      failed(checkStats(check, adaptor.getStats(), tokens))) {
+    return mlir::failure();
+  }
+  inferred.push_back(*logits);
+  return mlir::success();
+}
+
+LogicalResult VocabCrossEntropyGradOp::verify() {
   return checkPositive(*this, "scale", getScale().convertToDouble(),
                        "1 / number of tokens");
 }

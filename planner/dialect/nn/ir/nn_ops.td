@@ -55,6 +55,26 @@ def Nn_LinearOp : Nn_DifferentiableOp<"linear"> {
   }];
 }
 
+def Nn_BiasAddOp : Nn_DifferentiableOp<"bias_add"> {
+  let summary = "adds a per-feature bias along the last dim";
+  let description = [{
+    `result[t..., o] = input[t..., o] + bias[o]`. `input` is `[T..., out]`
+    (rank >= 1), `bias` is `[out]`, both of one element type. `nn.linear`
+    with a bias is `nn.linear` without it followed by this op;
+    `plan-placement` splits a row-parallel linear that way, so that the
+    bias is added once, after the all-reduce of the partial product.
+
+    Example:
+
+    ```mlir
+    %y = nn.bias_add %x, %b
+        : (tensor<2x16x256xf32>, tensor<256xf32>) -> tensor<2x16x256xf32>
+    ```
+  }];
+  let arguments = (ins Nn_FloatTensor:$input, Nn_FloatTensor:$bias);
+  let results = (outs Nn_FloatTensor:$result);
+}
+
 def Nn_MatmulOp : Nn_DifferentiableOp<"matmul"> {
   let summary = "matrix product in one of three layouts (used by backward graphs)";
   let description = [{
@@ -532,6 +552,115 @@ def Nn_CrossEntropyGradOp : Nn_InferredOp<"cross_entropy_grad"> {
   let results = (outs Nn_FloatTensor:$logits_grad);
   let assemblyFormat = [{
     $logits `,` $labels `,` $loss_grad `scale` $scale attr-dict `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Vocab-parallel cross-entropy
+//===----------------------------------------------------------------------===//
+
+// nn.cross_entropy and its backward op, split at the two all-reduces of
+// Megatron's vocab-parallel cross-entropy. plan-placement emits them after
+// autodiff when the logits are vocab-sharded; their local (per-shard)
+// meaning is spelled out in docs/planner_nn.md, "Vocab-parallel
+// cross-entropy".
+
+def Nn_VocabMaxOp : Nn_InferredOp<"vocab_max"> {
+  let summary = "per-token maximum logit over the real vocab rows";
+  let description = [{
+    `result[t...] = max_{v < vocab} logits[t..., v]`, in f32. `logits` is
+    `[T..., V]` (rank >= 2) with `V <= vocab`: `V = vocab` in a global
+    graph, the shard `ceil(vocab / g)` of a vocab-sharded one, whose rows
+    past `vocab` (the padding) are not read. A shard without real rows
+    gives `-inf`. Sharded over the vocab, the result is `partial<max>`.
+
+    Example:
+
+    ```mlir
+    %m = nn.vocab_max %logits vocab 1000
+        : (tensor<2x16x1000xf32>) -> tensor<2x16xf32>
+    ```
+  }];
+  let arguments = (ins Nn_FloatTensor:$logits, I64Attr:$vocab);
+  let results = (outs Nn_TensorOf<[F32]>:$result);
+  let assemblyFormat = [{
+    $logits `vocab` $vocab attr-dict `:` functional-type(operands, results)
+  }];
+}
+
+def Nn_VocabStatsOp : Nn_InferredOp<"vocab_stats"> {
+  let summary = "per-token sum of shifted exponentials and shifted label logit";
+  let description = [{
+    With `max` the result of nn.vocab_max (all-reduced):
+    `result[t..., 0] = sum_{v < vocab} exp(logits[t..., v] - max[t...])` and
+    `result[t..., 1] = logits[t..., labels[t...]] - max[t...]`, in f32.
+    `logits` is `[T..., V]` as for nn.vocab_max, `labels` and `max` are
+    `[T...]`, labels in `[0, vocab)`. Sharded over the vocab, a shard sums
+    its real rows and contributes the label's logit only when it holds the
+    label's row (else 0): the result is `partial<sum>`, one all-reduce for
+    both statistics.
+
+    Example:
+
+    ```mlir
+    %s = nn.vocab_stats %logits, %labels, %m vocab 1000
+        : (tensor<2x16x1000xf32>, tensor<2x16xi32>, tensor<2x16xf32>)
+        -> tensor<2x16x2xf32>
+    ```
+  }];
+  let arguments = (ins Nn_FloatTensor:$logits, Nn_IntTensor:$labels,
+                       Nn_TensorOf<[F32]>:$max, I64Attr:$vocab);
+  let results = (outs Nn_TensorOf<[F32]>:$result);
+  let assemblyFormat = [{
+    $logits `,` $labels `,` $max `vocab` $vocab attr-dict `:` functional-type(operands, results)
+  }];
+}
+
+def Nn_VocabCrossEntropyOp : Nn_InferredOp<"vocab_cross_entropy"> {
+  let summary = "mean cross-entropy loss from the per-token vocab statistics";
+  let description = [{
+    `result = (1 / N) * sum_t (log(stats[t..., 0]) - stats[t..., 1])` with
+    `N` the token count (the product of T) and `stats` `[T..., 2]` from
+    nn.vocab_stats (all-reduced): `logsumexp - label logit`, the value of
+    nn.cross_entropy on the logits. The result is the scalar `tensor<f32>`.
+
+    Example:
+
+    ```mlir
+    %loss = nn.vocab_cross_entropy %s : (tensor<2x16x2xf32>) -> tensor<f32>
+    ```
+  }];
+  let arguments = (ins Nn_TensorOf<[F32]>:$stats);
+  let results = (outs Nn_ScalarF32Tensor:$result);
+}
+
+def Nn_VocabCrossEntropyGradOp : Nn_InferredOp<"vocab_cross_entropy_grad"> {
+  let summary = "cotangent of the logits of the vocab-parallel cross-entropy";
+  let description = [{
+    `logits_grad[t..., v] = (exp(logits[t..., v] - max[t...]) / stats[t..., 0]
+    - (v == labels[t...] ? 1 : 0)) * loss_grad * scale` for `v < vocab`,
+    with `max` and `stats` the all-reduced statistics of nn.vocab_max and
+    nn.vocab_stats: nn.cross_entropy_grad without an exchange. Rows past
+    `vocab` (a padded shard) are 0. The result has the logits' type.
+
+    Example:
+
+    ```mlir
+    %d = nn.vocab_cross_entropy_grad %logits, %labels, %m, %s, %dloss
+        scale 3.125e-02 vocab 1000
+        : (tensor<2x16x1000xf32>, tensor<2x16xi32>, tensor<2x16xf32>,
+           tensor<2x16x2xf32>, tensor<f32>) -> tensor<2x16x1000xf32>
+    ```
+  }];
+  let arguments = (ins Nn_FloatTensor:$logits, Nn_IntTensor:$labels,
+                       Nn_TensorOf<[F32]>:$max, Nn_TensorOf<[F32]>:$stats,
+                       Nn_ScalarF32Tensor:$loss_grad, F64Attr:$scale,
+                       I64Attr:$vocab);
+  let results = (outs Nn_FloatTensor:$logits_grad);
+  let assemblyFormat = [{
+    $logits `,` $labels `,` $max `,` $stats `,` $loss_grad `scale` $scale
+    `vocab` $vocab attr-dict `:` functional-type(operands, results)
   }];
   let hasVerifier = 1;
 }

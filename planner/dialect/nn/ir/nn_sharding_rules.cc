@@ -145,6 +145,32 @@ OpShardingRule crossEntropyRule(llvm::ArrayRef<int64_t> logitsShape,
   return rule;
 }
 
+// The vocab-parallel cross-entropy ops over logits [b..., v]: the token
+// factors are batch (averaged into the loss), the vocab factor is shardable
+// (a shard reduces over its rows; the max combines by max, the statistics
+// by sum), and the pair dim of the statistics needs replication.
+struct VocabFactors {
+  TensorFactors tokens;
+  int64_t vocab = -1;
+  int64_t pair = -1;
+};
+
+VocabFactors vocabFactors(OpShardingRule& rule,
+                          llvm::ArrayRef<int64_t> tokenShape, int64_t vocab,
+                          ReductionKind tokenReduction,
+                          ReductionKind vocabReduction) {
+  VocabFactors factors;
+  factors.tokens = dimsOf(
+      addFactors(rule, "b", FactorKind::kBatch, tokenShape, tokenReduction));
+  if (vocab > 0) {
+    factors.vocab = rule.addFactor("v", FactorKind::kVocab, vocab,
+                                   /*needsReplication=*/false, vocabReduction);
+  }
+  factors.pair = rule.addFactor("k", FactorKind::kOther, 2,
+                                /*needsReplication=*/true);
+  return factors;
+}
+
 }  // namespace
 
 // A shard of the table holds a row range: it looks up the ids in its range
@@ -176,6 +202,18 @@ OpShardingRule LinearOp::getShardingRule() {
   rule.addOperand(appendDim(tokens, in));
   rule.addOperand({{in}, {out}});
   if (getBias()) rule.addOperand({{out}}, /*isAddend=*/true);
+  rule.addResult(appendDim(tokens, out));
+  return rule;
+}
+
+OpShardingRule BiasAddOp::getShardingRule() {
+  OpShardingRule rule;
+  const llvm::ArrayRef<int64_t> input = shapeOf(getInput());
+  const TensorFactors tokens =
+      dimsOf(addFactors(rule, "b", FactorKind::kBatch, input.drop_back()));
+  const int64_t out = rule.addFactor("o", FactorKind::kOther, input.back());
+  rule.addOperand(appendDim(tokens, out));
+  rule.addOperand({{out}});
   rule.addResult(appendDim(tokens, out));
   return rule;
 }
@@ -331,6 +369,56 @@ OpShardingRule GeluGradOp::getShardingRule() {
 
 OpShardingRule CrossEntropyGradOp::getShardingRule() {
   return crossEntropyRule(shapeOf(getLogits()), /*isGrad=*/true);
+}
+
+OpShardingRule VocabMaxOp::getShardingRule() {
+  const llvm::ArrayRef<int64_t> logits = shapeOf(getLogits());
+  OpShardingRule rule;
+  const TensorFactors tokens =
+      dimsOf(addFactors(rule, "b", FactorKind::kBatch, logits.drop_back()));
+  const int64_t vocab =
+      rule.addFactor("v", FactorKind::kVocab, logits.back(),
+                     /*needsReplication=*/false, ReductionKind::kMax);
+  rule.addOperand(appendDim(tokens, vocab));
+  rule.addResult(tokens);
+  return rule;
+}
+
+OpShardingRule VocabStatsOp::getShardingRule() {
+  const llvm::ArrayRef<int64_t> logits = shapeOf(getLogits());
+  OpShardingRule rule;
+  const VocabFactors f = vocabFactors(rule, logits.drop_back(), logits.back(),
+                                      ReductionKind::kSum, ReductionKind::kSum);
+  rule.addOperand(appendDim(f.tokens, f.vocab));
+  rule.addOperand(f.tokens);
+  rule.addOperand(f.tokens);
+  rule.addResult(appendDim(f.tokens, f.pair));
+  return rule;
+}
+
+OpShardingRule VocabCrossEntropyOp::getShardingRule() {
+  OpShardingRule rule;
+  const VocabFactors f =
+      vocabFactors(rule, shapeOf(getStats()).drop_back(), /*vocab=*/0,
+                   ReductionKind::kMean, ReductionKind::kSum);
+  rule.addOperand(appendDim(f.tokens, f.pair));
+  rule.addResult({});
+  return rule;
+}
+
+OpShardingRule VocabCrossEntropyGradOp::getShardingRule() {
+  const llvm::ArrayRef<int64_t> logits = shapeOf(getLogits());
+  OpShardingRule rule;
+  const VocabFactors f = vocabFactors(rule, logits.drop_back(), logits.back(),
+                                      ReductionKind::kSum, ReductionKind::kSum);
+  const TensorFactors logitDims = appendDim(f.tokens, f.vocab);
+  rule.addOperand(logitDims);
+  rule.addOperand(f.tokens);
+  rule.addOperand(f.tokens);
+  rule.addOperand(appendDim(f.tokens, f.pair));
+  rule.addOperand({});
+  rule.addResult(logitDims);
+  return rule;
 }
 
 }  // namespace loom::planner::nn

@@ -61,6 +61,11 @@ func.func @ops(%ids: tensor<2x4xi32>, %x: tensor<2x4x8xf32>,
   %21 = nn.softmax_grad %x, %x : (tensor<2x4x8xf32>, tensor<2x4x8xf32>) -> tensor<2x4x8xf32>
   %22 = nn.gelu_grad %x, %x : (tensor<2x4x8xf32>, tensor<2x4x8xf32>) -> tensor<2x4x8xf32>
   %23 = nn.cross_entropy_grad %logits, %ids, %dloss scale 0.125 : (tensor<2x4x10xf32>, tensor<2x4xi32>, tensor<f32>) -> tensor<2x4x10xf32>
+  %24 = nn.bias_add %y, %b : (tensor<2x4x6xf32>, tensor<6xf32>) -> tensor<2x4x6xf32>
+  %25 = nn.vocab_max %logits vocab 10 : (tensor<2x4x10xf32>) -> tensor<2x4xf32>
+  %26 = nn.vocab_stats %logits, %ids, %25 vocab 10 : (tensor<2x4x10xf32>, tensor<2x4xi32>, tensor<2x4xf32>) -> tensor<2x4x2xf32>
+  %27 = nn.vocab_cross_entropy %26 : (tensor<2x4x2xf32>) -> tensor<f32>
+  %28 = nn.vocab_cross_entropy_grad %logits, %ids, %25, %26, %dloss scale 0.125 vocab 10 : (tensor<2x4x10xf32>, tensor<2x4xi32>, tensor<2x4xf32>, tensor<2x4x2xf32>, tensor<f32>) -> tensor<2x4x10xf32>
   return
 }
 )mlir";
@@ -148,11 +153,50 @@ TEST_F(NnShardingRulesTest, RuleOfEveryOp) {
       "other, d2=8 other}",
       "([b0, b1, v], [b0, b1], []) -> ([b0, b1, v]) {b0=2 batch, b1=4 batch, "
       "v=10 vocab:replicated}",
+      "([b0, b1, o], [o]) -> ([b0, b1, o]) {b0=2 batch, b1=4 batch, o=6 "
+      "other}",
+      "([b0, b1, v]) -> ([b0, b1]) {b0=2 batch, b1=4 batch, v=10 vocab:max}",
+      "([b0, b1, v], [b0, b1], [b0, b1]) -> ([b0, b1, k]) {b0=2 batch, b1=4 "
+      "batch, v=10 vocab, k=2 other:replicated}",
+      "([b0, b1, k]) -> ([]) {b0=2 batch:mean, b1=4 batch:mean, k=2 "
+      "other:replicated}",
+      "([b0, b1, v], [b0, b1], [b0, b1], [b0, b1, k], []) -> ([b0, b1, v]) "
+      "{b0=2 batch, b1=4 batch, v=10 vocab, k=2 other:replicated}",
   };
   ASSERT_EQ(rules_.size(), expected.size());
   for (size_t i = 0; i < rules_.size(); ++i) {
     EXPECT_EQ(rules_[i].str(), expected[i]) << "op #" << i;
   }
+}
+
+// A row-parallel linear's bias, added after the all-reduce: nn.bias_add
+// shards with its features or tokens and never makes a partial value.
+TEST_F(NnShardingRulesTest, BiasAddFollowsItsFeaturesAndTokens) {
+  const FactorPlacements o = placements(24, "o");
+  EXPECT_THAT(o.operands, ElementsAre(S(2), S(0)));
+  EXPECT_THAT(o.results, ElementsAre(S(2)));
+  const FactorPlacements b = placements(24, "b0");
+  EXPECT_THAT(b.operands, ElementsAre(S(0), kR));
+  EXPECT_THAT(b.results, ElementsAre(S(0)));
+}
+
+// Vocab-parallel cross-entropy: sharding the vocab makes the max partial
+// (max) and the statistics partial (sum); the loss reads the reduced
+// statistics and the gradient stays vocab-sharded; tokens average into the
+// loss as nn.cross_entropy's do.
+TEST_F(NnShardingRulesTest, VocabParallelLossReducesMaxAndStatistics) {
+  const Placement kMax = Placement::partial(ReductionKind::kMax);
+  const FactorPlacements max = placements(25, "v");
+  EXPECT_THAT(max.operands, ElementsAre(S(2)));
+  EXPECT_THAT(max.results, ElementsAre(kMax));
+  const FactorPlacements stats = placements(26, "v");
+  EXPECT_THAT(stats.operands, ElementsAre(S(2), kR, kR));
+  EXPECT_THAT(stats.results, ElementsAre(kSum));
+  EXPECT_TRUE(refuses(27, "k"));
+  EXPECT_THAT(placements(27, "b0").results, ElementsAre(kMean));
+  const FactorPlacements grad = placements(28, "v");
+  EXPECT_THAT(grad.operands, ElementsAre(S(2), kR, kR, kR, kR));
+  EXPECT_THAT(grad.results, ElementsAre(S(2)));
 }
 
 TEST_F(NnShardingRulesTest, VocabParallelEmbeddingSumsPartialLookups) {

@@ -42,6 +42,14 @@ mlir::LogicalResult checkCotangents(mlir::Operation* op,
   return mlir::success();
 }
 
+// The leading (token) dims of a [T..., features] tensor: what a bias
+// gradient sums over.
+SmallVector<int64_t> tokenDims(mlir::RankedTensorType type) {
+  SmallVector<int64_t> dims;
+  for (int64_t dim = 0; dim + 1 < type.getRank(); ++dim) dims.push_back(dim);
+  return dims;
+}
+
 }  // namespace
 
 FailureOr<SmallVector<Value>> EmbeddingOp::buildVjp(OpBuilder& builder,
@@ -62,13 +70,19 @@ FailureOr<SmallVector<Value>> LinearOp::buildVjp(OpBuilder& builder,
       MatmulOp::create(builder, getLoc(), getInput(), dy,
                        /*transpose_lhs=*/true, /*transpose_rhs=*/false)};
   if (getBias()) {
-    SmallVector<int64_t> tokenDims;
-    for (int64_t dim = 0; dim + 1 < getInput().getType().getRank(); ++dim) {
-      tokenDims.push_back(dim);
-    }
-    grads.push_back(ReduceSumOp::create(builder, getLoc(), dy, tokenDims));
+    grads.push_back(ReduceSumOp::create(builder, getLoc(), dy,
+                                        tokenDims(getInput().getType())));
   }
   return grads;
+}
+
+FailureOr<SmallVector<Value>> BiasAddOp::buildVjp(OpBuilder& builder,
+                                                  ValueRange cotangents) {
+  if (failed(checkCotangents(*this, cotangents))) return mlir::failure();
+  const Value dy = cotangents[0];
+  return SmallVector<Value>{
+      dy, ReduceSumOp::create(builder, getLoc(), dy,
+                              tokenDims(getInput().getType()))};
 }
 
 FailureOr<SmallVector<Value>> MatmulOp::buildVjp(OpBuilder& builder,

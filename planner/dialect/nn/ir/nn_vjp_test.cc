@@ -171,6 +171,11 @@ func.func @f(%x: tensor<2x3x4xf32>, %w: tensor<4x5xf32>, %b: tensor<5xf32>) -> t
   %0 = nn.linear %x, %w, %b : (tensor<2x3x4xf32>, tensor<4x5xf32>, tensor<5xf32>) -> tensor<2x3x5xf32>
   return %0 : tensor<2x3x5xf32>
 })mlir"},
+    {"bias_add", R"mlir(
+func.func @f(%x: tensor<2x3x5xf32>, %b: tensor<5xf32>) -> tensor<2x3x5xf32> {
+  %0 = nn.bias_add %x, %b : (tensor<2x3x5xf32>, tensor<5xf32>) -> tensor<2x3x5xf32>
+  return %0 : tensor<2x3x5xf32>
+})mlir"},
     {"linear", R"mlir(
 func.func @f(%x: tensor<3x4xf32>, %w: tensor<4x2xf32>) -> tensor<3x2xf32> {
   %0 = nn.linear %x, %w : (tensor<3x4xf32>, tensor<4x2xf32>) -> tensor<3x2xf32>

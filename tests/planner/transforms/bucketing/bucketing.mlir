@@ -396,68 +396,70 @@ func.func @mlp(%x: tensor<8x16xf32>, %labels: tensor<8xi32>,
 // FSDPTP-NEXT: %[[V30:[a-z0-9_]+]] = nn.rms_norm %[[V29]], %[[V2]]#1 epsilon 1.000000e-05
 // FSDPTP-NEXT: %[[V31:[a-z0-9_]+]] = nn.linear %[[V30]], %[[V2]]#2
 // FSDPTP-NEXT: dist.free %[[V1]] : tensor<528xf32>
-// FSDPTP-NEXT: %[[V32:[a-z0-9_]+]] = dist.all_gather %[[V31]] on @mesh axes = ["tp"] gather_dim = 2 wire = f32 : tensor<2x8x16xf32> -> tensor<2x8x32xf32>
-// FSDPTP-NEXT: %[[V33:[a-z0-9_]+]] = nn.cross_entropy %[[V32]], %arg1
-// FSDPTP-NEXT: %[[V34:[a-z0-9_]+]] = dist.all_reduce %[[V33]] on @mesh axes = ["fsdp"] reduction = avg wire = f32 accum = f32 : tensor<f32> -> tensor<f32>
-// FSDPTP-NEXT: %[[V35:[a-z0-9_]+]] = nn.cross_entropy_grad %[[V32]], %arg1, %arg14 scale 3.125000e-02
-// FSDPTP-NEXT: %[[V36:[a-z0-9_]+]] = dist.slice %[[V35]] on @mesh axes = ["tp"] slice_dim = 2 : tensor<2x8x32xf32> -> tensor<2x8x16xf32>
-// FSDPTP-NEXT: %[[V37:[a-z0-9_]+]] = dist.bucket %arg13, %arg12 offsets = [0, 128] : tensor<8x16xf32>, tensor<8xf32> -> tensor<136xf32>
-// FSDPTP-NEXT: %[[V38:[a-z0-9_]+]] = dist.all_gather %[[V37]] on @mesh axes = ["fsdp"] gather_dim = 0 wire = f32 : tensor<136xf32> -> tensor<272xf32>
-// FSDPTP-NEXT: dist.free %[[V37]] : tensor<136xf32>
-// FSDPTP-NEXT: %[[V39:[a-z0-9_]+]]:2 = dist.unbucket %[[V38]] offsets = [0, 128] chunks = 2 : tensor<272xf32> -> tensor<16x16xf32>, tensor<16xf32>
-// FSDPTP-NEXT: %[[V40:[a-z0-9_]+]] = nn.matmul %[[V36]], %[[V39]]#0 transpose_rhs
-// FSDPTP-NEXT: %[[V41:[a-z0-9_]+]] = nn.matmul %[[V30]], %[[V36]] transpose_lhs
-// FSDPTP-NEXT: %[[V42:[a-z0-9_]+]] = dist.all_reduce %[[V40]] on @mesh axes = ["tp"] reduction = sum wire = f32 accum = f32 : tensor<2x8x16xf32> -> tensor<2x8x16xf32>
-// FSDPTP-NEXT: %[[V43:[a-z0-9_]+]], %[[V44:[a-z0-9_]+]] = nn.rms_norm_grad %[[V29]], %[[V39]]#1, %[[V42]] epsilon 1.000000e-05
-// FSDPTP-NEXT: dist.free %[[V38]] : tensor<272xf32>
-// FSDPTP-NEXT: %[[V45:[a-z0-9_]+]] = dist.bucket %arg11, %arg10, %arg9, %arg8, %arg7, %arg6, %arg5, %arg4, %arg3 offsets = [0, 96, 192, 288, 296, 360, 392, 424, 488] : tensor<12x8xf32>, tensor<8x12xf32>, tensor<8x12xf32>, tensor<8xf32>, tensor<8x8xf32>, tensor<8x4xf32>, tensor<8x4xf32>, tensor<8x8xf32>, tensor<8xf32> -> tensor<496xf32>
-// FSDPTP-NEXT: %[[V46:[a-z0-9_]+]] = dist.all_gather %[[V45]] on @mesh axes = ["fsdp"] gather_dim = 0 wire = f32 : tensor<496xf32> -> tensor<992xf32>
-// FSDPTP-NEXT: dist.free %[[V45]] : tensor<496xf32>
-// FSDPTP-NEXT: %[[V47:[a-z0-9_]+]]:9 = dist.unbucket %[[V46]] offsets = [0, 96, 192, 288, 296, 360, 392, 424, 488] chunks = 2 split_dims = [1, 0, 0, 0, 1, 0, 0, 0, 0] : tensor<992xf32> -> tensor<12x16xf32>, tensor<16x12xf32>, tensor<16x12xf32>, tensor<16xf32>, tensor<8x16xf32>, tensor<16x4xf32>, tensor<16x4xf32>, tensor<16x8xf32>, tensor<16xf32>
-// FSDPTP-NEXT: %[[V48:[a-z0-9_]+]] = nn.matmul %[[V43]], %[[V47]]#0 transpose_rhs
-// FSDPTP-NEXT: %[[V49:[a-z0-9_]+]] = nn.matmul %[[V26]], %[[V43]] transpose_lhs
-// FSDPTP-NEXT: %[[V50:[a-z0-9_]+]] = nn.mul %[[V48]], %[[V24]]
-// FSDPTP-NEXT: %[[V51:[a-z0-9_]+]] = nn.mul %[[V48]], %[[V25]]
-// FSDPTP-NEXT: %[[V52:[a-z0-9_]+]] = nn.silu_grad %[[V23]], %[[V50]]
-// FSDPTP-NEXT: %[[V53:[a-z0-9_]+]] = nn.matmul %[[V51]], %[[V47]]#1 transpose_rhs
-// FSDPTP-NEXT: %[[V54:[a-z0-9_]+]] = nn.matmul %[[V22]], %[[V51]] transpose_lhs
-// FSDPTP-NEXT: %[[V55:[a-z0-9_]+]] = nn.matmul %[[V52]], %[[V47]]#2 transpose_rhs
-// FSDPTP-NEXT: %[[V56:[a-z0-9_]+]] = nn.matmul %[[V22]], %[[V52]] transpose_lhs
-// FSDPTP-NEXT: %[[V57:[a-z0-9_]+]] = nn.add %[[V53]], %[[V55]]
-// FSDPTP-NEXT: %[[V58:[a-z0-9_]+]] = dist.all_reduce %[[V57]] on @mesh axes = ["tp"] reduction = sum wire = f32 accum = f32 : tensor<2x8x16xf32> -> tensor<2x8x16xf32>
-// FSDPTP-NEXT: %[[V59:[a-z0-9_]+]], %[[V60:[a-z0-9_]+]] = nn.rms_norm_grad %[[V21]], %[[V47]]#3, %[[V58]] epsilon 1.000000e-05
-// FSDPTP-NEXT: %[[V61:[a-z0-9_]+]] = nn.add %[[V43]], %[[V59]]
-// FSDPTP-NEXT: %[[V62:[a-z0-9_]+]] = nn.matmul %[[V61]], %[[V47]]#4 transpose_rhs
-// FSDPTP-NEXT: %[[V63:[a-z0-9_]+]] = nn.matmul %[[V18]], %[[V61]] transpose_lhs
-// FSDPTP-NEXT: %[[V64:[a-z0-9_]+]] = nn.reshape %[[V62]]
-// FSDPTP-NEXT: %[[V65:[a-z0-9_]+]], %[[V66:[a-z0-9_]+]], %[[V67:[a-z0-9_]+]] = nn.attention_grad %[[V15]], %[[V16]], %[[V14]], %[[V64]]
-// FSDPTP-NEXT: %[[V68:[a-z0-9_]+]] = nn.rope %[[V66]] theta 1.000000e+04 inverse
-// FSDPTP-NEXT: %[[V69:[a-z0-9_]+]] = nn.rope %[[V65]] theta 1.000000e+04 inverse
-// FSDPTP-NEXT: %[[V70:[a-z0-9_]+]] = nn.reshape %[[V67]]
-// FSDPTP-NEXT: %[[V71:[a-z0-9_]+]] = nn.reshape %[[V68]]
+// FSDPTP-NEXT: %[[V32:[a-z0-9_]+]] = nn.vocab_max %[[V31]] vocab 32
+// FSDPTP-NEXT: %[[V33:[a-z0-9_]+]] = dist.all_reduce %[[V32]] on @mesh axes = ["tp"] reduction = max wire = f32 accum = f32 : tensor<2x8xf32> -> tensor<2x8xf32>
+// FSDPTP-NEXT: %[[V34:[a-z0-9_]+]] = nn.vocab_stats %[[V31]], %arg1, %[[V33]] vocab 32
+// FSDPTP-NEXT: %[[V35:[a-z0-9_]+]] = dist.all_reduce %[[V34]] on @mesh axes = ["tp"] reduction = sum wire = f32 accum = f32 : tensor<2x8x2xf32> -> tensor<2x8x2xf32>
+// FSDPTP-NEXT: %[[V36:[a-z0-9_]+]] = nn.vocab_cross_entropy %[[V35]]
+// FSDPTP-NEXT: %[[V37:[a-z0-9_]+]] = dist.all_reduce %[[V36]] on @mesh axes = ["fsdp"] reduction = avg wire = f32 accum = f32 : tensor<f32> -> tensor<f32>
+// FSDPTP-NEXT: %[[V38:[a-z0-9_]+]] = nn.vocab_cross_entropy_grad %[[V31]], %arg1, %[[V33]], %[[V35]], %arg14 scale 3.125000e-02 vocab 32
+// FSDPTP-NEXT: %[[V39:[a-z0-9_]+]] = dist.bucket %arg13, %arg12 offsets = [0, 128] : tensor<8x16xf32>, tensor<8xf32> -> tensor<136xf32>
+// FSDPTP-NEXT: %[[V40:[a-z0-9_]+]] = dist.all_gather %[[V39]] on @mesh axes = ["fsdp"] gather_dim = 0 wire = f32 : tensor<136xf32> -> tensor<272xf32>
+// FSDPTP-NEXT: dist.free %[[V39]] : tensor<136xf32>
+// FSDPTP-NEXT: %[[V41:[a-z0-9_]+]]:2 = dist.unbucket %[[V40]] offsets = [0, 128] chunks = 2 : tensor<272xf32> -> tensor<16x16xf32>, tensor<16xf32>
+// FSDPTP-NEXT: %[[V42:[a-z0-9_]+]] = nn.matmul %[[V38]], %[[V41]]#0 transpose_rhs
+// FSDPTP-NEXT: %[[V43:[a-z0-9_]+]] = nn.matmul %[[V30]], %[[V38]] transpose_lhs
+// FSDPTP-NEXT: %[[V44:[a-z0-9_]+]] = dist.all_reduce %[[V42]] on @mesh axes = ["tp"] reduction = sum wire = f32 accum = f32 : tensor<2x8x16xf32> -> tensor<2x8x16xf32>
+// FSDPTP-NEXT: %[[V45:[a-z0-9_]+]], %[[V46:[a-z0-9_]+]] = nn.rms_norm_grad %[[V29]], %[[V41]]#1, %[[V44]] epsilon 1.000000e-05
+// FSDPTP-NEXT: dist.free %[[V40]] : tensor<272xf32>
+// FSDPTP-NEXT: %[[V47:[a-z0-9_]+]] = dist.bucket %arg11, %arg10, %arg9, %arg8, %arg7, %arg6, %arg5, %arg4, %arg3 offsets = [0, 96, 192, 288, 296, 360, 392, 424, 488] : tensor<12x8xf32>, tensor<8x12xf32>, tensor<8x12xf32>, tensor<8xf32>, tensor<8x8xf32>, tensor<8x4xf32>, tensor<8x4xf32>, tensor<8x8xf32>, tensor<8xf32> -> tensor<496xf32>
+// FSDPTP-NEXT: %[[V48:[a-z0-9_]+]] = dist.all_gather %[[V47]] on @mesh axes = ["fsdp"] gather_dim = 0 wire = f32 : tensor<496xf32> -> tensor<992xf32>
+// FSDPTP-NEXT: dist.free %[[V47]] : tensor<496xf32>
+// FSDPTP-NEXT: %[[V49:[a-z0-9_]+]]:9 = dist.unbucket %[[V48]] offsets = [0, 96, 192, 288, 296, 360, 392, 424, 488] chunks = 2 split_dims = [1, 0, 0, 0, 1, 0, 0, 0, 0] : tensor<992xf32> -> tensor<12x16xf32>, tensor<16x12xf32>, tensor<16x12xf32>, tensor<16xf32>, tensor<8x16xf32>, tensor<16x4xf32>, tensor<16x4xf32>, tensor<16x8xf32>, tensor<16xf32>
+// FSDPTP-NEXT: %[[V50:[a-z0-9_]+]] = nn.matmul %[[V45]], %[[V49]]#0 transpose_rhs
+// FSDPTP-NEXT: %[[V51:[a-z0-9_]+]] = nn.matmul %[[V26]], %[[V45]] transpose_lhs
+// FSDPTP-NEXT: %[[V52:[a-z0-9_]+]] = nn.mul %[[V50]], %[[V24]]
+// FSDPTP-NEXT: %[[V53:[a-z0-9_]+]] = nn.mul %[[V50]], %[[V25]]
+// FSDPTP-NEXT: %[[V54:[a-z0-9_]+]] = nn.silu_grad %[[V23]], %[[V52]]
+// FSDPTP-NEXT: %[[V55:[a-z0-9_]+]] = nn.matmul %[[V53]], %[[V49]]#1 transpose_rhs
+// FSDPTP-NEXT: %[[V56:[a-z0-9_]+]] = nn.matmul %[[V22]], %[[V53]] transpose_lhs
+// FSDPTP-NEXT: %[[V57:[a-z0-9_]+]] = nn.matmul %[[V54]], %[[V49]]#2 transpose_rhs
+// FSDPTP-NEXT: %[[V58:[a-z0-9_]+]] = nn.matmul %[[V22]], %[[V54]] transpose_lhs
+// FSDPTP-NEXT: %[[V59:[a-z0-9_]+]] = nn.add %[[V55]], %[[V57]]
+// FSDPTP-NEXT: %[[V60:[a-z0-9_]+]] = dist.all_reduce %[[V59]] on @mesh axes = ["tp"] reduction = sum wire = f32 accum = f32 : tensor<2x8x16xf32> -> tensor<2x8x16xf32>
+// FSDPTP-NEXT: %[[V61:[a-z0-9_]+]], %[[V62:[a-z0-9_]+]] = nn.rms_norm_grad %[[V21]], %[[V49]]#3, %[[V60]] epsilon 1.000000e-05
+// FSDPTP-NEXT: %[[V63:[a-z0-9_]+]] = nn.add %[[V45]], %[[V61]]
+// FSDPTP-NEXT: %[[V64:[a-z0-9_]+]] = nn.matmul %[[V63]], %[[V49]]#4 transpose_rhs
+// FSDPTP-NEXT: %[[V65:[a-z0-9_]+]] = nn.matmul %[[V18]], %[[V63]] transpose_lhs
+// FSDPTP-NEXT: %[[V66:[a-z0-9_]+]] = nn.reshape %[[V64]]
+// FSDPTP-NEXT: %[[V67:[a-z0-9_]+]], %[[V68:[a-z0-9_]+]], %[[V69:[a-z0-9_]+]] = nn.attention_grad %[[V15]], %[[V16]], %[[V14]], %[[V66]]
+// FSDPTP-NEXT: %[[V70:[a-z0-9_]+]] = nn.rope %[[V68]] theta 1.000000e+04 inverse
+// FSDPTP-NEXT: %[[V71:[a-z0-9_]+]] = nn.rope %[[V67]] theta 1.000000e+04 inverse
 // FSDPTP-NEXT: %[[V72:[a-z0-9_]+]] = nn.reshape %[[V69]]
-// FSDPTP-NEXT: %[[V73:[a-z0-9_]+]] = nn.matmul %[[V70]], %[[V47]]#5 transpose_rhs
-// FSDPTP-NEXT: %[[V74:[a-z0-9_]+]] = nn.matmul %[[V8]], %[[V70]] transpose_lhs
-// FSDPTP-NEXT: %[[V75:[a-z0-9_]+]] = nn.matmul %[[V71]], %[[V47]]#6 transpose_rhs
-// FSDPTP-NEXT: %[[V76:[a-z0-9_]+]] = nn.matmul %[[V8]], %[[V71]] transpose_lhs
-// FSDPTP-NEXT: %[[V77:[a-z0-9_]+]] = nn.add %[[V73]], %[[V75]]
-// FSDPTP-NEXT: %[[V78:[a-z0-9_]+]] = nn.matmul %[[V72]], %[[V47]]#7 transpose_rhs
-// FSDPTP-NEXT: %[[V79:[a-z0-9_]+]] = nn.matmul %[[V8]], %[[V72]] transpose_lhs
-// FSDPTP-NEXT: %[[V80:[a-z0-9_]+]] = nn.add %[[V77]], %[[V78]]
-// FSDPTP-NEXT: %[[V81:[a-z0-9_]+]] = dist.all_reduce %[[V80]] on @mesh axes = ["tp"] reduction = sum wire = f32 accum = f32 : tensor<2x8x16xf32> -> tensor<2x8x16xf32>
-// FSDPTP-NEXT: %[[V82:[a-z0-9_]+]], %[[V83:[a-z0-9_]+]] = nn.rms_norm_grad %[[V4]], %[[V47]]#8, %[[V81]] epsilon 1.000000e-05
-// FSDPTP-NEXT: dist.free %[[V46]] : tensor<992xf32>
-// FSDPTP-NEXT: %[[V84:[a-z0-9_]+]] = dist.bucket %[[V49]], %[[V54]], %[[V56]], %[[V60]], %[[V63]], %[[V74]], %[[V76]], %[[V79]], %[[V83]] offsets = [0, 96, 192, 288, 296, 360, 392, 424, 488] chunks = 2 split_dims = [1, 0, 0, 0, 1, 0, 0, 0, 0] : tensor<12x16xf32>, tensor<16x12xf32>, tensor<16x12xf32>, tensor<16xf32>, tensor<8x16xf32>, tensor<16x4xf32>, tensor<16x4xf32>, tensor<16x8xf32>, tensor<16xf32> -> tensor<992xf32>
-// FSDPTP-NEXT: %[[V85:[a-z0-9_]+]] = dist.reduce_scatter %[[V84]] on @mesh axes = ["fsdp"] scatter_dim = 0 reduction = sum wire = f32 accum = f32 : tensor<992xf32> -> tensor<496xf32>
-// FSDPTP-NEXT: dist.free %[[V84]] : tensor<992xf32>
-// FSDPTP-NEXT: %[[V86:[a-z0-9_]+]]:9 = dist.unbucket %[[V85]] offsets = [0, 96, 192, 288, 296, 360, 392, 424, 488] : tensor<496xf32> -> tensor<12x8xf32>, tensor<8x12xf32>, tensor<8x12xf32>, tensor<8xf32>, tensor<8x8xf32>, tensor<8x4xf32>, tensor<8x4xf32>, tensor<8x8xf32>, tensor<8xf32>
-// FSDPTP-NEXT: %[[V87:[a-z0-9_]+]] = nn.add %[[V61]], %[[V82]]
-// FSDPTP-NEXT: %[[V88:[a-z0-9_]+]] = nn.embedding_grad %arg0, %[[V87]]
-// FSDPTP-NEXT: %[[V89:[a-z0-9_]+]] = dist.bucket %[[V41]], %[[V44]], %[[V88]] offsets = [0, 128, 136] chunks = 2 split_dims = [0, 0, 1] : tensor<16x16xf32>, tensor<16xf32>, tensor<16x16xf32> -> tensor<528xf32>
-// FSDPTP-NEXT: %[[V90:[a-z0-9_]+]] = dist.reduce_scatter %[[V89]] on @mesh axes = ["fsdp"] scatter_dim = 0 reduction = sum wire = f32 accum = f32 : tensor<528xf32> -> tensor<264xf32>
-// FSDPTP-NEXT: dist.free %[[V89]] : tensor<528xf32>
-// FSDPTP-NEXT: %[[V91:[a-z0-9_]+]]:3 = dist.unbucket %[[V90]] offsets = [0, 128, 136] : tensor<264xf32> -> tensor<8x16xf32>, tensor<8xf32>, tensor<16x8xf32>
-// FSDPTP-NEXT: return %[[V34]], %[[V91]]#2, %[[V86]]#8, %[[V86]]#7, %[[V86]]#6, %[[V86]]#5, %[[V86]]#4, %[[V86]]#3, %[[V86]]#2, %[[V86]]#1, %[[V86]]#0, %[[V91]]#1, %[[V91]]#0 : tensor<f32>, tensor<16x8xf32>, tensor<8xf32>, tensor<8x8xf32>, tensor<8x4xf32>, tensor<8x4xf32>, tensor<8x8xf32>, tensor<8xf32>, tensor<8x12xf32>, tensor<8x12xf32>, tensor<12x8xf32>, tensor<8xf32>, tensor<8x16xf32>
+// FSDPTP-NEXT: %[[V73:[a-z0-9_]+]] = nn.reshape %[[V70]]
+// FSDPTP-NEXT: %[[V74:[a-z0-9_]+]] = nn.reshape %[[V71]]
+// FSDPTP-NEXT: %[[V75:[a-z0-9_]+]] = nn.matmul %[[V72]], %[[V49]]#5 transpose_rhs
+// FSDPTP-NEXT: %[[V76:[a-z0-9_]+]] = nn.matmul %[[V8]], %[[V72]] transpose_lhs
+// FSDPTP-NEXT: %[[V77:[a-z0-9_]+]] = nn.matmul %[[V73]], %[[V49]]#6 transpose_rhs
+// FSDPTP-NEXT: %[[V78:[a-z0-9_]+]] = nn.matmul %[[V8]], %[[V73]] transpose_lhs
+// FSDPTP-NEXT: %[[V79:[a-z0-9_]+]] = nn.add %[[V75]], %[[V77]]
+// FSDPTP-NEXT: %[[V80:[a-z0-9_]+]] = nn.matmul %[[V74]], %[[V49]]#7 transpose_rhs
+// FSDPTP-NEXT: %[[V81:[a-z0-9_]+]] = nn.matmul %[[V8]], %[[V74]] transpose_lhs
+// FSDPTP-NEXT: %[[V82:[a-z0-9_]+]] = nn.add %[[V79]], %[[V80]]
+// FSDPTP-NEXT: %[[V83:[a-z0-9_]+]] = dist.all_reduce %[[V82]] on @mesh axes = ["tp"] reduction = sum wire = f32 accum = f32 : tensor<2x8x16xf32> -> tensor<2x8x16xf32>
+// FSDPTP-NEXT: %[[V84:[a-z0-9_]+]], %[[V85:[a-z0-9_]+]] = nn.rms_norm_grad %[[V4]], %[[V49]]#8, %[[V83]] epsilon 1.000000e-05
+// FSDPTP-NEXT: dist.free %[[V48]] : tensor<992xf32>
+// FSDPTP-NEXT: %[[V86:[a-z0-9_]+]] = dist.bucket %[[V51]], %[[V56]], %[[V58]], %[[V62]], %[[V65]], %[[V76]], %[[V78]], %[[V81]], %[[V85]] offsets = [0, 96, 192, 288, 296, 360, 392, 424, 488] chunks = 2 split_dims = [1, 0, 0, 0, 1, 0, 0, 0, 0] : tensor<12x16xf32>, tensor<16x12xf32>, tensor<16x12xf32>, tensor<16xf32>, tensor<8x16xf32>, tensor<16x4xf32>, tensor<16x4xf32>, tensor<16x8xf32>, tensor<16xf32> -> tensor<992xf32>
+// FSDPTP-NEXT: %[[V87:[a-z0-9_]+]] = dist.reduce_scatter %[[V86]] on @mesh axes = ["fsdp"] scatter_dim = 0 reduction = sum wire = f32 accum = f32 : tensor<992xf32> -> tensor<496xf32>
+// FSDPTP-NEXT: dist.free %[[V86]] : tensor<992xf32>
+// FSDPTP-NEXT: %[[V88:[a-z0-9_]+]]:9 = dist.unbucket %[[V87]] offsets = [0, 96, 192, 288, 296, 360, 392, 424, 488] : tensor<496xf32> -> tensor<12x8xf32>, tensor<8x12xf32>, tensor<8x12xf32>, tensor<8xf32>, tensor<8x8xf32>, tensor<8x4xf32>, tensor<8x4xf32>, tensor<8x8xf32>, tensor<8xf32>
+// FSDPTP-NEXT: %[[V89:[a-z0-9_]+]] = nn.add %[[V63]], %[[V84]]
+// FSDPTP-NEXT: %[[V90:[a-z0-9_]+]] = nn.embedding_grad %arg0, %[[V89]]
+// FSDPTP-NEXT: %[[V91:[a-z0-9_]+]] = dist.bucket %[[V43]], %[[V46]], %[[V90]] offsets = [0, 128, 136] chunks = 2 split_dims = [0, 0, 1] : tensor<16x16xf32>, tensor<16xf32>, tensor<16x16xf32> -> tensor<528xf32>
+// FSDPTP-NEXT: %[[V92:[a-z0-9_]+]] = dist.reduce_scatter %[[V91]] on @mesh axes = ["fsdp"] scatter_dim = 0 reduction = sum wire = f32 accum = f32 : tensor<528xf32> -> tensor<264xf32>
+// FSDPTP-NEXT: dist.free %[[V91]] : tensor<528xf32>
+// FSDPTP-NEXT: %[[V93:[a-z0-9_]+]]:3 = dist.unbucket %[[V92]] offsets = [0, 128, 136] : tensor<264xf32> -> tensor<8x16xf32>, tensor<8xf32>, tensor<16x8xf32>
+// FSDPTP-NEXT: return %[[V37]], %[[V93]]#2, %[[V88]]#8, %[[V88]]#7, %[[V88]]#6, %[[V88]]#5, %[[V88]]#4, %[[V88]]#3, %[[V88]]#2, %[[V88]]#1, %[[V88]]#0, %[[V93]]#1, %[[V93]]#0 : tensor<f32>, tensor<16x8xf32>, tensor<8xf32>, tensor<8x8xf32>, tensor<8x4xf32>, tensor<8x4xf32>, tensor<8x8xf32>, tensor<8xf32>, tensor<8x12xf32>, tensor<8x12xf32>, tensor<12x8xf32>, tensor<8xf32>, tensor<8x16xf32>
 func.func @llama(
     %ids: tensor<4x8xi32>, %labels: tensor<4x8xi32>,
     %embed: tensor<32x16xf32> {nn.param, nn.name = "tok_embeddings.weight"},
@@ -497,4 +499,77 @@ func.func @llama(
   %logits = nn.linear %f, %output : (tensor<4x8x16xf32>, tensor<16x32xf32>) -> tensor<4x8x32xf32>
   %loss = nn.cross_entropy %logits, %labels : (tensor<4x8x32xf32>, tensor<4x8xi32>) -> tensor<f32>
   return %loss : tensor<f32>
+}
+
+// -----
+
+// Tests that padded parameters are bucketed too (fsdp=4): layers.0.fc1 has 10
+// rows and layers.1.fc1 6, so their shards are padded (3 and 2 rows). The
+// bucket packs the padded local shards (they divide by construction),
+// `padded` unbucket drops the padding rows of the gathered tensors, and the
+// gradient bucket pads the whole gradients into ceil(n / 4)-row parts before
+// the reduce-scatter: one gather per unit and pass and one reduce-scatter
+// per unit, as for even sizes (layers.0.fc2, which the backward pass of
+// layers.0 alone reads, keeps its own gather).
+// FSDP-LABEL: func.func @padded(
+// FSDP-NEXT: %[[V0:[a-z0-9_]+]] = dist.bucket %arg2, %arg3 offsets = [0, 48] : tensor<3x16xf32>, tensor<4x6xf32> -> tensor<72xf32>
+// FSDP-NEXT: %[[V1:[a-z0-9_]+]] = dist.all_gather %[[V0]] on @mesh axes = ["fsdp"] gather_dim = 0 wire = f32 : tensor<72xf32> -> tensor<288xf32>
+// FSDP-NEXT: dist.free %[[V0]] : tensor<72xf32>
+// FSDP-NEXT: %[[V2:[a-z0-9_]+]]:2 = dist.unbucket %[[V1]] offsets = [0, 48] chunks = 4 padded : tensor<288xf32> -> tensor<10x16xf32>, tensor<16x6xf32>
+// FSDP-NEXT: %[[V3:[a-z0-9_]+]] = nn.linear %arg0, %[[V2]]#0
+// FSDP-NEXT: %[[V4:[a-z0-9_]+]] = nn.silu %[[V3]]
+// FSDP-NEXT: %[[V5:[a-z0-9_]+]] = nn.linear %[[V4]], %[[V2]]#1
+// FSDP-NEXT: dist.free %[[V1]] : tensor<288xf32>
+// FSDP-NEXT: %[[V6:[a-z0-9_]+]] = nn.silu %[[V5]]
+// FSDP-NEXT: %[[V7:[a-z0-9_]+]] = dist.bucket %arg4, %arg5 offsets = [0, 32] : tensor<2x16xf32>, tensor<4x12xf32> -> tensor<80xf32>
+// FSDP-NEXT: %[[V8:[a-z0-9_]+]] = dist.all_gather %[[V7]] on @mesh axes = ["fsdp"] gather_dim = 0 wire = f32 : tensor<80xf32> -> tensor<320xf32>
+// FSDP-NEXT: dist.free %[[V7]] : tensor<80xf32>
+// FSDP-NEXT: %[[V9:[a-z0-9_]+]]:2 = dist.unbucket %[[V8]] offsets = [0, 32] chunks = 4 padded : tensor<320xf32> -> tensor<6x16xf32>, tensor<16x12xf32>
+// FSDP-NEXT: %[[V10:[a-z0-9_]+]] = nn.linear %[[V6]], %[[V9]]#0
+// FSDP-NEXT: %[[V11:[a-z0-9_]+]] = nn.silu %[[V10]]
+// FSDP-NEXT: %[[V12:[a-z0-9_]+]] = nn.linear %[[V11]], %[[V9]]#1
+// FSDP-NEXT: dist.free %[[V8]] : tensor<320xf32>
+// FSDP-NEXT: %[[V13:[a-z0-9_]+]] = nn.cross_entropy %[[V12]], %arg1
+// FSDP-NEXT: %[[V14:[a-z0-9_]+]] = dist.all_reduce %[[V13]] on @mesh axes = ["fsdp"] reduction = avg wire = f32 accum = f32 : tensor<f32> -> tensor<f32>
+// FSDP-NEXT: %[[V15:[a-z0-9_]+]] = nn.cross_entropy_grad %[[V12]], %arg1, %arg6 scale 1.250000e-01
+// FSDP-NEXT: %[[V16:[a-z0-9_]+]] = dist.bucket %arg5, %arg4 offsets = [0, 48] : tensor<4x12xf32>, tensor<2x16xf32> -> tensor<80xf32>
+// FSDP-NEXT: %[[V17:[a-z0-9_]+]] = dist.all_gather %[[V16]] on @mesh axes = ["fsdp"] gather_dim = 0 wire = f32 : tensor<80xf32> -> tensor<320xf32>
+// FSDP-NEXT: dist.free %[[V16]] : tensor<80xf32>
+// FSDP-NEXT: %[[V18:[a-z0-9_]+]]:2 = dist.unbucket %[[V17]] offsets = [0, 48] chunks = 4 padded : tensor<320xf32> -> tensor<16x12xf32>, tensor<6x16xf32>
+// FSDP-NEXT: %[[V19:[a-z0-9_]+]] = nn.matmul %[[V15]], %[[V18]]#0 transpose_rhs
+// FSDP-NEXT: %[[V20:[a-z0-9_]+]] = nn.matmul %[[V11]], %[[V15]] transpose_lhs
+// FSDP-NEXT: %[[V21:[a-z0-9_]+]] = nn.silu_grad %[[V10]], %[[V19]]
+// FSDP-NEXT: %[[V22:[a-z0-9_]+]] = nn.matmul %[[V21]], %[[V18]]#1 transpose_rhs
+// FSDP-NEXT: dist.free %[[V17]] : tensor<320xf32>
+// FSDP-NEXT: %[[V23:[a-z0-9_]+]] = nn.matmul %[[V6]], %[[V21]] transpose_lhs
+// FSDP-NEXT: %[[V24:[a-z0-9_]+]] = dist.bucket %[[V20]], %[[V23]] offsets = [0, 48] chunks = 4 padded : tensor<16x12xf32>, tensor<6x16xf32> -> tensor<320xf32>
+// FSDP-NEXT: %[[V25:[a-z0-9_]+]] = dist.reduce_scatter %[[V24]] on @mesh axes = ["fsdp"] scatter_dim = 0 reduction = sum wire = f32 accum = f32 : tensor<320xf32> -> tensor<80xf32>
+// FSDP-NEXT: dist.free %[[V24]] : tensor<320xf32>
+// FSDP-NEXT: %[[V26:[a-z0-9_]+]]:2 = dist.unbucket %[[V25]] offsets = [0, 48] : tensor<80xf32> -> tensor<4x12xf32>, tensor<2x16xf32>
+// FSDP-NEXT: %[[V27:[a-z0-9_]+]] = nn.silu_grad %[[V5]], %[[V22]]
+// FSDP-NEXT: %[[V28:[a-z0-9_]+]] = dist.all_gather %arg3 on @mesh axes = ["fsdp"] gather_dim = 0 wire = f32 : tensor<4x6xf32> -> tensor<16x6xf32>
+// FSDP-NEXT: %[[V29:[a-z0-9_]+]] = nn.matmul %[[V27]], %[[V28]] transpose_rhs
+// FSDP-NEXT: dist.free %[[V28]] : tensor<16x6xf32>
+// FSDP-NEXT: %[[V30:[a-z0-9_]+]] = nn.matmul %[[V4]], %[[V27]] transpose_lhs
+// FSDP-NEXT: %[[V31:[a-z0-9_]+]] = nn.silu_grad %[[V3]], %[[V29]]
+// FSDP-NEXT: %[[V32:[a-z0-9_]+]] = nn.matmul %arg0, %[[V31]] transpose_lhs
+// FSDP-NEXT: %[[V33:[a-z0-9_]+]] = dist.bucket %[[V30]], %[[V32]] offsets = [0, 24] chunks = 4 padded : tensor<16x6xf32>, tensor<10x16xf32> -> tensor<288xf32>
+// FSDP-NEXT: %[[V34:[a-z0-9_]+]] = dist.reduce_scatter %[[V33]] on @mesh axes = ["fsdp"] scatter_dim = 0 reduction = sum wire = f32 accum = f32 : tensor<288xf32> -> tensor<72xf32>
+// FSDP-NEXT: dist.free %[[V33]] : tensor<288xf32>
+// FSDP-NEXT: %[[V35:[a-z0-9_]+]]:2 = dist.unbucket %[[V34]] offsets = [0, 24] : tensor<72xf32> -> tensor<4x6xf32>, tensor<3x16xf32>
+// FSDP-NEXT: return %[[V14]], %[[V35]]#1, %[[V35]]#0, %[[V26]]#1, %[[V26]]#0 : tensor<f32>, tensor<3x16xf32>, tensor<4x6xf32>, tensor<2x16xf32>, tensor<4x12xf32>
+func.func @padded(%x: tensor<8x10xf32>, %labels: tensor<8xi32>,
+    %w0a: tensor<10x16xf32> {nn.param, nn.name = "layers.0.fc1.weight"},
+    %w0b: tensor<16x6xf32> {nn.param, nn.name = "layers.0.fc2.weight"},
+    %w1a: tensor<6x16xf32> {nn.param, nn.name = "layers.1.fc1.weight"},
+    %w1b: tensor<16x12xf32> {nn.param, nn.name = "layers.1.fc2.weight"}) -> tensor<f32> {
+  %h0 = nn.linear %x, %w0a : (tensor<8x10xf32>, tensor<10x16xf32>) -> tensor<8x16xf32>
+  %a0 = nn.silu %h0 : (tensor<8x16xf32>) -> tensor<8x16xf32>
+  %h1 = nn.linear %a0, %w0b : (tensor<8x16xf32>, tensor<16x6xf32>) -> tensor<8x6xf32>
+  %a1 = nn.silu %h1 : (tensor<8x6xf32>) -> tensor<8x6xf32>
+  %h2 = nn.linear %a1, %w1a : (tensor<8x6xf32>, tensor<6x16xf32>) -> tensor<8x16xf32>
+  %a2 = nn.silu %h2 : (tensor<8x16xf32>) -> tensor<8x16xf32>
+  %y = nn.linear %a2, %w1b : (tensor<8x16xf32>, tensor<16x12xf32>) -> tensor<8x12xf32>
+  %l = nn.cross_entropy %y, %labels : (tensor<8x12xf32>, tensor<8xi32>) -> tensor<f32>
+  return %l : tensor<f32>
 }

@@ -283,7 +283,9 @@ dist.mesh @mesh shape = [2] axes = ["tp"] {dist.strategies = ["tp"]}
 // wq/wk/wv and w1/w3 column-parallel, wo and w2 row-parallel, heads split in
 // rope and attention, norms replicated, the residual stream partial<sum> until
 // a norm needs it whole, and the output projection column-parallel with the
-// logits gathered (replicated) for the loss.
+// vocab-sharded logits feeding the vocab-parallel loss: nn.cross_entropy is
+// lowered to nn.vocab_max (partial<max>), nn.vocab_stats (partial<sum>) and
+// nn.vocab_cross_entropy on the all-reduced statistics.
 // CHECK: dist.mesh @mesh shape = [2] axes = ["tp"] {dist.strategies = ["tp"]}
 // CHECK-LABEL: func.func @llama_tp(
 // CHECK-SAME: %[[IDS:[a-z0-9]+]]: tensor<2x8xi32> {dist.placement = #dist.placement<@mesh, [replicate]>}
@@ -324,7 +326,9 @@ dist.mesh @mesh shape = [2] axes = ["tp"] {dist.strategies = ["tp"]}
 // CHECK-NEXT: %[[H2:[a-z0-9_]+]] = nn.add %[[H1]], %[[DOWN]] {dist.operand_placements = [#dist.placement<@mesh, [partial<sum>]>, #dist.placement<@mesh, [partial<sum>]>], dist.result_placements = [#dist.placement<@mesh, [partial<sum>]>]} : (tensor<2x8x16xf32>, tensor<2x8x16xf32>) -> tensor<2x8x16xf32>
 // CHECK-NEXT: %[[F:[a-z0-9_]+]] = nn.rms_norm %[[H2]], %[[NORM]] epsilon 1.000000e-05 {dist.operand_placements = [#dist.placement<@mesh, [replicate]>, #dist.placement<@mesh, [replicate]>], dist.result_placements = [#dist.placement<@mesh, [replicate]>]} : (tensor<2x8x16xf32>, tensor<16xf32>) -> tensor<2x8x16xf32>
 // CHECK-NEXT: %[[LOGITS:[a-z0-9_]+]] = nn.linear %[[F]], %[[OUTPUT]] {dist.operand_placements = [#dist.placement<@mesh, [replicate]>, #dist.placement<@mesh, [shard<1>]>], dist.result_placements = [#dist.placement<@mesh, [shard<2>]>]} : (tensor<2x8x16xf32>, tensor<16x32xf32>) -> tensor<2x8x32xf32>
-// CHECK-NEXT: %[[LOSS:[a-z0-9_]+]] = nn.cross_entropy %[[LOGITS]], %[[LABELS]] {dist.operand_placements = [#dist.placement<@mesh, [replicate]>, #dist.placement<@mesh, [replicate]>], dist.result_placements = [#dist.placement<@mesh, [replicate]>]} : (tensor<2x8x32xf32>, tensor<2x8xi32>) -> tensor<f32>
+// CHECK-NEXT: %[[MAX:[a-z0-9_]+]] = nn.vocab_max %[[LOGITS]] vocab 32 {dist.operand_placements = [#dist.placement<@mesh, [shard<2>]>], dist.result_placements = [#dist.placement<@mesh, [partial<max>]>]} : (tensor<2x8x32xf32>) -> tensor<2x8xf32>
+// CHECK-NEXT: %[[STATS:[a-z0-9_]+]] = nn.vocab_stats %[[LOGITS]], %[[LABELS]], %[[MAX]] vocab 32 {dist.operand_placements = [#dist.placement<@mesh, [shard<2>]>, #dist.placement<@mesh, [replicate]>, #dist.placement<@mesh, [replicate]>], dist.result_placements = [#dist.placement<@mesh, [partial<sum>]>]} : (tensor<2x8x32xf32>, tensor<2x8xi32>, tensor<2x8xf32>) -> tensor<2x8x2xf32>
+// CHECK-NEXT: %[[LOSS:[a-z0-9_]+]] = nn.vocab_cross_entropy %[[STATS]] {dist.operand_placements = [#dist.placement<@mesh, [replicate]>], dist.result_placements = [#dist.placement<@mesh, [replicate]>]} : (tensor<2x8x2xf32>) -> tensor<f32>
 // CHECK-NEXT: return %[[LOSS]] : tensor<f32>
 func.func @llama_tp(
     %ids: tensor<2x8xi32>, %labels: tensor<2x8xi32>,
@@ -371,7 +375,9 @@ func.func @llama_tp(
 
 dist.mesh @mesh shape = [2, 2] axes = ["fsdp", "tp"] {dist.strategies = ["fsdp", "tp"]}
 
-// Tests that a Llama layer under fsdp x tp (2x2) combines both.
+// Tests that a Llama layer under fsdp x tp (2x2) combines both; the
+// vocab-parallel loss averages over fsdp (partial<avg>) as nn.cross_entropy
+// did.
 // CHECK: dist.mesh @mesh shape = [2, 2] axes = ["fsdp", "tp"] {dist.strategies = ["fsdp", "tp"]}
 // CHECK-LABEL: func.func @llama_fsdp_tp(
 // CHECK-SAME: %[[IDS:[a-z0-9]+]]: tensor<2x8xi32> {dist.placement = #dist.placement<@mesh, [shard<0>, replicate]>}
@@ -412,7 +418,9 @@ dist.mesh @mesh shape = [2, 2] axes = ["fsdp", "tp"] {dist.strategies = ["fsdp",
 // CHECK-NEXT: %[[H2:[a-z0-9_]+]] = nn.add %[[H1]], %[[DOWN]] {dist.operand_placements = [#dist.placement<@mesh, [shard<0>, partial<sum>]>, #dist.placement<@mesh, [shard<0>, partial<sum>]>], dist.result_placements = [#dist.placement<@mesh, [shard<0>, partial<sum>]>]} : (tensor<2x8x16xf32>, tensor<2x8x16xf32>) -> tensor<2x8x16xf32>
 // CHECK-NEXT: %[[F:[a-z0-9_]+]] = nn.rms_norm %[[H2]], %[[NORM]] epsilon 1.000000e-05 {dist.operand_placements = [#dist.placement<@mesh, [shard<0>, replicate]>, #dist.placement<@mesh, [replicate, replicate]>], dist.result_placements = [#dist.placement<@mesh, [shard<0>, replicate]>]} : (tensor<2x8x16xf32>, tensor<16xf32>) -> tensor<2x8x16xf32>
 // CHECK-NEXT: %[[LOGITS:[a-z0-9_]+]] = nn.linear %[[F]], %[[OUTPUT]] {dist.operand_placements = [#dist.placement<@mesh, [shard<0>, replicate]>, #dist.placement<@mesh, [replicate, shard<1>]>], dist.result_placements = [#dist.placement<@mesh, [shard<0>, shard<2>]>]} : (tensor<2x8x16xf32>, tensor<16x32xf32>) -> tensor<2x8x32xf32>
-// CHECK-NEXT: %[[LOSS:[a-z0-9_]+]] = nn.cross_entropy %[[LOGITS]], %[[LABELS]] {dist.operand_placements = [#dist.placement<@mesh, [shard<0>, replicate]>, #dist.placement<@mesh, [shard<0>, replicate]>], dist.result_placements = [#dist.placement<@mesh, [partial<avg>, replicate]>]} : (tensor<2x8x32xf32>, tensor<2x8xi32>) -> tensor<f32>
+// CHECK-NEXT: %[[MAX:[a-z0-9_]+]] = nn.vocab_max %[[LOGITS]] vocab 32 {dist.operand_placements = [#dist.placement<@mesh, [shard<0>, shard<2>]>], dist.result_placements = [#dist.placement<@mesh, [shard<0>, partial<max>]>]} : (tensor<2x8x32xf32>) -> tensor<2x8xf32>
+// CHECK-NEXT: %[[STATS:[a-z0-9_]+]] = nn.vocab_stats %[[LOGITS]], %[[LABELS]], %[[MAX]] vocab 32 {dist.operand_placements = [#dist.placement<@mesh, [shard<0>, shard<2>]>, #dist.placement<@mesh, [shard<0>, replicate]>, #dist.placement<@mesh, [shard<0>, replicate]>], dist.result_placements = [#dist.placement<@mesh, [shard<0>, partial<sum>]>]} : (tensor<2x8x32xf32>, tensor<2x8xi32>, tensor<2x8xf32>) -> tensor<2x8x2xf32>
+// CHECK-NEXT: %[[LOSS:[a-z0-9_]+]] = nn.vocab_cross_entropy %[[STATS]] {dist.operand_placements = [#dist.placement<@mesh, [shard<0>, replicate]>], dist.result_placements = [#dist.placement<@mesh, [partial<avg>, replicate]>]} : (tensor<2x8x2xf32>) -> tensor<f32>
 // CHECK-NEXT: return %[[LOSS]] : tensor<f32>
 func.func @llama_fsdp_tp(
     %ids: tensor<2x8xi32>, %labels: tensor<2x8xi32>,
@@ -508,4 +516,37 @@ func.func @overrides(%x: tensor<8x4x16xf32>,
   %h = nn.linear %n, %w1 : (tensor<8x4x16xf32>, tensor<16x32xf32>) -> tensor<8x4x32xf32>
   %y = nn.linear %h, %w2 : (tensor<8x4x32xf32>, tensor<32x16xf32>) -> tensor<8x4x16xf32>
   return %y : tensor<8x4x16xf32>
+}
+
+// -----
+
+dist.mesh @mesh shape = [2] axes = ["tp"] {dist.strategies = ["tp"]}
+
+// Tests that a row-parallel linear with a bias (GPT-2's c_proj) is split into
+// nn.linear without the bias (partial<sum> over tp) and nn.bias_add on the
+// replicated sum, so the bias is added once, after the all-reduce
+// (Megatron's RowParallelLinear); the column-parallel c_fc keeps its bias,
+// sharded like its output features.
+// CHECK-LABEL: func.func @bias_split(
+// CHECK-SAME: %[[X:[a-z0-9]+]]: tensor<4x8x16xf32> {dist.placement = #dist.placement<@mesh, [replicate]>}
+// CHECK-SAME: %[[W1:[a-z0-9]+]]: tensor<16x32xf32> {dist.placement = #dist.placement<@mesh, [shard<1>]>, nn.name = "h.0.mlp.c_fc.weight", nn.param}
+// CHECK-SAME: %[[B1:[a-z0-9]+]]: tensor<32xf32> {dist.placement = #dist.placement<@mesh, [shard<0>]>, nn.name = "h.0.mlp.c_fc.bias", nn.param}
+// CHECK-SAME: %[[W2:[a-z0-9]+]]: tensor<32x16xf32> {dist.placement = #dist.placement<@mesh, [shard<0>]>, nn.name = "h.0.mlp.c_proj.weight", nn.param}
+// CHECK-SAME: %[[B2:[a-z0-9]+]]: tensor<16xf32> {dist.placement = #dist.placement<@mesh, [replicate]>, nn.name = "h.0.mlp.c_proj.bias", nn.param}
+// CHECK-NEXT: %[[H:[a-z0-9_]+]] = nn.linear %[[X]], %[[W1]], %[[B1]] {dist.operand_placements = [#dist.placement<@mesh, [replicate]>, #dist.placement<@mesh, [shard<1>]>, #dist.placement<@mesh, [shard<0>]>], dist.result_placements = [#dist.placement<@mesh, [shard<2>]>]} : (tensor<4x8x16xf32>, tensor<16x32xf32>, tensor<32xf32>) -> tensor<4x8x32xf32>
+// CHECK-NEXT: %[[A:[a-z0-9_]+]] = nn.gelu %[[H]]
+// CHECK-NEXT: %[[Y:[a-z0-9_]+]] = nn.linear %[[A]], %[[W2]] {dist.operand_placements = [#dist.placement<@mesh, [shard<2>]>, #dist.placement<@mesh, [shard<0>]>], dist.result_placements = [#dist.placement<@mesh, [partial<sum>]>]} : (tensor<4x8x32xf32>, tensor<32x16xf32>) -> tensor<4x8x16xf32>
+// CHECK-NEXT: %[[YB:[a-z0-9_]+]] = nn.bias_add %[[Y]], %[[B2]] {dist.operand_placements = [#dist.placement<@mesh, [replicate]>, #dist.placement<@mesh, [replicate]>], dist.result_placements = [#dist.placement<@mesh, [replicate]>]} : (tensor<4x8x16xf32>, tensor<16xf32>) -> tensor<4x8x16xf32>
+// CHECK-NEXT: %[[R:[a-z0-9_]+]] = nn.add %[[X]], %[[YB]]
+// CHECK-NEXT: return %[[R]]
+func.func @bias_split(%x: tensor<4x8x16xf32>,
+    %w1: tensor<16x32xf32> {nn.param, nn.name = "h.0.mlp.c_fc.weight"},
+    %b1: tensor<32xf32> {nn.param, nn.name = "h.0.mlp.c_fc.bias"},
+    %w2: tensor<32x16xf32> {nn.param, nn.name = "h.0.mlp.c_proj.weight"},
+    %b2: tensor<16xf32> {nn.param, nn.name = "h.0.mlp.c_proj.bias"}) -> tensor<4x8x16xf32> {
+  %h = nn.linear %x, %w1, %b1 : (tensor<4x8x16xf32>, tensor<16x32xf32>, tensor<32xf32>) -> tensor<4x8x32xf32>
+  %a = nn.gelu %h : (tensor<4x8x32xf32>) -> tensor<4x8x32xf32>
+  %y = nn.linear %a, %w2, %b2 : (tensor<4x8x32xf32>, tensor<32x16xf32>, tensor<16xf32>) -> tensor<4x8x16xf32>
+  %r = nn.add %x, %y : (tensor<4x8x16xf32>, tensor<4x8x16xf32>) -> tensor<4x8x16xf32>
+  return %r : tensor<4x8x16xf32>
 }

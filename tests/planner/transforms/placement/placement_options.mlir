@@ -4,6 +4,8 @@
 // RUN: not plan-opt %s --plan-placement="mesh=dp=2,tp=4 axes=dp" 2>&1 | FileCheck %s --check-prefix=COUNT
 // RUN: not plan-opt %s --plan-placement="mesh=dp=2,tp=4 axes=dp,pp" 2>&1 | FileCheck %s --check-prefix=UNKNOWN
 // RUN: not plan-opt %s --plan-placement 2>&1 | FileCheck %s --check-prefix=NOMESH
+// RUN: plan-opt %s --plan-placement="mesh=tp=2 axes=tp" | FileCheck %s --check-prefix=VOCAB
+// RUN: plan-opt %s --plan-placement="mesh=tp=2 axes=tp vocab-parallel-loss=false" | FileCheck %s --check-prefix=GATHERED
 
 // Tests that the mesh and strategies come from the options: the pass declares
 // the mesh with its strategies, then places the Megatron pair under fsdp x tp.
@@ -29,4 +31,27 @@ func.func @mlp(%x: tensor<8x4x16xf32>,
   %a = nn.gelu %h : (tensor<8x4x32xf32>) -> tensor<8x4x32xf32>
   %y = nn.linear %a, %w2 : (tensor<8x4x32xf32>, tensor<32x16xf32>) -> tensor<8x4x16xf32>
   return %y : tensor<8x4x16xf32>
+}
+
+// Tests vocab-parallel-loss: by default the loss of vocab-sharded logits (a
+// column-parallel head) is lowered to the vocab-parallel ops; with
+// vocab-parallel-loss=false nn.cross_entropy stays and wants the logits
+// replicated, so collective insertion gathers them.
+// VOCAB-LABEL: func.func @head(
+// VOCAB: %[[LOGITS:[a-z0-9_]+]] = nn.linear
+// VOCAB-SAME: dist.result_placements = [#dist.placement<@mesh, [shard<1>]>]
+// VOCAB-NEXT: %[[MAX:[a-z0-9_]+]] = nn.vocab_max %[[LOGITS]] vocab 32
+// VOCAB-NEXT: %[[STATS:[a-z0-9_]+]] = nn.vocab_stats %[[LOGITS]], %{{.*}}, %[[MAX]] vocab 32
+// VOCAB-NEXT: %[[LOSS:[a-z0-9_]+]] = nn.vocab_cross_entropy %[[STATS]]
+// VOCAB-NEXT: return %[[LOSS]]
+// GATHERED-LABEL: func.func @head(
+// GATHERED: %[[LOGITS:[a-z0-9_]+]] = nn.linear
+// GATHERED-SAME: dist.result_placements = [#dist.placement<@mesh, [shard<1>]>]
+// GATHERED-NEXT: %[[LOSS:[a-z0-9_]+]] = nn.cross_entropy %[[LOGITS]], %{{.*}} {dist.operand_placements = [#dist.placement<@mesh, [replicate]>, #dist.placement<@mesh, [replicate]>], dist.result_placements = [#dist.placement<@mesh, [replicate]>]}
+// GATHERED-NEXT: return %[[LOSS]]
+func.func @head(%x: tensor<8x16xf32>, %labels: tensor<8xi32>,
+    %w: tensor<16x32xf32> {nn.param, nn.name = "output.weight"}) -> tensor<f32> {
+  %logits = nn.linear %x, %w : (tensor<8x16xf32>, tensor<16x32xf32>) -> tensor<8x32xf32>
+  %loss = nn.cross_entropy %logits, %labels : (tensor<8x32xf32>, tensor<8xi32>) -> tensor<f32>
+  return %loss : tensor<f32>
 }

@@ -9,8 +9,9 @@
 // first k at the entry; forward and backward steps form one sequence, so
 // the last forward unit prefetches the first backward one. A gradient
 // reduce-scatter completes just before the next unit's gradient bucket
-// (overlapping that unit's backward); the loss all-reduce completes at the
-// return. With k = 0 (P0) each start sits right before its wait; with k = 2
+// (overlapping that unit's backward); under HSDP its dp all-reduce starts
+// there and completes one reduction later. The loss all-reduce completes at
+// the return. With k = 0 (P0) each start sits right before its wait; with k = 2
 // (P2) two steps run ahead.
 
 // Tests the exact schedule of a 2-unit MLP (layers.0, layers.1): steps
@@ -228,17 +229,17 @@
 // HSDP-NEXT: %[[V36:[a-z0-9_]+]] = dist.wait %[[V29]] : !dist.future<tensor<224xf32>>
 // HSDP-NEXT: dist.free %[[V28]] : tensor<448xf32>
 // HSDP-NEXT: %[[V37:[a-z0-9_]+]] = dist.all_reduce_start %[[V36]] on @mesh axes = ["dp"] reduction = sum wire = f32 accum = f32 : tensor<224xf32> -> !dist.future<tensor<224xf32>>
-// HSDP-NEXT: %[[V38:[a-z0-9_]+]] = dist.wait %[[V37]] : !dist.future<tensor<224xf32>>
-// HSDP-NEXT: %[[V39:[a-z0-9_]+]]:2 = dist.unbucket %[[V38]] offsets = [0, 96] : tensor<224xf32> -> tensor<8x12xf32>, tensor<8x16xf32>
-// HSDP-NEXT: %[[V40:[a-z0-9_]+]] = dist.bucket %[[V33]], %[[V35]] offsets = [0, 128] chunks = 2 : tensor<16x16xf32>, tensor<16x16xf32> -> tensor<512xf32>
-// HSDP-NEXT: %[[V41:[a-z0-9_]+]] = dist.reduce_scatter_start %[[V40]] on @mesh axes = ["fsdp"] scatter_dim = 0 reduction = sum wire = f32 accum = f32 : tensor<512xf32> -> !dist.future<tensor<256xf32>>
+// HSDP-NEXT: %[[V38:[a-z0-9_]+]] = dist.bucket %[[V33]], %[[V35]] offsets = [0, 128] chunks = 2 : tensor<16x16xf32>, tensor<16x16xf32> -> tensor<512xf32>
+// HSDP-NEXT: %[[V39:[a-z0-9_]+]] = dist.reduce_scatter_start %[[V38]] on @mesh axes = ["fsdp"] scatter_dim = 0 reduction = sum wire = f32 accum = f32 : tensor<512xf32> -> !dist.future<tensor<256xf32>>
+// HSDP-NEXT: %[[V40:[a-z0-9_]+]] = dist.wait %[[V39]] : !dist.future<tensor<256xf32>>
+// HSDP-NEXT: dist.free %[[V38]] : tensor<512xf32>
+// HSDP-NEXT: %[[V41:[a-z0-9_]+]] = dist.all_reduce_start %[[V40]] on @mesh axes = ["dp"] reduction = sum wire = f32 accum = f32 : tensor<256xf32> -> !dist.future<tensor<256xf32>>
 // HSDP-NEXT: %[[V42:[a-z0-9_]+]] = dist.wait %[[V41]] : !dist.future<tensor<256xf32>>
-// HSDP-NEXT: dist.free %[[V40]] : tensor<512xf32>
-// HSDP-NEXT: %[[V43:[a-z0-9_]+]] = dist.all_reduce_start %[[V42]] on @mesh axes = ["dp"] reduction = sum wire = f32 accum = f32 : tensor<256xf32> -> !dist.future<tensor<256xf32>>
-// HSDP-NEXT: %[[V44:[a-z0-9_]+]] = dist.wait %[[V43]] : !dist.future<tensor<256xf32>>
-// HSDP-NEXT: %[[V45:[a-z0-9_]+]]:2 = dist.unbucket %[[V44]] offsets = [0, 128] : tensor<256xf32> -> tensor<8x16xf32>, tensor<8x16xf32>
+// HSDP-NEXT: %[[V43:[a-z0-9_]+]]:2 = dist.unbucket %[[V42]] offsets = [0, 128] : tensor<256xf32> -> tensor<8x16xf32>, tensor<8x16xf32>
+// HSDP-NEXT: %[[V44:[a-z0-9_]+]] = dist.wait %[[V37]] : !dist.future<tensor<224xf32>>
+// HSDP-NEXT: %[[V45:[a-z0-9_]+]]:2 = dist.unbucket %[[V44]] offsets = [0, 96] : tensor<224xf32> -> tensor<8x12xf32>, tensor<8x16xf32>
 // HSDP-NEXT: %[[V46:[a-z0-9_]+]] = dist.wait %[[V18]] : !dist.future<tensor<f32>>
-// HSDP-NEXT: return %[[V46]], %[[V45]]#1, %[[V45]]#0, %[[V39]]#1, %[[V39]]#0 : tensor<f32>, tensor<8x16xf32>, tensor<8x16xf32>, tensor<8x16xf32>, tensor<8x12xf32>
+// HSDP-NEXT: return %[[V46]], %[[V43]]#1, %[[V43]]#0, %[[V45]]#1, %[[V45]]#0 : tensor<f32>, tensor<8x16xf32>, tensor<8x16xf32>, tensor<8x16xf32>, tensor<8x12xf32>
 func.func @mlp(%x: tensor<8x16xf32>, %labels: tensor<8xi32>,
     %w0a: tensor<16x16xf32> {nn.param, nn.name = "layers.0.fc1.weight"},
     %w0b: tensor<16x16xf32> {nn.param, nn.name = "layers.0.fc2.weight"},
@@ -451,17 +452,17 @@ func.func @mlp(%x: tensor<8x16xf32>, %labels: tensor<8xi32>,
 // HSDP-NEXT: %[[V84:[a-z0-9_]+]] = dist.wait %[[V81]] : !dist.future<tensor<976xf32>>
 // HSDP-NEXT: dist.free %[[V80]] : tensor<1952xf32>
 // HSDP-NEXT: %[[V85:[a-z0-9_]+]] = dist.all_reduce_start %[[V84]] on @mesh axes = ["dp"] reduction = sum wire = f32 accum = f32 : tensor<976xf32> -> !dist.future<tensor<976xf32>>
-// HSDP-NEXT: %[[V86:[a-z0-9_]+]] = dist.wait %[[V85]] : !dist.future<tensor<976xf32>>
-// HSDP-NEXT: %[[V87:[a-z0-9_]+]]:9 = dist.unbucket %[[V86]] offsets = [0, 192, 384, 576, 584, 712, 776, 840, 968] : tensor<976xf32> -> tensor<12x16xf32>, tensor<8x24xf32>, tensor<8x24xf32>, tensor<8xf32>, tensor<8x16xf32>, tensor<8x8xf32>, tensor<8x8xf32>, tensor<8x16xf32>, tensor<8xf32>
-// HSDP-NEXT: %[[V88:[a-z0-9_]+]] = dist.bucket %[[V41]], %[[V43]], %[[V83]] offsets = [0, 256, 264] chunks = 2 : tensor<16x32xf32>, tensor<16xf32>, tensor<32x16xf32> -> tensor<1040xf32>
-// HSDP-NEXT: %[[V89:[a-z0-9_]+]] = dist.reduce_scatter_start %[[V88]] on @mesh axes = ["fsdp"] scatter_dim = 0 reduction = sum wire = f32 accum = f32 : tensor<1040xf32> -> !dist.future<tensor<520xf32>>
+// HSDP-NEXT: %[[V86:[a-z0-9_]+]] = dist.bucket %[[V41]], %[[V43]], %[[V83]] offsets = [0, 256, 264] chunks = 2 : tensor<16x32xf32>, tensor<16xf32>, tensor<32x16xf32> -> tensor<1040xf32>
+// HSDP-NEXT: %[[V87:[a-z0-9_]+]] = dist.reduce_scatter_start %[[V86]] on @mesh axes = ["fsdp"] scatter_dim = 0 reduction = sum wire = f32 accum = f32 : tensor<1040xf32> -> !dist.future<tensor<520xf32>>
+// HSDP-NEXT: %[[V88:[a-z0-9_]+]] = dist.wait %[[V87]] : !dist.future<tensor<520xf32>>
+// HSDP-NEXT: dist.free %[[V86]] : tensor<1040xf32>
+// HSDP-NEXT: %[[V89:[a-z0-9_]+]] = dist.all_reduce_start %[[V88]] on @mesh axes = ["dp"] reduction = sum wire = f32 accum = f32 : tensor<520xf32> -> !dist.future<tensor<520xf32>>
 // HSDP-NEXT: %[[V90:[a-z0-9_]+]] = dist.wait %[[V89]] : !dist.future<tensor<520xf32>>
-// HSDP-NEXT: dist.free %[[V88]] : tensor<1040xf32>
-// HSDP-NEXT: %[[V91:[a-z0-9_]+]] = dist.all_reduce_start %[[V90]] on @mesh axes = ["dp"] reduction = sum wire = f32 accum = f32 : tensor<520xf32> -> !dist.future<tensor<520xf32>>
-// HSDP-NEXT: %[[V92:[a-z0-9_]+]] = dist.wait %[[V91]] : !dist.future<tensor<520xf32>>
-// HSDP-NEXT: %[[V93:[a-z0-9_]+]]:3 = dist.unbucket %[[V92]] offsets = [0, 256, 264] : tensor<520xf32> -> tensor<8x32xf32>, tensor<8xf32>, tensor<16x16xf32>
+// HSDP-NEXT: %[[V91:[a-z0-9_]+]]:3 = dist.unbucket %[[V90]] offsets = [0, 256, 264] : tensor<520xf32> -> tensor<8x32xf32>, tensor<8xf32>, tensor<16x16xf32>
+// HSDP-NEXT: %[[V92:[a-z0-9_]+]] = dist.wait %[[V85]] : !dist.future<tensor<976xf32>>
+// HSDP-NEXT: %[[V93:[a-z0-9_]+]]:9 = dist.unbucket %[[V92]] offsets = [0, 192, 384, 576, 584, 712, 776, 840, 968] : tensor<976xf32> -> tensor<12x16xf32>, tensor<8x24xf32>, tensor<8x24xf32>, tensor<8xf32>, tensor<8x16xf32>, tensor<8x8xf32>, tensor<8x8xf32>, tensor<8x16xf32>, tensor<8xf32>
 // HSDP-NEXT: %[[V94:[a-z0-9_]+]] = dist.wait %[[V34]] : !dist.future<tensor<f32>>
-// HSDP-NEXT: return %[[V94]], %[[V93]]#2, %[[V87]]#8, %[[V87]]#7, %[[V87]]#6, %[[V87]]#5, %[[V87]]#4, %[[V87]]#3, %[[V87]]#2, %[[V87]]#1, %[[V87]]#0, %[[V93]]#1, %[[V93]]#0 : tensor<f32>, tensor<16x16xf32>, tensor<8xf32>, tensor<8x16xf32>, tensor<8x8xf32>, tensor<8x8xf32>, tensor<8x16xf32>, tensor<8xf32>, tensor<8x24xf32>, tensor<8x24xf32>, tensor<12x16xf32>, tensor<8xf32>, tensor<8x32xf32>
+// HSDP-NEXT: return %[[V94]], %[[V91]]#2, %[[V93]]#8, %[[V93]]#7, %[[V93]]#6, %[[V93]]#5, %[[V93]]#4, %[[V93]]#3, %[[V93]]#2, %[[V93]]#1, %[[V93]]#0, %[[V91]]#1, %[[V91]]#0 : tensor<f32>, tensor<16x16xf32>, tensor<8xf32>, tensor<8x16xf32>, tensor<8x8xf32>, tensor<8x8xf32>, tensor<8x16xf32>, tensor<8xf32>, tensor<8x24xf32>, tensor<8x24xf32>, tensor<12x16xf32>, tensor<8xf32>, tensor<8x32xf32>
 func.func @llama(
     %ids: tensor<4x8xi32>, %labels: tensor<4x8xi32>,
     %embed: tensor<32x16xf32> {nn.param, nn.name = "tok_embeddings.weight"},
@@ -501,4 +502,70 @@ func.func @llama(
   %logits = nn.linear %f, %output : (tensor<4x8x16xf32>, tensor<16x32xf32>) -> tensor<4x8x32xf32>
   %loss = nn.cross_entropy %logits, %labels : (tensor<4x8x32xf32>, tensor<4x8xi32>) -> tensor<f32>
   return %loss : tensor<f32>
+}
+
+// -----
+
+// Tests the HSDP overlap of the dp all-reduce on a 3-unit MLP (one parameter
+// per unit): the reduce-scatter of layers.2 overlaps the backward of
+// layers.1; its dp all-reduce starts right after its wait and completes just
+// before the reduction after next, overlapping the backward of layers.0
+// (and the reduce-scatter of layers.1). The last reduction completes in
+// place; the second to last one completes at the return.
+// HSDP-LABEL: func.func @mlp3(
+// HSDP-NEXT: %[[V0:[a-z0-9_]+]] = dist.all_gather_start %arg2 on @mesh axes = ["fsdp"] gather_dim = 0 wire = f32 : tensor<8x16xf32> -> !dist.future<tensor<16x16xf32>>
+// HSDP-NEXT: %[[V1:[a-z0-9_]+]] = dist.wait %[[V0]] : !dist.future<tensor<16x16xf32>>
+// HSDP-NEXT: %[[V2:[a-z0-9_]+]] = dist.all_gather_start %arg3 on @mesh axes = ["fsdp"] gather_dim = 0 wire = f32 : tensor<8x16xf32> -> !dist.future<tensor<16x16xf32>>
+// HSDP-NEXT: %[[V3:[a-z0-9_]+]] = nn.linear %arg0, %[[V1]]
+// HSDP-NEXT: dist.free %[[V1]] : tensor<16x16xf32>
+// HSDP-NEXT: %[[V4:[a-z0-9_]+]] = nn.silu %[[V3]]
+// HSDP-NEXT: %[[V5:[a-z0-9_]+]] = dist.wait %[[V2]] : !dist.future<tensor<16x16xf32>>
+// HSDP-NEXT: %[[V6:[a-z0-9_]+]] = dist.all_gather_start %arg4 on @mesh axes = ["fsdp"] gather_dim = 0 wire = f32 : tensor<8x12xf32> -> !dist.future<tensor<16x12xf32>>
+// HSDP-NEXT: %[[V7:[a-z0-9_]+]] = nn.linear %[[V4]], %[[V5]]
+// HSDP-NEXT: dist.free %[[V5]] : tensor<16x16xf32>
+// HSDP-NEXT: %[[V8:[a-z0-9_]+]] = nn.silu %[[V7]]
+// HSDP-NEXT: %[[V9:[a-z0-9_]+]] = dist.wait %[[V6]] : !dist.future<tensor<16x12xf32>>
+// HSDP-NEXT: %[[V10:[a-z0-9_]+]] = dist.all_gather_start %arg4 on @mesh axes = ["fsdp"] gather_dim = 0 wire = f32 : tensor<8x12xf32> -> !dist.future<tensor<16x12xf32>>
+// HSDP-NEXT: %[[V11:[a-z0-9_]+]] = nn.linear %[[V8]], %[[V9]]
+// HSDP-NEXT: dist.free %[[V9]] : tensor<16x12xf32>
+// HSDP-NEXT: %[[V12:[a-z0-9_]+]] = nn.cross_entropy %[[V11]], %arg1
+// HSDP-NEXT: %[[V13:[a-z0-9_]+]] = dist.all_reduce_start %[[V12]] on @mesh axes = ["dp", "fsdp"] reduction = avg wire = f32 accum = f32 : tensor<f32> -> !dist.future<tensor<f32>>
+// HSDP-NEXT: %[[V14:[a-z0-9_]+]] = nn.cross_entropy_grad %[[V11]], %arg1, %arg5 scale 1.250000e-01
+// HSDP-NEXT: %[[V15:[a-z0-9_]+]] = dist.wait %[[V10]] : !dist.future<tensor<16x12xf32>>
+// HSDP-NEXT: %[[V16:[a-z0-9_]+]] = dist.all_gather_start %arg3 on @mesh axes = ["fsdp"] gather_dim = 0 wire = f32 : tensor<8x16xf32> -> !dist.future<tensor<16x16xf32>>
+// HSDP-NEXT: %[[V17:[a-z0-9_]+]] = nn.matmul %[[V14]], %[[V15]] transpose_rhs
+// HSDP-NEXT: dist.free %[[V15]] : tensor<16x12xf32>
+// HSDP-NEXT: %[[V18:[a-z0-9_]+]] = nn.matmul %[[V8]], %[[V14]] transpose_lhs
+// HSDP-NEXT: %[[V19:[a-z0-9_]+]] = dist.reduce_scatter_start %[[V18]] on @mesh axes = ["fsdp"] scatter_dim = 0 reduction = sum wire = f32 accum = f32 : tensor<16x12xf32> -> !dist.future<tensor<8x12xf32>>
+// HSDP-NEXT: %[[V20:[a-z0-9_]+]] = nn.silu_grad %[[V7]], %[[V17]]
+// HSDP-NEXT: %[[V21:[a-z0-9_]+]] = dist.wait %[[V16]] : !dist.future<tensor<16x16xf32>>
+// HSDP-NEXT: %[[V22:[a-z0-9_]+]] = nn.matmul %[[V20]], %[[V21]] transpose_rhs
+// HSDP-NEXT: dist.free %[[V21]] : tensor<16x16xf32>
+// HSDP-NEXT: %[[V23:[a-z0-9_]+]] = nn.matmul %[[V4]], %[[V20]] transpose_lhs
+// HSDP-NEXT: %[[V24:[a-z0-9_]+]] = dist.wait %[[V19]] : !dist.future<tensor<8x12xf32>>
+// HSDP-NEXT: %[[V25:[a-z0-9_]+]] = dist.all_reduce_start %[[V24]] on @mesh axes = ["dp"] reduction = sum wire = f32 accum = f32 : tensor<8x12xf32> -> !dist.future<tensor<8x12xf32>>
+// HSDP-NEXT: %[[V26:[a-z0-9_]+]] = dist.reduce_scatter_start %[[V23]] on @mesh axes = ["fsdp"] scatter_dim = 0 reduction = sum wire = f32 accum = f32 : tensor<16x16xf32> -> !dist.future<tensor<8x16xf32>>
+// HSDP-NEXT: %[[V27:[a-z0-9_]+]] = nn.silu_grad %[[V3]], %[[V22]]
+// HSDP-NEXT: %[[V28:[a-z0-9_]+]] = nn.matmul %arg0, %[[V27]] transpose_lhs
+// HSDP-NEXT: %[[V29:[a-z0-9_]+]] = dist.wait %[[V25]] : !dist.future<tensor<8x12xf32>>
+// HSDP-NEXT: %[[V30:[a-z0-9_]+]] = dist.wait %[[V26]] : !dist.future<tensor<8x16xf32>>
+// HSDP-NEXT: %[[V31:[a-z0-9_]+]] = dist.all_reduce_start %[[V30]] on @mesh axes = ["dp"] reduction = sum wire = f32 accum = f32 : tensor<8x16xf32> -> !dist.future<tensor<8x16xf32>>
+// HSDP-NEXT: %[[V32:[a-z0-9_]+]] = dist.reduce_scatter_start %[[V28]] on @mesh axes = ["fsdp"] scatter_dim = 0 reduction = sum wire = f32 accum = f32 : tensor<16x16xf32> -> !dist.future<tensor<8x16xf32>>
+// HSDP-NEXT: %[[V33:[a-z0-9_]+]] = dist.wait %[[V32]] : !dist.future<tensor<8x16xf32>>
+// HSDP-NEXT: %[[V34:[a-z0-9_]+]] = dist.all_reduce_start %[[V33]] on @mesh axes = ["dp"] reduction = sum wire = f32 accum = f32 : tensor<8x16xf32> -> !dist.future<tensor<8x16xf32>>
+// HSDP-NEXT: %[[V35:[a-z0-9_]+]] = dist.wait %[[V34]] : !dist.future<tensor<8x16xf32>>
+// HSDP-NEXT: %[[V36:[a-z0-9_]+]] = dist.wait %[[V31]] : !dist.future<tensor<8x16xf32>>
+// HSDP-NEXT: %[[V37:[a-z0-9_]+]] = dist.wait %[[V13]] : !dist.future<tensor<f32>>
+// HSDP-NEXT: return %[[V37]], %[[V35]], %[[V36]], %[[V29]] : tensor<f32>, tensor<8x16xf32>, tensor<8x16xf32>, tensor<8x12xf32>
+func.func @mlp3(%x: tensor<8x16xf32>, %labels: tensor<8xi32>,
+    %w0: tensor<16x16xf32> {nn.param, nn.name = "layers.0.fc.weight"},
+    %w1: tensor<16x16xf32> {nn.param, nn.name = "layers.1.fc.weight"},
+    %w2: tensor<16x12xf32> {nn.param, nn.name = "layers.2.fc.weight"}) -> tensor<f32> {
+  %h0 = nn.linear %x, %w0 : (tensor<8x16xf32>, tensor<16x16xf32>) -> tensor<8x16xf32>
+  %a0 = nn.silu %h0 : (tensor<8x16xf32>) -> tensor<8x16xf32>
+  %h1 = nn.linear %a0, %w1 : (tensor<8x16xf32>, tensor<16x16xf32>) -> tensor<8x16xf32>
+  %a1 = nn.silu %h1 : (tensor<8x16xf32>) -> tensor<8x16xf32>
+  %y = nn.linear %a1, %w2 : (tensor<8x16xf32>, tensor<16x12xf32>) -> tensor<8x12xf32>
+  %l = nn.cross_entropy %y, %labels : (tensor<8x12xf32>, tensor<8xi32>) -> tensor<f32>
+  return %l : tensor<f32>
 }

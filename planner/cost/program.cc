@@ -1,0 +1,94 @@
+// Simulation of a per-rank step's time and memory (see program.h).
+#include "planner/cost/program.h"
+
+#include <algorithm>
+#include <array>
+#include <cstdint>
+#include <vector>
+
+namespace loom::planner::cost {
+
+Timing simulate(const std::vector<Instruction>& program, double tail_s,
+                std::vector<double>* starts) {
+  Timing timing;
+  int32_t streams = 0;
+  for (const Instruction& instruction : program) {
+    if (instruction.kind == Instruction::Kind::kCollective) {
+      streams = std::max(streams, instruction.stream + 1);
+    }
+  }
+  std::vector<double> streamFree(streams, 0.0);
+  std::vector<double> done(program.size(), 0.0);
+  if (starts) starts->assign(program.size(), 0.0);
+  double compute = 0;
+  for (size_t i = 0; i < program.size(); ++i) {
+    const Instruction& instruction = program[i];
+    switch (instruction.kind) {
+      case Instruction::Kind::kCompute:
+        if (starts) (*starts)[i] = compute;
+        compute += instruction.seconds;
+        timing.compute_s += instruction.seconds;
+        break;
+      case Instruction::Kind::kCollective: {
+        double& free = streamFree[instruction.stream];
+        const double start = std::max(compute, free);
+        if (starts) (*starts)[i] = start;
+        free = start + instruction.seconds;
+        done[i] = free;
+        timing.comm_s += instruction.seconds;
+        if (!instruction.async) {
+          timing.exposed_comm_s += free - compute;
+          compute = free;
+        }
+        break;
+      }
+      case Instruction::Kind::kWait: {
+        const double ready = instruction.start >= 0 ? done[instruction.start] : 0;
+        if (ready > compute) {
+          timing.exposed_comm_s += ready - compute;
+          compute = ready;
+        }
+        if (starts) (*starts)[i] = compute;
+        break;
+      }
+    }
+  }
+  if (tail_s > 0) {
+    for (double free : streamFree) compute = std::max(compute, free);
+    compute += tail_s;
+    timing.compute_s += tail_s;
+  }
+  timing.step_time_s = compute;
+  for (double free : streamFree) timing.step_time_s = std::max(timing.step_time_s, free);
+  return timing;
+}
+
+MemoryPeak peakMemory(const std::vector<Buffer>& buffers, int32_t num_instructions,
+                      const std::array<int64_t, kNumRoles>& resident) {
+  // Slot 0 is the entry (-1), slot i + 1 instruction i; a difference array
+  // over the lifetimes.
+  std::vector<std::array<int64_t, kNumRoles>> delta(num_instructions + 2);
+  for (const Buffer& buffer : buffers) {
+    const int r = static_cast<int>(buffer.role);
+    delta[buffer.first + 1][r] += buffer.bytes;
+    delta[std::min(buffer.last, num_instructions - 1) + 2][r] -= buffer.bytes;
+  }
+  MemoryPeak peak;
+  peak.peak_bytes = -1;
+  std::array<int64_t, kNumRoles> live = resident;
+  for (int32_t slot = 0; slot <= num_instructions; ++slot) {
+    int64_t total = 0;
+    for (int r = 0; r < kNumRoles; ++r) {
+      live[r] += delta[slot][r];
+      total += live[r];
+    }
+    if (total > peak.peak_bytes) {
+      peak.peak_bytes = total;
+      peak.at = slot - 1;
+      peak.breakdown = live;
+    }
+  }
+  return peak;
+}
+
+}  // namespace loom::planner::cost

@@ -1,0 +1,424 @@
+// The mesh search (see search.h and docs/planner_cost.md, "Search").
+#include "planner/cost/search.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <functional>
+#include <limits>
+#include <optional>
+#include <queue>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+
+namespace loom::planner::cost {
+namespace {
+
+constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+
+std::vector<int64_t> divisors(int64_t n) {
+  std::vector<int64_t> out;
+  for (int64_t d = 1; d * d <= n; ++d) {
+    if (n % d != 0) continue;
+    out.push_back(d);
+    if (d * d != n) out.push_back(n / d);
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+// Ranks fitting candidates first by step time (faster first), then by
+// peak memory; the rest by peak memory. Ties keep a stable, deterministic
+// order through the label.
+bool better(const Candidate& a, const Candidate& b) {
+  if (a.fits != b.fits) return a.fits;
+  if (a.fits) {
+    if (a.estimate.step_time_s != b.estimate.step_time_s) {
+      return a.estimate.step_time_s < b.estimate.step_time_s;
+    }
+    if (a.estimate.peak_bytes != b.estimate.peak_bytes) {
+      return a.estimate.peak_bytes < b.estimate.peak_bytes;
+    }
+  } else if (a.estimate.peak_bytes != b.estimate.peak_bytes) {
+    return a.estimate.peak_bytes < b.estimate.peak_bytes;
+  }
+  return a.label() < b.label();
+}
+
+std::string gib(int64_t bytes) {
+  return absl::StrFormat("%.1f GiB", static_cast<double>(bytes) / kGiB);
+}
+
+std::string seconds(double s) {
+  if (std::abs(s) >= 1) return absl::StrFormat("%.2f s", s);
+  return absl::StrFormat("%.1f ms", s * 1e3);
+}
+
+// The candidates that share a mesh and a micro-batch: they differ only in
+// the fsdp knobs, so they share the compute time and the memory bound.
+struct Group {
+  Strategy base;
+  std::vector<Strategy> variants;  // base first
+  int64_t memory_bound = 0;
+};
+
+}  // namespace
+
+std::string Candidate::label() const {
+  return absl::StrCat(strategy.parallelism(), " | ", strategy.knobs());
+}
+
+absl::Status parsePin(const std::string& text, Pins& pins) {
+  const std::vector<std::string> kv = absl::StrSplit(text, absl::MaxSplits('=', 1));
+  const std::string help =
+      "; pins are key=value with keys dp, fsdp, tp, prefetch, micro-batch, bucket-mb (integers) "
+      "and reshard (true or false), e.g. --pin tp=8";
+  if (kv.size() != 2 || kv[0].empty() || kv[1].empty()) {
+    return absl::InvalidArgumentError(absl::StrCat("--pin '", text, "' is not key=value", help));
+  }
+  const std::string& key = kv[0];
+  const std::string& value = kv[1];
+  if (key == "reshard") {
+    if (value != "true" && value != "false") {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--pin reshard='", value, "' is not true or false"));
+    }
+    pins.reshard_after_forward = value == "true";
+    return absl::OkStatus();
+  }
+  std::optional<int64_t>* slot = key == "dp"            ? &pins.dp
+                                 : key == "fsdp"        ? &pins.fsdp
+                                 : key == "tp"          ? &pins.tp
+                                 : key == "prefetch"    ? &pins.prefetch
+                                 : key == "micro-batch" ? &pins.micro_batch
+                                 : key == "bucket-mb"   ? &pins.bucket_mb
+                                                        : nullptr;
+  if (slot == nullptr) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--pin '", text, "': unknown key '", key, "'", help));
+  }
+  int64_t number = 0;
+  const int64_t minimum = key == "prefetch" || key == "bucket-mb" ? 0 : 1;
+  if (!absl::SimpleAtoi(value, &number) || number < minimum) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--pin ", key, "='", value, "' is not an integer >= ", minimum));
+  }
+  *slot = number;
+  return absl::OkStatus();
+}
+
+absl::StatusOr<SearchResult> searchMesh(const Workload& workload, const CostModel& model,
+                                        const SearchOptions& options) {
+  const mesh::Topology& topology = model.topology();
+  const int64_t devices = topology.worldSize();
+  const int64_t perHost = topology.devicesPerHost();
+  const models::TransformerConfig& config = workload.config;
+  const Pins& pins = options.pins;
+  if (options.global_batch < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("the global batch must be >= 1 sequence, got ", options.global_batch));
+  }
+  SearchResult result;
+  result.memory_cap_bytes =
+      options.memory_cap_bytes > 0 ? options.memory_cap_bytes : model.memoryBytes();
+  const int64_t maxTp = options.max_tp > 0              ? options.max_tp
+                        : options.allow_tp_across_hosts ? devices
+                                                        : perHost;
+
+  // Every candidate, grouped by mesh and micro-batch.
+  std::vector<Group> groups;
+  std::vector<std::string> rejections;
+  for (int64_t tp : divisors(devices)) {
+    if (pins.tp && tp != *pins.tp) continue;
+    if (tp > maxTp) continue;
+    if (!options.allow_tp_across_hosts && tp > 1 && perHost % tp != 0) continue;
+    if (config.num_heads % tp != 0 || config.num_kv_heads % tp != 0) continue;
+    for (int64_t dp : divisors(devices / tp)) {
+      const int64_t fsdp = devices / tp / dp;
+      if (pins.dp && dp != *pins.dp) continue;
+      if (pins.fsdp && fsdp != *pins.fsdp) continue;
+      const int64_t ranks = dp * fsdp;
+      if (options.global_batch % ranks != 0) {
+        rejections.push_back(absl::StrCat("dp x fsdp = ", ranks, " does not divide the batch"));
+        continue;
+      }
+      const int64_t perRank = options.global_batch / ranks;
+      for (int64_t micro : divisors(perRank)) {
+        if (pins.micro_batch && micro != *pins.micro_batch) continue;
+        Group group;
+        Strategy base{.dp = dp,
+                      .fsdp = fsdp,
+                      .tp = tp,
+                      .micro_batch = micro,
+                      .accumulation = perRank / micro};
+        std::vector<int64_t> prefetches = {1};
+        std::vector<bool> reshards = {true};
+        std::vector<int64_t> buckets = {0};
+        if (fsdp > 1) {
+          prefetches = options.prefetch_choices;
+          reshards = {true, false};
+          buckets = options.bucket_mb_choices;
+        }
+        if (pins.prefetch) prefetches = {*pins.prefetch};
+        if (pins.reshard_after_forward) reshards = {*pins.reshard_after_forward};
+        if (pins.bucket_mb) buckets = {*pins.bucket_mb};
+        // The base (the pipeline's defaults when they are allowed) first.
+        std::stable_partition(prefetches.begin(), prefetches.end(),
+                              [](int64_t k) { return k == 1; });
+        for (bool reshard : reshards) {
+          for (int64_t prefetch : prefetches) {
+            for (int64_t bucket : buckets) {
+              Strategy s = base;
+              s.prefetch = prefetch;
+              s.reshard_after_forward = reshard;
+              s.bucket_mb = bucket;
+              group.variants.push_back(s);
+            }
+          }
+        }
+        group.base = group.variants.front();
+        group.memory_bound = memoryLowerBound(workload, group.base);
+        result.enumerated += static_cast<int64_t>(group.variants.size());
+        groups.push_back(std::move(group));
+      }
+    }
+  }
+  if (groups.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "no mesh of ", devices, " devices fits the constraints: tp must divide the ",
+        config.num_heads, " heads, the ", config.num_kv_heads, " kv heads and the ", perHost,
+        " devices of a host (max tp ", maxTp, "), and dp x fsdp must divide the batch of ",
+        options.global_batch, " sequences",
+        rejections.empty() ? "" : absl::StrCat(" (", rejections.front(), ")"),
+        "; change --batch, --pin or --max-tp"));
+  }
+
+  auto report = [&]() {
+    if (options.progress) options.progress(result.evaluated, result.enumerated);
+  };
+  std::vector<Candidate> evaluated;
+  auto evaluate = [&](const Strategy& s) -> absl::StatusOr<Candidate> {
+    absl::StatusOr<StepEstimate> estimate = estimateStep(workload, s, model);
+    if (!estimate.ok()) return estimate.status();
+    evaluated.push_back({.strategy = s,
+                         .estimate = *estimate,
+                         .fits = estimate->peak_bytes <= result.memory_cap_bytes});
+    ++result.evaluated;
+    if (options.progress_every > 0 && result.evaluated % options.progress_every == 0) report();
+    return evaluated.back();
+  };
+
+  // The top-`top` fitting step times so far (a max-heap of the best ones).
+  std::priority_queue<double> best;
+  const size_t top = static_cast<size_t>(std::max<int64_t>(options.top, 1));
+  auto offer = [&](const Candidate& c) {
+    if (!c.fits) return;
+    best.push(c.estimate.step_time_s);
+    if (best.size() > top) best.pop();
+  };
+  auto cutoff = [&]() {
+    return best.size() < top ? std::numeric_limits<double>::infinity() : best.top();
+  };
+
+  // Phase 1: each group's base; groups over the memory bound are skipped.
+  struct Pending {
+    size_t group;
+    double bound;
+  };
+  std::vector<Pending> pending;
+  for (size_t g = 0; g < groups.size(); ++g) {
+    Group& group = groups[g];
+    if (!options.exhaustive && group.memory_bound > result.memory_cap_bytes) {
+      result.pruned_memory += static_cast<int64_t>(group.variants.size());
+      continue;
+    }
+    absl::StatusOr<Candidate> base = evaluate(group.base);
+    if (!base.ok()) return base.status();
+    offer(*base);
+    // No variant is faster than the compute time or than any stream's
+    // busy time. The base gathers one bucket per unit (fewest collectives)
+    // and reshards; keeping the forward copies (no resharding) is the most
+    // a variant can take off the fsdp stream: the backward gathers.
+    const StepEstimate& e = base->estimate;
+    const bool canKeep = group.base.reshard_after_forward &&
+                         std::any_of(group.variants.begin(), group.variants.end(),
+                                     [](const Strategy& v) { return !v.reshard_after_forward; });
+    const double fsdp = e.fsdp_stream_s - (canKeep ? e.backward_gather_s : 0);
+    const double bound =
+        std::max({e.compute_s, fsdp + e.optimizer_s, e.other_stream_s + e.optimizer_s});
+    pending.push_back({g, bound});
+  }
+  // Phase 2: the other variants, most promising groups first, while their
+  // bound can still enter the top rows.
+  std::sort(pending.begin(), pending.end(),
+            [](const Pending& a, const Pending& b) { return a.bound < b.bound; });
+  for (const Pending& p : pending) {
+    const Group& group = groups[p.group];
+    const int64_t rest = static_cast<int64_t>(group.variants.size()) - 1;
+    if (!options.exhaustive && p.bound >= cutoff()) {
+      result.pruned_bound += rest;
+      continue;
+    }
+    for (size_t v = 1; v < group.variants.size(); ++v) {
+      absl::StatusOr<Candidate> c = evaluate(group.variants[v]);
+      if (!c.ok()) return c.status();
+      offer(*c);
+    }
+  }
+  report();
+  std::sort(evaluated.begin(), evaluated.end(), better);
+  result.ranked = std::move(evaluated);
+  return result;
+}
+
+std::vector<SearchPoint> searchPoints(const SearchResult& result) {
+  std::vector<SearchPoint> points;
+  for (size_t i = 0; i < result.ranked.size(); ++i) {
+    const Candidate& c = result.ranked[i];
+    points.push_back({.label = c.label(),
+                      .step_time_s = c.estimate.step_time_s,
+                      .tokens_per_s_per_device = c.estimate.tokens_per_s_per_device,
+                      .mfu = c.estimate.mfu,
+                      .peak_bytes = c.estimate.peak_bytes,
+                      .memory_limit_bytes = result.memory_cap_bytes,
+                      .exposed_comm_s = c.estimate.exposed_comm_s,
+                      .fits = c.fits,
+                      .winner = i == 0 && c.fits});
+  }
+  return points;
+}
+
+std::string formatRanking(const SearchResult& result, int64_t rows) {
+  std::string out =
+      "| rank | mesh | knobs | step (s) | tokens/s/device | MFU | peak memory | exposed comm (s) "
+      "| fits |\n| ---: | --- | --- | ---: | ---: | ---: | ---: | ---: | --- |\n";
+  for (int64_t i = 0; i < rows && i < static_cast<int64_t>(result.ranked.size()); ++i) {
+    const Candidate& c = result.ranked[i];
+    absl::StrAppend(
+        &out, absl::StrFormat("| %d | %s | %s | %.3f | %.0f | %.1f%% | %s | %.3f | %s |\n", i + 1,
+                              c.strategy.parallelism(), c.strategy.knobs(), c.estimate.step_time_s,
+                              c.estimate.tokens_per_s_per_device, 100 * c.estimate.mfu,
+                              gib(c.estimate.peak_bytes), c.estimate.exposed_comm_s,
+                              c.fits ? "yes" : "no"));
+  }
+  return out;
+}
+
+std::string explainWinner(const SearchResult& result) {
+  if (!result.found()) {
+    if (result.ranked.empty()) {
+      return absl::StrCat("No candidate fits in ", gib(result.memory_cap_bytes),
+                          ": every mesh's parameters, optimizer states and saved activations "
+                          "alone exceed it.");
+    }
+    const Candidate& least = result.ranked.front();
+    return absl::StrCat("No candidate fits in ", gib(result.memory_cap_bytes),
+                        "; the smallest "
+                        "peak is ",
+                        gib(least.estimate.peak_bytes), " (", least.label(), ").");
+  }
+  const Candidate& winner = result.ranked.front();
+  const Candidate* rival = nullptr;
+  for (size_t i = 1; i < result.ranked.size(); ++i) {
+    const Candidate& c = result.ranked[i];
+    if (c.strategy.meshSpec() != winner.strategy.meshSpec()) {
+      rival = &c;
+      break;
+    }
+  }
+  if (!rival && result.ranked.size() > 1) rival = &result.ranked[1];
+  if (!rival) return absl::StrCat(winner.label(), " is the only candidate.");
+  const StepEstimate& w = winner.estimate;
+  const StepEstimate& r = rival->estimate;
+  struct Term {
+    const char* name;
+    double winner;
+    double rival;
+  };
+  const Term terms[] = {
+      {"exposed communication", w.exposed_comm_s, r.exposed_comm_s},
+      {"compute", w.compute_s - w.optimizer_s, r.compute_s - r.optimizer_s},
+      {"optimizer", w.optimizer_s, r.optimizer_s},
+  };
+  const Term* decisive = &terms[0];
+  for (const Term& t : terms) {
+    if (t.rival - t.winner > decisive->rival - decisive->winner) decisive = &t;
+  }
+  std::string out = absl::StrCat(
+      "Why ", winner.strategy.parallelism(), " won: against ", rival->label(), ", the step takes ",
+      absl::StrFormat("%.4g s instead of %.4g s (%s less)", w.step_time_s, r.step_time_s,
+                      seconds(r.step_time_s - w.step_time_s)));
+  if (!rival->fits) {
+    absl::StrAppend(&out, ", and the runner-up does not fit (", gib(r.peak_bytes), " > ",
+                    gib(result.memory_cap_bytes), ")");
+  }
+  absl::StrAppend(&out, ". ", decisive->name, " decided it (", seconds(decisive->winner), " vs ",
+                  seconds(decisive->rival), ")");
+  for (const Term& t : terms) {
+    if (&t == decisive) continue;
+    absl::StrAppend(&out, "; ", t.name, " ", seconds(t.winner), " vs ", seconds(t.rival));
+  }
+  absl::StrAppend(&out, ". Peak memory ", gib(w.peak_bytes), " vs ", gib(r.peak_bytes), " of ",
+                  gib(result.memory_cap_bytes), ".");
+  return out;
+}
+
+nlohmann::json candidatesJson(const SearchResult& result, const Workload& workload,
+                              const CostModel& model) {
+  nlohmann::json candidates = nlohmann::json::array();
+  for (size_t i = 0; i < result.ranked.size(); ++i) {
+    const Candidate& c = result.ranked[i];
+    const Strategy& s = c.strategy;
+    const StepEstimate& e = c.estimate;
+    candidates.push_back({{"rank", i + 1},
+                          {"label", c.label()},
+                          {"mesh", s.meshSpec()},
+                          {"axes", s.axes()},
+                          {"dp", s.dp},
+                          {"fsdp", s.fsdp},
+                          {"tp", s.tp},
+                          {"prefetch", s.prefetch},
+                          {"reshard_after_forward", s.reshard_after_forward},
+                          {"bucket_mb", s.bucket_mb},
+                          {"micro_batch", s.micro_batch},
+                          {"accumulation", s.accumulation},
+                          {"step_time_s", e.step_time_s},
+                          {"compute_s", e.compute_s},
+                          {"comm_s", e.comm_s},
+                          {"exposed_comm_s", e.exposed_comm_s},
+                          {"optimizer_s", e.optimizer_s},
+                          {"tokens_per_s_per_device", e.tokens_per_s_per_device},
+                          {"mfu", e.mfu},
+                          {"peak_bytes", e.peak_bytes},
+                          {"comm_bytes_per_rank", e.comm_bytes_per_rank},
+                          {"fits", c.fits}});
+  }
+  const mesh::Topology& topology = model.topology();
+  return {{"format", "loom.mesh_search"},
+          {"version", 1},
+          {"model", workload.config.name},
+          {"seq", workload.seq},
+          {"dtype", std::string(dtypeName(workload.dtype))},
+          {"devices", topology.worldSize()},
+          {"hosts", topology.numHosts()},
+          {"devices_per_host", topology.devicesPerHost()},
+          {"device", topology.device().name},
+          {"machine_profile", model.profile() ? model.profile()->name : ""},
+          {"memory_cap_bytes", result.memory_cap_bytes},
+          {"enumerated", result.enumerated},
+          {"evaluated", result.evaluated},
+          {"pruned_memory", result.pruned_memory},
+          {"pruned_bound", result.pruned_bound},
+          {"explanation", explainWinner(result)},
+          {"candidates", candidates}};
+}
+
+}  // namespace loom::planner::cost

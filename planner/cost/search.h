@@ -1,0 +1,119 @@
+// The mesh search behind `plan --mesh=auto`: every factorisation of the
+// device count into dp x fsdp x tp (tp innermost, inside a host) and every
+// combination of prefetch depth, reshard-after-forward, bucket size and
+// micro-batch under the global batch, priced by the analytic step model
+// (transformer_model.h), ranked by step time among the plans that fit in
+// memory. Pruning keeps the top of the ranking exact: a group of candidates
+// that share a mesh and micro-batch is dropped when its memory lower bound
+// is over the cap or its step-time lower bound cannot enter the top rows.
+#ifndef LOOM_PLANNER_COST_SEARCH_H_
+#define LOOM_PLANNER_COST_SEARCH_H_
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "nlohmann/json.hpp"
+#include "planner/cost/cost_model.h"
+#include "planner/cost/transformer_model.h"
+
+namespace loom::planner::cost {
+
+// Choices fixed by the user (--pin key=value); unset ones are searched.
+struct Pins {
+  std::optional<int64_t> dp;
+  std::optional<int64_t> fsdp;
+  std::optional<int64_t> tp;
+  std::optional<int64_t> prefetch;
+  std::optional<bool> reshard_after_forward;
+  std::optional<int64_t> bucket_mb;
+  std::optional<int64_t> micro_batch;
+};
+
+// Parses one "key=value" pin into `pins` (keys: dp, fsdp, tp, prefetch,
+// reshard, bucket-mb, micro-batch); the error names the key and the
+// accepted values.
+absl::Status parsePin(const std::string& text, Pins& pins);
+
+struct SearchOptions {
+  // Sequences per optimizer step over all devices.
+  int64_t global_batch = 0;
+  Pins pins = {};
+  // The largest tp degree (0: the devices of a host).
+  int64_t max_tp = 0;
+  // Allow tp groups that span hosts (off: tp divides the devices per host).
+  bool allow_tp_across_hosts = false;
+  // Per-device memory cap in bytes (0: the cost model's device memory).
+  int64_t memory_cap_bytes = 0;
+  std::vector<int64_t> prefetch_choices = {0, 1, 2};
+  std::vector<int64_t> bucket_mb_choices = {0, 64};
+  // Rows of the ranking kept exact by the pruning.
+  int64_t top = 10;
+  // No pruning: every candidate is evaluated (tests compare the two).
+  bool exhaustive = false;
+  // Called after every `progress_every` evaluations and at the end with
+  // (evaluated, enumerated).
+  std::function<void(int64_t, int64_t)> progress = nullptr;
+  int64_t progress_every = 256;
+};
+
+struct Candidate {
+  Strategy strategy;
+  StepEstimate estimate;
+  bool fits = false;
+  // "fsdp 32 + tp 8 | prefetch 1, reshard, bucket/unit, mb 2x8".
+  std::string label() const;
+};
+
+struct SearchResult {
+  // Evaluated candidates: those that fit by step time (then peak), then the
+  // rest by peak.
+  std::vector<Candidate> ranked;
+  int64_t enumerated = 0;
+  int64_t evaluated = 0;
+  // Candidates skipped without evaluation: over the memory lower bound, or
+  // a group whose step-time lower bound could not enter the top rows.
+  int64_t pruned_memory = 0;
+  int64_t pruned_bound = 0;
+  int64_t memory_cap_bytes = 0;
+  // The winner is ranked.front() when it fits.
+  bool found() const { return !ranked.empty() && ranked.front().fits; }
+};
+
+absl::StatusOr<SearchResult> searchMesh(const Workload& workload, const CostModel& model,
+                                        const SearchOptions& options);
+
+// One candidate as the visual report (planner/export/visual_report.h)
+// draws it; the fields mirror its SearchPoint.
+struct SearchPoint {
+  std::string label;
+  double step_time_s = 0;
+  double tokens_per_s_per_device = 0;
+  double mfu = 0;
+  int64_t peak_bytes = 0;
+  int64_t memory_limit_bytes = 0;
+  double exposed_comm_s = 0;
+  bool fits = true;
+  bool winner = false;
+};
+std::vector<SearchPoint> searchPoints(const SearchResult& result);
+
+// The ranked table (markdown), `rows` rows, the winner first.
+std::string formatRanking(const SearchResult& result, int64_t rows);
+
+// Why the winner beat the best candidate on another mesh (or, with one
+// mesh, the runner-up): the terms that decided it (exposed communication,
+// compute, optimizer) and the memory of both.
+std::string explainWinner(const SearchResult& result);
+
+// candidates.json: the search's inputs, counts and every evaluated
+// candidate in rank order (docs/planner_cost.md).
+nlohmann::json candidatesJson(const SearchResult& result, const Workload& workload,
+                              const CostModel& model);
+
+}  // namespace loom::planner::cost
+
+#endif  // LOOM_PLANNER_COST_SEARCH_H_

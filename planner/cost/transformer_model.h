@@ -1,0 +1,116 @@
+// The analytic step model of the zoo's Llama-family transformers: from a
+// model configuration and a parallel strategy (dp, fsdp, tp degrees,
+// prefetch depth, reshard-after-forward, bucket size, micro-batch), the
+// per-rank program the plan pipeline would emit (the same ops, collectives,
+// buffers and lifetimes as autodiff -> placement -> insert-collectives ->
+// bucketing -> schedule produce for the zoo graph), built directly without
+// MLIR and priced by the cost model. The mesh search evaluates thousands of
+// strategies with it in a second; tools/plan/cost_validation_test checks it
+// against the real pipeline. docs/planner_cost.md describes it.
+#ifndef LOOM_PLANNER_COST_TRANSFORMER_MODEL_H_
+#define LOOM_PLANNER_COST_TRANSFORMER_MODEL_H_
+
+#include <array>
+#include <cstdint>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "planner/cost/cost_model.h"
+#include "planner/cost/program.h"
+#include "planner/models/model_config.h"
+
+namespace loom::planner::cost {
+
+// One candidate of the search: the mesh (axes dp, fsdp, tp in that order,
+// tp innermost; an axis of degree 1 is left out) and the knobs of the plan.
+// dp alone is DDP, fsdp alone ZeRO-3, dp x fsdp HSDP (shard within fsdp,
+// replicate across dp).
+struct Strategy {
+  int64_t dp = 1;
+  int64_t fsdp = 1;
+  int64_t tp = 1;
+  // Parameter-gather steps that run ahead of the one in use (plan-schedule's
+  // prefetch).
+  int64_t prefetch = 1;
+  // Gather parameters again for the backward pass (false: keep the forward
+  // copy; plan-insert-collectives' reshard-after-forward).
+  bool reshard_after_forward = true;
+  // Largest gathered bucket in MiB; 0: one bucket per unit (plan-bucketing).
+  int64_t bucket_mb = 0;
+  // Sequences per data-parallel rank in one micro-step, and micro-steps per
+  // optimizer step (gradient accumulation).
+  int64_t micro_batch = 1;
+  int64_t accumulation = 1;
+
+  int64_t devices() const { return dp * fsdp * tp; }
+  // Sequences per step over all ranks.
+  int64_t globalBatch() const { return dp * fsdp * micro_batch * accumulation; }
+  // "dp=2,fsdp=64,tp=8": the axes of degree > 1 ("dp=1" for one device).
+  std::string meshSpec() const;
+  // "dp,fsdp,tp": their strategies, in the same order.
+  std::string axes() const;
+  // "hsdp 2x64, tp 8": for tables.
+  std::string parallelism() const;
+  // "prefetch 1, reshard, bucket unit, micro-batch 2 x 4".
+  std::string knobs() const;
+};
+
+struct Workload {
+  models::TransformerConfig config;
+  int64_t seq = 2048;
+  // Parameters and activations; gradients travel in it too.
+  Dtype dtype = Dtype::kBF16;
+};
+
+struct StepEstimate {
+  // One optimizer step: `accumulation` micro-steps, then the optimizer.
+  double step_time_s = 0;
+  double compute_s = 0;
+  double comm_s = 0;
+  double exposed_comm_s = 0;
+  double optimizer_s = 0;
+  // Per rank, as plan-memory-plan counts it for one micro-step's program.
+  int64_t peak_bytes = 0;
+  std::array<int64_t, kNumRoles> breakdown{};
+  // Bytes each rank moves per step (comm_volume.h's formulas).
+  int64_t comm_bytes_per_rank = 0;
+  // Model FLOPs per step and device: 3 x the forward's (backward = 2 x
+  // forward, as MFU is conventionally counted), over the global batch.
+  double model_flops_per_device = 0;
+  int64_t tokens_per_step = 0;
+  double tokens_per_s_per_device = 0;
+  // model_flops_per_device / (step time x peak of the dtype).
+  double mfu = 0;
+  // For the search's bounds, per step: the busy time of the fsdp stream,
+  // of the busiest other comm stream, and of the backward gathers.
+  double fsdp_stream_s = 0;
+  double other_stream_s = 0;
+  double backward_gather_s = 0;
+};
+
+// Checks that `strategy` can plan `workload` (heads and kv heads divide by
+// tp, positive knobs, the topology's device count); the message says what
+// to change.
+absl::Status checkStrategy(const Workload& workload, const Strategy& strategy,
+                           const CostModel& model);
+
+// Builds the per-rank program of one micro-step and prices it. Only the
+// Llama family (RMSNorm, SwiGLU, rotary GQA attention) is modelled; GPT-2
+// is refused with a message.
+absl::StatusOr<StepEstimate> estimateStep(const Workload& workload, const Strategy& strategy,
+                                          const CostModel& model);
+
+// A lower bound of the peak memory per rank of any plan with `strategy`'s
+// mesh and micro-batch, whatever its prefetch, resharding and buckets: the
+// resident parameters and optimizer states plus every layer's saved
+// activations, all live when the loss gradient is computed.
+int64_t memoryLowerBound(const Workload& workload, const Strategy& strategy);
+
+// The forward FLOPs of one sequence of `workload` as the nn ops count them
+// (docs/planner_nn.md): 2 per multiply-add of every linear, causal
+// attention's unmasked pairs, and the elementwise ops.
+double forwardFlopsPerSequence(const Workload& workload);
+
+}  // namespace loom::planner::cost
+
+#endif  // LOOM_PLANNER_COST_TRANSFORMER_MODEL_H_

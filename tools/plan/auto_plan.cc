@@ -1,0 +1,154 @@
+// `plan --mesh=auto` (see auto_plan.h).
+#include "tools/plan/auto_plan.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <string>
+#include <utility>
+
+#include "absl/status/status.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "planner/models/model_config.h"
+#include "tools/plan/model_loader.h"
+
+namespace loom::tools::plan {
+namespace {
+
+namespace cost = ::loom::planner::cost;
+
+constexpr double kBytesPerGiB = 1024.0 * 1024.0 * 1024.0;
+
+double since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+}  // namespace
+
+absl::StatusOr<AutoResult> planAuto(mlir::MLIRContext& context, const AutoRequest& request) {
+  if (absl::EndsWith(request.model, ".mlir")) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--mesh=auto needs a zoo model (its configuration drives the search), not the file '",
+        request.model, "'; give --mesh and --axes for a file"));
+  }
+  if (request.devices < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--mesh=auto needs --devices=N, the device count to plan for (got ",
+                     request.devices, "), e.g. --mesh=auto --devices=256"));
+  }
+  absl::StatusOr<planner::models::TransformerConfig> config =
+      planner::models::configFromSpec(request.model);
+  if (!config.ok()) return config.status();
+  PlanRequest base{.model_name = request.model,
+                   .device = request.device,
+                   .devices_per_host = request.devices_per_host,
+                   .memory_gb = request.memory_gb,
+                   .seed = request.seed,
+                   .profile = request.profile};
+  absl::StatusOr<mesh::Topology> topology = topologyFor(base, request.devices);
+  if (!topology.ok()) return topology.status();
+  const bool cpu = topology->device().name == "cpu";
+  const std::string dtype = request.dtype.value_or(cpu ? "f32" : "bf16");
+  if (dtype != "f32" && dtype != "bf16" && dtype != "f16") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--dtype='", dtype, "' is not a parameter type; use f32, bf16 or f16"));
+  }
+  AutoResult result;
+  result.workload = {.config = *config,
+                     .seq = request.seq.value_or(std::min(config->max_seq, kDefaultSeqCap)),
+                     .dtype = dtype == "f32"   ? cost::Dtype::kF32
+                              : dtype == "f16" ? cost::Dtype::kF16
+                                               : cost::Dtype::kBF16};
+  if (result.workload.seq < 1 || result.workload.seq > config->max_seq) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "model ", config->name, ": seq ", result.workload.seq, " is outside 1..", config->max_seq));
+  }
+  absl::StatusOr<cost::CostModel> model = cost::CostModel::create(*topology, {}, request.profile);
+  if (!model.ok()) return model.status();
+
+  const auto searchStart = std::chrono::steady_clock::now();
+  cost::SearchOptions options{
+      .global_batch = request.batch.value_or(request.devices),
+      .pins = request.pins,
+      .max_tp = request.max_tp,
+      .allow_tp_across_hosts = request.allow_tp_across_hosts,
+      .memory_cap_bytes =
+          request.memory_gb > 0 ? static_cast<int64_t>(request.memory_gb * kBytesPerGiB) : 0,
+      .progress = request.progress};
+  absl::StatusOr<cost::SearchResult> search = cost::searchMesh(result.workload, *model, options);
+  if (!search.ok()) return search.status();
+  result.search = *std::move(search);
+  result.search_s = since(searchStart);
+  result.candidates = cost::candidatesJson(result.search, result.workload, *model);
+  if (!result.search.found()) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat(cost::explainWinner(result.search),
+                     " Lower --batch (fewer sequences per rank, more accumulation) or --seq, raise "
+                     "--memory-gb, or plan on more devices."));
+  }
+
+  // The winner through the real pipeline: one micro-step's program.
+  const auto planStart = std::chrono::steady_clock::now();
+  const cost::Strategy& s = result.search.ranked.front().strategy;
+  result.winner = base;
+  result.winner.mesh = s.meshSpec();
+  result.winner.axes = s.axes();
+  result.winner.memory_gb = static_cast<double>(result.search.memory_cap_bytes) / kBytesPerGiB;
+  result.winner.prefetch = s.prefetch;
+  result.winner.reshard_after_forward = s.reshard_after_forward;
+  result.winner.bucket_mb = s.bucket_mb;
+  result.winner_batch = s.micro_batch * s.dp * s.fsdp;
+  absl::StatusOr<mlir::OwningOpRef<mlir::ModuleOp>> module =
+      loadModel(context, {.model = request.model,
+                          .batch = result.winner_batch,
+                          .seq = result.workload.seq,
+                          .dtype = dtype});
+  if (!module.ok()) return module.status();
+  absl::StatusOr<PlanResult> plan = planModule(**module, result.winner);
+  if (!plan.ok()) return plan.status();
+  result.plan = *std::move(plan);
+  result.module = *std::move(module);
+  result.plan_s = since(planStart);
+  return result;
+}
+
+std::string formatSearch(const AutoResult& result, int64_t rows) {
+  const cost::SearchResult& search = result.search;
+  const nlohmann::json& c = result.candidates;
+  const cost::Candidate& winner = search.ranked.front();
+  const cost::Strategy& s = winner.strategy;
+  const cost::StepEstimate& e = winner.estimate;
+  std::string out = absl::StrFormat("# Mesh search: %s on %d x %s (%d hosts x %d)\n\n",
+                                    result.workload.config.name, c["devices"].get<int64_t>(),
+                                    c["device"].get<std::string>(), c["hosts"].get<int64_t>(),
+                                    c["devices_per_host"].get<int64_t>());
+  absl::StrAppend(
+      &out,
+      absl::StrFormat("- workload: %d sequences of %d tokens per step, %s; memory cap %.1f GiB "
+                      "per device; %s\n",
+                      s.globalBatch(), result.workload.seq,
+                      std::string(cost::dtypeName(result.workload.dtype)),
+                      static_cast<double>(search.memory_cap_bytes) / kBytesPerGiB,
+                      c["machine_profile"].get<std::string>().empty()
+                          ? std::string("datasheet figures")
+                          : "machine profile " + c["machine_profile"].get<std::string>()),
+      absl::StrFormat("- candidates: %d enumerated, %d evaluated, %d pruned over memory, %d "
+                      "pruned by the step-time bound; search %.3f s\n",
+                      search.enumerated, search.evaluated, search.pruned_memory,
+                      search.pruned_bound, result.search_s),
+      absl::StrFormat("- winner: %s | %s: step %.3f s, %.0f tokens/s per device, MFU %.1f%%, "
+                      "peak %.1f GiB, exposed communication %.3f s\n",
+                      s.parallelism(), s.knobs(), e.step_time_s, e.tokens_per_s_per_device,
+                      100 * e.mfu, static_cast<double>(e.peak_bytes) / kBytesPerGiB,
+                      e.exposed_comm_s),
+      absl::StrFormat("- the plan below is one micro-step: --mesh=%s --axes=%s --batch=%d "
+                      "(micro-batch %d per data-parallel rank), run %d times per optimizer "
+                      "step\n\n",
+                      s.meshSpec(), s.axes(), result.winner_batch, s.micro_batch, s.accumulation),
+      cost::formatRanking(search, rows), "\n", cost::explainWinner(search), "\n");
+  return out;
+}
+
+}  // namespace loom::tools::plan

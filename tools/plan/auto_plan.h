@@ -1,0 +1,76 @@
+// `plan --mesh=auto`: searches meshes and strategies with the analytic
+// step model (planner/cost/search.h), then plans the winner through the
+// real pipeline (plan_pipeline.h), so its plan.json, report and trace are
+// the ordinary ones. The search never runs MLIR; only the winner does.
+#ifndef LOOM_TOOLS_PLAN_AUTO_PLAN_H_
+#define LOOM_TOOLS_PLAN_AUTO_PLAN_H_
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/IR/OwningOpRef.h"
+#include "nlohmann/json.hpp"
+#include "planner/cost/cost_model.h"
+#include "planner/cost/machine_profile.h"
+#include "planner/cost/search.h"
+#include "planner/cost/transformer_model.h"
+#include "tools/plan/plan_pipeline.h"
+
+namespace loom::tools::plan {
+
+struct AutoRequest {
+  // A published model or a tiny spec (the search needs its configuration).
+  std::string model;
+  int64_t devices = 0;
+  // Sequences per optimizer step over all devices (default: one per
+  // device); the sequence length (default min(max_seq, 2048)); the
+  // parameter type (default bf16 on GPUs, f32 on cpu).
+  std::optional<int64_t> batch = std::nullopt;
+  std::optional<int64_t> seq = std::nullopt;
+  std::optional<std::string> dtype = std::nullopt;
+  std::string device = "h100";
+  int64_t devices_per_host = 8;
+  // GiB per device; 0: the device's (or the profile's) memory.
+  double memory_gb = 0;
+  uint64_t seed = 0;
+  planner::cost::Pins pins = {};
+  int64_t max_tp = 0;
+  bool allow_tp_across_hosts = false;
+  // Borrowed, may be null.
+  const planner::cost::MachineProfile* profile = nullptr;
+  std::function<void(int64_t, int64_t)> progress = nullptr;
+};
+
+struct AutoResult {
+  planner::cost::Workload workload;
+  planner::cost::SearchResult search;
+  // candidates.json.
+  nlohmann::json candidates;
+  // The winner as the pipeline planned it: its request (mesh, axes,
+  // knobs, the micro-step's batch), its plan.json and per-rank program.
+  PlanRequest winner;
+  int64_t winner_batch = 0;
+  PlanResult plan;
+  mlir::OwningOpRef<mlir::ModuleOp> module;
+  double search_s = 0;
+  double plan_s = 0;
+};
+
+// Searches, then plans the winner in `context`. Fails when the model is a
+// file (the search needs a configuration), the devices do not fill hosts,
+// no mesh satisfies the pins, or no candidate fits in memory (the message
+// names the smallest peak and how to fit).
+absl::StatusOr<AutoResult> planAuto(mlir::MLIRContext& context, const AutoRequest& request);
+
+// The markdown the tool prints and report.md starts with: the search's
+// inputs and counts, the ranked table (`rows` rows) and why the winner won.
+std::string formatSearch(const AutoResult& result, int64_t rows);
+
+}  // namespace loom::tools::plan
+
+#endif  // LOOM_TOOLS_PLAN_AUTO_PLAN_H_

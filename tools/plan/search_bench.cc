@@ -1,0 +1,104 @@
+// search_bench: times `plan --mesh=auto` (the search, then planning the
+// winner through the pipeline) for Llama 3 8B, 70B and 405B and prints a
+// table; then prints the cost model's predictions for published training
+// runs next to their measured throughput. Run with -c opt; the figures are
+// recorded in docs/planner_cost.md, never asserted.
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "mesh/topology.h"
+#include "mlir/IR/MLIRContext.h"
+#include "planner/cost/cost_model.h"
+#include "planner/cost/transformer_model.h"
+#include "planner/models/model_config.h"
+#include "tools/plan/auto_plan.h"
+
+namespace {
+
+struct Case {
+  const char* model;
+  int64_t devices;
+};
+
+namespace cost = ::loom::planner::cost;
+
+// A published run: the model, the mesh, the per-rank batch and the
+// measured tokens/s per GPU (bf16 on H100; sources in docs/planner_cost.md).
+struct Published {
+  const char* name;
+  const char* model;
+  int64_t seq;
+  cost::Strategy strategy;
+  double tokens_per_s_per_gpu;
+};
+
+// Prints the model's prediction for each published run, ignoring whether
+// it fits (the runs recompute activations; the pipeline does not).
+int published() {
+  const Published kRuns[] = {
+      {"torchtitan 8B FSDP 8 (eager)", "llama3-8b", 8192, {.fsdp = 8, .micro_batch = 2}, 5762},
+      {"torchtitan 8B FSDP 128 (eager)", "llama3-8b", 8192, {.fsdp = 128, .micro_batch = 2}, 5605},
+      {"torchtitan 8B FSDP 8 x TP 8 (compile)",
+       "llama3-8b",
+       8192,
+       {.fsdp = 8, .tp = 8, .micro_batch = 12},
+       4378},
+      {"torchtitan 70B FSDP 32 x TP 8 (compile)",
+       "llama3-70b",
+       8192,
+       {.fsdp = 32, .tp = 8, .micro_batch = 16},
+       597.3},
+  };
+  std::printf("\n%-40s %9s %9s %7s %9s %9s %7s\n", "published run", "measured", "predicted",
+              "ratio", "pred_MFU", "exposed_s", "fwd_s");
+  for (const Published& run : kRuns) {
+    const cost::Strategy& s = run.strategy;
+    auto topology = loom::mesh::Topology::dgxH100((s.devices() + 7) / 8);
+    auto model = cost::CostModel::create(*topology);
+    auto config = loom::planner::models::publishedConfig(run.model);
+    if (!topology.ok() || !model.ok() || !config.ok()) return 1;
+    const cost::Workload workload{.config = *config, .seq = run.seq, .dtype = cost::Dtype::kBF16};
+    absl::StatusOr<cost::StepEstimate> e = cost::estimateStep(workload, s, *model);
+    if (!e.ok()) {
+      std::fprintf(stderr, "search_bench: %s\n", std::string(e.status().message()).c_str());
+      return 1;
+    }
+    // A full recomputation repeats the forward: a third of the FLOPs.
+    const double forward = (e->compute_s - e->optimizer_s) / 3;
+    std::printf("%-40s %9.1f %9.1f %7.2f %8.1f%% %9.3f %7.3f\n", run.name, run.tokens_per_s_per_gpu,
+                e->tokens_per_s_per_device, e->tokens_per_s_per_device / run.tokens_per_s_per_gpu,
+                100 * e->mfu, e->exposed_comm_s, forward);
+  }
+  return 0;
+}
+
+}  // namespace
+
+int main() {
+  constexpr Case kCases[] = {
+      {"llama3-8b", 128}, {"llama3-70b", 256}, {"llama3-70b", 1024}, {"llama3-405b", 1024}};
+  std::printf("%-12s %7s %10s %9s %9s %9s %9s  %s\n", "model", "devices", "candidates", "evaluated",
+              "search_s", "plan_s", "total_s", "winner");
+  for (const Case& c : kCases) {
+    using Clock = std::chrono::steady_clock;
+    const auto start = Clock::now();
+    mlir::MLIRContext context;
+    absl::StatusOr<loom::tools::plan::AutoResult> result =
+        loom::tools::plan::planAuto(context, {.model = c.model, .devices = c.devices});
+    if (!result.ok()) {
+      std::fprintf(stderr, "search_bench: %s\n", std::string(result.status().message()).c_str());
+      return 1;
+    }
+    const double total = std::chrono::duration<double>(Clock::now() - start).count();
+    const auto& winner = result->search.ranked.front();
+    std::printf("%-12s %7lld %10lld %9lld %9.3f %9.3f %9.3f  %s\n", c.model,
+                static_cast<long long>(c.devices),
+                static_cast<long long>(result->search.enumerated),
+                static_cast<long long>(result->search.evaluated), result->search_s, result->plan_s,
+                total, winner.label().c_str());
+  }
+  return published();
+}
