@@ -279,8 +279,8 @@ absl::StatusOr<SearchResult> searchMesh(const Workload& workload, const CostMode
   return result;
 }
 
-std::vector<SearchPoint> searchPoints(const SearchResult& result) {
-  std::vector<SearchPoint> points;
+std::vector<visual::SearchPoint> searchPoints(const SearchResult& result) {
+  std::vector<visual::SearchPoint> points;
   for (size_t i = 0; i < result.ranked.size(); ++i) {
     const Candidate& c = result.ranked[i];
     points.push_back({.label = c.label(),

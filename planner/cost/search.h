@@ -19,6 +19,7 @@
 #include "nlohmann/json.hpp"
 #include "planner/cost/cost_model.h"
 #include "planner/cost/transformer_model.h"
+#include "planner/export/visual_report.h"
 
 namespace loom::planner::cost {
 
@@ -86,20 +87,8 @@ struct SearchResult {
 absl::StatusOr<SearchResult> searchMesh(const Workload& workload, const CostModel& model,
                                         const SearchOptions& options);
 
-// One candidate as the visual report (planner/export/visual_report.h)
-// draws it; the fields mirror its SearchPoint.
-struct SearchPoint {
-  std::string label;
-  double step_time_s = 0;
-  double tokens_per_s_per_device = 0;
-  double mfu = 0;
-  int64_t peak_bytes = 0;
-  int64_t memory_limit_bytes = 0;
-  double exposed_comm_s = 0;
-  bool fits = true;
-  bool winner = false;
-};
-std::vector<SearchPoint> searchPoints(const SearchResult& result);
+// Every candidate as the visual report's search chart draws it.
+std::vector<visual::SearchPoint> searchPoints(const SearchResult& result);
 
 // The ranked table (markdown), `rows` rows, the winner first.
 std::string formatRanking(const SearchResult& result, int64_t rows);

@@ -35,6 +35,7 @@
 #include "planner/cost/machine_profile.h"
 #include "planner/cost/search.h"
 #include "planner/export/report.h"
+#include "planner/export/visual_report.h"
 #include "planner/models/model_config.h"
 #include "tools/plan/auto_plan.h"
 #include "tools/plan/graph_summary.h"
@@ -141,10 +142,12 @@ bool writeFile(const std::filesystem::path& path, const std::string& text) {
   return static_cast<bool>(file);
 }
 
-// Writes the plan's four files (and, from a search, candidates.json) into
-// --out and prepends `preamble` to report.md.
+// Writes the plan's files (plan.json, plan.mlir, report.md, trace.json,
+// report.html and, from a search, candidates.json and search.html) into
+// --out.
 int writeOutputs(mlir::ModuleOp module, const nlohmann::json& plan, const std::string& report,
-                 const nlohmann::json* candidates) {
+                 const nlohmann::json* candidates,
+                 const std::vector<loom::planner::visual::SearchPoint>* points = nullptr) {
   if (out_flag.empty()) return 0;
   std::error_code error;
   const std::filesystem::path dir(out_flag.getValue());
@@ -158,9 +161,16 @@ int writeOutputs(mlir::ModuleOp module, const nlohmann::json& plan, const std::s
             writeFile(dir / "trace.json",
                       loom::planner::exporter::chromeTrace(plan).dump(1) + "\n");
   if (candidates) ok = ok && writeFile(dir / "candidates.json", candidates->dump(2) + "\n");
+  absl::StatusOr<std::string> page = loom::planner::visual::renderPlanPage(plan);
+  if (!page.ok()) return fail("cannot draw report.html: " + std::string(page.status().message()));
+  ok = ok && writeFile(dir / "report.html", *page);
+  if (points) {
+    ok = ok && writeFile(dir / "search.html",
+                         loom::planner::visual::renderSearchPage(*points, "mesh search: " + model_flag));
+  }
   if (!ok) return fail("cannot write the plan files into '" + out_flag + "'");
-  llvm::errs() << "plan: wrote plan.json, plan.mlir, report.md, trace.json"
-               << (candidates ? ", candidates.json" : "") << " to " << out_flag << "\n";
+  llvm::errs() << "plan: wrote plan.json, plan.mlir, report.md, trace.json, report.html"
+               << (candidates ? ", candidates.json, search.html" : "") << " to " << out_flag << "\n";
   return 0;
 }
 
@@ -258,7 +268,9 @@ int planAuto(const std::optional<int64_t>& batch, const std::optional<int64_t>& 
   const std::string report = loom::tools::plan::formatSearch(*result, top_flag) + "\n" +
                              loom::planner::exporter::formatReport(result->plan.plan);
   llvm::outs() << report;
-  return writeOutputs(*result->module, result->plan.plan, report, &result->candidates);
+  const std::vector<loom::planner::visual::SearchPoint> points =
+      loom::planner::cost::searchPoints(result->search);
+  return writeOutputs(*result->module, result->plan.plan, report, &result->candidates, &points);
 }
 
 }  // namespace
