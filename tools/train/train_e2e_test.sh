@@ -5,6 +5,8 @@
 #    under mpirun with the mpi backend, each against the 1-rank run;
 #  - a rank killed after step 12 of a 4-rank run (checkpoints every 5
 #    steps), then --resume: steps 11..20 equal the uninterrupted run's;
+#  - a rank killed while writing the step-15 checkpoint: latest stays 10,
+#    and resuming again gives the same losses;
 #  - the 4-rank fsdp checkpoint of step 10 resumed as fsdp x tp on 2x2.
 #  - deterministic mode: hsdp 2x2 bit-identical to the 1-rank run, which
 #    //tools:parity confirms from the dumps, and names the first differing
@@ -89,6 +91,20 @@ run resumed "$train" --plan="$fsdp4" "${common[@]}" --nproc=4 --checkpoint_dir="
     --resume --save_every=0 --losses_out="$work/resumed.json"
 grep -q "resumed from .*step 10" "$work/resumed.log" || fail "no resume line"
 compare "$work/fsdp4.json" "$work/resumed.json"
+
+# A rank killed while writing its shards of step 15: step 15 never
+# commits, latest stays step_10, and resuming gives the same losses.
+cp -r "$work/ck2" "$work/ck3"
+"$train" --plan="$fsdp4" "${common[@]}" --nproc=4 --checkpoint_dir="$work/ck3" --resume \
+    --save_every=5 --fault_kill_rank=2 --fault_kill_in_save=15 > "$work/killed_in_save.log" 2>&1 \
+    && fail "the run killed while saving exited 0"
+grep -q "kills itself while saving step 15" "$work/killed_in_save.log" \
+    || fail "no kill in save: $(cat "$work/killed_in_save.log")"
+[[ "$(cat "$work/ck3/latest")" == step_10 ]] || fail "latest moved past the torn step: $(cat "$work/ck3/latest")"
+[[ ! -e "$work/ck3/step_15/manifest.json" ]] || fail "the torn step 15 has a manifest"
+run resumed_after_torn_save "$train" --plan="$fsdp4" "${common[@]}" --nproc=4 \
+    --checkpoint_dir="$work/ck3" --resume --save_every=0 --losses_out="$work/resumed2.json"
+compare "$work/fsdp4.json" "$work/resumed2.json"
 
 # Reshard on load: the 4-rank fsdp step-10 checkpoint under fsdp x tp.
 run reshard "$train" --plan="$fsdp2tp2" "${common[@]}" --nproc=4 --checkpoint_dir="$work/ck2" \

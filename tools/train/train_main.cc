@@ -70,6 +70,8 @@ ABSL_FLAG(std::string, dump_dir, "",
           "for //tools:parity");
 ABSL_FLAG(int, fault_kill_rank, -1, "fault injection: this rank SIGKILLs itself ...");
 ABSL_FLAG(int, fault_kill_at_step, 0, "... right after finishing this step (tests crash recovery)");
+ABSL_FLAG(int, fault_kill_in_save, 0,
+          "... or in the middle of writing its shards of this step's checkpoint");
 
 namespace loom::train {
 namespace {
@@ -306,9 +308,23 @@ absl::Status train() {
     }
   }
   std::optional<runtime::checkpoint::CheckpointWriter> writer;
+  int64_t savingStep = 0;
   if (!checkpointDir.empty()) {
+    runtime::checkpoint::ProgressFn progress;
+    if (job->rank == absl::GetFlag(FLAGS_fault_kill_rank) && absl::GetFlag(FLAGS_fault_kill_in_save) > 0) {
+      // Fault injection: die once some, not all, of this rank's bytes are
+      // written, so the step's files are torn.
+      progress = [&savingStep, rank = job->rank](int64_t done, int64_t total) {
+        if (savingStep == absl::GetFlag(FLAGS_fault_kill_in_save) && done > 0 && done <= total) {
+          std::fprintf(stderr, "train: fault injection: rank %d kills itself while saving step %lld\n",
+                       rank, static_cast<long long>(savingStep));
+          std::fflush(stderr);
+          kill(getpid(), SIGKILL);
+        }
+      };
+    }
     writer.emplace(checkpointDir, runtime::checkpoint::WriterOptions{.mesh = plan->mesh.toString(),
-                                                                     .progress = {}});
+                                                                     .progress = progress});
   }
 
   const int steps = absl::GetFlag(FLAGS_steps);
@@ -359,6 +375,7 @@ absl::Status train() {
     }
     if (writer && (step == steps || (saveEvery > 0 && step % saveEvery == 0))) {
       e.beginPhase("checkpoint");
+      savingStep = step;
       absl::Status saved = writer->save(step, e.checkpointShards(),
                                         {{"step", step}, {"optimizer_step", step}, {"data_step", step + 1}, {"model", plan->model},
                                          {"data_seed", absl::GetFlag(FLAGS_data_seed)}},
