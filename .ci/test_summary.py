@@ -7,7 +7,11 @@ whose every test case was skipped (a GPU test on a machine without a GPU)
 counts as skipped, not passed. Prints `N passed, M failed[, K skipped]` as
 its last line and exits 1 if anything failed.
 
-usage: test_summary.py BAZEL_LOG TESTLOGS_DIR
+Further runs (CI's sanitizer pass) follow as `--pass=NAME LOG TESTLOGS`;
+their targets count too, labelled `//x:y [NAME]`, so the one closing line
+covers every run.
+
+usage: test_summary.py BAZEL_LOG TESTLOGS_DIR [--pass=NAME LOG TESTLOGS_DIR]...
 """
 import os
 import re
@@ -31,21 +35,38 @@ def all_cases_skipped(testlogs, label):
     return bool(results) and all(r == "skipped" for r in results)
 
 
-def main():
-    log_path, testlogs = sys.argv[1], sys.argv[2]
-    passed, failed, skipped = [], [], []
+def read_run(log_path, testlogs, tag, passed, failed, skipped):
+    """Adds one `bazel test` run's targets to the three lists."""
+    found = False
     with open(log_path, encoding="utf-8", errors="replace") as log:
         for line in log:
             match = STATUS_LINE.match(line.strip())
             if not match:
                 continue
+            found = True
             label, status = match.groups()
+            name = f"{label} [{tag}]" if tag else label
             if status == "PASSED":
-                (skipped if all_cases_skipped(testlogs, label) else passed).append(label)
+                (skipped if all_cases_skipped(testlogs, label) else passed).append(name)
             else:
-                failed.append(f"{label} ({status})")
-    if not (passed or failed or skipped):
-        failed.append("bazel reported no test results (did the build fail before testing?)")
+                failed.append(f"{name} ({status})")
+    if not found:
+        what = f"the {tag} run" if tag else "bazel"
+        failed.append(f"{what} reported no test results (did the build fail before testing?)")
+
+
+def main():
+    args = sys.argv[1:]
+    runs = [("", args[0], args[1])]
+    rest = args[2:]
+    while rest:
+        if not rest[0].startswith("--pass=") or len(rest) < 3:
+            sys.exit("usage: test_summary.py BAZEL_LOG TESTLOGS_DIR [--pass=NAME LOG TESTLOGS_DIR]...")
+        runs.append((rest[0][len("--pass="):], rest[1], rest[2]))
+        rest = rest[3:]
+    passed, failed, skipped = [], [], []
+    for tag, log_path, testlogs in runs:
+        read_run(log_path, testlogs, tag, passed, failed, skipped)
     for label in skipped:
         print(f"skipped (every case skipped, e.g. no GPU): {label}")
     for label in failed:

@@ -105,7 +105,9 @@ TEST(FileStoreTest, ATornTailIsIgnoredByReadersAndCutByTheNextWriter) {
   std::unique_ptr<FileStore> writer = openOrDie(path);
   ASSERT_TRUE(writer->setString("before", "ok").ok());
   // A set record cut off inside its key, as a writer killed mid-write leaves.
-  appendRaw(path, std::string("\x01\x05\x00\x00\x00\x02\x00\x00\x00ab", 11));
+  // "\x00" "ab", not "\x00ab": a hex escape takes every hex digit after it,
+  // so the latter is one byte 0xab (AddressSanitizer caught the overread).
+  appendRaw(path, std::string("\x01\x05\x00\x00\x00\x02\x00\x00\x00" "ab", 11));
   std::unique_ptr<FileStore> reader = openOrDie(path);
   absl::StatusOr<std::string> before = reader->getString("before");
   ASSERT_TRUE(before.ok()) << before.status();

@@ -913,7 +913,12 @@ absl::Status ProcessGroup::Impl::monitoredBarrier(const CollectiveInfo& info,
     }
     // Rank 0 reports at `limit` after it arrived; give it time to.
     const absl::Duration grace = std::min(limit, absl::Seconds(5));
-    if (!store->wait({verdict_key}, limit + grace).ok()) {
+    if (absl::Status s = store->wait({verdict_key}, limit + grace); !s.ok()) {
+      // A store that failed (the server went away) is the cause; only a
+      // timeout means rank 0 never reported.
+      if (errorKind(s) != ErrorKind::kTimeout) {
+        return withContext(s, absl::StrCat(info.describe(), ": "));
+      }
       return timeoutError(absl::StrCat(info.describe(), ": rank 0 did not report within ",
                                        absl::FormatDuration(limit + grace),
                                        "; rank 0 is missing, stuck, or much later than the rest"));
@@ -926,7 +931,10 @@ absl::Status ProcessGroup::Impl::monitoredBarrier(const CollectiveInfo& info,
   std::vector<std::string> keys;
   for (int r = 1; r < size; ++r) keys.push_back(absl::StrCat(base, "arrived/", r));
   std::string verdict;
-  if (!keys.empty() && !store->wait(keys, limit).ok()) {
+  if (absl::Status s = keys.empty() ? absl::OkStatus() : store->wait(keys, limit); !s.ok()) {
+    if (errorKind(s) != ErrorKind::kTimeout) {
+      return withContext(s, absl::StrCat(info.describe(), ": "));
+    }
     std::vector<int> missing;
     for (int r = 1; r < size; ++r) {
       absl::StatusOr<bool> there = store->check({keys[r - 1]});

@@ -104,6 +104,9 @@ class Writer {
 class Reader {
  public:
   explicit Reader(std::string_view body) : rest_(body) {}
+  // The reader keeps a view of the body, so a temporary string would
+  // dangle (AddressSanitizer caught a test doing this).
+  explicit Reader(std::string&& body) = delete;
 
   uint8_t u8();
   uint16_t u16();

@@ -31,7 +31,9 @@ TEST(TcpStoreProtocolTest, FieldsRoundTripLittleEndian) {
 }
 
 TEST(TcpStoreProtocolTest, ReadingPastTheEndFailsForGood) {
-  Reader reader(std::string("\x05\x00\x00\x00" "ab", 6));
+  // Reader keeps a view: the body must outlive it.
+  const std::string body("\x05\x00\x00\x00" "ab", 6);
+  Reader reader(body);
   EXPECT_EQ(reader.bytes(), "");
   EXPECT_FALSE(reader.ok());
   EXPECT_EQ(reader.u8(), 0);
@@ -39,7 +41,8 @@ TEST(TcpStoreProtocolTest, ReadingPastTheEndFailsForGood) {
 }
 
 TEST(TcpStoreProtocolTest, TrailingBytesAreNotFinished) {
-  Reader reader(std::string("\x01\x02", 2));
+  const std::string body("\x01\x02", 2);
+  Reader reader(body);
   EXPECT_EQ(reader.u8(), 1);
   EXPECT_TRUE(reader.ok());
   EXPECT_FALSE(reader.finished());
@@ -47,7 +50,8 @@ TEST(TcpStoreProtocolTest, TrailingBytesAreNotFinished) {
 
 TEST(TcpStoreProtocolTest, ACountTooLargeForTheBodyIsRejected) {
   // Claims a billion keys in a 4-byte body: must fail without allocating.
-  Reader reader(std::string("\x00\xca\x9a\x3b", 4));
+  const std::string body("\x00\xca\x9a\x3b", 4);
+  Reader reader(body);
   EXPECT_EQ(reader.count(4), 0u);
   EXPECT_FALSE(reader.ok());
 }

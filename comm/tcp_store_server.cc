@@ -3,6 +3,8 @@
 // requests with deadlines, and a handshake that checks version and token.
 #include "comm/tcp_store_server.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
@@ -12,6 +14,7 @@
 #include <atomic>
 #include <cerrno>
 #include <chrono>
+#include <cstdio>
 #include <optional>
 #include <set>
 #include <string_view>
@@ -20,6 +23,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/string_view.h"
 #include "comm/errors.h"
@@ -55,6 +59,13 @@ constexpr size_t kReplyOverhead = wire::kFrameHeaderSize + 1 + 4;
 // instead of spinning on a listener that stays readable.
 constexpr auto kAcceptPause = std::chrono::milliseconds(100);
 constexpr int kMaxEvents = 256;
+// The longest request timeout taken literally (about 35 years).
+constexpr int64_t kMaxTimeoutMs = int64_t{1} << 40;
+// Refused and dropped clients are logged, at most this many lines per
+// window, so that a port scanner cannot flood the job's log; the first
+// refusal after a window says how many were left out.
+constexpr int kLogBurst = 20;
+constexpr auto kLogWindow = std::chrono::seconds(60);
 
 absl::string_view av(std::string_view text) {
   return absl::string_view(text.data(), text.size());
@@ -71,9 +82,35 @@ bool tokensEqual(std::string_view a, std::string_view b) {
   return diff == 0;
 }
 
+// Gives `text` room for `capacity` bytes, allocating exactly that:
+// libstdc++'s reserve() rounds a growing string up to twice its capacity,
+// which would let one message take twice the message limit.
+void reserveExactly(std::string& text, size_t capacity) {
+  if (capacity <= text.capacity()) return;
+  std::string grown;
+  grown.reserve(capacity);
+  grown.append(text);
+  text.swap(grown);
+}
+
+// "host:port" of a connected socket's peer, for the log.
+std::string peerName(const sockaddr_storage& address) {
+  char text[INET6_ADDRSTRLEN] = "?";
+  if (address.ss_family == AF_INET6) {
+    const auto* v6 = reinterpret_cast<const sockaddr_in6*>(&address);
+    ::inet_ntop(AF_INET6, &v6->sin6_addr, text, sizeof(text));
+    return formatHostPort(text, ntohs(v6->sin6_port));
+  }
+  const auto* v4 = reinterpret_cast<const sockaddr_in*>(&address);
+  ::inet_ntop(AF_INET, &v4->sin_addr, text, sizeof(text));
+  return formatHostPort(text, ntohs(v4->sin_port));
+}
+
 struct Connection {
   uint64_t id = 0;
   UniqueFd fd;
+  // The peer's address, for the log.
+  std::string peer;
   bool authenticated = false;
   bool closed = false;
   std::string in;
@@ -102,14 +139,22 @@ struct Waiter {
 
 class TCPStoreServer::Loop {
  public:
-  Loop(const TCPStoreServerOptions& options, UniqueFd listener,
-       UniqueFd epoll, UniqueFd wake)
+  Loop(const TCPStoreServerOptions& options, std::string address,
+       UniqueFd listener, UniqueFd epoll, UniqueFd wake)
       : options_(options),
+        address_(std::move(address)),
         listener_(std::move(listener)),
         epoll_(std::move(epoll)),
         wake_(std::move(wake)) {}
 
   void run();
+  // One round of the loop: waits for events (at most `max_wait_ms`, -1:
+  // until the next deadline), handles them and the deadlines that are due.
+  // False if epoll failed.
+  bool runOnce(int max_wait_ms);
+  // Serves a connected socket as a new, not yet authenticated client.
+  void addConnection(UniqueFd fd, std::string peer);
+  size_t connectionCount() const { return connections_.size(); }
 
   // Asks run() to return; safe from any thread.
   void stop() {
@@ -125,6 +170,10 @@ class TCPStoreServer::Loop {
   void dispatch(const epoll_event& event);
   void acceptAll();
   void readFrom(Connection& conn);
+  // Makes room for `extra` more input bytes: geometric growth, capped at
+  // the end of the frame being received, so that buffering a frame at the
+  // message limit takes the limit and not twice it.
+  static void reserveInput(Connection& conn, size_t extra);
   void processFrames(Connection& conn);
   void handleMessage(Connection& conn, std::string_view body);
   void handleHello(Connection& conn, uint8_t type, wire::Reader& reader);
@@ -132,9 +181,12 @@ class TCPStoreServer::Loop {
 
   void reply(Connection& conn, std::string frame);
   void replyStoreError(Connection& conn, const absl::Status& status);
-  // Sends a final reply and drops the connection.
+  // Sends a final reply, logs the refusal and drops the connection.
   void rejectAndClose(Connection& conn, ReplyStatus status,
                       std::string_view message);
+  // Writes one line about a refused or dropped client to stderr, within
+  // the log's rate limit.
+  void logClient(std::string_view what);
   void flush(Connection& conn);
   void updateInterest(Connection& conn);
   void close(Connection& conn);
@@ -159,6 +211,8 @@ class TCPStoreServer::Loop {
   }
 
   const TCPStoreServerOptions options_;
+  // "host:port" the server listens on, for the log.
+  const std::string address_;
   const UniqueFd listener_;
   const UniqueFd epoll_;
   const UniqueFd wake_;
@@ -183,6 +237,10 @@ class TCPStoreServer::Loop {
   std::set<std::pair<Clock::time_point, uint64_t>> waiter_timers_;
   std::set<std::pair<Clock::time_point, uint64_t>> handshake_timers_;
   std::optional<Clock::time_point> accept_resume_;
+
+  Clock::time_point log_window_start_;
+  int log_lines_ = 0;
+  int64_t log_suppressed_ = 0;
 };
 
 absl::StatusOr<std::unique_ptr<TCPStoreServer>> TCPStoreServer::start(
@@ -212,8 +270,9 @@ absl::StatusOr<std::unique_ptr<TCPStoreServer>> TCPStoreServer::start(
   ::epoll_ctl(epoll.get(), EPOLL_CTL_ADD, listener->first.get(), &event);
   event.data.u64 = kWakeId;
   ::epoll_ctl(epoll.get(), EPOLL_CTL_ADD, wake.get(), &event);
-  auto loop = std::make_unique<Loop>(options, std::move(listener->first),
-                                     std::move(epoll), std::move(wake));
+  auto loop = std::make_unique<Loop>(
+      options, formatHostPort(options.host, listener->second),
+      std::move(listener->first), std::move(epoll), std::move(wake));
   return std::unique_ptr<TCPStoreServer>(
       new TCPStoreServer(std::move(loop), listener->second));
 }
@@ -229,21 +288,28 @@ TCPStoreServer::~TCPStoreServer() {
 }
 
 void TCPStoreServer::Loop::run() {
-  epoll_event events[kMaxEvents];
-  while (!stopping_.load()) {
-    const int count =
-        ::epoll_wait(epoll_.get(), events, kMaxEvents, nextTimeoutMillis());
-    if (count < 0 && errno != EINTR) break;
-    for (int i = 0; i < count; ++i) dispatch(events[i]);
-    drainReady();
-    fireTimers();
-    drainReady();
-    closed_.clear();
+  while (!stopping_.load() && runOnce(-1)) {
   }
   // Dropping the connections closes their sockets: every client sees the
   // server go away instead of waiting on it.
   connections_.clear();
   closed_.clear();
+}
+
+bool TCPStoreServer::Loop::runOnce(int max_wait_ms) {
+  int wait_ms = nextTimeoutMillis();
+  if (max_wait_ms >= 0 && (wait_ms < 0 || wait_ms > max_wait_ms)) {
+    wait_ms = max_wait_ms;
+  }
+  epoll_event events[kMaxEvents];
+  const int count = ::epoll_wait(epoll_.get(), events, kMaxEvents, wait_ms);
+  if (count < 0 && errno != EINTR) return false;
+  for (int i = 0; i < count; ++i) dispatch(events[i]);
+  drainReady();
+  fireTimers();
+  drainReady();
+  closed_.clear();
+  return true;
 }
 
 void TCPStoreServer::Loop::dispatch(const epoll_event& event) {
@@ -272,8 +338,11 @@ void TCPStoreServer::Loop::dispatch(const epoll_event& event) {
 
 void TCPStoreServer::Loop::acceptAll() {
   while (true) {
-    const int fd = ::accept4(listener_.get(), nullptr, nullptr,
-                             SOCK_NONBLOCK | SOCK_CLOEXEC);
+    sockaddr_storage peer{};
+    socklen_t peer_length = sizeof(peer);
+    const int fd =
+        ::accept4(listener_.get(), reinterpret_cast<sockaddr*>(&peer),
+                  &peer_length, SOCK_NONBLOCK | SOCK_CLOEXEC);
     if (fd < 0) {
       if (errno == EINTR || errno == ECONNABORTED || errno == EPROTO) continue;
       if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS ||
@@ -284,20 +353,27 @@ void TCPStoreServer::Loop::acceptAll() {
       return;
     }
     setNoDelay(fd);
-    auto conn = std::make_unique<Connection>();
-    conn->id = next_connection_id_++;
-    conn->fd.reset(fd);
-    conn->events = EPOLLIN | EPOLLRDHUP;
-    conn->handshake_deadline =
-        Clock::now() + std::chrono::duration_cast<Clock::duration>(
-                           absl::ToChronoNanoseconds(options_.handshake_timeout));
-    epoll_event event{};
-    event.events = conn->events;
-    event.data.u64 = conn->id;
-    if (::epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, fd, &event) != 0) continue;
-    handshake_timers_.emplace(conn->handshake_deadline, conn->id);
-    connections_.emplace(conn->id, std::move(conn));
+    addConnection(UniqueFd(fd), peerName(peer));
   }
+}
+
+void TCPStoreServer::Loop::addConnection(UniqueFd fd, std::string peer) {
+  auto conn = std::make_unique<Connection>();
+  conn->id = next_connection_id_++;
+  conn->fd = std::move(fd);
+  conn->peer = std::move(peer);
+  conn->events = EPOLLIN | EPOLLRDHUP;
+  conn->handshake_deadline =
+      Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                         absl::ToChronoNanoseconds(options_.handshake_timeout));
+  epoll_event event{};
+  event.events = conn->events;
+  event.data.u64 = conn->id;
+  if (::epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, conn->fd.get(), &event) != 0) {
+    return;
+  }
+  handshake_timers_.emplace(conn->handshake_deadline, conn->id);
+  connections_.emplace(conn->id, std::move(conn));
 }
 
 void TCPStoreServer::Loop::readFrom(Connection& conn) {
@@ -308,6 +384,7 @@ void TCPStoreServer::Loop::readFrom(Connection& conn) {
     const size_t want = std::min(kReadChunk, budget);
     const ssize_t got = ::recv(conn.fd.get(), chunk, want, MSG_DONTWAIT);
     if (got > 0) {
+      reserveInput(conn, static_cast<size_t>(got));
       conn.in.append(chunk, static_cast<size_t>(got));
       budget -= static_cast<size_t>(got);
       if (static_cast<size_t>(got) < want) break;
@@ -324,6 +401,23 @@ void TCPStoreServer::Loop::readFrom(Connection& conn) {
   }
   processFrames(conn);
   if (peer_closed && !conn.closed) close(conn);
+}
+
+void TCPStoreServer::Loop::reserveInput(Connection& conn, size_t extra) {
+  if (conn.in.size() + extra <= conn.in.capacity()) return;
+  if (conn.in_start > 0) {
+    conn.in.erase(0, conn.in_start);
+    conn.in_start = 0;
+  }
+  const size_t needed = conn.in.size() + extra;
+  if (needed <= conn.in.capacity()) return;
+  size_t target = std::max(needed, 2 * conn.in.capacity());
+  if (std::optional<uint32_t> length = wire::peekFrameLength(conn.in)) {
+    target =
+        std::min(target, std::max(needed, wire::kFrameHeaderSize +
+                                              static_cast<size_t>(*length)));
+  }
+  reserveExactly(conn.in, target);
 }
 
 void TCPStoreServer::Loop::processFrames(Connection& conn) {
@@ -533,7 +627,15 @@ void TCPStoreServer::Loop::handleRequest(Connection& conn, Op op,
       if (it == keys_.end()) {
         keys_.emplace(std::string(key), std::string(value));
       } else {
-        it->second.append(value);
+        // Grown geometrically, but never past the largest value an append
+        // may produce, so that a value near the limit does not double it.
+        std::string& stored = it->second;
+        if (size > stored.capacity()) {
+          reserveExactly(stored,
+                         std::min(std::max(size, 2 * stored.capacity()),
+                                  options_.max_message_bytes - kReplyOverhead));
+        }
+        stored.append(value);
       }
       keyChanged(key);
       reply(conn, ok().finish());
@@ -610,7 +712,32 @@ void TCPStoreServer::Loop::rejectAndClose(Connection& conn,
   // One best-effort send: a peer that is not reading does not get to keep
   // the connection open.
   reply(conn, wire::Writer(status).bytes(message).finish());
+  logClient(absl::StrCat(conn.authenticated ? "closed the connection of client "
+                                            : "refused client ",
+                         conn.peer, ": ", av(message)));
   close(conn);
+}
+
+void TCPStoreServer::Loop::logClient(std::string_view what) {
+  const Clock::time_point now = Clock::now();
+  if (now - log_window_start_ >= kLogWindow) {
+    if (log_suppressed_ > 0) {
+      std::fprintf(stderr,
+                   "loom store server %s: %lld more refused or dropped "
+                   "clients were not logged\n",
+                   address_.c_str(), static_cast<long long>(log_suppressed_));
+    }
+    log_window_start_ = now;
+    log_lines_ = 0;
+    log_suppressed_ = 0;
+  }
+  if (log_lines_ >= kLogBurst) {
+    ++log_suppressed_;
+    return;
+  }
+  ++log_lines_;
+  std::fprintf(stderr, "loom store server %s: %.*s\n", address_.c_str(),
+               static_cast<int>(what.size()), what.data());
 }
 
 void TCPStoreServer::Loop::flush(Connection& conn) {
@@ -744,7 +871,9 @@ void TCPStoreServer::Loop::park(Connection& conn, Waiter waiter,
                                 int64_t timeout_ms) {
   const uint64_t id = next_waiter_id_++;
   waiter.connection = conn.id;
-  if (timeout_ms >= 0) {
+  // A peer may send any i64: a timeout beyond kMaxTimeoutMs is as good as
+  // none, and taking it as none keeps the deadline from overflowing.
+  if (timeout_ms >= 0 && timeout_ms <= kMaxTimeoutMs) {
     waiter.deadline = Clock::now() + std::chrono::milliseconds(timeout_ms);
     waiter_timers_.emplace(waiter.deadline, id);
   }
@@ -820,7 +949,12 @@ void TCPStoreServer::Loop::fireTimers() {
     handshake_timers_.erase(handshake_timers_.begin());
     // A peer that never completes its handshake holds a socket and nothing
     // else; dropping it frees the descriptor for real clients.
-    if (Connection* conn = find(id)) close(*conn);
+    if (Connection* conn = find(id)) {
+      logClient(absl::StrCat(
+          "dropped client ", conn->peer, ": no handshake within ",
+          absl::FormatDuration(options_.handshake_timeout)));
+      close(*conn);
+    }
   }
   if (accept_resume_.has_value() && *accept_resume_ <= now) {
     accept_resume_.reset();
@@ -856,6 +990,38 @@ void TCPStoreServer::Loop::drainReady() {
       if (Connection* conn = find(id)) processFrames(*conn);
     }
   }
+}
+
+absl::StatusOr<std::unique_ptr<SteppedTCPStoreServer>>
+SteppedTCPStoreServer::create(const TCPStoreServerOptions& options) {
+  UniqueFd epoll(::epoll_create1(EPOLL_CLOEXEC));
+  UniqueFd wake(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
+  if (!epoll.valid() || !wake.valid()) {
+    return networkError(absl::StrFormat(
+        "cannot start the store server: %s", errnoMessage(errno)));
+  }
+  auto loop = std::make_unique<TCPStoreServer::Loop>(
+      options, "(stepped)", UniqueFd(), std::move(epoll), std::move(wake));
+  return std::unique_ptr<SteppedTCPStoreServer>(
+      new SteppedTCPStoreServer(std::move(loop)));
+}
+
+SteppedTCPStoreServer::SteppedTCPStoreServer(
+    std::unique_ptr<TCPStoreServer::Loop> loop)
+    : loop_(std::move(loop)) {}
+
+SteppedTCPStoreServer::~SteppedTCPStoreServer() = default;
+
+void SteppedTCPStoreServer::adopt(int fd) {
+  loop_->addConnection(UniqueFd(fd), "(adopted)");
+}
+
+void SteppedTCPStoreServer::step(absl::Duration max_wait) {
+  loop_->runOnce(static_cast<int>(absl::ToInt64Milliseconds(max_wait)));
+}
+
+size_t SteppedTCPStoreServer::connections() const {
+  return loop_->connectionCount();
 }
 
 }  // namespace loom::comm

@@ -49,6 +49,7 @@ class TCPStoreServer {
   uint16_t port() const { return port_; }
 
  private:
+  friend class SteppedTCPStoreServer;
   class Loop;
 
   TCPStoreServer(std::unique_ptr<Loop> loop, uint16_t port);
@@ -56,6 +57,35 @@ class TCPStoreServer {
   std::unique_ptr<Loop> loop_;
   uint16_t port_;
   std::thread thread_;
+};
+
+// The same server loop without a thread or a listening socket: the caller
+// hands it connected sockets (e.g. one end of a socketpair) and runs the
+// loop one round at a time on its own thread. For the wire-protocol fuzzer
+// (fuzz/tcp_store_server_fuzz.cc), which must drive the real frame parser
+// and dispatcher deterministically; jobs use TCPStoreServer.
+class SteppedTCPStoreServer {
+ public:
+  static absl::StatusOr<std::unique_ptr<SteppedTCPStoreServer>> create(
+      const TCPStoreServerOptions& options);
+  ~SteppedTCPStoreServer();
+
+  SteppedTCPStoreServer(const SteppedTCPStoreServer&) = delete;
+  SteppedTCPStoreServer& operator=(const SteppedTCPStoreServer&) = delete;
+
+  // Serves `fd`, a connected stream socket whose ownership passes here, as
+  // a newly accepted client.
+  void adopt(int fd);
+  // Waits up to `max_wait` for events, then handles them and every
+  // deadline that is due.
+  void step(absl::Duration max_wait);
+  // The connections still open.
+  size_t connections() const;
+
+ private:
+  explicit SteppedTCPStoreServer(std::unique_ptr<TCPStoreServer::Loop> loop);
+
+  std::unique_ptr<TCPStoreServer::Loop> loop_;
 };
 
 }  // namespace loom::comm

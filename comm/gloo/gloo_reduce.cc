@@ -77,6 +77,20 @@ constexpr ReduceFn fnOf() {
   }
 }
 
+// Whether fnOf<T, kOp>() is a function, decided from the types: comparing a
+// function's address with nullptr is not a constant expression under
+// -fsanitize=undefined, where GCC keeps null checks on addresses.
+template <typename T, ReduceOp kOp>
+constexpr bool hasFn() {
+  if constexpr (std::is_same_v<T, Bool8>) {
+    return hasFn<bool, kOp>();
+  } else {
+    return kOp == ReduceOp::kSum || kOp == ReduceOp::kAvg ||
+           kOp == ReduceOp::kProduct || kOp == ReduceOp::kMin ||
+           kOp == ReduceOp::kMax || std::is_integral_v<T>;
+  }
+}
+
 template <typename T, ReduceOp kOp>
 void inPlace(T* a, const T* b, size_t n) {
   fnOf<T, kOp>()(a, a, b, n);
@@ -84,7 +98,7 @@ void inPlace(T* a, const T* b, size_t n) {
 
 template <typename T, ReduceOp kOp>
 const ::gloo::ReductionFunction<T>* inPlaceOf() {
-  if constexpr (fnOf<T, kOp>() == nullptr) {
+  if constexpr (!hasFn<T, kOp>()) {
     return nullptr;
   } else {
     static const auto* const kFunction =
