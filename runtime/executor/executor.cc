@@ -33,24 +33,27 @@ std::string shapeText(const std::vector<int64_t>& shape) {
   return absl::StrCat("[", absl::StrJoin(shape, ", "), "]");
 }
 
-// Copies a dense `valid`-shaped block into the top-left corner of a
-// `local`-shaped buffer (the rest stays as it is: zero padding).
-void copyIntoPadded(const float* src, const std::vector<int64_t>& valid, float* dst,
-                    const std::vector<int64_t>& local) {
+// Moves the `valid`-shaped top-left corner of a `local`-shaped buffer to or
+// from a dense block: into the padded buffer when `into_padded` (the rest
+// stays as it is: zero padding), else out of it.
+void copyCorner(float* padded, const std::vector<int64_t>& local, float* dense,
+                const std::vector<int64_t>& valid, bool into_padded) {
+  const int64_t count = product(valid);
   if (valid == local) {
-    std::memcpy(dst, src, product(valid) * sizeof(float));
+    if (into_padded) std::memcpy(padded, dense, count * sizeof(float));
+    else std::memcpy(dense, padded, count * sizeof(float));
     return;
   }
-  if (product(valid) == 0) return;
+  if (count == 0) return;
   const size_t rank = local.size();
   std::vector<int64_t> index(rank, 0);
-  const int64_t inner = valid.empty() ? 1 : valid.back();
-  const int64_t rows = product(valid) / std::max<int64_t>(inner, 1);
-  for (int64_t row = 0; row < rows; ++row) {
+  const int64_t inner = valid.back();
+  for (int64_t row = 0; row < count / inner; ++row) {
     int64_t offset = 0;
     for (size_t d = 0; d + 1 < rank; ++d) offset = offset * local[d] + index[d];
-    offset = offset * (rank ? local.back() : 1);
-    std::memcpy(dst + offset, src + row * inner, inner * sizeof(float));
+    offset *= local.back();
+    if (into_padded) std::memcpy(padded + offset, dense + row * inner, inner * sizeof(float));
+    else std::memcpy(dense + row * inner, padded + offset, inner * sizeof(float));
     for (int64_t d = static_cast<int64_t>(rank) - 2; d >= 0; --d) {
       if (++index[d] < valid[d]) break;
       index[d] = 0;
@@ -58,28 +61,14 @@ void copyIntoPadded(const float* src, const std::vector<int64_t>& valid, float* 
   }
 }
 
-// The inverse: the valid corner of a padded local buffer, densely.
+void copyIntoPadded(const float* src, const std::vector<int64_t>& valid, float* dst,
+                    const std::vector<int64_t>& local) {
+  copyCorner(dst, local, const_cast<float*>(src), valid, /*into_padded=*/true);
+}
+
 void copyFromPadded(const float* src, const std::vector<int64_t>& local, float* dst,
                     const std::vector<int64_t>& valid) {
-  if (valid == local) {
-    std::memcpy(dst, src, product(valid) * sizeof(float));
-    return;
-  }
-  if (product(valid) == 0) return;
-  const size_t rank = local.size();
-  std::vector<int64_t> index(rank, 0);
-  const int64_t inner = valid.back();
-  const int64_t rows = product(valid) / inner;
-  for (int64_t row = 0; row < rows; ++row) {
-    int64_t offset = 0;
-    for (size_t d = 0; d + 1 < rank; ++d) offset = offset * local[d] + index[d];
-    offset *= local.back();
-    std::memcpy(dst + row * inner, src + offset, inner * sizeof(float));
-    for (int64_t d = static_cast<int64_t>(rank) - 2; d >= 0; --d) {
-      if (++index[d] < valid[d]) break;
-      index[d] = 0;
-    }
-  }
+  copyCorner(const_cast<float*>(src), local, dst, valid, /*into_padded=*/false);
 }
 
 // Rows [begin, begin + count) of dim `dim` of a row-major tensor `shape`,

@@ -709,16 +709,7 @@ absl::StatusOr<int64_t> run() {
   if (!checks.empty()) setenv("LOOM_COMM_CHECKS", checks.c_str(), 1);
   RendezvousOptions rdv;
   rdv.timeout = timeout;
-  rdv.getenv = [&](const std::string& name) -> std::optional<std::string> {
-    if (name == "RANK") return absl::StrCat(env->rank);
-    if (name == "WORLD_SIZE") return absl::StrCat(env->world_size);
-    if (name == "LOCAL_RANK") return absl::StrCat(env->local_rank);
-    if (name == "MASTER_ADDR") return env->master_addr;
-    if (name == "MASTER_PORT") return absl::StrCat(env->master_port);
-    const char* value = std::getenv(name.c_str());
-    if (value == nullptr) return std::nullopt;
-    return std::string(value);
-  };
+  rdv.getenv = launch::rendezvousEnv(*env);
   absl::StatusOr<RendezvousResult> r = rendezvous("env://", rdv);
   if (!r.ok()) return r.status();
   registerAllBackends();

@@ -9,6 +9,7 @@
 #include <system_error>
 
 #include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "comm/errors.h"
 
@@ -190,6 +191,19 @@ absl::StatusOr<RankEnv> detectRankEnv(const RankEnvOptions& options) {
       "SLURM_PROCID is set; start the binary with //tools:launch (or "
       "torchrun), mpirun or srun, or set RANK, WORLD_SIZE, LOCAL_RANK, "
       "MASTER_ADDR and MASTER_PORT");
+}
+
+std::function<std::optional<std::string>(const std::string&)> rendezvousEnv(const RankEnv& env) {
+  return [env](const std::string& name) -> std::optional<std::string> {
+    if (name == "RANK") return absl::StrCat(env.rank);
+    if (name == "WORLD_SIZE") return absl::StrCat(env.world_size);
+    if (name == "LOCAL_RANK") return absl::StrCat(env.local_rank);
+    if (name == "MASTER_ADDR") return env.master_addr;
+    if (name == "MASTER_PORT") return absl::StrCat(env.master_port);
+    const char* value = std::getenv(name.c_str());
+    if (value == nullptr) return std::nullopt;
+    return std::string(value);
+  };
 }
 
 }  // namespace loom::launch

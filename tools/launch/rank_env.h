@@ -56,6 +56,12 @@ struct RankEnvOptions {
 // outside [0, world size)).
 absl::StatusOr<RankEnv> detectRankEnv(const RankEnvOptions& options = {});
 
+// An environment lookup for comm::rendezvous("env://"): the torchrun names
+// (RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT) answered from
+// `env`, whichever launcher it came from, everything else from the process
+// environment. So one rank binary meets its peers under any launcher.
+std::function<std::optional<std::string>(const std::string&)> rendezvousEnv(const RankEnv& env);
+
 }  // namespace loom::launch
 
 #endif  // LOOM_TOOLS_LAUNCH_RANK_ENV_H_

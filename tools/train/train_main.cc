@@ -126,16 +126,7 @@ absl::StatusOr<Job> joinJob(absl::Duration timeout) {
     if (!env.ok()) return env.status();
     comm::RendezvousOptions rdv;
     rdv.timeout = timeout;
-    rdv.getenv = [env = *env](const std::string& name) -> std::optional<std::string> {
-      if (name == "RANK") return absl::StrCat(env.rank);
-      if (name == "WORLD_SIZE") return absl::StrCat(env.world_size);
-      if (name == "LOCAL_RANK") return absl::StrCat(env.local_rank);
-      if (name == "MASTER_ADDR") return env.master_addr;
-      if (name == "MASTER_PORT") return absl::StrCat(env.master_port);
-      const char* value = std::getenv(name.c_str());
-      if (value == nullptr) return std::nullopt;
-      return std::string(value);
-    };
+    rdv.getenv = launch::rendezvousEnv(*env);
     absl::StatusOr<comm::RendezvousResult> r = comm::rendezvous("env://", rdv);
     if (!r.ok()) return r.status();
     job.rank = r->rank;
