@@ -17,9 +17,10 @@ echo "$log"
 if [[ $code -ne 0 ]]; then
   fail "calibrate exited $code"
 else
-  python3 - "$out" <<'PY' || fail "profile fields"
+  python3 - "$out" "$log" <<'PY' || fail "profile fields"
 import json, re, sys
 p = json.load(open(sys.argv[1]))
+log = sys.argv[2]
 def need(cond, what):
     if not cond:
         sys.exit(f"profile: {what}; got {json.dumps(p)[:2000]}")
@@ -33,8 +34,15 @@ g = p["gemm"]
 need([(e["dtype"], e["shape_class"], e["m"], e["n"], e["k"]) for e in g]
      == [("f32", "small", 64, 64, 64), ("f32", "medium", 300, 260, 280)], "gemm entries")
 need(all(e["flops_per_s"] > 0 for e in g), "gemm rates")
+# With --repeats=1 on a busy 2-core machine one series can come out flat or
+# falling; the tool then leaves that kind out and says why, which is the
+# contract checked here (alpha_beta_fit_test covers the fit itself).
 kinds = sorted(c["kind"] for c in p["collectives"])
-need(kinds == ["all_gather", "all_reduce", "broadcast", "reduce_scatter"], f"collective kinds {kinds}")
+unfit = sorted(k for k in ["all_gather", "all_reduce", "broadcast", "reduce_scatter"]
+               if re.search(rf"^{k} +2 +not in the profile: alpha-beta fit", log, re.M))
+need(kinds, "no collective in the profile")
+need(sorted(kinds + unfit) == ["all_gather", "all_reduce", "broadcast", "reduce_scatter"],
+     f"collective kinds {kinds}, left out with a reason {unfit}")
 for c in p["collectives"]:
     need(c["backend"] == "gloo" and c["group_size"] == 2 and c["link_class"] == "intra_host", "collective labels")
     need(c["latency_s"] >= 0 and c["bus_bandwidth_bytes_per_s"] > 0, "alpha/beta")
