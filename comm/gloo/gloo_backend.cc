@@ -4,6 +4,7 @@
 #include "comm/gloo/gloo_backend.h"
 
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <netdb.h>
 #include <signal.h>
 #include <sys/socket.h>
@@ -15,16 +16,23 @@
 #include <cstring>
 #include <deque>
 #include <list>
+#include <map>
 #include <memory>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <tuple>
 #include <utility>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "absl/synchronization/mutex.h"
 #include "comm/errors.h"
 #include "comm/gloo/gloo_reduce.h"
@@ -41,6 +49,7 @@
 #include "gloo/reduce_scatter.h"
 #include "gloo/rendezvous/context.h"
 #include "gloo/scatter.h"
+#include "gloo/transport/tcp/address.h"
 #include "gloo/transport/tcp/device.h"
 #include "gloo/transport/unbound_buffer.h"
 #include "gloo/types.h"
@@ -74,13 +83,35 @@ absl::Status withContext(const absl::Status& status, const std::string& prefix) 
   return makeError(errorKind(status), status.code(), absl::StrCat(prefix, status.message()));
 }
 
+// Which group rank owns each socket address of this rank's connections.
+// Gloo's transport errors name a peer only by the address of its end of
+// the socket ("Read error [10.0.0.7]:41234: ..."). Once the mesh is
+// connected every rank publishes the local address of each of its
+// connections, so a failure can be mapped back to the peer's rank.
+using PeerAddresses = std::map<std::string, int>;
+
+// The rank whose socket address appears in a Gloo message, if any.
+std::optional<int> peerNamedIn(const PeerAddresses& peers, std::string_view what) {
+  for (size_t open = what.find('['); open != std::string_view::npos;
+       open = what.find('[', open + 1)) {
+    const size_t close = what.find("]:", open);
+    if (close == std::string_view::npos) break;
+    size_t end = close + 2;
+    while (end < what.size() && absl::ascii_isdigit(static_cast<unsigned char>(what[end]))) ++end;
+    auto found = peers.find(std::string(what.substr(open, end - open)));
+    if (found != peers.end()) return found->second;
+  }
+  return std::nullopt;
+}
+
 // A Gloo exception as the error of the call it interrupted. Gloo reports
-// timeouts and lost connections as IoException; it never names the peer
-// rank of a collective (its messages carry socket addresses), so only
-// send/recv, whose peer we know, name one.
-absl::Status engineError(const CollectiveInfo& info, const std::string& what, bool io) {
-  const std::string peer =
-      info.peer >= 0 ? absl::StrCat("peer rank ", info.peer) : std::string("a peer");
+// timeouts and lost connections as IoException, naming the peer only by
+// socket address; send/recv know their peer, collectives look it up.
+absl::Status engineError(const CollectiveInfo& info, const std::string& what, bool io,
+                         const PeerAddresses& peers) {
+  std::optional<int> named = info.peer >= 0 ? std::optional<int>(info.peer) : std::nullopt;
+  if (!named) named = peerNamedIn(peers, what);
+  const std::string peer = named ? absl::StrCat("peer rank ", *named) : std::string("a peer");
   if (io && absl::StrContains(what, "Timed out")) {
     return timeoutError(absl::StrCat(info.describe(), " timed out in gloo: ", what, "; ", peer,
                                      " did not take part in time (is it alive and making the "
@@ -149,7 +180,8 @@ struct Task {
 // Runs `task`, turning whatever Gloo throws into a Status. `engine_failed`
 // tells a Gloo failure (the context is unusable after it) from an error
 // the call itself returned.
-absl::Status runGuarded(Task& task, Engine& engine, bool* engine_failed) {
+absl::Status runGuarded(Task& task, Engine& engine, const PeerAddresses& peers,
+                        bool* engine_failed) {
   const CollectiveInfo& info = task.work->info();
   *engine_failed = true;
   try {
@@ -157,11 +189,11 @@ absl::Status runGuarded(Task& task, Engine& engine, bool* engine_failed) {
     *engine_failed = false;
     return status;
   } catch (const ::gloo::IoException& e) {
-    return engineError(info, e.what(), /*io=*/true);
+    return engineError(info, e.what(), /*io=*/true, peers);
   } catch (const std::exception& e) {
-    return engineError(info, e.what(), /*io=*/false);
+    return engineError(info, e.what(), /*io=*/false, peers);
   } catch (...) {
-    return engineError(info, "unknown exception", /*io=*/false);
+    return engineError(info, "unknown exception", /*io=*/false, peers);
   }
 }
 
@@ -199,8 +231,8 @@ class TypedReduceScatterPlan : public ReduceScatterPlan {
 // its group.
 class Engine {
  public:
-  explicit Engine(std::shared_ptr<::gloo::rendezvous::Context> context)
-      : context_(std::move(context)) {}
+  Engine(std::shared_ptr<::gloo::rendezvous::Context> context, PeerAddresses peers)
+      : context_(std::move(context)), peers_(std::move(peers)) {}
   ~Engine() { shutdown(); }
 
   // Starts the worker, once the engine is complete.
@@ -210,6 +242,7 @@ class Engine {
   }
 
   const std::shared_ptr<::gloo::rendezvous::Context>& context() const { return context_; }
+  const PeerAddresses& peers() const { return peers_; }
   int rank() const { return context_->rank; }
   int size() const { return context_->size; }
 
@@ -304,6 +337,7 @@ class Engine {
 
   // Worker thread only.
   ReduceScatterPlan& reduceScatterPlan(DType dtype, ReduceOp op, int count) {
+    if (!primed_) primeSendBuffers();
     if (op == ReduceOp::kAvg) op = ReduceOp::kSum;
     const auto key = std::make_tuple(dtype, op, count);
     for (auto it = plans_.begin(); it != plans_.end(); ++it) {
@@ -326,6 +360,30 @@ class Engine {
   }
 
  private:
+  // Gloo's pair-based ("old-style") algorithms, reduce-scatter among them,
+  // fix a connection's SO_SNDBUF once, at the size of the first message
+  // they send on it, and never raise it. A first reduce-scatter of a few
+  // tens of KiB thus pins the buffers small, and every later message that
+  // outgrows them is written in pieces whose tail waits for a delayed ACK:
+  // 128 KiB reduce-scatters after 64 KiB ones took 20-40 ms instead of
+  // 0.5 ms on loopback (docs/comm_bench.md). So the first reduce-scatter of
+  // an engine is preceded by one whose every message is at least
+  // kPrimeChunkBytes, which lets the kernel's limit (net.core.wmem_max)
+  // decide the buffers instead.
+  void primeSendBuffers() {
+    primed_ = true;
+    constexpr int64_t kPrimeChunkBytes = 256 << 10;
+    constexpr int64_t kPrimeMaxBytes = 64 << 20;
+    if (size() == 1) return;
+    const int64_t bytes = std::min(kPrimeMaxBytes, kPrimeChunkBytes * size());
+    const int count = static_cast<int>(bytes / static_cast<int64_t>(sizeof(float)));
+    TypedReduceScatterPlan<float> prime(context_, count, inPlaceReduction<float>(ReduceOp::kSum));
+    std::memset(prime.buffer(), 0, static_cast<size_t>(count) * sizeof(float));
+    prime.run();
+    unsettled_ = true;
+    settle(context_->getTimeout());
+  }
+
   void startThreadLocked(void (*loop)(Engine&)) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     threads_.emplace_back([this, loop] { loop(*this); });
   }
@@ -360,7 +418,7 @@ class Engine {
   bool finish(Task& task, bool skip) {
     absl::Status status;
     bool engine_failed = false;
-    if (!skip) status = runGuarded(task, *this, &engine_failed);
+    if (!skip) status = runGuarded(task, *this, peers_, &engine_failed);
     if (engine_failed) {
       // A call that fails because an abort closed the connections under it
       // reports the abort, not the symptom Gloo saw.
@@ -418,6 +476,7 @@ class Engine {
   }
 
   const std::shared_ptr<::gloo::rendezvous::Context> context_;
+  const PeerAddresses peers_;
   absl::Mutex mu_;
   std::deque<Task> queue_ ABSL_GUARDED_BY(mu_);
   std::deque<Task> transfers_ ABSL_GUARDED_BY(mu_);
@@ -429,6 +488,7 @@ class Engine {
   absl::Status broken_ ABSL_GUARDED_BY(mu_);
   // Worker thread only (and shutdown, after the worker is joined).
   bool unsettled_ = false;
+  bool primed_ = false;  // worker thread only
   std::vector<uint8_t> scratch_;
   std::list<std::pair<std::tuple<DType, ReduceOp, int>, std::unique_ptr<ReduceScatterPlan>>>
       plans_;
@@ -563,10 +623,10 @@ void allToAllBytes(Engine& engine, uint8_t* out, std::vector<int64_t> out_bytes,
 class GlooBackend : public Backend {
  public:
   GlooBackend(const BackendContext& context,
-              std::shared_ptr<::gloo::rendezvous::Context> gloo_context)
+              std::shared_ptr<::gloo::rendezvous::Context> gloo_context, PeerAddresses peers)
       : Backend(context),
         default_timeout_(context.timeout),
-        engine_(std::make_shared<Engine>(std::move(gloo_context))) {
+        engine_(std::make_shared<Engine>(std::move(gloo_context), std::move(peers))) {
     engine_->start();
   }
 
@@ -841,9 +901,9 @@ class GlooBackend : public Backend {
         work->buffer().recv(peer, slot);
       }
     } catch (const ::gloo::IoException& e) {
-      return engineError(info, e.what(), /*io=*/true);
+      return engineError(info, e.what(), /*io=*/true, engine_->peers());
     } catch (const std::exception& e) {
-      return engineError(info, e.what(), /*io=*/false);
+      return engineError(info, e.what(), /*io=*/false, engine_->peers());
     }
     TransferWork* raw = work.get();
     engine_->awaitTransfer(work, [raw, is_send, timeout, info](Engine&) -> absl::Status {
@@ -880,6 +940,110 @@ GlooBackendOptions glooOptionsFromEnv(
   return options;
 }
 
+namespace {
+
+// "[ip]:port" as Gloo prints socket addresses, or "" for other families.
+std::string glooAddressText(const sockaddr_storage& address) {
+  char text[INET6_ADDRSTRLEN] = {};
+  int port = 0;
+  if (address.ss_family == AF_INET) {
+    const auto& v4 = reinterpret_cast<const sockaddr_in&>(address);
+    if (inet_ntop(AF_INET, &v4.sin_addr, text, sizeof(text)) == nullptr) return "";
+    port = ntohs(v4.sin_port);
+  } else if (address.ss_family == AF_INET6) {
+    const auto& v6 = reinterpret_cast<const sockaddr_in6&>(address);
+    if (inet_ntop(AF_INET6, &v6.sin6_addr, text, sizeof(text)) == nullptr) return "";
+    port = ntohs(v6.sin6_port);
+  } else {
+    return "";
+  }
+  return absl::StrCat("[", text, "]:", port);
+}
+
+// The local address of every connected TCP socket of this process. Gloo
+// keeps the listening address as a pair's own address on the side that
+// connected, while the accepting side sees the connecting socket's
+// ephemeral port in its errors; only the socket itself knows that port.
+std::vector<std::string> connectedTcpSocketAddresses() {
+  std::vector<std::string> addresses;
+  DIR* dir = opendir("/proc/self/fd");
+  if (dir == nullptr) return addresses;
+  while (dirent* entry = readdir(dir)) {
+    int fd = -1;
+    if (!absl::SimpleAtoi(entry->d_name, &fd) || fd == dirfd(dir)) continue;
+    int type = 0;
+    socklen_t type_length = sizeof(type);
+    if (getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &type_length) != 0 || type != SOCK_STREAM) {
+      continue;
+    }
+    sockaddr_storage local{}, remote{};
+    socklen_t local_length = sizeof(local), remote_length = sizeof(remote);
+    if (getsockname(fd, reinterpret_cast<sockaddr*>(&local), &local_length) != 0 ||
+        getpeername(fd, reinterpret_cast<sockaddr*>(&remote), &remote_length) != 0) {
+      continue;
+    }
+    if (std::string text = glooAddressText(local); !text.empty()) addresses.push_back(text);
+  }
+  closedir(dir);
+  return addresses;
+}
+
+// The listening addresses this rank's pairs had before they connected,
+// which the peers keep as the pairs' remote address: Gloo's full-mesh
+// rendezvous stored them under the key "<rank>", one serialized tcp::Address
+// per peer.
+std::vector<std::string> preConnectionAddresses(::gloo::rendezvous::Context& context,
+                                                Store& store) {
+  std::vector<std::string> addresses;
+  if (context.size < 2) return addresses;
+  const size_t chunk = context.getPair(context.rank == 0 ? 1 : 0)->address().bytes().size();
+  absl::StatusOr<Bytes> blob = store.get(absl::StrCat(context.rank));
+  if (!blob.ok() || chunk == 0 || blob->size() % chunk != 0) return addresses;
+  for (size_t at = 0; at < blob->size(); at += chunk) {
+    const std::vector<char> bytes(blob->begin() + at, blob->begin() + at + chunk);
+    addresses.push_back(::gloo::transport::tcp::Address(bytes).str());
+  }
+  return addresses;
+}
+
+// Publishes every address by which this rank's connections may appear in
+// its peers' errors, and reads everyone else's (see PeerAddresses). Gloo
+// names a peer by whichever it holds: the address the peer's pair listened
+// on, the pair's address once connected, or the peer socket's own address
+// (an ephemeral port on the side that connected). The blob is smaller than
+// the one Gloo's own full-mesh rendezvous exchanges.
+absl::StatusOr<PeerAddresses> exchangePeerAddresses(::gloo::rendezvous::Context& context,
+                                                    Store& store) {
+  constexpr char kKey[] = "gloo_socket_addresses/";
+  std::vector<std::string> own = connectedTcpSocketAddresses();
+  for (std::string& address : preConnectionAddresses(context, store)) {
+    own.push_back(std::move(address));
+  }
+  for (int peer = 0; peer < context.size; ++peer) {
+    if (peer != context.rank) own.push_back(context.getPair(peer)->address().str());
+  }
+  std::sort(own.begin(), own.end());
+  own.erase(std::unique(own.begin(), own.end()), own.end());
+  const std::string mine = absl::StrJoin(own, " ");
+  if (absl::Status s = store.set(absl::StrCat(kKey, context.rank), Bytes(mine.begin(), mine.end()));
+      !s.ok()) {
+    return s;
+  }
+  PeerAddresses peers;
+  for (int peer = 0; peer < context.size; ++peer) {
+    if (peer == context.rank) continue;
+    absl::StatusOr<Bytes> theirs = store.get(absl::StrCat(kKey, peer));
+    if (!theirs.ok()) return theirs.status();
+    const std::string text(theirs->begin(), theirs->end());
+    for (absl::string_view address : absl::StrSplit(text, ' ', absl::SkipEmpty())) {
+      peers.emplace(std::string(address), peer);
+    }
+  }
+  return peers;
+}
+
+}  // namespace
+
 absl::StatusOr<std::unique_ptr<Backend>> createGlooBackend(const BackendContext& context,
                                                            const GlooBackendOptions& options) {
   ignoreSigpipe();
@@ -913,7 +1077,13 @@ absl::StatusOr<std::unique_ptr<Backend>> createGlooBackend(const BackendContext&
     return networkError(absl::StrCat(who, " could not connect to its peers within ",
                                      absl::FormatDuration(context.timeout), ": ", e.what()));
   }
-  return std::unique_ptr<Backend>(new GlooBackend(context, std::move(gloo_context)));
+  absl::StatusOr<PeerAddresses> peers = exchangePeerAddresses(*gloo_context, *context.store);
+  if (!peers.ok()) {
+    return withContext(peers.status(), absl::StrCat(who, " could not exchange the addresses "
+                                                         "of its connections: "));
+  }
+  return std::unique_ptr<Backend>(
+      new GlooBackend(context, std::move(gloo_context), *std::move(peers)));
 }
 
 void registerGlooBackend() {

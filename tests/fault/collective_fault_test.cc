@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
@@ -20,6 +21,7 @@ namespace loom::fault {
 namespace {
 
 using ::testing::AnyOf;
+using ::testing::ContainsRegex;
 using ::testing::HasSubstr;
 
 constexpr absl::Duration kTimeout = absl::Seconds(3);
@@ -63,6 +65,8 @@ TEST_P(KillTest, SurvivorsFailNamingTheCallWithinTheTimeout) {
   job.rank(c.victim).signal(SIGKILL);
   absl::Duration slowest;
   std::string excerpt;
+  int lost_connection = 0;
+  int named_victim = 0;
   for (int r = 0; r < kSize; ++r) {
     if (r == c.victim) continue;
     absl::StatusOr<RankError> error = job.awaitError(r, killed + kTimeout + kMargin);
@@ -75,10 +79,23 @@ TEST_P(KillTest, SurvivorsFailNamingTheCallWithinTheTimeout) {
     EXPECT_THAT(error->message, HasSubstr("in group default"));
     EXPECT_THAT(error->message, HasSubstr(absl::StrCat("rank ", r, " of 4")));
     EXPECT_THAT(error->kind, AnyOf("network", "timeout")) << error->message;
+    // A lost connection names the peer by rank, not just by Gloo's socket
+    // address: the victim, or a survivor that gave up on it first and
+    // closed its connections.
+    if (error->kind == "network" && absl::StrContains(error->message, "lost its connection")) {
+      ++lost_connection;
+      EXPECT_THAT(error->message, ContainsRegex("lost its connection to peer rank [0-9]"));
+      if (absl::StrContains(error->message, absl::StrCat("peer rank ", c.victim, ":"))) {
+        ++named_victim;
+      }
+    }
     if (error->seen - killed >= slowest) {
       slowest = error->seen - killed;
       excerpt = error->message;
     }
+  }
+  if (lost_connection > 0) {
+    EXPECT_GT(named_victim, 0) << "no survivor named rank " << c.victim;
   }
   reportTiming(
       absl::StrCat("gloo: rank ", c.victim, " of 4 SIGKILLed in ", c.op, ", checks ", c.checks),
