@@ -19,6 +19,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
 #include "absl/synchronization/mutex.h"
+#include "comm/debug/checked_issuer.h"
 #include "comm/debug/fingerprint.h"
 #include "comm/debug/flight_recorder.h"
 #include "comm/errors.h"
@@ -126,6 +127,9 @@ class ProcessGroup::Impl {
   std::unique_ptr<debug::FingerprintChecker> checker;
   std::unique_ptr<Backend> cuda_backend ABSL_GUARDED_BY(mu);
   std::unique_ptr<Backend> cpu_backend;
+  // Runs the checks of CPU collectives off the caller's thread. Declared
+  // last: destroyed first, while the checker and backends it feeds exist.
+  std::unique_ptr<debug::CheckedIssuer> issuer;
 
   static absl::StatusOr<std::shared_ptr<ProcessGroup>> create(std::shared_ptr<Store> base_store,
                                                               int rank, int size,
@@ -259,9 +263,9 @@ class ProcessGroup::Impl {
 
   // Numbers the call, records it, checks it against the other ranks'
   // (collectives, when checks are on) and hands it to the backend of its
-  // device.
-  WorkOr issue(const Call& call,
-               const std::function<WorkOr(Backend&, const CollectiveInfo&)>& run) {
+  // device. `run` may run later, on the issuer's thread, so it holds its
+  // arguments by value.
+  WorkOr issue(const Call& call, std::function<WorkOr(Backend&, const CollectiveInfo&)> run) {
     absl::StatusOr<Backend*> backend = backendFor(call.device, call.op);
     if (!backend.ok()) return backend.status();
     const CollectiveInfo info = nextInfo(call);
@@ -275,6 +279,22 @@ class ProcessGroup::Impl {
                                                .reduce_op = call.reduce_op,
                                                .shapes = {}};
       if (options.checks == CollectiveChecks::kDetail) fingerprint.shapes = call.common_shapes;
+      // CUDA calls stay on the caller's thread, which owns their stream
+      // order; CPU calls are checked and issued by the issuer.
+      if (issuer != nullptr && !call.device.isCuda()) {
+        auto work = std::make_shared<debug::CheckedWork>(info, options.timeout);
+        if (recorder != nullptr) {
+          work->onCompletion([recorder = recorder, id, group = options.group_name,
+                              rank = rank](const absl::Status& status) {
+            comm::recordEnd(recorder, id, status, group, rank);
+          });
+        }
+        issuer->submit(std::move(fingerprint), work,
+                       [run = std::move(run), backend = *backend, info] {
+                         return run(*backend, info);
+                       });
+        return work;
+      }
       if (absl::Status status = checker->check(fingerprint); !status.ok()) {
         // The checker's verdict reads the same on every rank; say which
         // rank's log this is.
@@ -390,6 +410,8 @@ absl::StatusOr<std::shared_ptr<ProcessGroup>> ProcessGroup::Impl::create(
     }
     impl->checker = std::make_unique<debug::FingerprintChecker>(
         *std::move(side), impl->store, options.group_name, options.timeout);
+    impl->issuer = std::make_unique<debug::CheckedIssuer>(
+        *impl->checker, absl::StrCat("rank ", rank, " of ", size, ": "));
   }
   if (options.flight_recorder_entries > 0) {
     impl->recorder = std::make_shared<debug::FlightRecorder>(options.group_name, rank, size,
@@ -509,7 +531,7 @@ ProcessGroup::WorkOr ProcessGroup::broadcast(Tensor tensor, const BroadcastOptio
                      .numel = tensor.numel(),
                      .root = options.root,
                      .common_shapes = shapesOf({&tensor}, {})},
-                    [&](Backend& backend, const CollectiveInfo& info) {
+                    [=](Backend& backend, const CollectiveInfo& info) {
                       return backend.broadcast(tensor, resolved, info);
                     });
 }
@@ -527,7 +549,7 @@ ProcessGroup::WorkOr ProcessGroup::allReduce(Tensor tensor, const AllReduceOptio
                      .numel = tensor.numel(),
                      .reduce_op = options.op,
                      .common_shapes = shapesOf({&tensor}, {})},
-                    [&](Backend& backend, const CollectiveInfo& info) {
+                    [=](Backend& backend, const CollectiveInfo& info) {
                       return backend.allReduce(tensor, resolved, info);
                     });
 }
@@ -547,7 +569,7 @@ ProcessGroup::WorkOr ProcessGroup::reduce(Tensor tensor, const ReduceOptions& op
                      .root = options.root,
                      .reduce_op = options.op,
                      .common_shapes = shapesOf({&tensor}, {})},
-                    [&](Backend& backend, const CollectiveInfo& info) {
+                    [=](Backend& backend, const CollectiveInfo& info) {
                       return backend.reduce(tensor, resolved, info);
                     });
 }
@@ -570,7 +592,7 @@ ProcessGroup::WorkOr ProcessGroup::allGather(std::vector<Tensor> outputs, Tensor
                      .shapes = shapesOf({&input}, {&outputs}),
                      .numel = input.numel(),
                      .common_shapes = shapesOf({&input}, {&outputs})},
-                    [&](Backend& backend, const CollectiveInfo& info) {
+                    [=](Backend& backend, const CollectiveInfo& info) {
                       return backend.allGather(outputs, input, resolved, info);
                     });
 }
@@ -592,7 +614,7 @@ ProcessGroup::WorkOr ProcessGroup::allGatherIntoTensor(Tensor output, Tensor inp
                      .shapes = shapesOf({&input, &output}, {}),
                      .numel = input.numel(),
                      .common_shapes = shapesOf({&input, &output}, {})},
-                    [&](Backend& backend, const CollectiveInfo& info) {
+                    [=](Backend& backend, const CollectiveInfo& info) {
                       return backend.allGatherIntoTensor(output, input, resolved, info);
                     });
 }
@@ -614,7 +636,7 @@ ProcessGroup::WorkOr ProcessGroup::gather(std::vector<Tensor> outputs, Tensor in
                      .numel = input.numel(),
                      .root = options.root,
                      .common_shapes = shapesOf({&input}, {})},
-                    [&](Backend& backend, const CollectiveInfo& info) {
+                    [=](Backend& backend, const CollectiveInfo& info) {
                       return backend.gather(outputs, input, resolved, info);
                     });
 }
@@ -636,7 +658,7 @@ ProcessGroup::WorkOr ProcessGroup::scatter(Tensor output, std::vector<Tensor> in
                      .numel = output.numel(),
                      .root = options.root,
                      .common_shapes = shapesOf({&output}, {})},
-                    [&](Backend& backend, const CollectiveInfo& info) {
+                    [=](Backend& backend, const CollectiveInfo& info) {
                       return backend.scatter(output, inputs, resolved, info);
                     });
 }
@@ -661,7 +683,7 @@ ProcessGroup::WorkOr ProcessGroup::reduceScatter(Tensor output, std::vector<Tens
                      .numel = output.numel(),
                      .reduce_op = options.op,
                      .common_shapes = shapesOf({&output}, {&inputs})},
-                    [&](Backend& backend, const CollectiveInfo& info) {
+                    [=](Backend& backend, const CollectiveInfo& info) {
                       return backend.reduceScatter(output, inputs, resolved, info);
                     });
 }
@@ -685,7 +707,7 @@ ProcessGroup::WorkOr ProcessGroup::reduceScatterTensor(Tensor output, Tensor inp
                      .numel = output.numel(),
                      .reduce_op = options.op,
                      .common_shapes = shapesOf({&output, &input}, {})},
-                    [&](Backend& backend, const CollectiveInfo& info) {
+                    [=](Backend& backend, const CollectiveInfo& info) {
                       return backend.reduceScatterTensor(output, input, resolved, info);
                     });
 }
@@ -719,7 +741,7 @@ ProcessGroup::WorkOr ProcessGroup::allToAll(std::vector<Tensor> outputs,
                      .device = device,
                      .dtype = dtype,
                      .shapes = shapesOf({}, {&inputs, &outputs})},
-                    [&](Backend& backend, const CollectiveInfo& info) {
+                    [=](Backend& backend, const CollectiveInfo& info) {
                       return backend.allToAll(outputs, inputs, resolved, info);
                     });
 }
@@ -797,7 +819,7 @@ ProcessGroup::WorkOr ProcessGroup::allToAllSingle(Tensor output, Tensor input,
                      .numel = even ? input.numel() : 0,
                      .common_shapes = even ? shapesOf({&input, &output}, {})
                                            : std::vector<std::vector<int64_t>>{}},
-                    [&](Backend& backend, const CollectiveInfo& info) {
+                    [=](Backend& backend, const CollectiveInfo& info) {
                       return backend.allToAllSingle(output, input, output_splits, input_splits,
                                                     resolved, info);
                     });
@@ -807,7 +829,7 @@ ProcessGroup::WorkOr ProcessGroup::barrier(const BarrierOptions& options) {
   Impl& impl = *impl_;
   const BarrierOptions resolved = withTimeout(options, impl.options.timeout);
   return impl.issue({.op = "barrier", .device = Device::cpu(), .dtype = DType::kUInt8},
-                    [&](Backend& backend, const CollectiveInfo& info) {
+                    [=](Backend& backend, const CollectiveInfo& info) {
                       return backend.barrier(resolved, info);
                     });
 }
@@ -828,7 +850,7 @@ ProcessGroup::WorkOr ProcessGroup::send(Tensor tensor, int dst, const P2POptions
                      .shapes = shapesOf({&tensor}, {}),
                      .peer = dst,
                      .is_send = true},
-                    [&](Backend& backend, const CollectiveInfo& info) {
+                    [=](Backend& backend, const CollectiveInfo& info) {
                       return backend.send(tensor, dst, resolved, info);
                     });
 }
@@ -849,7 +871,7 @@ ProcessGroup::WorkOr ProcessGroup::recv(Tensor tensor, int src, const P2POptions
                      .shapes = shapesOf({&tensor}, {}),
                      .peer = src,
                      .is_send = false},
-                    [&](Backend& backend, const CollectiveInfo& info) {
+                    [=](Backend& backend, const CollectiveInfo& info) {
                       return backend.recv(tensor, src, resolved, info);
                     });
 }

@@ -759,6 +759,12 @@ TEST(ProcessGroupFailureTest, ACallARankNeverMakesTimesOutNamingGroupRankOpAndSe
   }, uncheckedOptions());
 }
 
+// The outcome of a call: the error it returned, or what its Work ended
+// with. Checked CPU calls report the checks' verdict through the Work.
+absl::Status outcome(const absl::StatusOr<std::shared_ptr<Work>>& work) {
+  return work.ok() ? (*work)->wait() : work.status();
+}
+
 // With checks, the check before the call times out first and names the
 // rank that never came.
 TEST(ProcessGroupFailureTest, ChecksNameTheRankThatSkippedACall) {
@@ -770,8 +776,7 @@ TEST(ProcessGroupFailureTest, ChecksNameTheRankThatSkippedACall) {
       return;
     }
     Buffer buffer(DType::kFloat32, std::vector<int64_t>{4});
-    const absl::StatusOr<std::shared_ptr<Work>> work = group.allReduce(buffer.tensor());
-    EXPECT_THAT(work.status(),
+    EXPECT_THAT(outcome(group.allReduce(buffer.tensor())),
                 StatusIs(absl::StatusCode::kDeadlineExceeded,
                          AllOf(HasSubstr(absl::StrCat("rank ", group.rank(), " of 3: all_reduce #2 "
                                                       "in group default")),
@@ -785,16 +790,14 @@ TEST(ProcessGroupFailureTest, ChecksReportMismatchedCallsOnEveryRank) {
     Buffer f32(DType::kFloat32, std::vector<int64_t>{4});
     Buffer i32(DType::kInt32, std::vector<int64_t>{4});
     // Rank 2 broadcasts while the others all-reduce.
-    const absl::StatusOr<std::shared_ptr<Work>> first =
-        group.rank() == 2 ? group.broadcast(f32.tensor()) : group.allReduce(f32.tensor());
-    EXPECT_THAT(first.status(),
+    EXPECT_THAT(outcome(group.rank() == 2 ? group.broadcast(f32.tensor())
+                                          : group.allReduce(f32.tensor())),
                 StatusIs(absl::StatusCode::kInvalidArgument,
                          AllOf(HasSubstr("collective mismatch in group default at call #1"),
                                HasSubstr("broadcast"), HasSubstr("all_reduce"))));
     // Rank 0 passes i32 where the others pass f32.
-    const absl::StatusOr<std::shared_ptr<Work>> second =
-        group.allReduce(group.rank() == 0 ? i32.tensor() : f32.tensor());
-    EXPECT_THAT(second.status(), StatusIs(absl::StatusCode::kInvalidArgument,
+    EXPECT_THAT(outcome(group.allReduce(group.rank() == 0 ? i32.tensor() : f32.tensor())),
+                StatusIs(absl::StatusCode::kInvalidArgument,
                                           AllOf(HasSubstr("#2"), HasSubstr("i32"))));
     // The checks left the group usable.
     run(group.allReduce(f32.tensor()), "all_reduce after the mismatches");
@@ -808,7 +811,7 @@ TEST(ProcessGroupFailureTest, DetailChecksCompareShapes) {
     // Same dtype and element count, different shapes.
     Buffer tensor(DType::kFloat32, group.rank() == 0 ? std::vector<int64_t>{2, 3}
                                                      : std::vector<int64_t>{3, 2});
-    EXPECT_THAT(group.allReduce(tensor.tensor()).status(),
+    EXPECT_THAT(outcome(group.allReduce(tensor.tensor())),
                 StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("[2, 3]")));
   }, options);
 }
@@ -818,7 +821,7 @@ TEST(ProcessGroupFailureTest, TheEnvironmentOverridesTheChecksOption) {
   runRanks(2, [&](ProcessGroup& group) {
     Buffer tensor(DType::kInt8, group.rank() == 0 ? std::vector<int64_t>{4, 1}
                                                   : std::vector<int64_t>{1, 4});
-    EXPECT_THAT(group.allReduce(tensor.tensor()).status(),
+    EXPECT_THAT(outcome(group.allReduce(tensor.tensor())),
                 StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("[4, 1]")));
   }, uncheckedOptions());
   unsetenv("LOOM_COMM_CHECKS");
@@ -850,6 +853,44 @@ TEST(ProcessGroupFailureTest, ATimeoutDumpsTheFlightRecorder) {
   EXPECT_THAT(text, HasSubstr("all_reduce"));
   EXPECT_THAT(text, HasSubstr("barrier"));
   EXPECT_FALSE(std::ifstream(dir + "/mesh_tp_0_rank1.json").good());
+}
+
+// Checked CPU calls return at once: the check runs on the issuer's thread,
+// so a caller can overlap its compute with a peer that is still on its way.
+TEST(ProcessGroupChecksTest, ACheckedCallDoesNotBlockTheCaller) {
+  runRanks(2, [&](ProcessGroup& group) {
+    Buffer buffer = Buffer::of(DType::kFloat32, {1.0 + group.rank(), 10.0});
+    if (group.rank() == 1) absl::SleepFor(absl::Milliseconds(400));
+    const absl::Time start = absl::Now();
+    absl::StatusOr<std::shared_ptr<Work>> work = group.allReduce(buffer.tensor());
+    ASSERT_TRUE(work.ok()) << work.status();
+    if (group.rank() == 0) {
+      EXPECT_LT(absl::Now() - start, absl::Milliseconds(300))
+          << "issuing waited for the peer's check";
+      EXPECT_FALSE((*work)->isCompleted());
+    }
+    ASSERT_TRUE((*work)->wait().ok());
+    EXPECT_EQ(buffer.at(0), 3.0);
+    EXPECT_EQ(buffer.at(1), 20.0);
+  }, quickOptions());
+}
+
+// A call given up on while it waits for its check never reaches the
+// engine: its peer's call, checked and issued, finds no partner.
+TEST(ProcessGroupChecksTest, AbortingACallInItsCheckCancelsIt) {
+  runRanks(2, [&](ProcessGroup& group) {
+    Buffer first = Buffer::of(DType::kFloat32, {1.0});
+    if (group.rank() == 1) absl::SleepFor(absl::Milliseconds(300));
+    absl::StatusOr<std::shared_ptr<Work>> work = group.allReduce(first.tensor());
+    ASSERT_TRUE(work.ok()) << work.status();
+    if (group.rank() == 0) {
+      (*work)->abort();
+      EXPECT_THAT((*work)->wait(), StatusIs(absl::StatusCode::kAborted, HasSubstr("all_reduce #1")));
+    } else {
+      // The peer's call went ahead alone; it fails or times out.
+      EXPECT_FALSE((*work)->wait(absl::Milliseconds(500)).ok());
+    }
+  }, quickOptions(absl::Seconds(5)));
 }
 
 TEST(ProcessGroupFailureTest, AbortFailsOutstandingWork) {

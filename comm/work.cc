@@ -42,6 +42,10 @@ absl::Status Work::wait(std::optional<absl::Duration> timeout) {
     absl::MutexLock lock(&mu_);
     if (mu_.AwaitWithTimeout(absl::Condition(&completed_), limit)) return status_;
   }
+  if (const absl::Duration grace = timeoutGrace(); grace > absl::ZeroDuration()) {
+    absl::MutexLock lock(&mu_);
+    if (mu_.AwaitWithTimeout(absl::Condition(&completed_), grace)) return status_;
+  }
   const absl::Status timed_out = timeoutError(absl::StrCat(
       info_.describe(), " did not complete within ", absl::FormatDuration(limit),
       "; another rank of the group is likely missing, slower, or called a different "

@@ -72,6 +72,9 @@ class Work {
  protected:
   // Backend-specific cancellation (close a Gloo context, ncclCommAbort).
   virtual void abortEngine() {}
+  // How much longer wait() keeps waiting after its timeout before it fails
+  // the Work, for a completion known to be on its way with a better error.
+  virtual absl::Duration timeoutGrace() { return absl::ZeroDuration(); }
 
  private:
   const CollectiveInfo info_;

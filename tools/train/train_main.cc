@@ -59,9 +59,9 @@ ABSL_FLAG(bool, progress, true, "draw a progress bar on a terminal");
 ABSL_FLAG(bool, overlap, true,
           "run collectives async as the plan schedules them; false waits for each at once "
           "(no prefetch), for comparison");
-ABSL_FLAG(std::string, comm_checks, "off",
-          "collective checks across ranks: off, cheap (op, seq, dtype) or detail (+ shapes); "
-          "LOOM_COMM_CHECKS overrides");
+ABSL_FLAG(std::string, comm_checks, "cheap",
+          "collective checks across ranks: off, cheap (op, seq, dtype, count) or detail "
+          "(+ shapes); LOOM_COMM_CHECKS overrides");
 ABSL_FLAG(bool, deterministic, false,
           "fix every reduction order so batch-split layouts match the 1-rank run bit for bit "
           "(slower; docs/runtime.md)");
