@@ -1,0 +1,293 @@
+// Embedding lookup and its gradient, cross-entropy (+grad) and the
+// vocab-parallel cross-entropy pieces. Row kernels run one block per token;
+// token sums of the loss are taken in double by a single block in a fixed
+// order, as the CPU kernels do.
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <string>
+
+#include "runtime/kernels/cuda/cuda_kernels.h"
+#include "runtime/kernels/cuda/device_util.cuh"
+
+namespace loom::runtime::cuda {
+namespace {
+
+using detail::blockMax;
+using detail::blockSum;
+using detail::fromFloat;
+using detail::kFullMask;
+using detail::kWarpSize;
+using detail::launched;
+using detail::rowThreads;
+using detail::toFloat;
+
+template <typename T, typename Id>
+__global__ void embeddingKernel(const Id* ids, const T* table, T* out, int64_t hidden,
+                                int64_t row_begin, int64_t table_rows) {
+  const int64_t row = static_cast<int64_t>(ids[blockIdx.x]) - row_begin;
+  T* dst = out + blockIdx.x * hidden;
+  if (row >= 0 && row < table_rows) {
+    const T* src = table + row * hidden;
+    for (int64_t j = threadIdx.x; j < hidden; j += blockDim.x) dst[j] = src[j];
+  } else {
+    for (int64_t j = threadIdx.x; j < hidden; j += blockDim.x) dst[j] = fromFloat<T>(0.0f);
+  }
+}
+
+// Each block owns kGradRowsPerBlock table rows. It scans all ids in token
+// order, compacts the tokens that land in its rows (order kept) and adds
+// their dy rows, so every element is summed in token order without atomics:
+// the result is deterministic and equals the CPU kernel's. Scanning the ids
+// once per block costs tokens * table_rows / kGradRowsPerBlock id reads,
+// which stay in L2.
+constexpr int64_t kGradRowsPerBlock = 64;
+constexpr int kGradThreads = 256;
+
+template <typename T, typename Id>
+__global__ void embeddingGradKernel(const Id* ids, const T* dy, float* dtable, int64_t tokens,
+                                    int64_t hidden, int64_t row_begin, int64_t table_rows) {
+  __shared__ int64_t matched[kGradThreads];
+  __shared__ int warp_counts[kGradThreads / kWarpSize];
+  const int64_t first_row = blockIdx.x * kGradRowsPerBlock;
+  const int64_t my_rows = min(kGradRowsPerBlock, table_rows - first_row);
+  float* my_table = dtable + first_row * hidden;
+  for (int64_t i = threadIdx.x; i < my_rows * hidden; i += blockDim.x) my_table[i] = 0.0f;
+  __syncthreads();
+  const int lane = threadIdx.x % kWarpSize;
+  const int warp = threadIdx.x / kWarpSize;
+  for (int64_t chunk = 0; chunk < tokens; chunk += kGradThreads) {
+    const int64_t t = chunk + threadIdx.x;
+    const int64_t row = t < tokens ? static_cast<int64_t>(ids[t]) - row_begin - first_row : -1;
+    const bool mine = row >= 0 && row < my_rows;
+    const unsigned ballot = __ballot_sync(kFullMask, mine);
+    if (lane == 0) warp_counts[warp] = __popc(ballot);
+    __syncthreads();
+    int before = 0;
+    int count = 0;
+    for (int w = 0; w < kGradThreads / kWarpSize; ++w) {
+      before += w < warp ? warp_counts[w] : 0;
+      count += warp_counts[w];
+    }
+    if (mine) matched[before + __popc(ballot & ((1u << lane) - 1u))] = t;
+    __syncthreads();
+    for (int m = 0; m < count; ++m) {
+      const int64_t token = matched[m];
+      const int64_t local_row = static_cast<int64_t>(ids[token]) - row_begin - first_row;
+      const T* src = dy + token * hidden;
+      float* dst = my_table + local_row * hidden;
+      for (int64_t j = threadIdx.x; j < hidden; j += blockDim.x) dst[j] += toFloat(src[j]);
+    }
+    __syncthreads();
+  }
+}
+
+// One block per token: (double) logsumexp(row) - row[label], with the
+// logsumexp in float as the CPU's softmaxRow.
+template <typename Label>
+__global__ void crossEntropyRowsKernel(const float* logits, const Label* labels, double* losses,
+                                       int64_t vocab) {
+  __shared__ float scratch[32];
+  const float* row = logits + blockIdx.x * vocab;
+  float max = -INFINITY;
+  for (int64_t j = threadIdx.x; j < vocab; j += blockDim.x) max = fmaxf(max, row[j]);
+  max = blockMax(max, scratch);
+  float sum = 0.0f;
+  for (int64_t j = threadIdx.x; j < vocab; j += blockDim.x) sum += expf(row[j] - max);
+  sum = blockSum(sum, scratch);
+  if (threadIdx.x == 0) {
+    const float lse = max + logf(sum);
+    losses[blockIdx.x] = static_cast<double>(lse) -
+                         static_cast<double>(row[static_cast<int64_t>(labels[blockIdx.x])]);
+  }
+}
+
+// *loss = mean of the per-token values; one block, fixed order.
+constexpr int kMeanThreads = 1024;
+
+__global__ void meanKernel(const double* values, float* loss, int64_t count) {
+  __shared__ double scratch[32];
+  double sum = 0.0;
+  for (int64_t i = threadIdx.x; i < count; i += blockDim.x) sum += values[i];
+  sum = blockSum(sum, scratch);
+  if (threadIdx.x == 0) *loss = static_cast<float>(sum / static_cast<double>(count));
+}
+
+__global__ void vocabMeanKernel(const float* stats, float* loss, int64_t tokens) {
+  __shared__ double scratch[32];
+  double sum = 0.0;
+  for (int64_t t = threadIdx.x; t < tokens; t += blockDim.x) {
+    sum += log(static_cast<double>(stats[2 * t])) - static_cast<double>(stats[2 * t + 1]);
+  }
+  sum = blockSum(sum, scratch);
+  if (threadIdx.x == 0) *loss = static_cast<float>(sum / static_cast<double>(tokens));
+}
+
+template <typename Label>
+__global__ void crossEntropyGradKernel(const float* logits, const Label* labels, float factor,
+                                       float* dlogits, int64_t vocab) {
+  __shared__ float scratch[32];
+  const float* row = logits + blockIdx.x * vocab;
+  float* out = dlogits + blockIdx.x * vocab;
+  const auto label = static_cast<int64_t>(labels[blockIdx.x]);
+  float max = -INFINITY;
+  for (int64_t j = threadIdx.x; j < vocab; j += blockDim.x) max = fmaxf(max, row[j]);
+  max = blockMax(max, scratch);
+  float sum = 0.0f;
+  for (int64_t j = threadIdx.x; j < vocab; j += blockDim.x) sum += expf(row[j] - max);
+  const float inverse = 1.0f / blockSum(sum, scratch);
+  for (int64_t j = threadIdx.x; j < vocab; j += blockDim.x) {
+    float p = expf(row[j] - max) * inverse;
+    if (j == label) p -= 1.0f;
+    out[j] = p * factor;
+  }
+}
+
+__global__ void vocabMaxKernel(const float* logits, float* max, int64_t local, int64_t valid) {
+  __shared__ float scratch[32];
+  const float* row = logits + blockIdx.x * local;
+  float m = -INFINITY;
+  for (int64_t r = threadIdx.x; r < valid; r += blockDim.x) m = fmaxf(m, row[r]);
+  m = blockMax(m, scratch);
+  if (threadIdx.x == 0) max[blockIdx.x] = m;
+}
+
+// The exponentials and their sum in double, as the CPU kernel.
+__global__ void vocabStatsKernel(const float* logits, const int32_t* labels, const float* max,
+                                 float* stats, int64_t local, int64_t valid, int64_t row_begin) {
+  __shared__ double scratch[32];
+  const float* row = logits + blockIdx.x * local;
+  const auto m = static_cast<double>(max[blockIdx.x]);
+  double sum = 0.0;
+  for (int64_t r = threadIdx.x; r < valid; r += blockDim.x) {
+    sum += exp(static_cast<double>(row[r]) - m);
+  }
+  sum = blockSum(sum, scratch);
+  if (threadIdx.x == 0) {
+    const int64_t label = static_cast<int64_t>(labels[blockIdx.x]) - row_begin;
+    stats[2 * blockIdx.x] = static_cast<float>(sum);
+    stats[2 * blockIdx.x + 1] = label >= 0 && label < valid ? row[label] - max[blockIdx.x] : 0.0f;
+  }
+}
+
+__global__ void vocabCrossEntropyGradKernel(const float* logits, const int32_t* labels,
+                                            const float* max, const float* stats, float factor,
+                                            float* dlogits, int64_t local, int64_t valid,
+                                            int64_t row_begin) {
+  const float* row = logits + blockIdx.x * local;
+  float* out = dlogits + blockIdx.x * local;
+  const float m = max[blockIdx.x];
+  const float inverse = 1.0f / stats[2 * blockIdx.x];
+  const int64_t label = static_cast<int64_t>(labels[blockIdx.x]) - row_begin;
+  for (int64_t r = threadIdx.x; r < local; r += blockDim.x) {
+    float g = 0.0f;
+    if (r < valid) {
+      g = expf(row[r] - m) * inverse * factor;
+      if (r == label) g -= factor;
+    }
+    out[r] = g;
+  }
+}
+
+}  // namespace
+
+template <typename T, typename Id>
+Status embedding(const Id* ids, const T* table, T* out, int64_t tokens, int64_t hidden,
+                 int64_t row_begin, int64_t table_rows, cudaStream_t stream) {
+  embeddingKernel<<<static_cast<unsigned>(tokens), rowThreads(hidden, 256), 0, stream>>>(
+      ids, table, out, hidden, row_begin, table_rows);
+  return launched("embedding");
+}
+
+template <typename T, typename Id>
+Status embeddingGrad(const Id* ids, const T* dy, float* dtable, int64_t tokens, int64_t hidden,
+                     int64_t row_begin, int64_t table_rows, cudaStream_t stream) {
+  const auto blocks =
+      static_cast<unsigned>((table_rows + kGradRowsPerBlock - 1) / kGradRowsPerBlock);
+  embeddingGradKernel<<<blocks, kGradThreads, 0, stream>>>(ids, dy, dtable, tokens, hidden,
+                                                           row_begin, table_rows);
+  return launched("embeddingGrad");
+}
+
+size_t crossEntropyWorkspaceBytes(int64_t tokens) {
+  return static_cast<size_t>(tokens) * sizeof(double);
+}
+
+template <typename Label>
+Status crossEntropy(const float* logits, const Label* labels, float* loss, int64_t tokens,
+                    int64_t vocab, void* workspace, size_t workspace_bytes, cudaStream_t stream) {
+  if (workspace_bytes < crossEntropyWorkspaceBytes(tokens)) {
+    return Status::invalidArgument("crossEntropy: workspace of " + std::to_string(workspace_bytes) +
+                                   " bytes, needs " +
+                                   std::to_string(crossEntropyWorkspaceBytes(tokens)) +
+                                   "; size it with crossEntropyWorkspaceBytes(tokens)");
+  }
+  auto* losses = static_cast<double*>(workspace);
+  crossEntropyRowsKernel<<<static_cast<unsigned>(tokens), rowThreads(vocab), 0, stream>>>(
+      logits, labels, losses, vocab);
+  if (Status s = launched("crossEntropy"); !s.ok()) return s;
+  meanKernel<<<1, kMeanThreads, 0, stream>>>(losses, loss, tokens);
+  return launched("crossEntropy (mean)");
+}
+
+template <typename Label>
+Status crossEntropyGrad(const float* logits, const Label* labels, float dloss, float scale,
+                        float* dlogits, int64_t tokens, int64_t vocab, cudaStream_t stream) {
+  crossEntropyGradKernel<<<static_cast<unsigned>(tokens), rowThreads(vocab), 0, stream>>>(
+      logits, labels, dloss * scale, dlogits, vocab);
+  return launched("crossEntropyGrad");
+}
+
+Status vocabMax(const float* logits, float* max, int64_t tokens, int64_t local, int64_t valid,
+                cudaStream_t stream) {
+  vocabMaxKernel<<<static_cast<unsigned>(tokens), rowThreads(valid), 0, stream>>>(logits, max,
+                                                                                  local, valid);
+  return launched("vocabMax");
+}
+
+Status vocabStats(const float* logits, const int32_t* labels, const float* max, float* stats,
+                  int64_t tokens, int64_t local, int64_t valid, int64_t row_begin,
+                  cudaStream_t stream) {
+  vocabStatsKernel<<<static_cast<unsigned>(tokens), rowThreads(valid), 0, stream>>>(
+      logits, labels, max, stats, local, valid, row_begin);
+  return launched("vocabStats");
+}
+
+Status vocabCrossEntropy(const float* stats, float* loss, int64_t tokens, cudaStream_t stream) {
+  vocabMeanKernel<<<1, kMeanThreads, 0, stream>>>(stats, loss, tokens);
+  return launched("vocabCrossEntropy");
+}
+
+Status vocabCrossEntropyGrad(const float* logits, const int32_t* labels, const float* max,
+                             const float* stats, float dloss, float scale, float* dlogits,
+                             int64_t tokens, int64_t local, int64_t valid, int64_t row_begin,
+                             cudaStream_t stream) {
+  vocabCrossEntropyGradKernel<<<static_cast<unsigned>(tokens), rowThreads(local), 0, stream>>>(
+      logits, labels, max, stats, dloss * scale, dlogits, local, valid, row_begin);
+  return launched("vocabCrossEntropyGrad");
+}
+
+#define LOOM_INSTANTIATE_EMBEDDING(T, Id)                                                       \
+  template Status embedding<T, Id>(const Id*, const T*, T*, int64_t, int64_t, int64_t, int64_t, \
+                                   cudaStream_t);                                               \
+  template Status embeddingGrad<T, Id>(const Id*, const T*, float*, int64_t, int64_t, int64_t,  \
+                                       int64_t, cudaStream_t);
+
+LOOM_INSTANTIATE_EMBEDDING(float, int32_t)
+LOOM_INSTANTIATE_EMBEDDING(float, int64_t)
+LOOM_INSTANTIATE_EMBEDDING(bf16, int32_t)
+LOOM_INSTANTIATE_EMBEDDING(bf16, int64_t)
+
+#define LOOM_INSTANTIATE_LOSS(Label)                                                               \
+  template Status crossEntropy<Label>(const float*, const Label*, float*, int64_t, int64_t, void*, \
+                                      size_t, cudaStream_t);                                       \
+  template Status crossEntropyGrad<Label>(const float*, const Label*, float, float, float*,        \
+                                          int64_t, int64_t, cudaStream_t);
+
+LOOM_INSTANTIATE_LOSS(int32_t)
+LOOM_INSTANTIATE_LOSS(int64_t)
+
+#undef LOOM_INSTANTIATE_EMBEDDING
+#undef LOOM_INSTANTIATE_LOSS
+
+}  // namespace loom::runtime::cuda
