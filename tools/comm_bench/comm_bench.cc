@@ -8,6 +8,12 @@
 //
 //   bazel run -c opt //tools:launch -- --nproc=4 --
 //       bazel-bin/tools/comm_bench/comm-bench -b 4K -e 64M -f 2 --op=all_reduce
+//
+// With --backend=nccl the buffers are CUDA memory on GPU LOCAL_RANK and the
+// calls are timed with CUDA events on the caller's stream; without a usable
+// GPU it exits 3 ("comm-bench: skipped: no usable GPU: ...").
+#include <cuda_runtime_api.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -35,6 +41,8 @@
 #include "comm/gloo/gloo_backend.h"
 #include "comm/gloo/gloo_reduce.h"
 #include "comm/gloo/gloo_store.h"
+#include "comm/nccl/cuda_util.h"
+#include "comm/nccl/nccl_backend.h"
 #include "comm/prefix_store.h"
 #include "comm/process_group.h"
 #include "comm/reduce_op.h"
@@ -60,7 +68,9 @@ ABSL_FLAG(int, r, 0, "root of broadcast, reduce, gather and scatter");
 ABSL_FLAG(std::string, op, "all_reduce",
           "all_reduce, all_gather, reduce_scatter, broadcast, all_to_all, reduce, gather, "
           "scatter, or all");
-ABSL_FLAG(std::string, backend, "gloo", "the CPU backend of the group: gloo or mpi");
+ABSL_FLAG(std::string, backend, "gloo",
+          "the group's backend: gloo or mpi (host buffers), or nccl (CUDA buffers on GPU "
+          "LOCAL_RANK; exits 3 when no GPU is usable)");
 ABSL_FLAG(std::string, checks, "",
           "cross-rank debug checks: off, cheap or detail (empty: the group default, "
           "LOOM_COMM_CHECKS or cheap)");
@@ -73,6 +83,10 @@ namespace loom::comm {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+
+// Exit code of a run that could not happen here (--backend=nccl without a
+// usable GPU), as calibrate's --device=gpu.
+constexpr int kSkippedExitCode = 3;
 
 // Everything a collective needs to know about the run.
 struct Params {
@@ -172,7 +186,9 @@ std::optional<Layout> equalLayout(int64_t elements) {
 // For collectives whose big buffer holds one chunk per rank.
 int64_t chunkOf(int64_t elements, int n) { return elements / n; }
 
-Tensor view(void* data, DType dtype, int64_t count) { return Tensor(data, dtype, {count}); }
+Tensor view(void* data, DType dtype, int64_t count, Device device) {
+  return Tensor(data, dtype, {count}, device);
+}
 
 Tensor chunk(const Tensor& t, int64_t index, int64_t count) {
   return *t.narrow(index * count, count);
@@ -414,42 +430,179 @@ int64_t countWrong(const Collective& coll, const Tensor& out, const Layout& layo
   return wrong;
 }
 
-// One rank's buffers for one size and mode; the views point into them.
+// CUDA memory of one buffer, freed with it.
+class DeviceBuffer {
+ public:
+  DeviceBuffer() = default;
+  ~DeviceBuffer() { reset(); }
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+
+  absl::Status allocate(size_t bytes) {
+    reset();
+    return nccl::cudaStatus(cudaMalloc(&data_, std::max<size_t>(bytes, 1)),
+                            absl::StrCat("cudaMalloc of ", bytes, " bytes for the buffers"));
+  }
+  void* data() const { return data_; }
+
+ private:
+  void reset() {
+    if (data_ != nullptr) cudaFree(data_);
+    data_ = nullptr;
+  }
+  void* data_ = nullptr;
+};
+
+// The GPU side of --backend=nccl: this rank's device, the caller stream every
+// call is ordered after (made current for the group), and the timing events.
+class GpuRun {
+ public:
+  static absl::StatusOr<std::unique_ptr<GpuRun>> create(int local_rank) {
+    int count = 0;
+    if (absl::Status s = nccl::cudaStatus(cudaGetDeviceCount(&count), "cudaGetDeviceCount");
+        !s.ok()) {
+      return s;
+    }
+    if (local_rank >= count) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "--backend=nccl: LOCAL_RANK ", local_rank, " has no GPU: ", count,
+          " visible; start at most one rank per GPU (NCCL cannot put two ranks of a group on one "
+          "GPU)"));
+    }
+    auto gpu = std::unique_ptr<GpuRun>(new GpuRun());
+    gpu->device_ = local_rank;
+    cudaDeviceProp prop{};
+    absl::Status s =
+        nccl::cudaStatus(cudaGetDeviceProperties(&prop, local_rank), "cudaGetDeviceProperties");
+    if (s.ok()) s = nccl::cudaStatus(cudaSetDevice(local_rank), "cudaSetDevice");
+    if (s.ok()) {
+      s = nccl::cudaStatus(cudaStreamCreateWithFlags(&gpu->stream_, cudaStreamNonBlocking),
+                           "cudaStreamCreateWithFlags");
+    }
+    if (s.ok()) s = nccl::cudaStatus(cudaEventCreate(&gpu->start_), "cudaEventCreate");
+    if (s.ok()) s = nccl::cudaStatus(cudaEventCreate(&gpu->stop_), "cudaEventCreate");
+    if (!s.ok()) return s;
+    gpu->name_ = prop.name;
+    nccl::setCurrentCudaStream(gpu->stream_);
+    return gpu;
+  }
+
+  ~GpuRun() {
+    nccl::setCurrentCudaStream(nullptr);
+    if (start_ != nullptr) cudaEventDestroy(start_);
+    if (stop_ != nullptr) cudaEventDestroy(stop_);
+    if (stream_ != nullptr) cudaStreamDestroy(stream_);
+  }
+  GpuRun(const GpuRun&) = delete;
+  GpuRun& operator=(const GpuRun&) = delete;
+
+  Device device() const { return Device::cuda(device_); }
+  const std::string& name() const { return name_; }
+  cudaStream_t stream() const { return stream_; }
+  cudaEvent_t start() const { return start_; }
+  cudaEvent_t stop() const { return stop_; }
+
+  // Copies on the caller stream, so that calls issued later (which wait for
+  // that stream) see them; returns once the copy is done.
+  absl::Status copy(void* to, const void* from, size_t bytes, cudaMemcpyKind kind) const {
+    if (absl::Status s =
+            nccl::cudaStatus(cudaMemcpyAsync(to, from, bytes, kind, stream_), "cudaMemcpyAsync");
+        !s.ok()) {
+      return s;
+    }
+    return nccl::cudaStatus(cudaStreamSynchronize(stream_), "cudaStreamSynchronize");
+  }
+
+ private:
+  GpuRun() = default;
+  int device_ = 0;
+  std::string name_;
+  cudaStream_t stream_ = nullptr;
+  cudaEvent_t start_ = nullptr;
+  cudaEvent_t stop_ = nullptr;
+};
+
+// One rank's buffers for one size and mode. On the host they are `a` and
+// `b`; on a GPU those are the host mirrors that data is filled in and
+// checked on, and `device_a`/`device_b` are what the calls get.
 struct Buffers {
   std::vector<uint64_t> a;
   std::vector<uint64_t> b;
+  DeviceBuffer device_a;
+  DeviceBuffer device_b;
+  size_t a_bytes = 0;
+  size_t b_bytes = 0;
+  // Views into `a` and `b`.
+  Views host;
+  // What the collective gets: `host`, or the same layout in device memory.
   Views views;
 };
 
-void allocate(Buffers& buf, const Layout& l, bool in_place, const Params& p) {
-  const size_t es = dtypeSize(p.dtype);
-  auto words = [&](int64_t count) { return (static_cast<size_t>(count) * es + 7) / 8; };
-  if (in_place) {
-    const int64_t total = std::max(l.in_count, l.out_count);
-    buf.a.assign(words(total), 0);
-    buf.b.clear();
-    const Tensor whole = view(buf.a.data(), p.dtype, total);
-    // -1 offsets mean "this rank's own chunk".
-    const int64_t in_off = l.in_offset < 0 ? p.rank * l.in_count : l.in_offset;
-    const int64_t out_off = l.out_offset < 0 ? p.rank * l.out_count : l.out_offset;
-    buf.views = {*whole.narrow(in_off, l.in_count), *whole.narrow(out_off, l.out_count),
-                 /*in_place=*/true};
-  } else {
-    buf.a.assign(words(l.in_count), 0);
-    buf.b.assign(words(l.out_count), 0);
-    buf.views = {view(buf.a.data(), p.dtype, l.in_count), view(buf.b.data(), p.dtype, l.out_count)};
+Views layOut(void* a, void* b, const Layout& l, bool in_place, const Params& p, Device device) {
+  if (!in_place) {
+    return {view(a, p.dtype, l.in_count, device), view(b, p.dtype, l.out_count, device)};
   }
+  const Tensor whole = view(a, p.dtype, std::max(l.in_count, l.out_count), device);
+  // -1 offsets mean "this rank's own chunk".
+  const int64_t in_off = l.in_offset < 0 ? p.rank * l.in_count : l.in_offset;
+  const int64_t out_off = l.out_offset < 0 ? p.rank * l.out_count : l.out_offset;
+  return {*whole.narrow(in_off, l.in_count), *whole.narrow(out_off, l.out_count),
+          /*in_place=*/true};
 }
 
-// Sentinel in the output, then the input (which in place lies inside it).
-void initData(const Buffers& buf, const Params& p) {
-  fillSentinel(buf.views.output, p);
-  fillInput(buf.views.input, p);
+absl::Status allocate(Buffers& buf, const Layout& l, bool in_place, const Params& p,
+                      const GpuRun* gpu) {
+  const size_t es = dtypeSize(p.dtype);
+  auto words = [&](int64_t count) { return (static_cast<size_t>(count) * es + 7) / 8; };
+  buf.a_bytes = static_cast<size_t>(in_place ? std::max(l.in_count, l.out_count) : l.in_count) * es;
+  buf.b_bytes = in_place ? 0 : static_cast<size_t>(l.out_count) * es;
+  buf.a.assign(words(buf.a_bytes / es), 0);
+  buf.b.assign(words(buf.b_bytes / es), 0);
+  buf.host = layOut(buf.a.data(), buf.b.data(), l, in_place, p, Device::cpu());
+  if (gpu == nullptr) {
+    buf.views = buf.host;
+    return absl::OkStatus();
+  }
+  if (absl::Status s = buf.device_a.allocate(buf.a_bytes); !s.ok()) return s;
+  if (!in_place) {
+    if (absl::Status s = buf.device_b.allocate(buf.b_bytes); !s.ok()) return s;
+  }
+  buf.views = layOut(buf.device_a.data(), buf.device_b.data(), l, in_place, p, gpu->device());
+  return absl::OkStatus();
+}
+
+// Sentinel in the output, then the input (which in place lies inside it);
+// on a GPU the host mirrors are filled and copied up.
+absl::Status initData(const Buffers& buf, const Params& p, const GpuRun* gpu) {
+  fillSentinel(buf.host.output, p);
+  fillInput(buf.host.input, p);
+  if (gpu == nullptr) return absl::OkStatus();
+  if (absl::Status s =
+          gpu->copy(buf.device_a.data(), buf.a.data(), buf.a_bytes, cudaMemcpyHostToDevice);
+      !s.ok()) {
+    return s;
+  }
+  if (buf.b_bytes == 0) return absl::OkStatus();
+  return gpu->copy(buf.device_b.data(), buf.b.data(), buf.b_bytes, cudaMemcpyHostToDevice);
+}
+
+// The output as the host sees it: on a GPU, copied down into its mirror.
+absl::StatusOr<Tensor> hostOutput(const Buffers& buf, const GpuRun* gpu) {
+  if (gpu != nullptr) {
+    if (absl::Status s = gpu->copy(buf.host.output.data(), buf.views.output.data(),
+                                   buf.host.output.nbytes(), cudaMemcpyDeviceToHost);
+        !s.ok()) {
+      return s;
+    }
+  }
+  return buf.host.output;
 }
 
 struct Bench {
   ProcessGroup& group;
   std::optional<Direct> direct = {};
+  // Set with --backend=nccl.
+  std::unique_ptr<GpuRun> gpu = {};
   Params params = {};
   int iters = 20;
   int warmup = 5;
@@ -464,7 +617,58 @@ absl::Status runOnce(Bench& bench, const Collective& coll, const Views& v) {
   }
   absl::StatusOr<std::shared_ptr<Work>> work = coll.run(bench.group, v, bench.params);
   if (!work.ok()) return work.status();
+  // On a GPU, also order the caller's stream (which reads the output back)
+  // after the call.
+  if (bench.gpu != nullptr) {
+    if (absl::Status s = (*work)->synchronize(); !s.ok()) return s;
+  }
   return (*work)->wait();
+}
+
+// Microseconds per call of `iters` calls on the GPU, from CUDA events on the
+// caller's stream: the start event before the first call, the stop event
+// once Work::synchronize() has made the stream wait for every call. This is
+// device time from the first call's start to the last call's end, without
+// the watchdog's polling. With -z 1 the host waits for each call before the
+// next, so that round trip is counted too.
+absl::StatusOr<double> timeOnGpu(Bench& bench, const Collective& coll, const Views& v, int iters) {
+  const GpuRun& gpu = *bench.gpu;
+  if (absl::Status s =
+          nccl::cudaStatus(cudaEventRecord(gpu.start(), gpu.stream()), "cudaEventRecord");
+      !s.ok()) {
+    return s;
+  }
+  std::vector<std::shared_ptr<Work>> works;
+  for (int i = 0; i < iters; ++i) {
+    absl::StatusOr<std::shared_ptr<Work>> work = coll.run(bench.group, v, bench.params);
+    if (!work.ok()) return work.status();
+    if (bench.blocking) {
+      if (absl::Status s = (*work)->wait(); !s.ok()) return s;
+    }
+    works.push_back(*std::move(work));
+  }
+  for (const auto& work : works) {
+    if (absl::Status s = work->synchronize(); !s.ok()) return s;
+  }
+  if (absl::Status s =
+          nccl::cudaStatus(cudaEventRecord(gpu.stop(), gpu.stream()), "cudaEventRecord");
+      !s.ok()) {
+    return s;
+  }
+  for (const auto& work : works) {
+    if (absl::Status s = work->wait(); !s.ok()) return s;
+  }
+  if (absl::Status s = nccl::cudaStatus(cudaEventSynchronize(gpu.stop()), "cudaEventSynchronize");
+      !s.ok()) {
+    return s;
+  }
+  float ms = 0;
+  if (absl::Status s = nccl::cudaStatus(cudaEventElapsedTime(&ms, gpu.start(), gpu.stop()),
+                                        "cudaEventElapsedTime");
+      !s.ok()) {
+    return s;
+  }
+  return 1e3 * ms / iters;
 }
 
 // Runs `iters` calls; without -z 1 they are all issued before the first
@@ -514,15 +718,23 @@ struct Cell {
 // nccl-tests' default), then a checked call on fresh data.
 absl::StatusOr<Cell> measure(Bench& bench, const Collective& coll, const Layout& layout,
                              bool in_place, int64_t bytes) {
+  const GpuRun* gpu = bench.gpu.get();
   Buffers buf;
-  allocate(buf, layout, in_place, bench.params);
-  initData(buf, bench.params);
+  if (absl::Status s = allocate(buf, layout, in_place, bench.params, gpu); !s.ok()) return s;
+  if (absl::Status s = initData(buf, bench.params, gpu); !s.ok()) return s;
   if (absl::Status s = runTimed(bench, coll, buf.views, bench.warmup); !s.ok()) return s;
   if (absl::Status s = barrier(bench.group); !s.ok()) return s;
-  const Clock::time_point start = Clock::now();
-  if (absl::Status s = runTimed(bench, coll, buf.views, bench.iters); !s.ok()) return s;
-  const double local_us =
-      std::chrono::duration<double, std::micro>(Clock::now() - start).count() / bench.iters;
+  double local_us = 0;
+  if (gpu != nullptr) {
+    absl::StatusOr<double> us = timeOnGpu(bench, coll, buf.views, bench.iters);
+    if (!us.ok()) return us.status();
+    local_us = *us;
+  } else {
+    const Clock::time_point start = Clock::now();
+    if (absl::Status s = runTimed(bench, coll, buf.views, bench.iters); !s.ok()) return s;
+    local_us =
+        std::chrono::duration<double, std::micro>(Clock::now() - start).count() / bench.iters;
+  }
   absl::StatusOr<double> sum_us = sumAcrossRanks(bench.group, local_us, DType::kFloat64);
   if (!sum_us.ok()) return sum_us.status();
   Cell cell;
@@ -530,10 +742,12 @@ absl::StatusOr<Cell> measure(Bench& bench, const Collective& coll, const Layout&
   cell.algbw = static_cast<double>(bytes) / 1e3 / cell.time_us;  // GB/s
   cell.busbw = cell.algbw * coll.bus_factor(bench.params.size);
   if (bench.check) {
-    initData(buf, bench.params);
+    if (absl::Status s = initData(buf, bench.params, gpu); !s.ok()) return s;
     if (absl::Status s = runOnce(bench, coll, buf.views); !s.ok()) return s;
+    absl::StatusOr<Tensor> output = hostOutput(buf, gpu);
+    if (!output.ok()) return output.status();
     absl::StatusOr<int64_t> wrong = sumAcrossRanks<int64_t>(
-        bench.group, countWrong(coll, buf.views.output, layout, bench.params), DType::kInt64);
+        bench.group, countWrong(coll, *output, layout, bench.params), DType::kInt64);
     if (!wrong.ok()) return wrong.status();
     cell.wrong = *wrong;
   }
@@ -662,7 +876,13 @@ std::string checksSetting() {
   return "cheap (group default)";
 }
 
-absl::StatusOr<int64_t> run() {
+// What a run ended with: the wrong elements seen, or why it was skipped.
+struct Outcome {
+  int64_t wrong = 0;
+  std::string skipped;
+};
+
+absl::StatusOr<Outcome> run() {
   const absl::Duration timeout = absl::Seconds(absl::GetFlag(FLAGS_timeout_s));
   absl::StatusOr<int64_t> min_bytes = parseBytes(absl::GetFlag(FLAGS_b));
   if (!min_bytes.ok()) return min_bytes.status();
@@ -695,7 +915,16 @@ absl::StatusOr<int64_t> run() {
     return absl::InvalidArgumentError(absl::StrCat("--op=", op_flag, " is not one of ",
                                                    absl::StrJoin(names, ", "), ", all"));
   }
+  const std::string backend = absl::GetFlag(FLAGS_backend);
+  if (backend != "gloo" && backend != "mpi" && backend != "nccl") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--backend=", backend, " is not gloo, mpi or nccl"));
+  }
+  const bool on_gpu = backend == "nccl";
   const bool direct = absl::GetFlag(FLAGS_direct);
+  if (direct && backend != "gloo") {
+    return absl::InvalidArgumentError("--direct calls Gloo; use it with --backend=gloo");
+  }
   for (const Collective& coll : chosen) {
     if (direct && !coll.run_direct) {
       return absl::InvalidArgumentError(absl::StrCat(
@@ -703,8 +932,22 @@ absl::StatusOr<int64_t> run() {
     }
   }
 
+  if (on_gpu) {
+    if (std::string reason = nccl::cudaUnavailableReason(); !reason.empty()) {
+      return Outcome{.skipped = reason};
+    }
+  }
+
   absl::StatusOr<launch::RankEnv> env = launch::detectRankEnv();
   if (!env.ok()) return env.status();
+  // The GPU is chosen before the group exists: the nccl backend takes the
+  // calling thread's current device when the first CUDA call creates it.
+  std::unique_ptr<GpuRun> gpu;
+  if (on_gpu) {
+    absl::StatusOr<std::unique_ptr<GpuRun>> g = GpuRun::create(env->local_rank);
+    if (!g.ok()) return g.status();
+    gpu = *std::move(g);
+  }
   const std::string checks = absl::GetFlag(FLAGS_checks);
   if (!checks.empty()) setenv("LOOM_COMM_CHECKS", checks.c_str(), 1);
   RendezvousOptions rdv;
@@ -714,7 +957,10 @@ absl::StatusOr<int64_t> run() {
   if (!r.ok()) return r.status();
   registerAllBackends();
   ProcessGroupOptions options;
-  options.cpu_backend = absl::GetFlag(FLAGS_backend);
+  // Host buffers go to --backend. With nccl only the timing sums, the
+  // checks' counts and the barriers are host tensors; they take gloo.
+  options.cpu_backend = on_gpu ? "gloo" : backend;
+  options.cuda_backend = "nccl";
   options.timeout = timeout;
   absl::StatusOr<std::shared_ptr<ProcessGroup>> group =
       ProcessGroup::create(r->store, r->rank, r->world_size, options);
@@ -734,34 +980,38 @@ absl::StatusOr<int64_t> run() {
   bench.warmup = absl::GetFlag(FLAGS_w);
   bench.check = absl::GetFlag(FLAGS_c) != 0;
   bench.blocking = absl::GetFlag(FLAGS_z) != 0;
+  bench.gpu = std::move(gpu);
   if (direct) {
-    if (options.cpu_backend != "gloo") {
-      return absl::InvalidArgumentError("--direct calls Gloo; use it with --backend=gloo");
-    }
     absl::StatusOr<Direct> d = connectDirect(r->store, bench.params, timeout);
     if (!d.ok()) return d.status();
     bench.direct = *std::move(d);
   }
   if (r->rank == 0) {
-    absl::PrintF("# comm-bench: %d ranks (%s), backend %s%s, checks %s\n", r->world_size,
-                 launch::rankEnvSourceName(env->source), options.cpu_backend,
+    const std::string where =
+        bench.gpu != nullptr
+            ? absl::StrCat(" on ", bench.gpu->device().toString(), " (", bench.gpu->name(),
+                           "; rank r uses GPU LOCAL_RANK), timed with CUDA events")
+            : "";
+    absl::PrintF("# comm-bench: %d ranks (%s), backend %s%s%s, checks %s\n", r->world_size,
+                 launch::rankEnvSourceName(env->source), backend, where,
                  direct ? " called directly (--direct, no ProcessGroup)" : "", checksSetting());
     absl::PrintF("# sizes %s..%s x%d, -n %d, -w %d per size, -c %d, -z %d, -d %s, -o %s, -r %d\n",
                  absl::GetFlag(FLAGS_b), absl::GetFlag(FLAGS_e), absl::GetFlag(FLAGS_f),
                  bench.iters, bench.warmup, bench.check ? 1 : 0, bench.blocking ? 1 : 0,
                  dtypeName(*dtype), absl::GetFlag(FLAGS_o), bench.params.root);
-    absl::PrintF("# time: mean over ranks of (wall time of -n calls) / n; algbw = size / time; "
-                 "busbw = algbw * bus factor\n");
+    absl::PrintF("# time: mean over ranks of (%s of -n calls) / n; algbw = size / time; "
+                 "busbw = algbw * bus factor\n",
+                 bench.gpu != nullptr ? "CUDA-event time" : "wall time");
   }
-  int64_t wrong = 0;
+  Outcome outcome;
   for (const Collective& coll : chosen) {
     absl::StatusOr<int64_t> w = sweep(bench, coll, *min_bytes, *max_bytes,
                                       absl::GetFlag(FLAGS_f));
     if (!w.ok()) return w.status();
-    wrong += *w;
+    outcome.wrong += *w;
   }
   if (absl::Status s = barrier(bench.group); !s.ok()) return s;
-  return wrong;
+  return outcome;
 }
 
 }  // namespace
@@ -772,10 +1022,15 @@ int main(int argc, char** argv) {
       "collective bandwidth after nccl-tests; run one per rank, e.g.\n"
       "  launch --nproc=4 -- comm-bench -b 4K -e 64M -f 2 --op=all_reduce");
   absl::ParseCommandLine(argc, argv);
-  absl::StatusOr<int64_t> wrong = loom::comm::run();
-  if (!wrong.ok()) {
-    std::fprintf(stderr, "comm-bench: %s\n", std::string(wrong.status().message()).c_str());
+  absl::StatusOr<loom::comm::Outcome> outcome = loom::comm::run();
+  if (!outcome.ok()) {
+    std::fprintf(stderr, "comm-bench: %s\n", std::string(outcome.status().message()).c_str());
     return 1;
   }
-  return *wrong == 0 ? 0 : 2;
+  if (!outcome->skipped.empty()) {
+    std::printf("comm-bench: skipped: %s (--backend=nccl needs a GPU; use gloo or mpi here)\n",
+                outcome->skipped.c_str());
+    return loom::comm::kSkippedExitCode;
+  }
+  return outcome->wrong == 0 ? 0 : 2;
 }

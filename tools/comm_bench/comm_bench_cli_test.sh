@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs comm-bench on 2 ranks with a tiny checked sweep: every op under the
-# launcher (gloo, checks at each level), gloo --direct, and the mpi backend
-# under mpirun. Each table must have its rows and no wrong element.
+# launcher (gloo, checks at each level), gloo --direct, the nccl backend
+# (its skip without a GPU, or 1 rank on one), and the mpi backend under
+# mpirun. Each table must have its rows and no wrong element.
 set -uo pipefail
 launch="$1"
 bench="$2"
@@ -57,6 +58,24 @@ out=$("$launch" --nproc=2 --timeout=60s -- "$bench" "${sweep[@]}" --op=gather --
 # Flags the checker cannot honour are refused before anything runs.
 out=$("$launch" --nproc=2 --timeout=60s -- "$bench" "${sweep[@]}" -d i32 -o avg 2>&1)
 [[ $? -ne 0 ]] && grep -q "avg needs a floating-point" <<<"$out" || fail "-o avg -d i32: $out"
+
+# --backend=nccl: CUDA buffers. Where no GPU is usable (every build machine)
+# it must skip with exit 3 and the reason, before it looks for a launcher;
+# where one is, a world-size-1 sweep must check out (NCCL cannot put two
+# ranks on one GPU).
+if out=$(timeout 60 "$bench" "${sweep[@]}" --op=all --backend=nccl 2>&1); then code=0; else code=$?; fi
+if [[ $code -eq 3 ]]; then
+  grep -q "^comm-bench: skipped: no usable GPU: " <<<"$out" ||
+    fail "--backend=nccl without a GPU: exit 3 but no 'comm-bench: skipped: no usable GPU: ' line: $out"
+  echo "ok   nccl skipped without a GPU: ${out#comm-bench: skipped: }"
+else
+  out=$("$launch" --nproc=1 --timeout=60s -- "$bench" "${sweep[@]}" --op=all --backend=nccl 2>&1)
+  check "nccl, 1 rank, every op" "$out" $? "${all_ops[@]}"
+fi
+if out=$("$bench" --backend=nccl --direct 2>&1) ||
+  ! grep -q "direct calls Gloo; use it with --backend=gloo" <<<"$out"; then
+  fail "--direct with nccl: want a refusal, got: $out"
+fi
 
 source "$TEST_SRCDIR/$TEST_WORKSPACE/tests/testing/mpi_test_env.sh"
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
