@@ -1,4 +1,4 @@
-// Size-class caching over aligned_alloc; see the header.
+// Size-class caching over a BlockSource; see the header.
 #include "runtime/executor/caching_allocator.h"
 
 #include <cstdlib>
@@ -6,10 +6,29 @@
 #include <new>
 
 namespace loom::runtime {
+namespace {
+
+class HostBlockSource : public BlockSource {
+ public:
+  void* allocate(size_t bytes) override {
+    void* block = std::aligned_alloc(64, bytes);
+    if (block == nullptr) throw std::bad_alloc();
+    return block;
+  }
+  void free(void* block) override { std::free(block); }
+  void zero(void* block, size_t bytes) override { std::memset(block, 0, bytes); }
+};
+
+}  // namespace
+
+std::unique_ptr<BlockSource> hostBlockSource() { return std::make_unique<HostBlockSource>(); }
+
+CachingAllocator::CachingAllocator(std::unique_ptr<BlockSource> source)
+    : source_(source ? std::move(source) : hostBlockSource()) {}
 
 CachingAllocator::~CachingAllocator() {
-  for (auto& [block, info] : live_) std::free(block);
-  for (auto& [capacity, block] : free_) std::free(block);
+  for (auto& [block, info] : live_) source_->free(block);
+  for (auto& [capacity, block] : free_) source_->free(block);
 }
 
 size_t CachingAllocator::sizeClass(size_t bytes) {
@@ -21,6 +40,14 @@ size_t CachingAllocator::sizeClass(size_t bytes) {
   while (power < bytes) power <<= 1;
   const size_t step = power / 8;
   return (bytes + step - 1) / step * step;
+}
+
+void CachingAllocator::freeCached() {
+  for (auto& [capacity, block] : free_) {
+    source_->free(block);
+    stats_.reserved_bytes -= static_cast<int64_t>(capacity);
+  }
+  free_.clear();
 }
 
 void* CachingAllocator::allocate(size_t bytes) {
@@ -35,13 +62,18 @@ void* CachingAllocator::allocate(size_t bytes) {
     free_.erase(it);
     live_[block] = {bytes, have};
   } else {
-    block = std::aligned_alloc(64, capacity);
-    if (block == nullptr) throw std::bad_alloc();
+    block = source_->allocate(capacity);
+    if (block == nullptr && !free_.empty()) {
+      // Cached blocks of other classes may be what fills the device.
+      freeCached();
+      block = source_->allocate(capacity);
+    }
+    if (block == nullptr) return nullptr;
     ++stats_.system_allocations;
     stats_.reserved_bytes += static_cast<int64_t>(capacity);
     live_[block] = {bytes, capacity};
   }
-  std::memset(block, 0, bytes);
+  source_->zero(block, bytes);
   ++stats_.allocations;
   stats_.in_use_bytes += static_cast<int64_t>(bytes);
   if (stats_.in_use_bytes > stats_.peak_in_use_bytes) stats_.peak_in_use_bytes = stats_.in_use_bytes;

@@ -1,5 +1,7 @@
 // The executor: binding instructions to kernels at start-up (every shape
-// checked once), then running the stream step after step.
+// checked once), then running the stream step after step. Every kernel call
+// and memory move goes through the KernelSet, so the same binding runs on
+// the host and on a GPU.
 #include "runtime/executor/executor.h"
 
 #include <algorithm>
@@ -15,6 +17,7 @@
 #include "absl/strings/str_join.h"
 #include "mesh/shard_math.h"
 #include "runtime/init/counter_rng.h"
+#include "runtime/executor/cuda_kernel_set.h"
 #include "runtime/kernels/cpu/cpu_kernels.h"
 #include "runtime/optim/adamw.h"
 
@@ -72,31 +75,46 @@ void copyFromPadded(const float* src, const std::vector<int64_t>& local, float* 
 }
 
 // Rows [begin, begin + count) of dim `dim` of a row-major tensor `shape`,
-// copied to/from a dense [.., count, ..] block. Rows past shape[dim] read as
-// zeros and are not written.
-void copyDimSlice(const float* src, const std::vector<int64_t>& shape, int64_t dim, int64_t begin,
-                  int64_t count, float* dst) {
-  const int64_t outer = product(shape, 0, dim);
+// copied to/from a dense [.., count, ..] block on the kernels' device. Rows
+// past shape[dim] read as zeros and are not written.
+absl::Status copyDimSlice(KernelSet& k, const float* src, const std::vector<int64_t>& shape,
+                          int64_t dim, int64_t begin, int64_t count, float* dst) {
+  const size_t outer = product(shape, 0, dim);
   const int64_t n = shape[dim];
   const int64_t tail = product(shape, dim + 1);
   const int64_t have = std::clamp<int64_t>(n - begin, 0, count);
-  for (int64_t o = 0; o < outer; ++o) {
-    float* out = dst + o * count * tail;
-    if (have > 0) std::memcpy(out, src + (o * n + begin) * tail, have * tail * sizeof(float));
-    if (have < count) std::memset(out + have * tail, 0, (count - have) * tail * sizeof(float));
+  const size_t pitch = count * tail * sizeof(float);
+  if (have > 0) {
+    absl::Status s = k.copy2D(dst, pitch, src + begin * tail, n * tail * sizeof(float),
+                              have * tail * sizeof(float), outer);
+    if (!s.ok()) return s;
   }
+  if (have == count) return absl::OkStatus();
+  return k.zero2D(dst + have * tail, pitch, (count - have) * tail * sizeof(float), outer);
 }
-void placeDimSlice(const float* src, int64_t count, float* dst, const std::vector<int64_t>& shape,
-                   int64_t dim, int64_t begin) {
-  const int64_t outer = product(shape, 0, dim);
+absl::Status placeDimSlice(KernelSet& k, const float* src, int64_t count, float* dst,
+                           const std::vector<int64_t>& shape, int64_t dim, int64_t begin) {
+  const size_t outer = product(shape, 0, dim);
   const int64_t n = shape[dim];
   const int64_t tail = product(shape, dim + 1);
   const int64_t have = std::clamp<int64_t>(n - begin, 0, count);
-  if (have <= 0) return;
-  for (int64_t o = 0; o < outer; ++o) {
-    std::memcpy(dst + (o * n + begin) * tail, src + o * count * tail, have * tail * sizeof(float));
-  }
+  if (have <= 0) return absl::OkStatus();
+  return k.copy2D(dst + begin * tail, n * tail * sizeof(float), src, count * tail * sizeof(float),
+                  have * tail * sizeof(float), outer);
 }
+
+// What the loss seed is fed: d loss / d loss.
+constexpr float kLossGradSeed = 1.0f;
+// The CUDA loss gradients take dloss as a host value; the executor knows it
+// without reading the GPU only when it is the seed it feeds.
+constexpr char kDlossNotSeed[] =
+    "dloss is not the plan's loss_grad_seed; the CUDA loss-gradient kernels take dloss as a host "
+    "value, known only for the fed seed (run this plan with --device=cpu)";
+
+// Why a bf16 plan does not bind on CUDA although most kernels take bf16.
+constexpr char kNoBf16Plan[] =
+    ": a bf16 plan also needs bf16 logits in cross_entropy, a bf16 table gradient, bf16 norm "
+    "gradients and AdamW on bf16 params with an f32 master copy, which runtime/kernels/cuda lacks";
 
 absl::StatusOr<comm::ReduceOp> reduceOpOf(const json& reduction) {
   std::string name;
@@ -142,7 +160,7 @@ struct Executor::Pending {
   void* staging = nullptr;  // released at the wait
   // Post-processing at the wait into the wait's result; may be empty (then
   // the wait's result is the start's result).
-  std::function<void(float* out)> finish;
+  std::function<absl::Status(float* out)> finish;
   double issued_us = 0;
   std::string collective, axes;
   int64_t index = -1;
@@ -158,6 +176,8 @@ Executor::~Executor() {
   for (auto& [handle, pending] : pending_) {
     if (pending->work) (void)pending->work->wait(options_.timeout);
   }
+  // Device work still queued reads buffers the allocator is about to free.
+  if (kernels_ != nullptr) (void)kernels_->synchronize();
   // Trace callbacks run on the groups' threads just after completion.
   const double deadline = TraceRecorder::nowUs() + 5e6;
   while (callbacks_outstanding_ > 0 && TraceRecorder::nowUs() < deadline) std::this_thread::yield();
@@ -173,6 +193,27 @@ absl::StatusOr<std::unique_ptr<Executor>> Executor::create(const Plan& plan,
   absl::StatusOr<std::vector<int64_t>> coords = e.plan_.mesh.coordinateOf(e.rank_);
   if (!coords.ok()) return coords.status();
   e.coords_ = *coords;
+  if (options.device == ExecutorDevice::kCuda) {
+    if (options.deterministic) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          plan.source, ": deterministic mode is a CPU debugging mode (per-row partial sums, host "
+          "reductions in global row order); run it with --device=cpu"));
+    }
+    absl::StatusOr<std::unique_ptr<KernelSet>> kernels = cudaKernelSet(options.cuda_device);
+    if (!kernels.ok()) {
+      return absl::Status(kernels.status().code(), absl::StrCat("rank ", e.rank_, ": ", kernels.status().message()));
+    }
+    e.kernels_ = *std::move(kernels);
+  } else {
+    e.kernels_ = cpuKernelSet();
+  }
+  // The calling thread issues the collectives, so their process groups'
+  // CUDA backends (made on first use) belong to this device.
+  if (absl::Status s = e.kernels_->activate(); !s.ok()) return s;
+  e.allocator_ = std::make_unique<CachingAllocator>(e.kernels_->blockSource());
+  if (options.max_grad_norm > 0) {
+    e.clip_coefficient_ = reinterpret_cast<float*>(static_cast<char*>(e.kernels_->scalars()) + sizeof(double));
+  }
 
   // One group per mesh axis, plus every set of axes a collective spans.
   std::set<std::vector<std::string>> axisSets;
@@ -238,9 +279,19 @@ void* Executor::bufferData(int64_t id) const {
   return block < 0 ? nullptr : blocks_[block].data;
 }
 
+absl::Status Executor::outOfMemory(size_t bytes, const std::string& what) const {
+  const AllocatorStats& a = allocator_->stats();
+  return absl::ResourceExhaustedError(absl::StrCat(
+      kernels_->name(), " memory exhausted allocating ", bytes, " bytes for ", what, " (", a.in_use_bytes,
+      " bytes in use, ", a.reserved_bytes, " held by the caching allocator); plan with a smaller batch or "
+      "--memory-gb set to what the device has free"));
+}
+
 absl::Status Executor::define(int64_t id) {
   if (block_of_[id] >= 0) return absl::OkStatus();
-  blocks_.push_back({allocator_.allocate(static_cast<size_t>(plan_.buffers[id].bytes)), 1});
+  void* data = allocator_->allocate(static_cast<size_t>(plan_.buffers[id].bytes));
+  if (data == nullptr) return outOfMemory(plan_.buffers[id].bytes, plan_.buffers[id].name);
+  blocks_.push_back({data, 1});
   block_of_[id] = static_cast<int64_t>(blocks_.size()) - 1;
   return absl::OkStatus();
 }
@@ -249,7 +300,9 @@ absl::Status Executor::defineStacked(int64_t id, Stack stack) {
   if (stack.rows <= 0) return define(id);
   if (block_of_[id] >= 0) releaseBuffer(id);
   const size_t bytes = static_cast<size_t>(plan_.buffers[id].bytes) * stack.rows;
-  blocks_.push_back({allocator_.allocate(bytes), 1});
+  void* data = allocator_->allocate(bytes);
+  if (data == nullptr) return outOfMemory(bytes, plan_.buffers[id].name);
+  blocks_.push_back({data, 1});
   block_of_[id] = static_cast<int64_t>(blocks_.size()) - 1;
   stacks_[id] = std::move(stack);
   return absl::OkStatus();
@@ -302,7 +355,7 @@ void Executor::releaseBuffer(int64_t id) {
   stacks_[id] = Stack{};
   Block& block = blocks_[block_of_[id]];
   if (--block.refs == 0) {
-    allocator_.release(block.data);
+    allocator_->release(block.data);
     block.data = nullptr;
   }
   block_of_[id] = -1;
@@ -360,7 +413,9 @@ absl::Status Executor::bind() {
       const comm::DType t = plan_.buffers[id].dtype;
       if (t != comm::DType::kFloat32 && t != comm::DType::kInt32) {
         return fail(absl::StrCat("buffer ", id, " (", plan_.buffers[id].name, ") is ",
-                                 std::string(comm::dtypeName(t)), "; the CPU runtime computes in f32 (plan with --dtype=f32)"));
+                                 std::string(comm::dtypeName(t)), "; the ", kernels_->name(),
+                                 " runtime binds f32 kernels only", kernels_->hostAddressable() ? "" : kNoBf16Plan,
+                                 " (plan with --dtype=f32)"));
       }
     }
     const std::string& op = in.op;
@@ -377,8 +432,7 @@ absl::Status Executor::bind() {
       if (numel(r[0]) != tokens * hidden) return fail("result is not ids x hidden");
       const int64_t rowBegin = box->offsets[0], tableRows = box->valid[0];
       bound->body = [=, this](int64_t) {
-        cpu::embedding(i32(o[0]), f32(o[1]), f32(r[0]), tokens, hidden, rowBegin, tableRows);
-        return absl::OkStatus();
+        return kernels_->embedding(i32(o[0]), f32(o[1]), f32(r[0]), tokens, hidden, rowBegin, tableRows);
       };
     } else if (op == "nn.embedding_grad") {
       if (st = need(2, 1); !st.ok()) return st;
@@ -397,12 +451,12 @@ absl::Status Executor::bind() {
       const int64_t table = numel(r[0]);
       bound->body = [=, this](int64_t) {
         const int64_t per = tokens / batch;
-        std::memset(f32(r[0]), 0, batch * table * sizeof(float));
+        absl::Status s = kernels_->zero2D(f32(r[0]), 0, batch * table * sizeof(float), 1);
         for (int64_t b = 0; b < batch; ++b) {
-          cpu::embeddingGrad(i32(o[0]) + b * per, f32(o[1]) + b * per * hidden, f32(r[0]) + b * table, per,
-                             hidden, rowBegin, tableRows);
+          s.Update(kernels_->embeddingGrad(i32(o[0]) + b * per, f32(o[1]) + b * per * hidden,
+                                           f32(r[0]) + b * table, per, hidden, rowBegin, tableRows));
         }
-        return absl::OkStatus();
+        return s;
       };
     } else if (op == "nn.linear") {
       if (o.size() != 2 && o.size() != 3) return fail("expected x, w and an optional bias");
@@ -419,11 +473,12 @@ absl::Status Executor::bind() {
       // not depend on how many rows the rank holds.
       const int64_t chunk = det && rows % seq_ == 0 ? seq_ : rows;
       bound->body = [=, this](int64_t) {
+        absl::Status s;
         for (int64_t c = 0; c < rows; c += chunk) {
-          cpu::linear(f32(o[0]) + c * inF, f32(o[1]), bias ? f32(o[2]) : nullptr, f32(r[0]) + c * outF,
-                      chunk, inF, outF);
+          s.Update(kernels_->linear(f32(o[0]) + c * inF, f32(o[1]), bias ? f32(o[2]) : nullptr,
+                                    f32(r[0]) + c * outF, chunk, inF, outF));
         }
-        return absl::OkStatus();
+        return s;
       };
     } else if (op == "nn.matmul") {
       if (st = need(2, 1); !st.ok()) return st;
@@ -444,15 +499,15 @@ absl::Status Executor::bind() {
         }
         bound->body = [=, this](int64_t) {
           if (!det) {
-            cpu::matmulTransposeLhs(f32(o[0]), f32(o[1]), f32(r[0]), rows, m, n);
-            return absl::OkStatus();
+            return kernels_->matmulTransposeLhs(f32(o[0]), f32(o[1]), f32(r[0]), rows, m, n);
           }
           const int64_t per = rows / batch;
+          absl::Status s;
           for (int64_t b = 0; b < batch; ++b) {
-            cpu::matmulTransposeLhs(f32(o[0]) + b * per * m, f32(o[1]) + b * per * n, f32(r[0]) + b * m * n,
-                                    per, m, n);
+            s.Update(kernels_->matmulTransposeLhs(f32(o[0]) + b * per * m, f32(o[1]) + b * per * n,
+                                                  f32(r[0]) + b * m * n, per, m, n));
           }
-          return absl::OkStatus();
+          return s;
         };
       } else {
         if (shape(o[1]).size() != 2) return fail("rhs must be rank 2 (batched matmuls are not supported)");
@@ -463,11 +518,12 @@ absl::Status Executor::bind() {
         if (numel(r[0]) != rows * n) return fail("result size");
         const int64_t chunk = det && rows % seq_ == 0 ? seq_ : rows;
         bound->body = [=, this](int64_t) {
+          absl::Status s;
           for (int64_t c = 0; c < rows; c += chunk) {
-            if (tr) cpu::matmulTransposeRhs(f32(o[0]) + c * k, f32(o[1]), f32(r[0]) + c * n, chunk, k, n);
-            else cpu::matmul(f32(o[0]) + c * k, f32(o[1]), f32(r[0]) + c * n, chunk, k, n);
+            s.Update(tr ? kernels_->matmulTransposeRhs(f32(o[0]) + c * k, f32(o[1]), f32(r[0]) + c * n, chunk, k, n)
+                        : kernels_->matmul(f32(o[0]) + c * k, f32(o[1]), f32(r[0]) + c * n, chunk, k, n));
           }
-          return absl::OkStatus();
+          return s;
         };
       }
     } else if (op == "nn.rms_norm" || op == "nn.layer_norm") {
@@ -477,9 +533,8 @@ absl::Status Executor::bind() {
       if (numel(o[1]) != hidden) return fail("gamma size");
       const float eps = in.attrs.value("epsilon", 1e-5f);
       bound->body = [=, this](int64_t) {
-        if (layer) cpu::layerNorm(f32(o[0]), f32(o[1]), f32(o[2]), f32(r[0]), rows, hidden, eps);
-        else cpu::rmsNorm(f32(o[0]), f32(o[1]), f32(r[0]), rows, hidden, eps);
-        return absl::OkStatus();
+        if (layer) return kernels_->layerNorm(f32(o[0]), f32(o[1]), f32(o[2]), f32(r[0]), rows, hidden, eps);
+        return kernels_->rmsNorm(f32(o[0]), f32(o[1]), f32(r[0]), rows, hidden, eps);
       };
     } else if (op == "nn.rms_norm_grad" || op == "nn.layer_norm_grad") {
       const bool layer = op == "nn.layer_norm_grad";
@@ -495,17 +550,15 @@ absl::Status Executor::bind() {
       }
       bound->body = [=, this](int64_t) {
         const int64_t per = rows / batch;
+        absl::Status s;
         for (int64_t b = 0; b < batch; ++b) {
           const int64_t t = b * per * hidden, g = b * hidden;
-          if (layer) {
-            cpu::layerNormGrad(f32(o[0]) + t, f32(o[1]), f32(o[2]) + t, f32(r[0]) + t, f32(r[1]) + g,
-                               f32(r[2]) + g, per, hidden, eps);
-          } else {
-            cpu::rmsNormGrad(f32(o[0]) + t, f32(o[1]), f32(o[2]) + t, f32(r[0]) + t, f32(r[1]) + g, per,
-                             hidden, eps);
-          }
+          s.Update(layer ? kernels_->layerNormGrad(f32(o[0]) + t, f32(o[1]), f32(o[2]) + t, f32(r[0]) + t,
+                                                   f32(r[1]) + g, f32(r[2]) + g, per, hidden, eps)
+                         : kernels_->rmsNormGrad(f32(o[0]) + t, f32(o[1]), f32(o[2]) + t, f32(r[0]) + t,
+                                                 f32(r[1]) + g, per, hidden, eps));
         }
-        return absl::OkStatus();
+        return s;
       };
     } else if (op == "nn.rope") {
       if (st = need(1, 1); !st.ok()) return st;
@@ -519,8 +572,7 @@ absl::Status Executor::bind() {
       const float theta = in.attrs.value("theta", 10000.0f);
       const bool inverse = in.attrs.value("inverse", false);
       bound->body = [=, this](int64_t) {
-        cpu::rope(f32(o[0]), f32(r[0]), s[0], s[1], s[2], s[3], theta, inverse);
-        return absl::OkStatus();
+        return kernels_->rope(f32(o[0]), f32(r[0]), s[0], s[1], s[2], s[3], theta, inverse);
       };
     } else if (op == "nn.attention" || op == "nn.attention_grad") {
       const bool grad = op == "nn.attention_grad";
@@ -532,22 +584,21 @@ absl::Status Executor::bind() {
         return fail(absl::StrCat("q ", shapeText(q), " and k/v ", shapeText(k), " do not fit"));
       }
       const cpu::AttentionShape a{q[0], q[1], q[2], k[2], q[3]};
+      if (st = kernels_->checkAttention(a); !st.ok()) return fail(std::string(st.message()));
       bound->body = [=, this](int64_t) {
         if (grad) {
-          cpu::attentionGrad(f32(o[0]), f32(o[1]), f32(o[2]), f32(o[3]), f32(r[0]), f32(r[1]), f32(r[2]), a);
-        } else {
-          cpu::attention(f32(o[0]), f32(o[1]), f32(o[2]), f32(r[0]), a);
+          return kernels_->attentionGrad(f32(o[0]), f32(o[1]), f32(o[2]), f32(o[3]), f32(r[0]), f32(r[1]),
+                                         f32(r[2]), a);
         }
-        return absl::OkStatus();
+        return kernels_->attention(f32(o[0]), f32(o[1]), f32(o[2]), f32(r[0]), a);
       };
     } else if (op == "nn.silu" || op == "nn.gelu") {
       if (st = need(1, 1); !st.ok()) return st;
       const bool gelu = op == "nn.gelu";
       const int64_t n = numel(o[0]);
       bound->body = [=, this](int64_t) {
-        if (gelu) cpu::gelu(f32(o[0]), f32(r[0]), n);
-        else cpu::silu(f32(o[0]), f32(r[0]), n);
-        return absl::OkStatus();
+        if (gelu) return kernels_->gelu(f32(o[0]), f32(r[0]), n);
+        return kernels_->silu(f32(o[0]), f32(r[0]), n);
       };
     } else if (op == "nn.silu_grad" || op == "nn.gelu_grad") {
       if (st = need(2, 1); !st.ok()) return st;
@@ -555,9 +606,8 @@ absl::Status Executor::bind() {
       const int64_t n = numel(o[0]);
       if (numel(o[1]) != n) return fail("x and dy differ in size");
       bound->body = [=, this](int64_t) {
-        if (gelu) cpu::geluGrad(f32(o[0]), f32(o[1]), f32(r[0]), n);
-        else cpu::siluGrad(f32(o[0]), f32(o[1]), f32(r[0]), n);
-        return absl::OkStatus();
+        if (gelu) return kernels_->geluGrad(f32(o[0]), f32(o[1]), f32(r[0]), n);
+        return kernels_->siluGrad(f32(o[0]), f32(o[1]), f32(r[0]), n);
       };
     } else if (op == "nn.add" || op == "nn.mul") {
       if (st = need(2, 1); !st.ok()) return st;
@@ -567,18 +617,16 @@ absl::Status Executor::bind() {
       if (det) bound->stack_rule = Bound::StackRule::kPropagate;
       bound->body = [=, this](int64_t) {
         const int64_t count = n * std::max<int64_t>(1, stacks_[r[0]].rows);
-        if (mul) cpu::mul(f32(o[0]), f32(o[1]), f32(r[0]), count);
-        else cpu::add(f32(o[0]), f32(o[1]), f32(r[0]), count);
-        return absl::OkStatus();
+        if (mul) return kernels_->mul(f32(o[0]), f32(o[1]), f32(r[0]), count);
+        return kernels_->add(f32(o[0]), f32(o[1]), f32(r[0]), count);
       };
     } else if (op == "nn.softmax" || op == "nn.softmax_grad") {
       const bool grad = op == "nn.softmax_grad";
       if (st = need(grad ? 2 : 1, 1); !st.ok()) return st;
       const int64_t n = shape(o[0]).back(), rows = numel(o[0]) / n;
       bound->body = [=, this](int64_t) {
-        if (grad) cpu::softmaxGrad(f32(o[0]), f32(o[1]), f32(r[0]), rows, n);
-        else cpu::softmax(f32(o[0]), f32(r[0]), rows, n);
-        return absl::OkStatus();
+        if (grad) return kernels_->softmaxGrad(f32(o[0]), f32(o[1]), f32(r[0]), rows, n);
+        return kernels_->softmax(f32(o[0]), f32(r[0]), rows, n);
       };
     } else if (op == "nn.reshape") {
       if (st = need(1, 1); !st.ok()) return st;
@@ -594,6 +642,7 @@ absl::Status Executor::bind() {
           return fail("dims must be strictly increasing and in range");
         }
       }
+      if (st = kernels_->checkReduceSum(s.size()); !st.ok()) return fail(std::string(st.message()));
       // Deterministic: a sum over the batch dim is kept per batch row.
       const bool perRow = det && !dims.empty() && dims[0] == 0 && s[0] == rows_.count;
       if (perRow) {
@@ -605,11 +654,13 @@ absl::Status Executor::bind() {
       const int64_t inRow = perRow ? numel(o[0]) / s[0] : 0, outRow = numel(r[0]);
       bound->body = [=, this](int64_t) {
         if (!perRow) {
-          cpu::reduceSum(f32(o[0]), s, dims, f32(r[0]));
-          return absl::OkStatus();
+          return kernels_->reduceSum(f32(o[0]), s, dims, f32(r[0]));
         }
-        for (int64_t b = 0; b < s[0]; ++b) cpu::reduceSum(f32(o[0]) + b * inRow, rowShape, dims, f32(r[0]) + b * outRow);
-        return absl::OkStatus();
+        absl::Status status;
+        for (int64_t b = 0; b < s[0]; ++b) {
+          status.Update(kernels_->reduceSum(f32(o[0]) + b * inRow, rowShape, dims, f32(r[0]) + b * outRow));
+        }
+        return status;
       };
     } else if (op == "nn.cross_entropy" || op == "nn.cross_entropy_grad") {
       const bool grad = op == "nn.cross_entropy_grad";
@@ -623,6 +674,8 @@ absl::Status Executor::bind() {
         }
       }
       const float scale = in.attrs.value("scale", 1.0f);
+      const bool seedConstant = !kernels_->hostAddressable();
+      if (grad && seedConstant && o[2] != plan_.interface.loss_grad_seed) return fail(kDlossNotSeed);
       // Deterministic: the loss is kept as one mean per batch row.
       const int64_t batch = det && !grad ? rows_.count : 1;
       if (det && !grad) {
@@ -632,22 +685,23 @@ absl::Status Executor::bind() {
       }
       bound->body = [=, this](int64_t) {
         if (grad) {
-          cpu::crossEntropyGrad(f32(o[0]), i32(o[1]), *f32(o[2]), scale, f32(r[0]), tokens, vocab);
-          return absl::OkStatus();
+          return kernels_->crossEntropyGrad(f32(o[0]), i32(o[1]), seedConstant ? kLossGradSeed : *f32(o[2]),
+                                            scale, f32(r[0]), tokens, vocab);
         }
         const int64_t per = tokens / batch;
+        absl::Status s;
         for (int64_t b = 0; b < batch; ++b) {
-          f32(r[0])[b] = cpu::crossEntropy(f32(o[0]) + b * per * vocab, i32(o[1]) + b * per, per, vocab);
+          s.Update(kernels_->crossEntropy(f32(o[0]) + b * per * vocab, i32(o[1]) + b * per, f32(r[0]) + b, per,
+                                          vocab));
         }
-        return absl::OkStatus();
+        return s;
       };
     } else if (op == "nn.bias_add") {
       if (st = need(2, 1); !st.ok()) return st;
       const int64_t outF = shape(o[0]).back(), rows = numel(o[0]) / std::max<int64_t>(outF, 1);
       if (numel(o[1]) != outF) return fail("bias does not match x's last dim");
       bound->body = [=, this](int64_t) {
-        cpu::biasAdd(f32(o[0]), f32(o[1]), f32(r[0]), rows, outF);
-        return absl::OkStatus();
+        return kernels_->biasAdd(f32(o[0]), f32(o[1]), f32(r[0]), rows, outF);
       };
     } else if (op.starts_with("nn.vocab_")) {
       // Vocab-parallel cross-entropy: the logits' last dim may be a shard
@@ -672,8 +726,7 @@ absl::Status Executor::bind() {
         if (st = need(1, 1); !st.ok()) return st;
         if (numel(r[0]) != tokens) return fail("max must hold one value per token");
         bound->body = [=, this](int64_t) {
-          cpu::vocabMax(f32(o[0]), f32(r[0]), tokens, local, valid);
-          return absl::OkStatus();
+          return kernels_->vocabMax(f32(o[0]), f32(r[0]), tokens, local, valid);
         };
       } else if (op == "nn.vocab_stats") {
         if (st = need(3, 1); !st.ok()) return st;
@@ -681,16 +734,12 @@ absl::Status Executor::bind() {
           return fail("labels, max and stats must match the logits' tokens");
         }
         bound->body = [=, this](int64_t) {
-          cpu::vocabStats(f32(o[0]), i32(o[1]), f32(o[2]), f32(r[0]), tokens, local, valid, rowBegin);
-          return absl::OkStatus();
+          return kernels_->vocabStats(f32(o[0]), i32(o[1]), f32(o[2]), f32(r[0]), tokens, local, valid, rowBegin);
         };
       } else if (ce) {
         if (st = need(1, 1); !st.ok()) return st;
         const int64_t count = numel(o[0]) / 2;
-        bound->body = [=, this](int64_t) {
-          *f32(r[0]) = cpu::vocabCrossEntropy(f32(o[0]), count);
-          return absl::OkStatus();
-        };
+        bound->body = [=, this](int64_t) { return kernels_->vocabCrossEntropy(f32(o[0]), f32(r[0]), count); };
       } else if (op == "nn.vocab_cross_entropy_grad") {
         if (st = need(5, 1); !st.ok()) return st;
         if (numel(o[1]) != tokens || numel(o[2]) != tokens || numel(o[3]) != 2 * tokens ||
@@ -698,10 +747,12 @@ absl::Status Executor::bind() {
           return fail("labels, max, stats and the gradient must match the logits");
         }
         const float scale = in.attrs.value("scale", 1.0f);
+        const bool seedConstant = !kernels_->hostAddressable();
+        if (seedConstant && o[4] != plan_.interface.loss_grad_seed) return fail(kDlossNotSeed);
         bound->body = [=, this](int64_t) {
-          cpu::vocabCrossEntropyGrad(f32(o[0]), i32(o[1]), f32(o[2]), f32(o[3]), *f32(o[4]), scale, f32(r[0]),
-                                     tokens, local, valid, rowBegin);
-          return absl::OkStatus();
+          return kernels_->vocabCrossEntropyGrad(f32(o[0]), i32(o[1]), f32(o[2]), f32(o[3]),
+                                                 seedConstant ? kLossGradSeed : *f32(o[4]), scale, f32(r[0]),
+                                                 tokens, local, valid, rowBegin);
         };
       } else {
         return fail("unknown vocab-parallel op");
@@ -740,27 +791,33 @@ absl::Status Executor::bind() {
       const int64_t flatCount = numel(flat);
       bound->body = [=, this](int64_t) {
         const int64_t stackRows = std::max<int64_t>(1, stacks_[flat].rows);
+        absl::Status s;
         for (int64_t row = 0; row < stackRows; ++row) {
-        float* buffer = f32(flat) + row * flatCount;
-        for (const Part& p : parts) {
-          float* entry = f32(p.id) + row * p.count;
-          const int64_t rows = p.rows;
-          for (int64_t c = 0; c < chunks; ++c) {
-            const int64_t real = std::clamp<int64_t>(p.n - c * rows, 0, rows);
-            for (int64_t q = 0; q < p.outer; ++q) {
-              float* a = entry + (q * p.n + c * rows) * p.tail;
-              float* b = buffer + c * segment + p.offset + q * rows * p.tail;
-              if (pack) {
-                if (real > 0) std::memcpy(b, a, real * p.tail * sizeof(float));
-                if (real < rows) std::memset(b + real * p.tail, 0, (rows - real) * p.tail * sizeof(float));
-              } else if (real > 0) {
-                std::memcpy(a, b, real * p.tail * sizeof(float));
+          float* buffer = f32(flat) + row * flatCount;
+          for (const Part& p : parts) {
+            // Chunk c of an entry is `real` rows of its split dim in each of
+            // its `outer` slices, laid `rows` apart in segment c.
+            float* entry = f32(p.id) + row * p.count;
+            const int64_t rows = p.rows;
+            const size_t entryPitch = p.n * p.tail * sizeof(float), bucketPitch = rows * p.tail * sizeof(float);
+            for (int64_t c = 0; c < chunks; ++c) {
+              const int64_t real = std::clamp<int64_t>(p.n - c * rows, 0, rows);
+              float* a = entry + c * rows * p.tail;
+              float* b = buffer + c * segment + p.offset;
+              const size_t width = real * p.tail * sizeof(float);
+              if (!pack) {
+                s.Update(kernels_->copy2D(a, entryPitch, b, bucketPitch, width, p.outer));
+                continue;
+              }
+              s.Update(kernels_->copy2D(b, bucketPitch, a, entryPitch, width, p.outer));
+              if (real < rows) {
+                s.Update(kernels_->zero2D(b + real * p.tail, bucketPitch, (rows - real) * p.tail * sizeof(float),
+                                          p.outer));
               }
             }
           }
         }
-        }
-        return absl::OkStatus();
+        return s;
       };
     } else if (op == "dist.slice") {
       if (st = need(1, 1); !st.ok()) return st;
@@ -775,8 +832,7 @@ absl::Status Executor::bind() {
       const std::vector<int64_t> in_shape = shape(o[0]);
       const int64_t rows = shape(r[0])[dim];
       bound->body = [=, this](int64_t) {
-        copyDimSlice(f32(o[0]), in_shape, dim, index * rows, rows, f32(r[0]));
-        return absl::OkStatus();
+        return copyDimSlice(*kernels_, f32(o[0]), in_shape, dim, index * rows, rows, f32(r[0]));
       };
     } else if (op == "dist.free") {
       if (o.size() != 1 || !r.empty()) return fail("dist.free takes one buffer");
@@ -799,8 +855,7 @@ absl::Status Executor::bind() {
       config.weight_decay = in.attrs.value("weight_decay", 1e-2);
       bound->allocates_results = false;
       bound->body = [=, this](int64_t step) {
-        optim::adamwStep(config, step, f32(o[0]), f32(o[1]), f32(o[2]), f32(o[3]), n);
-        return absl::OkStatus();
+        return kernels_->adamw(config, step, f32(o[0]), f32(o[1]), f32(o[2]), f32(o[3]), n, clip_coefficient_);
       };
     } else if (op == "dist.wait") {
       if (st = need(1, 1); !st.ok()) return st;
@@ -814,7 +869,7 @@ absl::Status Executor::bind() {
         std::shared_ptr<Pending> p = std::move(it->second);
         pending_.erase(it);
         const double t0 = TraceRecorder::nowUs();
-        absl::Status s = p->work->wait(options_.timeout);
+        absl::Status s = kernels_->await(*p->work, options_.timeout);
         const double t1 = TraceRecorder::nowUs();
         if (!s.ok()) {
           return absl::Status(s.code(), absl::StrCat("step ", step, ", ", in.where(), " (", handle,
@@ -835,11 +890,11 @@ absl::Status Executor::bind() {
         }
         if (p->finish) {
           if (absl::Status d = defineLike(r[0], o[0]); !d.ok()) return d;
-          p->finish(f32(r[0]));
+          if (absl::Status d = p->finish(f32(r[0])); !d.ok()) return d;
         } else {
           alias(r[0], o[0]);
         }
-        if (p->staging) allocator_.release(p->staging);
+        if (p->staging) allocator_->release(p->staging);
         return absl::OkStatus();
       };
     } else if (op.starts_with("dist.all_gather") || op.starts_with("dist.reduce_scatter") ||
@@ -852,8 +907,8 @@ absl::Status Executor::bind() {
       const std::string wire = in.attrs.value("wire_type", "f32");
       const std::string accum = in.attrs.value("accum_type", wire);
       if (wire != "f32" || accum != "f32") {
-        return fail(absl::StrCat("wire ", wire, " / accumulation ", accum,
-                                 ": the CPU runtime moves and reduces f32 only"));
+        return fail(absl::StrCat("wire ", wire, " / accumulation ", accum, ": the ", kernels_->name(),
+                                 " runtime moves and reduces f32 only (plan with --dtype=f32)"));
       }
       const bool async = op.ends_with("_start");
       const int64_t g = (*group)->size();
@@ -896,6 +951,10 @@ absl::Status Executor::bind() {
         float* src = f32(o[0]);
         float* dst = f32(r[0]);
         const int64_t inCount = product(inShape), outCount = product(outShape);
+        const comm::Device device = kernels_->device();
+        auto t32 = [device](float* data, int64_t count) {
+          return comm::Tensor(data, comm::DType::kFloat32, {count}, device);
+        };
         absl::StatusOr<std::shared_ptr<comm::Work>> work;
         if (det && stacks_[o[0]].rows > 0) {
           // Deterministic: gather every rank's per-row contributions (and
@@ -918,57 +977,63 @@ absl::Status Executor::bind() {
           if (absl::Status s = defineStacked(r[0], gathered); !s.ok()) return s;
           dst = f32(r[0]);
           if (kind == "all_reduce") {
-            work = pg->allGatherIntoTensor(comm::Tensor(dst, comm::DType::kFloat32, {rowsIn * g * inCount}),
-                                           comm::Tensor(src, comm::DType::kFloat32, {rowsIn * inCount}));
+            work = pg->allGatherIntoTensor(t32(dst, rowsIn * g * inCount),
+                                           t32(src, rowsIn * inCount));
           } else {
-            p->staging = allocator_.allocate(g * rowsIn * inCount * sizeof(float));
+            p->staging = allocator_->allocate(g * rowsIn * inCount * sizeof(float));
+            if (p->staging == nullptr) return outOfMemory(g * rowsIn * inCount * sizeof(float), in.where());
             float* staging = static_cast<float*>(p->staging);
             work = pg->allGatherIntoTensor(
-                comm::Tensor(staging, comm::DType::kFloat32, {g * rowsIn * inCount}),
-                comm::Tensor(src, comm::DType::kFloat32, {rowsIn * inCount}));
+                t32(staging, g * rowsIn * inCount),
+                t32(src, rowsIn * inCount));
             const int64_t part = pg->rank();
-            p->finish = [=](float* out) {
-              for (int64_t row = 0; row < g * rowsIn; ++row) {
-                std::memcpy(out + row * outCount, staging + row * inCount + part * outCount,
-                            outCount * sizeof(float));
-              }
+            p->finish = [=, this](float* out) {
+              return kernels_->copy2D(out, outCount * sizeof(float), staging + part * outCount,
+                                      inCount * sizeof(float), outCount * sizeof(float), g * rowsIn);
             };
           }
         } else if (kind == "all_reduce") {
-          std::memcpy(dst, src, inCount * sizeof(float));
-          work = pg->allReduce(comm::Tensor(dst, comm::DType::kFloat32, {outCount}), {.op = reduce});
+          if (absl::Status s = kernels_->copy(dst, src, inCount * sizeof(float)); !s.ok()) return s;
+          work = pg->allReduce(t32(dst, outCount), {.op = reduce});
         } else if (kind == "all_gather") {
           if (dim == 0 && !padded) {
-            work = pg->allGatherIntoTensor(comm::Tensor(dst, comm::DType::kFloat32, {outCount}),
-                                           comm::Tensor(src, comm::DType::kFloat32, {inCount}));
+            work = pg->allGatherIntoTensor(t32(dst, outCount),
+                                           t32(src, inCount));
           } else {
             // Gather rank-major, then lay the pieces side by side along dim
             // (dropping the padded tail) at the wait.
-            p->staging = allocator_.allocate(g * inCount * sizeof(float));
+            p->staging = allocator_->allocate(g * inCount * sizeof(float));
+            if (p->staging == nullptr) return outOfMemory(g * inCount * sizeof(float), in.where());
             float* staging = static_cast<float*>(p->staging);
-            work = pg->allGatherIntoTensor(comm::Tensor(staging, comm::DType::kFloat32, {g * inCount}),
-                                           comm::Tensor(src, comm::DType::kFloat32, {inCount}));
+            work = pg->allGatherIntoTensor(t32(staging, g * inCount),
+                                           t32(src, inCount));
             const int64_t rows = inShape[dim];
-            p->finish = [=](float* out) {
+            p->finish = [=, this](float* out) {
+              absl::Status s;
               for (int64_t q = 0; q < g; ++q) {
-                placeDimSlice(staging + q * inCount, rows, out, outShape, dim, q * rows);
+                s.Update(placeDimSlice(*kernels_, staging + q * inCount, rows, out, outShape, dim, q * rows));
               }
+              return s;
             };
           }
         } else {  // reduce_scatter
           if (dim == 0 && !padded) {
-            work = pg->reduceScatterTensor(comm::Tensor(dst, comm::DType::kFloat32, {outCount}),
-                                           comm::Tensor(src, comm::DType::kFloat32, {inCount}),
+            work = pg->reduceScatterTensor(t32(dst, outCount),
+                                           t32(src, inCount),
                                            {.op = reduce});
           } else {
             // Lay rank q's rows of dim out as segment q (zero-padded), then
             // reduce-scatter the segments.
-            p->staging = allocator_.allocate(g * outCount * sizeof(float));
+            p->staging = allocator_->allocate(g * outCount * sizeof(float));
+            if (p->staging == nullptr) return outOfMemory(g * outCount * sizeof(float), in.where());
             float* staging = static_cast<float*>(p->staging);
             const int64_t rows = outShape[dim];
-            for (int64_t q = 0; q < g; ++q) copyDimSlice(src, inShape, dim, q * rows, rows, staging + q * outCount);
-            work = pg->reduceScatterTensor(comm::Tensor(dst, comm::DType::kFloat32, {outCount}),
-                                           comm::Tensor(staging, comm::DType::kFloat32, {g * outCount}),
+            for (int64_t q = 0; q < g; ++q) {
+              absl::Status s = copyDimSlice(*kernels_, src, inShape, dim, q * rows, rows, staging + q * outCount);
+              if (!s.ok()) return s;
+            }
+            work = pg->reduceScatterTensor(t32(dst, outCount),
+                                           t32(staging, g * outCount),
                                            {.op = reduce});
           }
         }
@@ -977,6 +1042,7 @@ absl::Status Executor::bind() {
                               absl::StrCat("step ", step, ", ", in.where(), ": ", work.status().message()));
         }
         p->work = *work;
+        step_works_.emplace_back(in.where(), p->work);
         if (options_.trace) {
           const std::string phase(phaseName(in.phase));
           const int64_t index = in.index;
@@ -1004,7 +1070,7 @@ absl::Status Executor::bind() {
         // finds it done.
         if (async && !options_.overlap) {
           const double t0 = TraceRecorder::nowUs();
-          absl::Status s = p->work->wait(options_.timeout);
+          absl::Status s = kernels_->await(*p->work, options_.timeout);
           if (!s.ok()) {
             return absl::Status(s.code(), absl::StrCat("step ", step, ", ", in.where(), ": ", s.message()));
           }
@@ -1023,12 +1089,12 @@ absl::Status Executor::bind() {
           }
         }
         if (!async) {
-          absl::Status s = p->work->wait(options_.timeout);
+          absl::Status s = kernels_->await(*p->work, options_.timeout);
+          if (s.ok() && p->finish) s = p->finish(dst);
           if (!s.ok()) {
             return absl::Status(s.code(), absl::StrCat("step ", step, ", ", in.where(), ": ", s.message()));
           }
-          if (p->finish) p->finish(dst);
-          if (p->staging) allocator_.release(p->staging);
+          if (p->staging) allocator_->release(p->staging);
           return absl::OkStatus();
         }
         pending_[handle] = std::move(p);
@@ -1059,7 +1125,8 @@ absl::Status Executor::initialise() {
     if (b.dtype != comm::DType::kFloat32) {
       return absl::InvalidArgumentError(absl::StrCat(plan_.source, ": buffer ", b.id, " (", b.name,
                                                      ") is ", std::string(comm::dtypeName(b.dtype)),
-                                                     "; the CPU runtime keeps parameters in f32"));
+                                                     "; the ", kernels_->name(),
+                                                     " runtime keeps parameters in f32 (plan with --dtype=f32)"));
     }
     if (absl::Status s = define(b.id); !s.ok()) return s;
     absl::StatusOr<ShardBox> box = shardBoxOf(b, plan_.mesh, coords_);
@@ -1071,26 +1138,36 @@ absl::Status Executor::initialise() {
         return absl::Status(s.code(), absl::StrCat("initialising ", b.name, ": ", s.message()));
       }
     }
-    copyIntoPadded(dense.data(), box->valid, static_cast<float*>(bufferData(b.id)), b.local_shape);
+    if (absl::Status s = uploadShard(b, dense, box->valid); !s.ok()) return s;
   }
   return absl::OkStatus();
 }
 
+absl::Status Executor::uploadShard(const BufferSpec& b, const std::vector<float>& dense,
+                                   const std::vector<int64_t>& valid) {
+  std::vector<float> padded(b.numel(), 0.0f);
+  copyIntoPadded(dense.data(), valid, padded.data(), b.local_shape);
+  return kernels_->upload(bufferData(b.id), padded.data(), padded.size() * sizeof(float));
+}
+
 void Executor::beginPhase(const std::string& name) {
   current_phase_ = name;
-  allocator_.resetPeak();
+  allocator_->resetPeak();
 }
 
 void Executor::endPhase() {
   if (current_phase_.empty()) return;
-  phase_memory_.push_back({current_phase_, allocator_.stats().peak_in_use_bytes});
+  phase_memory_.push_back({current_phase_, allocator_->stats().peak_in_use_bytes});
   current_phase_.clear();
 }
 
-absl::Status Executor::clipGradients(StepResult& result) {
+absl::Status Executor::clipGradients() {
   // Each element once: a grad replicated over some axes is counted by the
-  // share 1 / (their size) on every rank of them.
-  double local = 0;
+  // share 1 / (their size) on every rank of them. The total stays on the
+  // device: the AdamW steps read the coefficient there, and the host reads
+  // the norm with the loss at the end of the step.
+  double* total = static_cast<double*>(kernels_->scalars());
+  if (absl::Status s = kernels_->zero2D(total, 0, sizeof(double), 1); !s.ok()) return s;
   for (const Instruction& in : plan_.instructions) {
     if (in.op != "dist.optimizer_step") continue;
     const BufferSpec& grad = plan_.buffers[in.operands[1]];
@@ -1098,23 +1175,15 @@ absl::Status Executor::clipGradients(StepResult& result) {
     for (size_t a = 0; a < grad.placement.size(); ++a) {
       if (grad.placement[a].kind == AxisPlacement::Kind::kReplicate) copies *= plan_.mesh.shape()[a];
     }
-    local += optim::localSquaredNorm(static_cast<float*>(bufferData(grad.id)), grad.numel()) / copies;
+    absl::Status s = kernels_->addSquaredNorm(static_cast<float*>(bufferData(grad.id)), grad.numel(), copies, total);
+    if (!s.ok()) return s;
   }
-  double total = local;
   absl::StatusOr<std::shared_ptr<comm::Work>> work =
-      world_->allReduce(comm::Tensor(&total, comm::DType::kFloat64, {1}));
+      world_->allReduce(comm::Tensor(total, comm::DType::kFloat64, {1}, kernels_->device()));
   if (!work.ok()) return work.status();
-  if (absl::Status s = (*work)->wait(options_.timeout); !s.ok()) return s;
-  result.grad_norm = std::sqrt(total);
-  const float coefficient = optim::clipCoefficient(total, options_.max_grad_norm);
-  if (coefficient < 1.0f) {
-    for (const Instruction& in : plan_.instructions) {
-      if (in.op != "dist.optimizer_step") continue;
-      const BufferSpec& grad = plan_.buffers[in.operands[1]];
-      optim::scaleGradients(static_cast<float*>(bufferData(grad.id)), grad.numel(), coefficient);
-    }
-  }
-  return absl::OkStatus();
+  step_works_.emplace_back("the gradient norm's all-reduce", *work);
+  if (absl::Status s = kernels_->await(**work, options_.timeout); !s.ok()) return s;
+  return kernels_->clipCoefficient(total, options_.max_grad_norm, clip_coefficient_);
 }
 
 absl::Status Executor::run(const Bound& bound, int64_t step) {
@@ -1175,19 +1244,23 @@ absl::StatusOr<StepResult> Executor::step(int64_t step, const int32_t* ids, cons
   const double start = TraceRecorder::nowUs();
   StepResult result;
   phase_memory_.clear();
+  step_works_.clear();
+  if (absl::Status s = kernels_->activate(); !s.ok()) return s;
   const PlanInterface& io = plan_.interface;
   for (int64_t id : {io.ids, io.labels, io.loss_grad_seed}) {
     if (absl::Status s = define(id); !s.ok()) return s;
   }
   const size_t tokens = static_cast<size_t>(rows_.count * seq_);
-  std::memcpy(bufferData(io.ids), ids, tokens * sizeof(int32_t));
-  std::memcpy(bufferData(io.labels), labels, tokens * sizeof(int32_t));
-  *static_cast<float*>(bufferData(io.loss_grad_seed)) = 1.0f;
+  absl::Status fed = kernels_->upload(bufferData(io.ids), ids, tokens * sizeof(int32_t));
+  fed.Update(kernels_->upload(bufferData(io.labels), labels, tokens * sizeof(int32_t)));
+  fed.Update(kernels_->upload(bufferData(io.loss_grad_seed), &kLossGradSeed, sizeof(float)));
   if (io.positions >= 0) {
     if (absl::Status s = define(io.positions); !s.ok()) return s;
-    int32_t* positions = static_cast<int32_t*>(bufferData(io.positions));
+    std::vector<int32_t> positions(tokens);
     for (size_t t = 0; t < tokens; ++t) positions[t] = static_cast<int32_t>(t % seq_);
+    fed.Update(kernels_->upload(bufferData(io.positions), positions.data(), tokens * sizeof(int32_t)));
   }
+  if (!fed.ok()) return fed;
 
   std::optional<Phase> phase;
   for (const std::unique_ptr<Bound>& bound : bound_) {
@@ -1203,9 +1276,13 @@ absl::StatusOr<StepResult> Executor::step(int64_t step, const int32_t* ids, cons
         for (int64_t id : grads) {
           if (absl::Status s = finalize(id); !s.ok()) return s;
         }
-        if (options_.on_gradients) options_.on_gradients(step, shardViews(grads));
+        if (options_.on_gradients) {
+          absl::StatusOr<std::vector<checkpoint::ShardView>> views = shardViews(grads);
+          if (!views.ok()) return views.status();
+          options_.on_gradients(step, *views);
+        }
         if (options_.max_grad_norm > 0) {
-          if (absl::Status s = clipGradients(result); !s.ok()) return s;
+          if (absl::Status s = clipGradients(); !s.ok()) return s;
         }
       }
       beginPhase(std::string(phaseName(in.phase)));
@@ -1218,7 +1295,25 @@ absl::StatusOr<StepResult> Executor::step(int64_t step, const int32_t* ids, cons
                                             "' was never waited in step ", step));
   }
   if (absl::Status s = finalize(io.loss); !s.ok()) return s;
-  result.loss = *static_cast<float*>(bufferData(io.loss));
+  // The step's one synchronisation: the loss (and the norm) read back.
+  float loss = 0;
+  if (absl::Status s = kernels_->download(&loss, bufferData(io.loss), sizeof(float)); !s.ok()) {
+    return absl::Status(s.code(), absl::StrCat("step ", step, ": ", s.message()));
+  }
+  result.loss = loss;
+  if (options_.max_grad_norm > 0) {
+    double total = 0;
+    if (absl::Status s = kernels_->download(&total, kernels_->scalars(), sizeof(double)); !s.ok()) return s;
+    result.grad_norm = std::sqrt(total);
+  }
+  // A collective the device waited on but that failed (an NCCL error or
+  // timeout, which aborts the communicator) fails the step here.
+  for (const auto& [where, work] : step_works_) {
+    if (absl::Status s = work->wait(options_.timeout); !s.ok()) {
+      return absl::Status(s.code(), absl::StrCat("step ", step, ", ", where, ": ", s.message()));
+    }
+  }
+  step_works_.clear();
   persistent_[io.loss] = false;
   releaseBuffer(io.loss);
   for (int64_t id : {io.ids, io.labels, io.loss_grad_seed, io.positions}) {
@@ -1228,7 +1323,7 @@ absl::StatusOr<StepResult> Executor::step(int64_t step, const int32_t* ids, cons
   return result;
 }
 
-std::vector<checkpoint::ShardView> Executor::checkpointShards() const {
+absl::StatusOr<std::vector<checkpoint::ShardView>> Executor::checkpointShards() const {
   std::vector<int64_t> ids;
   for (const BufferSpec& b : plan_.buffers) {
     if (persistent_[b.id]) ids.push_back(b.id);
@@ -1236,8 +1331,10 @@ std::vector<checkpoint::ShardView> Executor::checkpointShards() const {
   return shardViews(ids);
 }
 
-std::vector<checkpoint::ShardView> Executor::shardViews(const std::vector<int64_t>& ids) const {
+absl::StatusOr<std::vector<checkpoint::ShardView>> Executor::shardViews(const std::vector<int64_t>& ids) const {
   std::vector<checkpoint::ShardView> shards;
+  host_staging_.clear();
+  if (absl::Status s = kernels_->activate(); !s.ok()) return s;
   for (int64_t id : ids) {
     const BufferSpec& b = plan_.buffers[id];
     if (bufferData(id) == nullptr) continue;
@@ -1256,12 +1353,20 @@ std::vector<checkpoint::ShardView> Executor::shardViews(const std::vector<int64_
     view.box = {box->offsets, box->valid};
     view.local_shape = b.local_shape;
     view.data = bufferData(b.id);
+    if (!kernels_->hostAddressable()) {
+      std::vector<float>& host = host_staging_.emplace_back(b.numel());
+      if (absl::Status s = kernels_->download(host.data(), view.data, host.size() * sizeof(float)); !s.ok()) {
+        return absl::Status(s.code(), absl::StrCat("copying ", b.name, " to the host: ", s.message()));
+      }
+      view.data = host.data();
+    }
     shards.push_back(std::move(view));
   }
   return shards;
 }
 
 absl::Status Executor::loadCheckpoint(const checkpoint::CheckpointReader& reader) {
+  if (absl::Status s = kernels_->activate(); !s.ok()) return s;
   for (const BufferSpec& b : plan_.buffers) {
     if (!persistent_[b.id]) continue;
     absl::StatusOr<checkpoint::TensorInfo> info = reader.tensor(b.name);
@@ -1279,9 +1384,7 @@ absl::Status Executor::loadCheckpoint(const checkpoint::CheckpointReader& reader
         return s;
       }
     }
-    float* local = static_cast<float*>(bufferData(b.id));
-    std::memset(local, 0, b.bytes);
-    copyIntoPadded(dense.data(), box->valid, local, b.local_shape);
+    if (absl::Status s = uploadShard(b, dense, box->valid); !s.ok()) return s;
   }
   return absl::OkStatus();
 }
@@ -1295,8 +1398,11 @@ absl::StatusOr<std::vector<float>> Executor::localValues(const std::string& name
     }
     absl::StatusOr<ShardBox> box = shardBoxOf(b, plan_.mesh, coords_);
     if (!box.ok()) return box.status();
+    std::vector<float> local(b.numel());
+    if (absl::Status s = kernels_->activate(); !s.ok()) return s;
+    if (absl::Status s = kernels_->download(local.data(), data, local.size() * sizeof(float)); !s.ok()) return s;
     std::vector<float> dense(product(box->valid));
-    copyFromPadded(data, b.local_shape, dense.data(), box->valid);
+    copyFromPadded(local.data(), b.local_shape, dense.data(), box->valid);
     return dense;
   }
   return absl::NotFoundError(absl::StrCat("no buffer named ", name, " in ", plan_.source));

@@ -1,9 +1,11 @@
 // The plan executor: runs a plan.json's SPMD instruction stream on this
-// rank. Compute runs on the calling thread with the CPU kernels; every
-// collective is handed to its mesh-axis process group, whose worker thread
-// runs it while compute goes on, and the executor blocks only at the
-// dist.wait the plan names. Buffers come from a caching allocator and are
-// released at the plan's dist.free or after their last use.
+// rank, on the host with the CPU kernels or on one GPU with the CUDA kernels
+// (a KernelSet). Every collective is handed to its mesh-axis process group,
+// which runs it while compute goes on (a Gloo/MPI worker thread, or an NCCL
+// stream); at the dist.wait the plan names the CPU blocks and a GPU's
+// compute stream waits on the collective's event. Buffers come from a
+// caching allocator and are released at the plan's dist.free or after their
+// last use.
 #ifndef LOOM_RUNTIME_EXECUTOR_EXECUTOR_H_
 #define LOOM_RUNTIME_EXECUTOR_EXECUTOR_H_
 
@@ -13,6 +15,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -24,12 +27,20 @@
 #include "runtime/checkpoint/shard_file.h"
 #include "runtime/data/token_feed.h"
 #include "runtime/executor/caching_allocator.h"
+#include "runtime/executor/kernel_set.h"
 #include "runtime/executor/trace_recorder.h"
 #include "runtime/plan/plan.h"
 
 namespace loom::runtime {
 
+enum class ExecutorDevice { kCpu, kCuda };
+
 struct ExecutorOptions {
+  // Where buffers live and kernels run. kCuda: GPU `cuda_device` (-1: the
+  // environment's LOCAL_RANK, else 0); collectives then take CUDA tensors,
+  // which the process groups' cuda_backend (nccl) runs.
+  ExecutorDevice device = ExecutorDevice::kCpu;
+  int cuda_device = -1;
   // Every wait on a collective gives up after this long, naming the group,
   // rank, op and sequence number.
   absl::Duration timeout = absl::Minutes(5);
@@ -48,7 +59,8 @@ struct ExecutorOptions {
   // row order, and GEMMs run one sequence at a time, so fsdp, dp and hsdp
   // plans give bit-identical results to the 1-rank plan. It all-gathers
   // per-row gradient contributions instead of reduce-scattering sums:
-  // for debugging and parity, not for speed. Refused for tp plans.
+  // for debugging and parity, not for speed. Refused for tp plans and on
+  // CUDA.
   bool deterministic = false;
   // Called with this rank's gradient shards (one replica, as checkpoints
   // hold them) before every optimizer phase; for the parity dumps.
@@ -93,15 +105,18 @@ class Executor {
   absl::StatusOr<StepResult> step(int64_t step, const int32_t* ids, const int32_t* labels);
 
   // The parameter and optimizer-state shards this rank saves: one replica
-  // of everything, each element by exactly one rank, padding excluded.
-  std::vector<checkpoint::ShardView> checkpointShards() const;
+  // of everything, each element by exactly one rank, padding excluded. The
+  // views point at host memory: the buffers themselves on the CPU, a host
+  // copy on a GPU, valid until the next checkpointShards() or step().
+  absl::StatusOr<std::vector<checkpoint::ShardView>> checkpointShards() const;
   // Loads parameters and optimizer states from a checkpoint saved under any
   // mesh (resharding on load); returns the optimizer step it holds.
   absl::Status loadCheckpoint(const checkpoint::CheckpointReader& reader);
   // Copies this rank's local shard of a buffer (for tests and parity checks).
   absl::StatusOr<std::vector<float>> localValues(const std::string& buffer_name) const;
 
-  const AllocatorStats& allocatorStats() const { return allocator_.stats(); }
+  // Bytes of the device's memory (host or GPU) handed out to buffers.
+  const AllocatorStats& allocatorStats() const { return allocator_->stats(); }
   const std::vector<PhaseMemory>& phaseMemory() const { return phase_memory_; }
   // Opens a measured phase outside the step (e.g. "checkpoint").
   void beginPhase(const std::string& name);
@@ -131,10 +146,14 @@ class Executor {
   absl::Status defineLike(int64_t id, int64_t of);
   // Sums a stack over all global rows in row order into an ordinary buffer.
   absl::Status finalize(int64_t id);
-  std::vector<checkpoint::ShardView> shardViews(const std::vector<int64_t>& ids) const;
+  absl::StatusOr<std::vector<checkpoint::ShardView>> shardViews(const std::vector<int64_t>& ids) const;
+  // Writes a param or state's valid box `dense` into its padded buffer.
+  absl::Status uploadShard(const BufferSpec& b, const std::vector<float>& dense,
+                           const std::vector<int64_t>& valid);
+  absl::Status outOfMemory(size_t bytes, const std::string& what) const;
   void alias(int64_t id, int64_t of);
   void releaseBuffer(int64_t id);
-  absl::Status clipGradients(StepResult& result);
+  absl::Status clipGradients();
 
   Plan plan_;
   std::shared_ptr<comm::ProcessGroup> world_;
@@ -146,7 +165,17 @@ class Executor {
   int64_t seq_ = 0;
   int64_t vocab_ = 0;
 
-  CachingAllocator allocator_;
+  // Declared before the allocator, which returns its blocks to the
+  // device's memory first.
+  std::unique_ptr<KernelSet> kernels_;
+  std::unique_ptr<CachingAllocator> allocator_;
+  // The clip coefficient in the kernels' scalars (null without clipping).
+  float* clip_coefficient_ = nullptr;
+  // This step's collectives (where issued), checked once the step's work
+  // has run.
+  std::vector<std::pair<std::string, std::shared_ptr<comm::Work>>> step_works_;
+  // Host copies behind checkpointShards()'s views on a GPU.
+  mutable std::vector<std::vector<float>> host_staging_;
   // Storage blocks, reference counted so that views (reshape, wait) share.
   struct Block {
     void* data = nullptr;

@@ -5,7 +5,8 @@
 //
 // Each rank finds its place from the launcher's environment (//tools:launch
 // or torchrun, mpirun, srun); with --nproc and no launcher around it, the
-// tool starts the ranks itself. Rank 0 logs loss, tokens/s and step time,
+// tool starts the ranks itself. With --device=cuda each rank trains on GPU
+// LOCAL_RANK and its collectives run over NCCL. Rank 0 logs loss, tokens/s and step time,
 // and at the end the measured memory per phase beside the planner's
 // prediction; --checkpoint_dir saves sharded checkpoints, --resume
 // continues from the latest, --trace writes the merged measured trace.
@@ -35,6 +36,7 @@
 #include "runtime/checkpoint/checkpoint_reader.h"
 #include "runtime/checkpoint/checkpoint_writer.h"
 #include "runtime/data/token_feed.h"
+#include "runtime/executor/cuda_kernel_set.h"
 #include "runtime/executor/executor.h"
 #include "runtime/plan/plan.h"
 #include "tools/launch/launcher.h"
@@ -43,7 +45,12 @@
 ABSL_FLAG(std::string, plan, "", "the plan.json to run (from //tools:plan --out=DIR)");
 ABSL_FLAG(int, steps, 10, "training steps to run (in all, counting resumed ones)");
 ABSL_FLAG(int, nproc, 0, "start this many local ranks (when not under a launcher)");
-ABSL_FLAG(std::string, backend, "gloo", "CPU communication backend: gloo or mpi");
+ABSL_FLAG(std::string, device, "cpu",
+          "where each rank computes: cpu, or cuda (GPU LOCAL_RANK; exits 3 with 'train: skipped: "
+          "...' where no GPU is usable)");
+ABSL_FLAG(std::string, backend, "",
+          "communication backend: gloo (the default) or mpi with --device=cpu; with --device=cuda "
+          "collectives move CUDA tensors, and that means nccl (the default there, the only choice)");
 ABSL_FLAG(std::string, data, "synthetic", "synthetic, or a token file (docs/runtime_data.md)");
 ABSL_FLAG(uint64_t, data_seed, 1234, "seed that picks each step's rows");
 ABSL_FLAG(double, lr, 0, "AdamW learning rate (0: the plan's)");
@@ -110,6 +117,20 @@ int runAsLauncher(int argc, char** argv, int nproc) {
   return result->exit_code;
 }
 
+// --backend, or the device's default.
+std::string backendName() {
+  const std::string backend = absl::GetFlag(FLAGS_backend);
+  if (!backend.empty()) return backend;
+  return absl::GetFlag(FLAGS_device) == "cuda" ? "nccl" : "gloo";
+}
+
+// This process's GPU: its local rank under a launcher, else 0.
+int localGpu() {
+  if (!underLauncher()) return 0;
+  absl::StatusOr<launch::RankEnv> env = launch::detectRankEnv();
+  return env.ok() ? env->local_rank : 0;
+}
+
 struct Job {
   int rank = 0;
   int world_size = 1;
@@ -137,7 +158,23 @@ absl::StatusOr<Job> joinJob(absl::Duration timeout) {
     job.store = std::make_shared<comm::HashStore>();
   }
   comm::ProcessGroupOptions options;
-  options.cpu_backend = absl::GetFlag(FLAGS_backend);
+  const std::string backend = backendName();
+  if (absl::GetFlag(FLAGS_device) == "cuda") {
+    if (backend != "nccl") {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--backend=", backend, " with --device=cuda: CUDA tensors go over nccl; leave --backend "
+          "out or pass --backend=nccl"));
+    }
+    // Gloo carries the host-side exchanges (memory table, trace, barrier).
+    options.cpu_backend = "gloo";
+    options.cuda_backend = "nccl";
+  } else {
+    if (backend != "gloo" && backend != "mpi") {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--backend=", backend, " with --device=cpu: use gloo or mpi (nccl needs --device=cuda)"));
+    }
+    options.cpu_backend = backend;
+  }
   options.timeout = timeout;
   options.group_name = "train";
   const std::string checks = absl::GetFlag(FLAGS_comm_checks);
@@ -262,6 +299,10 @@ absl::Status train() {
   options.trace = !absl::GetFlag(FLAGS_trace).empty();
   options.overlap = absl::GetFlag(FLAGS_overlap);
   options.deterministic = absl::GetFlag(FLAGS_deterministic);
+  if (absl::GetFlag(FLAGS_device) == "cuda") {
+    options.device = runtime::ExecutorDevice::kCuda;
+    options.cuda_device = localGpu();
+  }
   const std::string dumpDir = absl::GetFlag(FLAGS_dump_dir);
   std::optional<runtime::checkpoint::CheckpointWriter> gradDump, paramDump;
   absl::Status dumpStatus;
@@ -325,10 +366,10 @@ absl::Status train() {
   const int64_t globalTokens = plan->buffers[plan->interface.ids].global_shape[0] * e.seqLength();
   std::vector<int32_t> ids(rows.count * e.seqLength()), labels(ids.size());
   if (lead) {
-    std::printf("train: %s on mesh %s (%s), %d ranks via %s, backend %s, %lld tokens per step\n",
+    std::printf("train: %s on mesh %s (%s), %d ranks via %s, device %s, backend %s, %lld tokens per step\n",
                 plan->model.c_str(), plan->mesh.toString().c_str(),
                 absl::StrJoin(plan->strategies, ",").c_str(), job->world_size, job->source.c_str(),
-                absl::GetFlag(FLAGS_backend).c_str(), static_cast<long long>(globalTokens));
+                absl::GetFlag(FLAGS_device).c_str(), backendName().c_str(), static_cast<long long>(globalTokens));
   }
   json losses = json::array();
   std::vector<double> stepSeconds;
@@ -343,7 +384,9 @@ absl::Status train() {
     stepSeconds.push_back(result->seconds);
     if (paramDump) {
       if (!dumpStatus.ok()) return dumpStatus;
-      if (absl::Status s = paramDump->save(step, e.checkpointShards(), {{"step", step}, {"loss", result->loss}},
+      absl::StatusOr<std::vector<runtime::checkpoint::ShardView>> shards = e.checkpointShards();
+      if (!shards.ok()) return shards.status();
+      if (absl::Status s = paramDump->save(step, *shards, {{"step", step}, {"loss", result->loss}},
                                            *job->store, job->rank, job->world_size, timeout);
           !s.ok()) {
         return s;
@@ -367,7 +410,9 @@ absl::Status train() {
     if (writer && (step == steps || (saveEvery > 0 && step % saveEvery == 0))) {
       e.beginPhase("checkpoint");
       savingStep = step;
-      absl::Status saved = writer->save(step, e.checkpointShards(),
+      absl::StatusOr<std::vector<runtime::checkpoint::ShardView>> shards = e.checkpointShards();
+      if (!shards.ok()) return shards.status();
+      absl::Status saved = writer->save(step, *shards,
                                         {{"step", step}, {"optimizer_step", step}, {"data_step", step + 1}, {"model", plan->model},
                                          {"data_seed", absl::GetFlag(FLAGS_data_seed)}},
                                         *job->store, job->rank, job->world_size, timeout);
@@ -437,8 +482,22 @@ absl::Status train() {
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
       "runs a plan.json on every rank and trains: train --plan=DIR/plan.json --steps=K "
-      "[--nproc=N] [--backend=gloo|mpi] [--data=synthetic|FILE]");
+      "[--nproc=N] [--device=cpu|cuda] [--backend=gloo|mpi|nccl] [--data=synthetic|FILE]");
   absl::ParseCommandLine(argc, argv);
+  const std::string device = absl::GetFlag(FLAGS_device);
+  if (device != "cpu" && device != "cuda") {
+    std::fprintf(stderr, "train: --device=%s is not one of cpu, cuda\n", device.c_str());
+    return 2;
+  }
+  // Exit 3 marks a skip, as calibrate and comm-bench do, so that scripts
+  // tell a machine without a GPU from a failure. A rank whose LOCAL_RANK
+  // has no GPU is a failure instead (Executor::create says so).
+  if (device == "cuda") {
+    if (const std::string reason = loom::runtime::cudaDeviceUnavailableReason(0); !reason.empty()) {
+      std::fprintf(stderr, "train: skipped: %s\n", reason.c_str());
+      return 3;
+    }
+  }
   const int nproc = absl::GetFlag(FLAGS_nproc);
   if (nproc > 1 && !loom::train::underLauncher()) return loom::train::runAsLauncher(argc, argv, nproc);
   if (absl::Status s = loom::train::train(); !s.ok()) {
