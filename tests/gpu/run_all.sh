@@ -364,6 +364,15 @@ done
 
 find_binary gemm_bench gemm_bench && run_check gemm_bench 120 parse_gemm_bench -- "$BINARY"
 
+# The executor on CUDA against the CPU on the tiny Llama plan; the test
+# finds the plan under $TEST_SRCDIR/loom/... as it does under Bazel.
+if find_binary executor_cuda executor_cuda_test; then
+  srcdir="$(mktemp -d "${TMPDIR:-/tmp}/loom_gpu_srcdir.XXXXXX")"
+  mkdir -p "$srcdir/loom/runtime/executor/testdata"
+  ln -s "$bundle/data/llama_single" "$srcdir/loom/runtime/executor/testdata/llama_single"
+  run_check executor_cuda 120 parse_gtest -- env TEST_SRCDIR="$srcdir" "$BINARY" --gtest_brief=1
+fi
+
 if find_binary comm_bench_nccl comm-bench; then
   port="$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])' \
     2>/dev/null || echo $((29500 + RANDOM % 2000)))"
