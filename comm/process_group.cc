@@ -981,6 +981,7 @@ absl::Status ProcessGroup::Impl::monitoredBarrier(const CollectiveInfo& info,
 
 void ProcessGroup::abort() {
   Impl& impl = *impl_;
+  if (impl.issuer != nullptr) impl.issuer->abortAll();
   if (impl.cpu_backend != nullptr) impl.cpu_backend->abort();
   absl::MutexLock lock(&impl.mu);
   if (impl.cuda_backend != nullptr) impl.cuda_backend->abort();

@@ -893,6 +893,28 @@ TEST(ProcessGroupChecksTest, AbortingACallInItsCheckCancelsIt) {
   }, quickOptions(absl::Seconds(5)));
 }
 
+// abort() also ends calls still waiting for their cross-rank check.
+TEST(ProcessGroupChecksTest, AbortFailsCallsInTheirCheck) {
+  absl::Notification aborted;
+  runRanks(2, [&](ProcessGroup& group) {
+    Buffer buffer(DType::kFloat32, std::vector<int64_t>{16});
+    if (group.rank() == 1) {
+      aborted.WaitForNotification();  // never joins
+      return;
+    }
+    absl::StatusOr<std::shared_ptr<Work>> first = group.allReduce(buffer.tensor());
+    absl::StatusOr<std::shared_ptr<Work>> second = group.allReduce(buffer.tensor());
+    ASSERT_TRUE(first.ok() && second.ok());
+    absl::SleepFor(absl::Milliseconds(50));
+    const absl::Time start = absl::Now();
+    group.abort();
+    EXPECT_THAT((*first)->wait(), StatusIs(absl::StatusCode::kAborted, HasSubstr("all_reduce #1")));
+    EXPECT_THAT((*second)->wait(), StatusIs(absl::StatusCode::kAborted, HasSubstr("all_reduce #2")));
+    EXPECT_LT(absl::Now() - start, absl::Seconds(2)) << "the abort waited for the check";
+    aborted.Notify();
+  }, quickOptions(absl::Seconds(5)));
+}
+
 TEST(ProcessGroupFailureTest, AbortFailsOutstandingWork) {
   absl::Notification aborted;
   runRanks(2, [&](ProcessGroup& group) {

@@ -63,6 +63,24 @@ void CheckedIssuer::submit(CollectiveFingerprint fingerprint, std::shared_ptr<Ch
   jobs_.push_back(Job{std::move(fingerprint), std::move(work), std::move(issue)});
 }
 
+void CheckedIssuer::abortAll() {
+  std::deque<Job> dropped;
+  std::shared_ptr<CheckedWork> checking;
+  {
+    absl::MutexLock lock(&mu_);
+    dropped.swap(jobs_);
+    checking = checking_;
+  }
+  auto aborted = [](const CheckedWork& work) {
+    return makeError(ErrorKind::kBackend, absl::StatusCode::kAborted,
+                     absl::StrCat(work.info().describe(),
+                                  " was aborted: its group was aborted while the call waited for "
+                                  "its cross-rank check"));
+  };
+  if (checking != nullptr) checking->complete(aborted(*checking));
+  for (Job& job : dropped) job.work->complete(aborted(*job.work));
+}
+
 void CheckedIssuer::loop() {
   while (true) {
     Job job;
@@ -72,10 +90,15 @@ void CheckedIssuer::loop() {
       if (jobs_.empty()) return;
       job = std::move(jobs_.front());
       jobs_.pop_front();
+      checking_ = job.work;
     }
     // Every rank checks every call, even one its caller has given up on,
     // so that the ranks' checks stay paired; only the issue is skipped.
     absl::Status verdict = checker_.check(job.fingerprint);
+    {
+      absl::MutexLock lock(&mu_);
+      checking_ = nullptr;
+    }
     if (!verdict.ok()) {
       job.work->complete(makeError(errorKind(verdict), verdict.code(),
                                    absl::StrCat(where_, verdict.message())));

@@ -66,6 +66,10 @@ class CheckedIssuer {
   void submit(CollectiveFingerprint fingerprint, std::shared_ptr<CheckedWork> work,
               std::function<absl::StatusOr<std::shared_ptr<Work>>()> issue);
 
+  // The group is being aborted: fails the call being checked and every call
+  // queued, so that none of them is issued and their waits end now.
+  void abortAll();
+
  private:
   struct Job {
     CollectiveFingerprint fingerprint;
@@ -79,6 +83,7 @@ class CheckedIssuer {
   const std::string where_;
   absl::Mutex mu_;
   std::deque<Job> jobs_ ABSL_GUARDED_BY(mu_);
+  std::shared_ptr<CheckedWork> checking_ ABSL_GUARDED_BY(mu_);  // the call in its check
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   std::thread thread_;
 };
