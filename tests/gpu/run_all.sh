@@ -63,12 +63,17 @@ parse_gtest() {
     [[ "$failed" -eq 0 ]] && KEY="exit $rc after $ran tests: $(crash_reason "$log" "$rc")"
   elif [[ "$ran" -eq 0 ]]; then
     STATUS=FAIL KEY="no test ran"
-  elif [[ "$skipped" -eq "$ran" ]]; then
+  elif [[ "$skipped" -gt 0 ]]; then
+    # Any skipped case is a SKIP, not a PASS: the GPU part did not run
+    # (and where a GPU is present, a SKIP becomes a FAIL below).
     reason="$(grep -m1 -A1 -E ': Skipped$' "$log" | tail -1)"
-    STATUS=SKIP KEY="all $ran skipped: ${reason:-no reason printed}"
+    if [[ "$skipped" -eq "$ran" ]]; then
+      STATUS=SKIP KEY="all $ran skipped: ${reason:-no reason printed}"
+    else
+      STATUS=SKIP KEY="$skipped of $ran skipped (${passed:-?} passed): ${reason:-no reason printed}"
+    fi
   else
     STATUS=PASS KEY="${passed:-?} of $ran passed"
-    [[ "$skipped" -gt 0 ]] && KEY+=", $skipped skipped"
   fi
 }
 
