@@ -261,6 +261,16 @@ class ProcessGroup::Impl {
     comm::recordEnd(recorder, id, status, options.group_name, rank);
   }
 
+  // Records the call's end when `work` completes. The callback holds no
+  // reference to the group, which may be gone by then.
+  void recordEndOnCompletion(Work& work, uint64_t id) {
+    if (recorder == nullptr) return;
+    work.onCompletion([recorder = recorder, id, group = options.group_name,
+                       rank = rank](const absl::Status& status) {
+      comm::recordEnd(recorder, id, status, group, rank);
+    });
+  }
+
   // Numbers the call, records it, checks it against the other ranks'
   // (collectives, when checks are on) and hands it to the backend of its
   // device. `run` may run later, on the issuer's thread, so it holds its
@@ -283,12 +293,7 @@ class ProcessGroup::Impl {
       // order; CPU calls are checked and issued by the issuer.
       if (issuer != nullptr && !call.device.isCuda()) {
         auto work = std::make_shared<debug::CheckedWork>(info, options.timeout);
-        if (recorder != nullptr) {
-          work->onCompletion([recorder = recorder, id, group = options.group_name,
-                              rank = rank](const absl::Status& status) {
-            comm::recordEnd(recorder, id, status, group, rank);
-          });
-        }
+        recordEndOnCompletion(*work, id);
         issuer->submit(std::move(fingerprint), work,
                        [run = std::move(run), backend = *backend, info] {
                          return run(*backend, info);
@@ -308,12 +313,7 @@ class ProcessGroup::Impl {
       recordEnd(id, work.status());
       return work;
     }
-    if (recorder != nullptr) {
-      (*work)->onCompletion([recorder = recorder, id, group = options.group_name,
-                             rank = rank](const absl::Status& status) {
-        comm::recordEnd(recorder, id, status, group, rank);
-      });
-    }
+    recordEndOnCompletion(**work, id);
     return work;
   }
 };

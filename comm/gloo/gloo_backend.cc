@@ -124,6 +124,22 @@ absl::Status engineError(const CollectiveInfo& info, const std::string& what, bo
   return backendError(absl::StrCat(info.describe(), " failed in gloo: ", what));
 }
 
+// The IP of an IPv4 or IPv6 socket address as text, and its port.
+std::optional<std::pair<std::string, int>> ipAndPort(const sockaddr_storage& address) {
+  char text[INET6_ADDRSTRLEN] = {};
+  if (address.ss_family == AF_INET) {
+    const auto& v4 = reinterpret_cast<const sockaddr_in&>(address);
+    if (inet_ntop(AF_INET, &v4.sin_addr, text, sizeof(text)) == nullptr) return std::nullopt;
+    return std::make_pair(std::string(text), static_cast<int>(ntohs(v4.sin_port)));
+  }
+  if (address.ss_family == AF_INET6) {
+    const auto& v6 = reinterpret_cast<const sockaddr_in6&>(address);
+    if (inet_ntop(AF_INET6, &v6.sin6_addr, text, sizeof(text)) == nullptr) return std::nullopt;
+    return std::make_pair(std::string(text), static_cast<int>(ntohs(v6.sin6_port)));
+  }
+  return std::nullopt;
+}
+
 // The local address a UDP socket would use to reach `host` (no packet is
 // sent): the interface a multi-host job's peers can reach us on.
 std::optional<std::string> localAddressToward(const std::string& host) {
@@ -137,13 +153,8 @@ std::optional<std::string> localAddressToward(const std::string& host) {
   if (fd >= 0 && connect(fd, found->ai_addr, found->ai_addrlen) == 0) {
     sockaddr_storage local{};
     socklen_t length = sizeof(local);
-    char text[INET6_ADDRSTRLEN] = {};
     if (getsockname(fd, reinterpret_cast<sockaddr*>(&local), &length) == 0) {
-      const void* address = local.ss_family == AF_INET6
-                                ? static_cast<const void*>(
-                                      &reinterpret_cast<sockaddr_in6*>(&local)->sin6_addr)
-                                : &reinterpret_cast<sockaddr_in*>(&local)->sin_addr;
-      if (inet_ntop(local.ss_family, address, text, sizeof(text)) != nullptr) result = text;
+      if (auto ip = ipAndPort(local)) result = ip->first;
     }
   }
   if (fd >= 0) close(fd);
@@ -944,20 +955,8 @@ namespace {
 
 // "[ip]:port" as Gloo prints socket addresses, or "" for other families.
 std::string glooAddressText(const sockaddr_storage& address) {
-  char text[INET6_ADDRSTRLEN] = {};
-  int port = 0;
-  if (address.ss_family == AF_INET) {
-    const auto& v4 = reinterpret_cast<const sockaddr_in&>(address);
-    if (inet_ntop(AF_INET, &v4.sin_addr, text, sizeof(text)) == nullptr) return "";
-    port = ntohs(v4.sin_port);
-  } else if (address.ss_family == AF_INET6) {
-    const auto& v6 = reinterpret_cast<const sockaddr_in6&>(address);
-    if (inet_ntop(AF_INET6, &v6.sin6_addr, text, sizeof(text)) == nullptr) return "";
-    port = ntohs(v6.sin6_port);
-  } else {
-    return "";
-  }
-  return absl::StrCat("[", text, "]:", port);
+  const auto ip = ipAndPort(address);
+  return ip ? absl::StrCat("[", ip->first, "]:", ip->second) : std::string();
 }
 
 // The local address of every connected TCP socket of this process. Gloo
