@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "comm/errors.h"
+#include "comm/half_float.h"
 #include "gloo/math.h"
 
 namespace loom::comm::gloo {
@@ -146,20 +147,9 @@ void divideTyped(T* data, int64_t count, int divisor) {
 
 }  // namespace
 
-float bf16ToFloat(BFloat16 value) {
-  const uint32_t bits = static_cast<uint32_t>(value.bits) << 16;
-  float result;
-  std::memcpy(&result, &bits, sizeof(result));
-  return result;
-}
+float bf16ToFloat(BFloat16 value) { return bfloat16ToFloat(value.bits); }
 
-BFloat16 floatToBf16(float value) {
-  if (std::isnan(value)) return BFloat16{0x7FC0};
-  uint32_t bits;
-  std::memcpy(&bits, &value, sizeof(bits));
-  const uint32_t rounding_bias = ((bits >> 16) & 1) + 0x7FFF;
-  return BFloat16{static_cast<uint16_t>((bits + rounding_bias) >> 16)};
-}
+BFloat16 floatToBf16(float value) { return BFloat16{floatToBfloat16(value)}; }
 
 absl::StatusOr<ReduceFn> reduceFunction(ReduceOp op, DType dtype) {
   const ReduceFn fn = visitDType(dtype, [op](auto tag) { return fnFor<decltype(tag)>(op); });

@@ -21,7 +21,7 @@
 #include "absl/time/time.h"
 #include "comm/backend.h"
 #include "comm/file_store.h"
-#include "comm/mpi/half_float.h"
+#include "comm/half_float.h"
 #include "comm/nccl/cuda_util.h"
 #include "comm/prefix_store.h"
 #include "gmock/gmock.h"
@@ -108,10 +108,10 @@ class Buffer {
         store(p, value);
         return;
       case DType::kFloat16:
-        store(p, mpi::floatToHalf(static_cast<float>(value)));
+        store(p, comm::floatToHalf(static_cast<float>(value)));
         return;
       case DType::kBFloat16:
-        store(p, mpi::floatToBfloat16(static_cast<float>(value)));
+        store(p, comm::floatToBfloat16(static_cast<float>(value)));
         return;
       case DType::kInt8:
         store(p, static_cast<int8_t>(value));
@@ -139,9 +139,9 @@ class Buffer {
       case DType::kFloat64:
         return load<double>(p);
       case DType::kFloat16:
-        return mpi::halfToFloat(load<uint16_t>(p));
+        return comm::halfToFloat(load<uint16_t>(p));
       case DType::kBFloat16:
-        return mpi::bfloat16ToFloat(load<uint16_t>(p));
+        return comm::bfloat16ToFloat(load<uint16_t>(p));
       case DType::kInt8:
         return load<int8_t>(p);
       case DType::kUInt8:

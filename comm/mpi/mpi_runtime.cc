@@ -19,7 +19,7 @@
 #include "absl/time/time.h"
 #include "comm/deadline.h"
 #include "comm/errors.h"
-#include "comm/mpi/half_float.h"
+#include "comm/half_float.h"
 #include "mpi-ext.h"
 
 namespace loom::comm::mpi {

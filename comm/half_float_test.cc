@@ -1,5 +1,5 @@
 // Tests of the f16/bf16 conversions the mpi backend's reduction ops use.
-#include "comm/mpi/half_float.h"
+#include "comm/half_float.h"
 
 #include <cmath>
 #include <cstdint>
@@ -7,7 +7,7 @@
 
 #include "gtest/gtest.h"
 
-namespace loom::comm::mpi {
+namespace loom::comm {
 namespace {
 
 TEST(HalfFloatTest, Float16KnownEncodings) {
@@ -52,4 +52,4 @@ TEST(HalfFloatTest, EverySmallIntegerRoundTrips) {
 }
 
 }  // namespace
-}  // namespace loom::comm::mpi
+}  // namespace loom::comm

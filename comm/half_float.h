@@ -1,13 +1,14 @@
 // Conversions between float and the two 16-bit float formats (IEEE binary16
-// and bfloat16), kept as raw uint16_t storage. MPI has no 16-bit float types,
-// so the mpi backend's reduction ops for f16/bf16 convert through float.
-#ifndef LOOM_COMM_MPI_HALF_FLOAT_H_
-#define LOOM_COMM_MPI_HALF_FLOAT_H_
+// and bfloat16), kept as raw uint16_t storage: the mpi backend's reduction
+// ops (MPI has no 16-bit float types), the gloo backend and the runtime's
+// bf16 buffers convert through float with these.
+#ifndef LOOM_COMM_HALF_FLOAT_H_
+#define LOOM_COMM_HALF_FLOAT_H_
 
 #include <bit>
 #include <cstdint>
 
-namespace loom::comm::mpi {
+namespace loom::comm {
 
 // GCC 12 supports _Float16 on x86-64 (conversions go through libgcc or
 // F16C), which rounds to nearest-even and keeps infinities and NaNs.
@@ -32,6 +33,6 @@ inline uint16_t floatToBfloat16(float value) {
   return static_cast<uint16_t>((bits + rounding) >> 16);
 }
 
-}  // namespace loom::comm::mpi
+}  // namespace loom::comm
 
-#endif  // LOOM_COMM_MPI_HALF_FLOAT_H_
+#endif  // LOOM_COMM_HALF_FLOAT_H_
