@@ -1,12 +1,51 @@
 // The KernelSet of the host: the CPU kernels, memcpy, and waits that block.
+#include <algorithm>
 #include <cstring>
+#include <deque>
 #include <memory>
 #include <string>
+#include <utility>
+#include <vector>
 
+#include "absl/strings/str_cat.h"
+#include "comm/half_float.h"
 #include "runtime/executor/kernel_set.h"
 
 namespace loom::runtime {
 namespace {
+
+// f32 views of a kernel call's tensors, for the f32 CPU kernels: an f32
+// tensor is used in place; a bf16 one is widened into scratch (operands) or
+// computed in scratch and rounded into place by commit() (results). The
+// executor has checked that every float tensor is f32 or bf16.
+class F32Args {
+ public:
+  const float* in(Ref ref, int64_t count) {
+    if (ref.dtype == comm::DType::kFloat32) return ref.f32();
+    std::vector<float>& wide = scratch_.emplace_back(count);
+    const uint16_t* bits = static_cast<const uint16_t*>(ref.data);
+    for (int64_t i = 0; i < count; ++i) wide[i] = comm::bfloat16ToFloat(bits[i]);
+    return wide.data();
+  }
+  float* out(Ref ref, int64_t count) {
+    if (ref.dtype == comm::DType::kFloat32) return ref.f32();
+    std::vector<float>& wide = scratch_.emplace_back(count);
+    results_.push_back({ref, &wide});
+    return wide.data();
+  }
+  absl::Status commit() {
+    for (const auto& [ref, wide] : results_) {
+      uint16_t* bits = static_cast<uint16_t*>(ref.data);
+      for (size_t i = 0; i < wide->size(); ++i) bits[i] = comm::floatToBfloat16((*wide)[i]);
+    }
+    results_.clear();
+    return absl::OkStatus();
+  }
+
+ private:
+  std::deque<std::vector<float>> scratch_;  // stable addresses
+  std::vector<std::pair<Ref, std::vector<float>*>> results_;
+};
 
 class CpuKernelSet : public KernelSet {
  public:
@@ -40,164 +79,242 @@ class CpuKernelSet : public KernelSet {
   absl::Status upload(void* dst, const void* host, size_t bytes) override { return copy(dst, host, bytes); }
   absl::Status download(void* host, const void* src, size_t bytes) override { return copy(host, src, bytes); }
 
-  absl::Status linear(const float* x, const float* w, const float* bias, float* y, int64_t rows,
-                      int64_t in, int64_t out) override {
-    cpu::linear(x, w, bias, y, rows, in, out);
-    return absl::OkStatus();
+  absl::Status linear(Ref x, Ref w, Ref bias, Ref y, int64_t rows, int64_t in,
+                      int64_t out) override {
+    F32Args a;
+    cpu::linear(a.in(x, rows * in), a.in(w, in * out), bias.data ? a.in(bias, out) : nullptr,
+                a.out(y, rows * out), rows, in, out);
+    return a.commit();
   }
-  absl::Status matmul(const float* lhs, const float* rhs, float* out, int64_t rows, int64_t k,
-                      int64_t n) override {
-    cpu::matmul(lhs, rhs, out, rows, k, n);
-    return absl::OkStatus();
+  absl::Status matmul(Ref lhs, Ref rhs, Ref out, int64_t rows, int64_t k, int64_t n) override {
+    F32Args a;
+    cpu::matmul(a.in(lhs, rows * k), a.in(rhs, k * n), a.out(out, rows * n), rows, k, n);
+    return a.commit();
   }
-  absl::Status matmulTransposeRhs(const float* lhs, const float* rhs, float* out, int64_t rows,
-                                  int64_t k, int64_t n) override {
-    cpu::matmulTransposeRhs(lhs, rhs, out, rows, k, n);
-    return absl::OkStatus();
+  absl::Status matmulTransposeRhs(Ref lhs, Ref rhs, Ref out, int64_t rows, int64_t k,
+                                  int64_t n) override {
+    F32Args a;
+    cpu::matmulTransposeRhs(a.in(lhs, rows * k), a.in(rhs, n * k), a.out(out, rows * n), rows, k, n);
+    return a.commit();
   }
-  absl::Status matmulTransposeLhs(const float* lhs, const float* rhs, float* out, int64_t rows,
-                                  int64_t m, int64_t n) override {
-    cpu::matmulTransposeLhs(lhs, rhs, out, rows, m, n);
-    return absl::OkStatus();
+  absl::Status matmulTransposeLhs(Ref lhs, Ref rhs, Ref out, int64_t rows, int64_t m,
+                                  int64_t n) override {
+    F32Args a;
+    cpu::matmulTransposeLhs(a.in(lhs, rows * m), a.in(rhs, rows * n), a.out(out, m * n), rows, m, n);
+    return a.commit();
   }
-  absl::Status rmsNorm(const float* x, const float* gamma, float* y, int64_t rows, int64_t hidden,
-                       float eps) override {
-    cpu::rmsNorm(x, gamma, y, rows, hidden, eps);
-    return absl::OkStatus();
+  absl::Status rmsNorm(Ref x, Ref gamma, Ref y, int64_t rows, int64_t hidden, float eps) override {
+    F32Args a;
+    const int64_t n = rows * hidden;
+    cpu::rmsNorm(a.in(x, n), a.in(gamma, hidden), a.out(y, n), rows, hidden, eps);
+    return a.commit();
   }
-  absl::Status rmsNormGrad(const float* x, const float* gamma, const float* dy, float* dx,
-                           float* dgamma, int64_t rows, int64_t hidden, float eps) override {
-    cpu::rmsNormGrad(x, gamma, dy, dx, dgamma, rows, hidden, eps);
-    return absl::OkStatus();
+  absl::Status rmsNormGrad(Ref x, Ref gamma, Ref dy, Ref dx, Ref dgamma, int64_t rows,
+                           int64_t hidden, float eps) override {
+    F32Args a;
+    const int64_t n = rows * hidden;
+    cpu::rmsNormGrad(a.in(x, n), a.in(gamma, hidden), a.in(dy, n), a.out(dx, n), a.out(dgamma, hidden),
+                     rows, hidden, eps);
+    return a.commit();
   }
-  absl::Status layerNorm(const float* x, const float* gamma, const float* beta, float* y,
-                         int64_t rows, int64_t hidden, float eps) override {
-    cpu::layerNorm(x, gamma, beta, y, rows, hidden, eps);
-    return absl::OkStatus();
+  absl::Status layerNorm(Ref x, Ref gamma, Ref beta, Ref y, int64_t rows, int64_t hidden,
+                         float eps) override {
+    F32Args a;
+    const int64_t n = rows * hidden;
+    cpu::layerNorm(a.in(x, n), a.in(gamma, hidden), a.in(beta, hidden), a.out(y, n), rows, hidden, eps);
+    return a.commit();
   }
-  absl::Status layerNormGrad(const float* x, const float* gamma, const float* dy, float* dx,
-                             float* dgamma, float* dbeta, int64_t rows, int64_t hidden,
-                             float eps) override {
-    cpu::layerNormGrad(x, gamma, dy, dx, dgamma, dbeta, rows, hidden, eps);
-    return absl::OkStatus();
+  absl::Status layerNormGrad(Ref x, Ref gamma, Ref dy, Ref dx, Ref dgamma, Ref dbeta, int64_t rows,
+                             int64_t hidden, float eps) override {
+    F32Args a;
+    const int64_t n = rows * hidden;
+    cpu::layerNormGrad(a.in(x, n), a.in(gamma, hidden), a.in(dy, n), a.out(dx, n), a.out(dgamma, hidden),
+                       a.out(dbeta, hidden), rows, hidden, eps);
+    return a.commit();
   }
-  absl::Status rope(const float* x, float* y, int64_t batch, int64_t seq, int64_t heads,
-                    int64_t head_dim, float theta, bool inverse) override {
-    cpu::rope(x, y, batch, seq, heads, head_dim, theta, inverse);
-    return absl::OkStatus();
+  absl::Status rope(Ref x, Ref y, int64_t batch, int64_t seq, int64_t heads, int64_t head_dim,
+                    float theta, bool inverse) override {
+    F32Args a;
+    const int64_t n = batch * seq * heads * head_dim;
+    cpu::rope(a.in(x, n), a.out(y, n), batch, seq, heads, head_dim, theta, inverse);
+    return a.commit();
   }
-  absl::Status attention(const float* q, const float* k, const float* v, float* out,
-                         const cpu::AttentionShape& shape) override {
-    cpu::attention(q, k, v, out, shape);
-    return absl::OkStatus();
+  absl::Status attention(Ref q, Ref k, Ref v, Ref out, const cpu::AttentionShape& s) override {
+    F32Args a;
+    const int64_t nq = s.batch * s.seq * s.heads * s.head_dim;
+    const int64_t nk = s.batch * s.seq * s.kv_heads * s.head_dim;
+    cpu::attention(a.in(q, nq), a.in(k, nk), a.in(v, nk), a.out(out, nq), s);
+    return a.commit();
   }
-  absl::Status attentionGrad(const float* q, const float* k, const float* v, const float* dout,
-                             float* dq, float* dk, float* dv,
-                             const cpu::AttentionShape& shape) override {
-    cpu::attentionGrad(q, k, v, dout, dq, dk, dv, shape);
-    return absl::OkStatus();
+  absl::Status attentionGrad(Ref q, Ref k, Ref v, Ref dout, Ref dq, Ref dk, Ref dv,
+                             const cpu::AttentionShape& s) override {
+    F32Args a;
+    const int64_t nq = s.batch * s.seq * s.heads * s.head_dim;
+    const int64_t nk = s.batch * s.seq * s.kv_heads * s.head_dim;
+    cpu::attentionGrad(a.in(q, nq), a.in(k, nk), a.in(v, nk), a.in(dout, nq), a.out(dq, nq), a.out(dk, nk),
+                       a.out(dv, nk), s);
+    return a.commit();
   }
-  absl::Status softmax(const float* x, float* y, int64_t rows, int64_t n) override {
-    cpu::softmax(x, y, rows, n);
-    return absl::OkStatus();
+  absl::Status softmax(Ref x, Ref y, int64_t rows, int64_t n) override {
+    F32Args a;
+    cpu::softmax(a.in(x, rows * n), a.out(y, rows * n), rows, n);
+    return a.commit();
   }
-  absl::Status softmaxGrad(const float* y, const float* dy, float* dx, int64_t rows,
-                           int64_t n) override {
-    cpu::softmaxGrad(y, dy, dx, rows, n);
-    return absl::OkStatus();
+  absl::Status softmaxGrad(Ref y, Ref dy, Ref dx, int64_t rows, int64_t n) override {
+    F32Args a;
+    cpu::softmaxGrad(a.in(y, rows * n), a.in(dy, rows * n), a.out(dx, rows * n), rows, n);
+    return a.commit();
   }
-  absl::Status silu(const float* x, float* y, int64_t count) override {
-    cpu::silu(x, y, count);
-    return absl::OkStatus();
+  absl::Status silu(Ref x, Ref y, int64_t count) override {
+    F32Args a;
+    cpu::silu(a.in(x, count), a.out(y, count), count);
+    return a.commit();
   }
-  absl::Status siluGrad(const float* x, const float* dy, float* dx, int64_t count) override {
-    cpu::siluGrad(x, dy, dx, count);
-    return absl::OkStatus();
+  absl::Status siluGrad(Ref x, Ref dy, Ref dx, int64_t count) override {
+    F32Args a;
+    cpu::siluGrad(a.in(x, count), a.in(dy, count), a.out(dx, count), count);
+    return a.commit();
   }
-  absl::Status gelu(const float* x, float* y, int64_t count) override {
-    cpu::gelu(x, y, count);
-    return absl::OkStatus();
+  absl::Status gelu(Ref x, Ref y, int64_t count) override {
+    F32Args a;
+    cpu::gelu(a.in(x, count), a.out(y, count), count);
+    return a.commit();
   }
-  absl::Status geluGrad(const float* x, const float* dy, float* dx, int64_t count) override {
-    cpu::geluGrad(x, dy, dx, count);
-    return absl::OkStatus();
+  absl::Status geluGrad(Ref x, Ref dy, Ref dx, int64_t count) override {
+    F32Args a;
+    cpu::geluGrad(a.in(x, count), a.in(dy, count), a.out(dx, count), count);
+    return a.commit();
   }
-  absl::Status add(const float* a, const float* b, float* out, int64_t count) override {
-    cpu::add(a, b, out, count);
-    return absl::OkStatus();
+  absl::Status add(Ref x, Ref y, Ref out, int64_t count) override {
+    F32Args a;
+    cpu::add(a.in(x, count), a.in(y, count), a.out(out, count), count);
+    return a.commit();
   }
-  absl::Status mul(const float* a, const float* b, float* out, int64_t count) override {
-    cpu::mul(a, b, out, count);
-    return absl::OkStatus();
+  absl::Status mul(Ref x, Ref y, Ref out, int64_t count) override {
+    F32Args a;
+    cpu::mul(a.in(x, count), a.in(y, count), a.out(out, count), count);
+    return a.commit();
   }
-  absl::Status biasAdd(const float* x, const float* bias, float* y, int64_t rows,
-                       int64_t out) override {
-    cpu::biasAdd(x, bias, y, rows, out);
-    return absl::OkStatus();
+  absl::Status biasAdd(Ref x, Ref bias, Ref y, int64_t rows, int64_t out) override {
+    F32Args a;
+    cpu::biasAdd(a.in(x, rows * out), a.in(bias, out), a.out(y, rows * out), rows, out);
+    return a.commit();
   }
-  absl::Status reduceSum(const float* x, std::span<const int64_t> shape,
-                         std::span<const int64_t> dims, float* out) override {
-    cpu::reduceSum(x, shape, dims, out);
-    return absl::OkStatus();
+  absl::Status reduceSum(Ref x, std::span<const int64_t> shape, std::span<const int64_t> dims,
+                         Ref out) override {
+    int64_t total = 1, kept = 1;
+    for (size_t d = 0; d < shape.size(); ++d) {
+      total *= shape[d];
+      if (std::find(dims.begin(), dims.end(), static_cast<int64_t>(d)) == dims.end()) kept *= shape[d];
+    }
+    F32Args a;
+    cpu::reduceSum(a.in(x, total), shape, dims, a.out(out, kept));
+    return a.commit();
   }
-  absl::Status embedding(const int32_t* ids, const float* table, float* out, int64_t tokens,
-                         int64_t hidden, int64_t row_begin, int64_t table_rows) override {
-    cpu::embedding(ids, table, out, tokens, hidden, row_begin, table_rows);
-    return absl::OkStatus();
+  absl::Status embedding(const int32_t* ids, Ref table, Ref out, int64_t tokens, int64_t hidden,
+                         int64_t row_begin, int64_t table_rows) override {
+    F32Args a;
+    cpu::embedding(ids, a.in(table, table_rows * hidden), a.out(out, tokens * hidden), tokens, hidden,
+                   row_begin, table_rows);
+    return a.commit();
   }
-  absl::Status embeddingGrad(const int32_t* ids, const float* dy, float* dtable, int64_t tokens,
-                             int64_t hidden, int64_t row_begin, int64_t table_rows) override {
-    cpu::embeddingGrad(ids, dy, dtable, tokens, hidden, row_begin, table_rows);
-    return absl::OkStatus();
+  absl::Status embeddingGrad(const int32_t* ids, Ref dy, Ref dtable, int64_t tokens, int64_t hidden,
+                             int64_t row_begin, int64_t table_rows) override {
+    F32Args a;
+    cpu::embeddingGrad(ids, a.in(dy, tokens * hidden), a.out(dtable, table_rows * hidden), tokens, hidden,
+                       row_begin, table_rows);
+    return a.commit();
   }
-  absl::Status crossEntropy(const float* logits, const int32_t* labels, float* loss, int64_t tokens,
+  absl::Status crossEntropy(Ref logits, const int32_t* labels, float* loss, int64_t tokens,
                             int64_t vocab) override {
-    *loss = cpu::crossEntropy(logits, labels, tokens, vocab);
-    return absl::OkStatus();
+    F32Args a;
+    *loss = cpu::crossEntropy(a.in(logits, tokens * vocab), labels, tokens, vocab);
+    return a.commit();
   }
-  absl::Status crossEntropyGrad(const float* logits, const int32_t* labels, float dloss, float scale,
-                                float* dlogits, int64_t tokens, int64_t vocab) override {
-    cpu::crossEntropyGrad(logits, labels, dloss, scale, dlogits, tokens, vocab);
-    return absl::OkStatus();
+  absl::Status crossEntropyGrad(Ref logits, const int32_t* labels, float dloss, float scale,
+                                Ref dlogits, int64_t tokens, int64_t vocab) override {
+    F32Args a;
+    cpu::crossEntropyGrad(a.in(logits, tokens * vocab), labels, dloss, scale, a.out(dlogits, tokens * vocab),
+                          tokens, vocab);
+    return a.commit();
   }
-  absl::Status vocabMax(const float* logits, float* max, int64_t tokens, int64_t local,
-                        int64_t valid) override {
-    cpu::vocabMax(logits, max, tokens, local, valid);
-    return absl::OkStatus();
+  absl::Status vocabMax(Ref logits, float* max, int64_t tokens, int64_t local, int64_t valid) override {
+    F32Args a;
+    cpu::vocabMax(a.in(logits, tokens * local), max, tokens, local, valid);
+    return a.commit();
   }
-  absl::Status vocabStats(const float* logits, const int32_t* labels, const float* max, float* stats,
+  absl::Status vocabStats(Ref logits, const int32_t* labels, const float* max, float* stats,
                           int64_t tokens, int64_t local, int64_t valid, int64_t row_begin) override {
-    cpu::vocabStats(logits, labels, max, stats, tokens, local, valid, row_begin);
-    return absl::OkStatus();
+    F32Args a;
+    cpu::vocabStats(a.in(logits, tokens * local), labels, max, stats, tokens, local, valid, row_begin);
+    return a.commit();
   }
   absl::Status vocabCrossEntropy(const float* stats, float* loss, int64_t tokens) override {
     *loss = cpu::vocabCrossEntropy(stats, tokens);
     return absl::OkStatus();
   }
-  absl::Status vocabCrossEntropyGrad(const float* logits, const int32_t* labels, const float* max,
-                                     const float* stats, float dloss, float scale, float* dlogits,
+  absl::Status vocabCrossEntropyGrad(Ref logits, const int32_t* labels, const float* max,
+                                     const float* stats, float dloss, float scale, Ref dlogits,
                                      int64_t tokens, int64_t local, int64_t valid,
                                      int64_t row_begin) override {
-    cpu::vocabCrossEntropyGrad(logits, labels, max, stats, dloss, scale, dlogits, tokens, local, valid,
-                               row_begin);
-    return absl::OkStatus();
+    F32Args a;
+    cpu::vocabCrossEntropyGrad(a.in(logits, tokens * local), labels, max, stats, dloss, scale,
+                               a.out(dlogits, tokens * local), tokens, local, valid, row_begin);
+    return a.commit();
   }
 
-  absl::Status addSquaredNorm(const float* grads, int64_t count, int64_t copies,
-                              double* total) override {
-    *total += optim::localSquaredNorm(grads, count) / copies;
-    return absl::OkStatus();
+  absl::Status convert(Ref src, Ref dst, int64_t count) override {
+    if (src.dtype == dst.dtype) return copy(dst.data, src.data, count * comm::dtypeSize(src.dtype));
+    F32Args a;
+    const float* values = a.in(src, count);
+    float* out = a.out(dst, count);
+    if (out != values) std::memcpy(out, values, count * sizeof(float));
+    return a.commit();
+  }
+  absl::Status sumChunks(Ref src, int64_t chunks, int64_t count, bool average, Ref dst) override {
+    F32Args a;
+    const float* in = a.in(src, chunks * count);
+    std::vector<float> sum(in, in + count);
+    for (int64_t c = 1; c < chunks; ++c) {
+      const float* chunk = in + c * count;
+      for (int64_t i = 0; i < count; ++i) sum[i] += chunk[i];
+    }
+    if (average) {
+      for (float& v : sum) v /= static_cast<float>(chunks);
+    }
+    std::memcpy(a.out(dst, count), sum.data(), count * sizeof(float));
+    return a.commit();
+  }
+
+  absl::Status addSquaredNorm(Ref grads, int64_t count, int64_t copies, double* total) override {
+    F32Args a;
+    *total += optim::localSquaredNorm(a.in(grads, count), count) / copies;
+    return a.commit();
   }
   absl::Status clipCoefficient(const double* total, double max_norm, float* coefficient) override {
     *coefficient = optim::clipCoefficient(*total, max_norm);
     return absl::OkStatus();
   }
-  absl::Status adamw(const optim::AdamWConfig& config, int64_t step, float* params, float* grads,
-                     float* exp_avg, float* exp_avg_sq, int64_t count,
+  absl::Status adamw(const optim::AdamWConfig& config, int64_t step, Ref params, Ref grads,
+                     float* exp_avg, float* exp_avg_sq, float* master, int64_t count,
                      const float* grad_scale) override {
-    if (grad_scale != nullptr && *grad_scale < 1.0f) optim::scaleGradients(grads, count, *grad_scale);
-    optim::adamwStep(config, step, params, grads, exp_avg, exp_avg_sq, count);
-    return absl::OkStatus();
+    if (master == nullptr && params.dtype != comm::DType::kFloat32) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "AdamW on ", std::string(comm::dtypeName(params.dtype)), " parameters needs an f32 master copy"));
+    }
+    // Clipping scales a copy: the gradients stay as the backward pass left them.
+    F32Args a;
+    const float* g = a.in(grads, count);
+    std::vector<float> scaled;
+    if (grad_scale != nullptr && *grad_scale < 1.0f) {
+      scaled.assign(g, g + count);
+      optim::scaleGradients(scaled.data(), count, *grad_scale);
+      g = scaled.data();
+    }
+    float* weights = master != nullptr ? master : params.f32();
+    optim::adamwStep(config, step, weights, g, exp_avg, exp_avg_sq, count);
+    if (master == nullptr) return a.commit();
+    return convert({master, comm::DType::kFloat32}, params, count);
   }
 
  private:

@@ -6,6 +6,7 @@
 #ifndef LOOM_RUNTIME_EXECUTOR_CUDA_CLIP_H_
 #define LOOM_RUNTIME_EXECUTOR_CUDA_CLIP_H_
 
+#include <cuda_bf16.h>
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
@@ -16,9 +17,12 @@ namespace loom::runtime::cuda_clip {
 // device scratch.
 inline constexpr int kSquaredNormBlocks = 256;
 
-// *total += sum(grads[i]^2 in double) / copies.
+// *total += sum(grads[i]^2 in double) / copies; bf16 gradients are read as
+// their exact values, as the CPU widens them.
 cudaError_t addSquaredNorm(const float* grads, int64_t count, int64_t copies, double* scratch,
                            double* total, cudaStream_t stream);
+cudaError_t addSquaredNorm(const __nv_bfloat16* grads, int64_t count, int64_t copies,
+                           double* scratch, double* total, cudaStream_t stream);
 
 // *coefficient = float(min(1, max_norm / (sqrt(*total) + 1e-6))).
 cudaError_t clipCoefficient(const double* total, double max_norm, float* coefficient,

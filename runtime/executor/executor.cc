@@ -15,6 +15,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "comm/half_float.h"
 #include "mesh/shard_math.h"
 #include "runtime/init/counter_rng.h"
 #include "runtime/executor/cuda_kernel_set.h"
@@ -74,33 +75,36 @@ void copyFromPadded(const float* src, const std::vector<int64_t>& local, float* 
   copyCorner(const_cast<float*>(src), local, dst, valid, /*into_padded=*/false);
 }
 
-// Rows [begin, begin + count) of dim `dim` of a row-major tensor `shape`,
-// copied to/from a dense [.., count, ..] block on the kernels' device. Rows
-// past shape[dim] read as zeros and are not written.
-absl::Status copyDimSlice(KernelSet& k, const float* src, const std::vector<int64_t>& shape,
-                          int64_t dim, int64_t begin, int64_t count, float* dst) {
+// Rows [begin, begin + count) of dim `dim` of a row-major tensor `shape`
+// (elements of src's dtype), copied to/from a dense [.., count, ..] block on
+// the kernels' device. Rows past shape[dim] read as zeros and are not
+// written.
+absl::Status copyDimSlice(KernelSet& k, Ref src, const std::vector<int64_t>& shape, int64_t dim,
+                          int64_t begin, int64_t count, Ref dst) {
+  const size_t elem = comm::dtypeSize(src.dtype);
   const size_t outer = product(shape, 0, dim);
   const int64_t n = shape[dim];
   const int64_t tail = product(shape, dim + 1);
   const int64_t have = std::clamp<int64_t>(n - begin, 0, count);
-  const size_t pitch = count * tail * sizeof(float);
+  const size_t pitch = count * tail * elem;
   if (have > 0) {
-    absl::Status s = k.copy2D(dst, pitch, src + begin * tail, n * tail * sizeof(float),
-                              have * tail * sizeof(float), outer);
+    absl::Status s = k.copy2D(dst.data, pitch, src.at(begin * tail).data, n * tail * elem,
+                              have * tail * elem, outer);
     if (!s.ok()) return s;
   }
   if (have == count) return absl::OkStatus();
-  return k.zero2D(dst + have * tail, pitch, (count - have) * tail * sizeof(float), outer);
+  return k.zero2D(dst.at(have * tail).data, pitch, (count - have) * tail * elem, outer);
 }
-absl::Status placeDimSlice(KernelSet& k, const float* src, int64_t count, float* dst,
+absl::Status placeDimSlice(KernelSet& k, Ref src, int64_t count, Ref dst,
                            const std::vector<int64_t>& shape, int64_t dim, int64_t begin) {
+  const size_t elem = comm::dtypeSize(src.dtype);
   const size_t outer = product(shape, 0, dim);
   const int64_t n = shape[dim];
   const int64_t tail = product(shape, dim + 1);
   const int64_t have = std::clamp<int64_t>(n - begin, 0, count);
   if (have <= 0) return absl::OkStatus();
-  return k.copy2D(dst + begin * tail, n * tail * sizeof(float), src, count * tail * sizeof(float),
-                  have * tail * sizeof(float), outer);
+  return k.copy2D(dst.at(begin * tail).data, n * tail * elem, src.data, count * tail * elem,
+                  have * tail * elem, outer);
 }
 
 // What the loss seed is fed: d loss / d loss.
@@ -110,11 +114,6 @@ constexpr float kLossGradSeed = 1.0f;
 constexpr char kDlossNotSeed[] =
     "dloss is not the plan's loss_grad_seed; the CUDA loss-gradient kernels take dloss as a host "
     "value, known only for the fed seed (run this plan with --device=cpu)";
-
-// Why a bf16 plan does not bind on CUDA although most kernels take bf16.
-constexpr char kNoBf16Plan[] =
-    ": a bf16 plan also needs bf16 logits in cross_entropy, a bf16 table gradient, bf16 norm "
-    "gradients and AdamW on bf16 params with an f32 master copy, which runtime/kernels/cuda lacks";
 
 absl::StatusOr<comm::ReduceOp> reduceOpOf(const json& reduction) {
   std::string name;
@@ -157,10 +156,10 @@ struct Executor::Bound {
 // An async collective between its start and its wait.
 struct Executor::Pending {
   std::shared_ptr<comm::Work> work;
-  void* staging = nullptr;  // released at the wait
+  std::vector<void*> staging;  // released at the wait
   // Post-processing at the wait into the wait's result; may be empty (then
   // the wait's result is the start's result).
-  std::function<absl::Status(float* out)> finish;
+  std::function<absl::Status(Ref out)> finish;
   double issued_us = 0;
   std::string collective, axes;
   int64_t index = -1;
@@ -242,6 +241,13 @@ absl::StatusOr<std::unique_ptr<Executor>> Executor::create(const Plan& plan,
   e.rows_ = {rows->offsets[0], ids.local_shape[0]};
   e.global_batch_ = ids.global_shape[0];
   if (options.deterministic) {
+    for (const BufferSpec& b : e.plan_.buffers) {
+      if (b.dtype == comm::DType::kBFloat16) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            plan.source, ": deterministic mode sums f32 per-row contributions; ", b.name,
+            " is bf16 (plan with --dtype=f32 for a bit-exact comparison)"));
+      }
+    }
     for (const std::string& strategy : e.plan_.strategies) {
       if (strategy == "tp") {
         return absl::InvalidArgumentError(absl::StrCat(
@@ -401,6 +407,7 @@ absl::Status Executor::bind() {
     auto shape = [&](int64_t id) -> const std::vector<int64_t>& { return plan_.buffers[id].local_shape; };
     auto numel = [&](int64_t id) { return plan_.buffers[id].numel(); };
     auto f32 = [this](int64_t id) { return static_cast<float*>(bufferData(id)); };
+    auto ref = [this](int64_t id) { return Ref{bufferData(id), plan_.buffers[id].dtype}; };
     auto i32 = [this](int64_t id) { return static_cast<int32_t*>(bufferData(id)); };
     auto need = [&](size_t operands, size_t results) -> absl::Status {
       if (in.operands.size() != operands || in.results.size() != results) {
@@ -409,15 +416,28 @@ absl::Status Executor::bind() {
       }
       return absl::OkStatus();
     };
-    for (int64_t id : in.operands) {
-      const comm::DType t = plan_.buffers[id].dtype;
-      if (t != comm::DType::kFloat32 && t != comm::DType::kInt32) {
-        return fail(absl::StrCat("buffer ", id, " (", plan_.buffers[id].name, ") is ",
-                                 std::string(comm::dtypeName(t)), "; the ", kernels_->name(),
-                                 " runtime binds f32 kernels only", kernels_->hostAddressable() ? "" : kNoBf16Plan,
-                                 " (plan with --dtype=f32)"));
+    for (const std::vector<int64_t>* ids : {&in.operands, &in.results}) {
+      for (int64_t id : *ids) {
+        const comm::DType t = plan_.buffers[id].dtype;
+        if (t != comm::DType::kFloat32 && t != comm::DType::kBFloat16 && t != comm::DType::kInt32) {
+          return fail(absl::StrCat("buffer ", id, " (", plan_.buffers[id].name, ") is ",
+                                   std::string(comm::dtypeName(t)), "; the ", kernels_->name(),
+                                   " runtime computes in f32 and bf16 (plan with --dtype=f32 or bf16)"));
+        }
       }
     }
+    // Buffers the kernels take as float*: losses, vocab max and statistics,
+    // AdamW's states and master copies.
+    auto needF32 = [&](std::initializer_list<int64_t> ids,
+                       const char* why = "losses, the dloss seed and vocab max/statistics are f32") -> absl::Status {
+      for (int64_t id : ids) {
+        if (plan_.buffers[id].dtype != comm::DType::kFloat32) {
+          return fail(absl::StrCat(plan_.buffers[id].name, " is ",
+                                   std::string(comm::dtypeName(plan_.buffers[id].dtype)), "; ", why));
+        }
+      }
+      return absl::OkStatus();
+    };
     const std::string& op = in.op;
     const std::vector<int64_t>& o = in.operands;
     const std::vector<int64_t>& r = in.results;
@@ -432,7 +452,7 @@ absl::Status Executor::bind() {
       if (numel(r[0]) != tokens * hidden) return fail("result is not ids x hidden");
       const int64_t rowBegin = box->offsets[0], tableRows = box->valid[0];
       bound->body = [=, this](int64_t) {
-        return kernels_->embedding(i32(o[0]), f32(o[1]), f32(r[0]), tokens, hidden, rowBegin, tableRows);
+        return kernels_->embedding(i32(o[0]), ref(o[1]), ref(r[0]), tokens, hidden, rowBegin, tableRows);
       };
     } else if (op == "nn.embedding_grad") {
       if (st = need(2, 1); !st.ok()) return st;
@@ -451,10 +471,10 @@ absl::Status Executor::bind() {
       const int64_t table = numel(r[0]);
       bound->body = [=, this](int64_t) {
         const int64_t per = tokens / batch;
-        absl::Status s = kernels_->zero2D(f32(r[0]), 0, batch * table * sizeof(float), 1);
+        absl::Status s = kernels_->zero2D(ref(r[0]).data, 0, batch * table * comm::dtypeSize(ref(r[0]).dtype), 1);
         for (int64_t b = 0; b < batch; ++b) {
-          s.Update(kernels_->embeddingGrad(i32(o[0]) + b * per, f32(o[1]) + b * per * hidden,
-                                           f32(r[0]) + b * table, per, hidden, rowBegin, tableRows));
+          s.Update(kernels_->embeddingGrad(i32(o[0]) + b * per, ref(o[1]).at(b * per * hidden),
+                                           ref(r[0]).at(b * table), per, hidden, rowBegin, tableRows));
         }
         return s;
       };
@@ -475,8 +495,8 @@ absl::Status Executor::bind() {
       bound->body = [=, this](int64_t) {
         absl::Status s;
         for (int64_t c = 0; c < rows; c += chunk) {
-          s.Update(kernels_->linear(f32(o[0]) + c * inF, f32(o[1]), bias ? f32(o[2]) : nullptr,
-                                    f32(r[0]) + c * outF, chunk, inF, outF));
+          s.Update(kernels_->linear(ref(o[0]).at(c * inF), ref(o[1]), bias ? ref(o[2]) : Ref{},
+                                    ref(r[0]).at(c * outF), chunk, inF, outF));
         }
         return s;
       };
@@ -499,13 +519,13 @@ absl::Status Executor::bind() {
         }
         bound->body = [=, this](int64_t) {
           if (!det) {
-            return kernels_->matmulTransposeLhs(f32(o[0]), f32(o[1]), f32(r[0]), rows, m, n);
+            return kernels_->matmulTransposeLhs(ref(o[0]), ref(o[1]), ref(r[0]), rows, m, n);
           }
           const int64_t per = rows / batch;
           absl::Status s;
           for (int64_t b = 0; b < batch; ++b) {
-            s.Update(kernels_->matmulTransposeLhs(f32(o[0]) + b * per * m, f32(o[1]) + b * per * n,
-                                                  f32(r[0]) + b * m * n, per, m, n));
+            s.Update(kernels_->matmulTransposeLhs(ref(o[0]).at(b * per * m), ref(o[1]).at(b * per * n),
+                                                  ref(r[0]).at(b * m * n), per, m, n));
           }
           return s;
         };
@@ -520,8 +540,8 @@ absl::Status Executor::bind() {
         bound->body = [=, this](int64_t) {
           absl::Status s;
           for (int64_t c = 0; c < rows; c += chunk) {
-            s.Update(tr ? kernels_->matmulTransposeRhs(f32(o[0]) + c * k, f32(o[1]), f32(r[0]) + c * n, chunk, k, n)
-                        : kernels_->matmul(f32(o[0]) + c * k, f32(o[1]), f32(r[0]) + c * n, chunk, k, n));
+            s.Update(tr ? kernels_->matmulTransposeRhs(ref(o[0]).at(c * k), ref(o[1]), ref(r[0]).at(c * n), chunk, k, n)
+                        : kernels_->matmul(ref(o[0]).at(c * k), ref(o[1]), ref(r[0]).at(c * n), chunk, k, n));
           }
           return s;
         };
@@ -533,8 +553,8 @@ absl::Status Executor::bind() {
       if (numel(o[1]) != hidden) return fail("gamma size");
       const float eps = in.attrs.value("epsilon", 1e-5f);
       bound->body = [=, this](int64_t) {
-        if (layer) return kernels_->layerNorm(f32(o[0]), f32(o[1]), f32(o[2]), f32(r[0]), rows, hidden, eps);
-        return kernels_->rmsNorm(f32(o[0]), f32(o[1]), f32(r[0]), rows, hidden, eps);
+        if (layer) return kernels_->layerNorm(ref(o[0]), ref(o[1]), ref(o[2]), ref(r[0]), rows, hidden, eps);
+        return kernels_->rmsNorm(ref(o[0]), ref(o[1]), ref(r[0]), rows, hidden, eps);
       };
     } else if (op == "nn.rms_norm_grad" || op == "nn.layer_norm_grad") {
       const bool layer = op == "nn.layer_norm_grad";
@@ -553,10 +573,10 @@ absl::Status Executor::bind() {
         absl::Status s;
         for (int64_t b = 0; b < batch; ++b) {
           const int64_t t = b * per * hidden, g = b * hidden;
-          s.Update(layer ? kernels_->layerNormGrad(f32(o[0]) + t, f32(o[1]), f32(o[2]) + t, f32(r[0]) + t,
-                                                   f32(r[1]) + g, f32(r[2]) + g, per, hidden, eps)
-                         : kernels_->rmsNormGrad(f32(o[0]) + t, f32(o[1]), f32(o[2]) + t, f32(r[0]) + t,
-                                                 f32(r[1]) + g, per, hidden, eps));
+          s.Update(layer ? kernels_->layerNormGrad(ref(o[0]).at(t), ref(o[1]), ref(o[2]).at(t), ref(r[0]).at(t),
+                                                   ref(r[1]).at(g), ref(r[2]).at(g), per, hidden, eps)
+                         : kernels_->rmsNormGrad(ref(o[0]).at(t), ref(o[1]), ref(o[2]).at(t), ref(r[0]).at(t),
+                                                 ref(r[1]).at(g), per, hidden, eps));
         }
         return s;
       };
@@ -572,7 +592,7 @@ absl::Status Executor::bind() {
       const float theta = in.attrs.value("theta", 10000.0f);
       const bool inverse = in.attrs.value("inverse", false);
       bound->body = [=, this](int64_t) {
-        return kernels_->rope(f32(o[0]), f32(r[0]), s[0], s[1], s[2], s[3], theta, inverse);
+        return kernels_->rope(ref(o[0]), ref(r[0]), s[0], s[1], s[2], s[3], theta, inverse);
       };
     } else if (op == "nn.attention" || op == "nn.attention_grad") {
       const bool grad = op == "nn.attention_grad";
@@ -587,18 +607,18 @@ absl::Status Executor::bind() {
       if (st = kernels_->checkAttention(a); !st.ok()) return fail(std::string(st.message()));
       bound->body = [=, this](int64_t) {
         if (grad) {
-          return kernels_->attentionGrad(f32(o[0]), f32(o[1]), f32(o[2]), f32(o[3]), f32(r[0]), f32(r[1]),
-                                         f32(r[2]), a);
+          return kernels_->attentionGrad(ref(o[0]), ref(o[1]), ref(o[2]), ref(o[3]), ref(r[0]), ref(r[1]),
+                                         ref(r[2]), a);
         }
-        return kernels_->attention(f32(o[0]), f32(o[1]), f32(o[2]), f32(r[0]), a);
+        return kernels_->attention(ref(o[0]), ref(o[1]), ref(o[2]), ref(r[0]), a);
       };
     } else if (op == "nn.silu" || op == "nn.gelu") {
       if (st = need(1, 1); !st.ok()) return st;
       const bool gelu = op == "nn.gelu";
       const int64_t n = numel(o[0]);
       bound->body = [=, this](int64_t) {
-        if (gelu) return kernels_->gelu(f32(o[0]), f32(r[0]), n);
-        return kernels_->silu(f32(o[0]), f32(r[0]), n);
+        if (gelu) return kernels_->gelu(ref(o[0]), ref(r[0]), n);
+        return kernels_->silu(ref(o[0]), ref(r[0]), n);
       };
     } else if (op == "nn.silu_grad" || op == "nn.gelu_grad") {
       if (st = need(2, 1); !st.ok()) return st;
@@ -606,8 +626,8 @@ absl::Status Executor::bind() {
       const int64_t n = numel(o[0]);
       if (numel(o[1]) != n) return fail("x and dy differ in size");
       bound->body = [=, this](int64_t) {
-        if (gelu) return kernels_->geluGrad(f32(o[0]), f32(o[1]), f32(r[0]), n);
-        return kernels_->siluGrad(f32(o[0]), f32(o[1]), f32(r[0]), n);
+        if (gelu) return kernels_->geluGrad(ref(o[0]), ref(o[1]), ref(r[0]), n);
+        return kernels_->siluGrad(ref(o[0]), ref(o[1]), ref(r[0]), n);
       };
     } else if (op == "nn.add" || op == "nn.mul") {
       if (st = need(2, 1); !st.ok()) return st;
@@ -617,16 +637,16 @@ absl::Status Executor::bind() {
       if (det) bound->stack_rule = Bound::StackRule::kPropagate;
       bound->body = [=, this](int64_t) {
         const int64_t count = n * std::max<int64_t>(1, stacks_[r[0]].rows);
-        if (mul) return kernels_->mul(f32(o[0]), f32(o[1]), f32(r[0]), count);
-        return kernels_->add(f32(o[0]), f32(o[1]), f32(r[0]), count);
+        if (mul) return kernels_->mul(ref(o[0]), ref(o[1]), ref(r[0]), count);
+        return kernels_->add(ref(o[0]), ref(o[1]), ref(r[0]), count);
       };
     } else if (op == "nn.softmax" || op == "nn.softmax_grad") {
       const bool grad = op == "nn.softmax_grad";
       if (st = need(grad ? 2 : 1, 1); !st.ok()) return st;
       const int64_t n = shape(o[0]).back(), rows = numel(o[0]) / n;
       bound->body = [=, this](int64_t) {
-        if (grad) return kernels_->softmaxGrad(f32(o[0]), f32(o[1]), f32(r[0]), rows, n);
-        return kernels_->softmax(f32(o[0]), f32(r[0]), rows, n);
+        if (grad) return kernels_->softmaxGrad(ref(o[0]), ref(o[1]), ref(r[0]), rows, n);
+        return kernels_->softmax(ref(o[0]), ref(r[0]), rows, n);
       };
     } else if (op == "nn.reshape") {
       if (st = need(1, 1); !st.ok()) return st;
@@ -654,11 +674,11 @@ absl::Status Executor::bind() {
       const int64_t inRow = perRow ? numel(o[0]) / s[0] : 0, outRow = numel(r[0]);
       bound->body = [=, this](int64_t) {
         if (!perRow) {
-          return kernels_->reduceSum(f32(o[0]), s, dims, f32(r[0]));
+          return kernels_->reduceSum(ref(o[0]), s, dims, ref(r[0]));
         }
         absl::Status status;
         for (int64_t b = 0; b < s[0]; ++b) {
-          status.Update(kernels_->reduceSum(f32(o[0]) + b * inRow, rowShape, dims, f32(r[0]) + b * outRow));
+          status.Update(kernels_->reduceSum(ref(o[0]).at(b * inRow), rowShape, dims, ref(r[0]).at(b * outRow)));
         }
         return status;
       };
@@ -673,6 +693,7 @@ absl::Status Executor::bind() {
           return fail("the logits are split over the vocabulary; this op needs them whole");
         }
       }
+      if (st = grad ? needF32({o[2]}) : needF32({r[0]}); !st.ok()) return st;
       const float scale = in.attrs.value("scale", 1.0f);
       const bool seedConstant = !kernels_->hostAddressable();
       if (grad && seedConstant && o[2] != plan_.interface.loss_grad_seed) return fail(kDlossNotSeed);
@@ -685,13 +706,13 @@ absl::Status Executor::bind() {
       }
       bound->body = [=, this](int64_t) {
         if (grad) {
-          return kernels_->crossEntropyGrad(f32(o[0]), i32(o[1]), seedConstant ? kLossGradSeed : *f32(o[2]),
-                                            scale, f32(r[0]), tokens, vocab);
+          return kernels_->crossEntropyGrad(ref(o[0]), i32(o[1]), seedConstant ? kLossGradSeed : *f32(o[2]),
+                                            scale, ref(r[0]), tokens, vocab);
         }
         const int64_t per = tokens / batch;
         absl::Status s;
         for (int64_t b = 0; b < batch; ++b) {
-          s.Update(kernels_->crossEntropy(f32(o[0]) + b * per * vocab, i32(o[1]) + b * per, f32(r[0]) + b, per,
+          s.Update(kernels_->crossEntropy(ref(o[0]).at(b * per * vocab), i32(o[1]) + b * per, f32(r[0]) + b, per,
                                           vocab));
         }
         return s;
@@ -701,7 +722,7 @@ absl::Status Executor::bind() {
       const int64_t outF = shape(o[0]).back(), rows = numel(o[0]) / std::max<int64_t>(outF, 1);
       if (numel(o[1]) != outF) return fail("bias does not match x's last dim");
       bound->body = [=, this](int64_t) {
-        return kernels_->biasAdd(f32(o[0]), f32(o[1]), f32(r[0]), rows, outF);
+        return kernels_->biasAdd(ref(o[0]), ref(o[1]), ref(r[0]), rows, outF);
       };
     } else if (op.starts_with("nn.vocab_")) {
       // Vocab-parallel cross-entropy: the logits' last dim may be a shard
@@ -725,20 +746,23 @@ absl::Status Executor::bind() {
       if (op == "nn.vocab_max") {
         if (st = need(1, 1); !st.ok()) return st;
         if (numel(r[0]) != tokens) return fail("max must hold one value per token");
+        if (st = needF32({r[0]}); !st.ok()) return st;
         bound->body = [=, this](int64_t) {
-          return kernels_->vocabMax(f32(o[0]), f32(r[0]), tokens, local, valid);
+          return kernels_->vocabMax(ref(o[0]), f32(r[0]), tokens, local, valid);
         };
       } else if (op == "nn.vocab_stats") {
         if (st = need(3, 1); !st.ok()) return st;
         if (numel(o[1]) != tokens || numel(o[2]) != tokens || numel(r[0]) != 2 * tokens) {
           return fail("labels, max and stats must match the logits' tokens");
         }
+        if (st = needF32({o[2], r[0]}); !st.ok()) return st;
         bound->body = [=, this](int64_t) {
-          return kernels_->vocabStats(f32(o[0]), i32(o[1]), f32(o[2]), f32(r[0]), tokens, local, valid, rowBegin);
+          return kernels_->vocabStats(ref(o[0]), i32(o[1]), f32(o[2]), f32(r[0]), tokens, local, valid, rowBegin);
         };
       } else if (ce) {
         if (st = need(1, 1); !st.ok()) return st;
         const int64_t count = numel(o[0]) / 2;
+        if (st = needF32({o[0], r[0]}); !st.ok()) return st;
         bound->body = [=, this](int64_t) { return kernels_->vocabCrossEntropy(f32(o[0]), f32(r[0]), count); };
       } else if (op == "nn.vocab_cross_entropy_grad") {
         if (st = need(5, 1); !st.ok()) return st;
@@ -746,12 +770,13 @@ absl::Status Executor::bind() {
             numel(r[0]) != numel(o[0])) {
           return fail("labels, max, stats and the gradient must match the logits");
         }
+        if (st = needF32({o[2], o[3], o[4]}); !st.ok()) return st;
         const float scale = in.attrs.value("scale", 1.0f);
         const bool seedConstant = !kernels_->hostAddressable();
         if (seedConstant && o[4] != plan_.interface.loss_grad_seed) return fail(kDlossNotSeed);
         bound->body = [=, this](int64_t) {
-          return kernels_->vocabCrossEntropyGrad(f32(o[0]), i32(o[1]), f32(o[2]), f32(o[3]),
-                                                 seedConstant ? kLossGradSeed : *f32(o[4]), scale, f32(r[0]),
+          return kernels_->vocabCrossEntropyGrad(ref(o[0]), i32(o[1]), f32(o[2]), f32(o[3]),
+                                                 seedConstant ? kLossGradSeed : *f32(o[4]), scale, ref(r[0]),
                                                  tokens, local, valid, rowBegin);
         };
       } else {
@@ -770,6 +795,14 @@ absl::Status Executor::bind() {
         return fail("offsets/split_dims/chunks do not fit the entries");
       }
       const int64_t segment = numel(flat) / chunks;
+      const comm::DType type = plan_.buffers[flat].dtype;
+      for (int64_t id : entries) {
+        if (plan_.buffers[id].dtype != type) {
+          return fail(absl::StrCat(plan_.buffers[id].name, " is ", std::string(comm::dtypeName(plan_.buffers[id].dtype)),
+                                   " but its bucket is ", std::string(comm::dtypeName(type))));
+        }
+      }
+      const size_t elem = comm::dtypeSize(type);
       // padded: parts take ceil(n / chunks) rows of the split dim, the rows
       // past the entry's end zero in the bucket and dropped when unbucketing.
       const bool padded = in.attrs.value("padded", false);
@@ -793,25 +826,25 @@ absl::Status Executor::bind() {
         const int64_t stackRows = std::max<int64_t>(1, stacks_[flat].rows);
         absl::Status s;
         for (int64_t row = 0; row < stackRows; ++row) {
-          float* buffer = f32(flat) + row * flatCount;
+          const Ref buffer = ref(flat).at(row * flatCount);
           for (const Part& p : parts) {
             // Chunk c of an entry is `real` rows of its split dim in each of
             // its `outer` slices, laid `rows` apart in segment c.
-            float* entry = f32(p.id) + row * p.count;
+            const Ref entry = ref(p.id).at(row * p.count);
             const int64_t rows = p.rows;
-            const size_t entryPitch = p.n * p.tail * sizeof(float), bucketPitch = rows * p.tail * sizeof(float);
+            const size_t entryPitch = p.n * p.tail * elem, bucketPitch = rows * p.tail * elem;
             for (int64_t c = 0; c < chunks; ++c) {
               const int64_t real = std::clamp<int64_t>(p.n - c * rows, 0, rows);
-              float* a = entry + c * rows * p.tail;
-              float* b = buffer + c * segment + p.offset;
-              const size_t width = real * p.tail * sizeof(float);
+              void* a = entry.at(c * rows * p.tail).data;
+              const Ref b = buffer.at(c * segment + p.offset);
+              const size_t width = real * p.tail * elem;
               if (!pack) {
-                s.Update(kernels_->copy2D(a, entryPitch, b, bucketPitch, width, p.outer));
+                s.Update(kernels_->copy2D(a, entryPitch, b.data, bucketPitch, width, p.outer));
                 continue;
               }
-              s.Update(kernels_->copy2D(b, bucketPitch, a, entryPitch, width, p.outer));
+              s.Update(kernels_->copy2D(b.data, bucketPitch, a, entryPitch, width, p.outer));
               if (real < rows) {
-                s.Update(kernels_->zero2D(b + real * p.tail, bucketPitch, (rows - real) * p.tail * sizeof(float),
+                s.Update(kernels_->zero2D(b.at(real * p.tail).data, bucketPitch, (rows - real) * p.tail * elem,
                                           p.outer));
               }
             }
@@ -821,6 +854,7 @@ absl::Status Executor::bind() {
       };
     } else if (op == "dist.slice") {
       if (st = need(1, 1); !st.ok()) return st;
+      if (plan_.buffers[o[0]].dtype != plan_.buffers[r[0]].dtype) return fail("a slice keeps its dtype");
       const int64_t dim = in.attrs.value("slice_dim", int64_t{0});
       std::vector<std::string> axes = in.attrs.value("mesh_axes", std::vector<std::string>{});
       int64_t index = 0;
@@ -832,18 +866,26 @@ absl::Status Executor::bind() {
       const std::vector<int64_t> in_shape = shape(o[0]);
       const int64_t rows = shape(r[0])[dim];
       bound->body = [=, this](int64_t) {
-        return copyDimSlice(*kernels_, f32(o[0]), in_shape, dim, index * rows, rows, f32(r[0]));
+        return copyDimSlice(*kernels_, ref(o[0]), in_shape, dim, index * rows, rows, ref(r[0]));
       };
     } else if (op == "dist.free") {
       if (o.size() != 1 || !r.empty()) return fail("dist.free takes one buffer");
       bound->body = [](int64_t) { return absl::OkStatus(); };
     } else if (op == "dist.optimizer_step") {
-      if (o.size() != 4) {
-        return fail("expected param, grad, exp_avg, exp_avg_sq (f32 params have no master copy)");
+      if (o.size() != 4 && o.size() != 5) {
+        return fail("expected param, grad, exp_avg, exp_avg_sq and, for non-f32 params, an f32 master copy");
       }
       const int64_t n = numel(o[0]);
       for (int64_t id : o) {
         if (numel(id) != n) return fail("param, grad and states differ in size");
+      }
+      const bool master = o.size() == 5;
+      constexpr char kStates[] = "AdamW keeps its states and master copies in f32";
+      if (st = master ? needF32({o[2], o[3], o[4]}, kStates) : needF32({o[2], o[3]}, kStates); !st.ok()) {
+        return st;
+      }
+      if (!master && plan_.buffers[o[0]].dtype != comm::DType::kFloat32) {
+        return fail("a bf16 parameter needs an f32 master copy (operand 5); re-plan with the current planner");
       }
       optim::AdamWConfig config;
       config.lr = options_.learning_rate > 0 ? options_.learning_rate : in.attrs.value("lr", 1e-3);
@@ -855,7 +897,8 @@ absl::Status Executor::bind() {
       config.weight_decay = in.attrs.value("weight_decay", 1e-2);
       bound->allocates_results = false;
       bound->body = [=, this](int64_t step) {
-        return kernels_->adamw(config, step, f32(o[0]), f32(o[1]), f32(o[2]), f32(o[3]), n, clip_coefficient_);
+        return kernels_->adamw(config, step, ref(o[0]), ref(o[1]), f32(o[2]), f32(o[3]), master ? f32(o[4]) : nullptr,
+                               n, clip_coefficient_);
       };
     } else if (op == "dist.wait") {
       if (st = need(1, 1); !st.ok()) return st;
@@ -890,11 +933,11 @@ absl::Status Executor::bind() {
         }
         if (p->finish) {
           if (absl::Status d = defineLike(r[0], o[0]); !d.ok()) return d;
-          if (absl::Status d = p->finish(f32(r[0])); !d.ok()) return d;
+          if (absl::Status d = p->finish(ref(r[0])); !d.ok()) return d;
         } else {
           alias(r[0], o[0]);
         }
-        if (p->staging) allocator_->release(p->staging);
+        for (void* block : p->staging) allocator_->release(block);
         return absl::OkStatus();
       };
     } else if (op.starts_with("dist.all_gather") || op.starts_with("dist.reduce_scatter") ||
@@ -904,11 +947,28 @@ absl::Status Executor::bind() {
       std::vector<std::string> axes = in.attrs.value("mesh_axes", std::vector<std::string>{});
       absl::StatusOr<std::shared_ptr<comm::ProcessGroup>> group = groups_->groupFor(axes);
       if (!group.ok()) return fail(std::string(group.status().message()));
-      const std::string wire = in.attrs.value("wire_type", "f32");
-      const std::string accum = in.attrs.value("accum_type", wire);
-      if (wire != "f32" || accum != "f32") {
-        return fail(absl::StrCat("wire ", wire, " / accumulation ", accum, ": the ", kernels_->name(),
-                                 " runtime moves and reduces f32 only (plan with --dtype=f32)"));
+      // Types: the operand's (E), the wire's (W: what the engine moves), the
+      // accumulation's (A) and the result's (R, W or A). E != W converts
+      // first; a sum accumulated wider than the wire is exchanged with an
+      // all-to-all and added by sumChunks, so its accumulation is the plan's
+      // on every backend and device, in rank order.
+      const comm::DType e = plan_.buffers[o[0]].dtype, resultType = plan_.buffers[r[0]].dtype;
+      const std::string wireName = in.attrs.value("wire_type", std::string(comm::dtypeName(e)));
+      const std::string accumName = in.attrs.value("accum_type", wireName);
+      absl::StatusOr<comm::DType> wireType = comm::dtypeFromName(wireName);
+      absl::StatusOr<comm::DType> accumType = comm::dtypeFromName(accumName);
+      if (!wireType.ok() || !accumType.ok()) {
+        return fail(absl::StrCat("wire ", wireName, " / accumulation ", accumName, " is not a dtype"));
+      }
+      const comm::DType w = *wireType, acc = *accumType;
+      for (comm::DType t : {w, acc}) {
+        if (t != comm::DType::kFloat32 && t != comm::DType::kBFloat16 && t != comm::DType::kInt32) {
+          return fail(absl::StrCat("wire ", wireName, " / accumulation ", accumName, ": the ", kernels_->name(),
+                                   " runtime moves and reduces f32, bf16 and i32"));
+        }
+      }
+      if ((e == comm::DType::kInt32) != (w == comm::DType::kInt32)) {
+        return fail(absl::StrCat("a ", std::string(comm::dtypeName(e)), " operand cannot travel as ", wireName));
       }
       const bool async = op.ends_with("_start");
       const int64_t g = (*group)->size();
@@ -921,6 +981,23 @@ absl::Status Executor::bind() {
         if (!parsed.ok()) return fail(std::string(parsed.status().message()));
         reduce = *parsed;
       }
+      const bool reduction = kind != "all_gather";
+      if (resultType != w && !(reduction && resultType == acc)) {
+        return fail(absl::StrCat("the result is ", std::string(comm::dtypeName(resultType)), "; a ", kind,
+                                 " with wire ", wireName, " and accumulation ", accumName,
+                                 " delivers the wire type", reduction ? " or the accumulation type" : ""));
+      }
+      // Max and min are exact in any type; sums and averages accumulated
+      // wider than the wire take the exchange-and-add path.
+      const bool exact = reduction && comm::dtypeSize(acc) > comm::dtypeSize(w) &&
+                         (reduce == comm::ReduceOp::kSum || reduce == comm::ReduceOp::kAvg) && g > 1;
+      if (exact && acc != comm::DType::kFloat32) {
+        return fail(absl::StrCat("accumulation ", accumName, " wider than the wire: the runtime accumulates in f32"));
+      }
+      if (det && (e != comm::DType::kFloat32 || w != comm::DType::kFloat32)) {
+        return fail("deterministic mode runs f32 plans");
+      }
+      const size_t we = comm::dtypeSize(w);
       int64_t dim = 0;
       if (kind == "all_gather") dim = in.attrs.value("gather_dim", int64_t{0});
       if (kind == "reduce_scatter") dim = in.attrs.value("scatter_dim", int64_t{0});
@@ -948,13 +1025,27 @@ absl::Status Executor::bind() {
         p->axes = axesText;
         p->index = in.index;
         p->issued_us = TraceRecorder::nowUs();
-        float* src = f32(o[0]);
-        float* dst = f32(r[0]);
+        Ref src = ref(o[0]);
+        Ref dst = ref(r[0]);
         const int64_t inCount = product(inShape), outCount = product(outShape);
         const comm::Device device = kernels_->device();
-        auto t32 = [device](float* data, int64_t count) {
-          return comm::Tensor(data, comm::DType::kFloat32, {count}, device);
+        auto tensor = [device](Ref data, int64_t count) {
+          return comm::Tensor(data.data, data.dtype, {count}, device);
         };
+        // Staging of `count` elements of type t, released at the wait.
+        auto stage = [&, this](comm::DType t, int64_t count) -> absl::StatusOr<Ref> {
+          const size_t size = count * comm::dtypeSize(t);
+          void* block = allocator_->allocate(size);
+          if (block == nullptr) return outOfMemory(size, in.where());
+          p->staging.push_back(block);
+          return Ref{block, t};
+        };
+        if (!det && e != w) {
+          absl::StatusOr<Ref> wire = stage(w, inCount);
+          if (!wire.ok()) return wire.status();
+          if (absl::Status s = kernels_->convert(src, *wire, inCount); !s.ok()) return s;
+          src = *wire;
+        }
         absl::StatusOr<std::shared_ptr<comm::Work>> work;
         if (det && stacks_[o[0]].rows > 0) {
           // Deterministic: gather every rank's per-row contributions (and
@@ -975,66 +1066,113 @@ absl::Status Executor::bind() {
           }
           Stack gathered{rowsIn * g, index, mine.mean};
           if (absl::Status s = defineStacked(r[0], gathered); !s.ok()) return s;
-          dst = f32(r[0]);
+          dst = ref(r[0]);
           if (kind == "all_reduce") {
-            work = pg->allGatherIntoTensor(t32(dst, rowsIn * g * inCount),
-                                           t32(src, rowsIn * inCount));
+            work = pg->allGatherIntoTensor(tensor(dst, rowsIn * g * inCount), tensor(src, rowsIn * inCount));
           } else {
-            p->staging = allocator_->allocate(g * rowsIn * inCount * sizeof(float));
-            if (p->staging == nullptr) return outOfMemory(g * rowsIn * inCount * sizeof(float), in.where());
-            float* staging = static_cast<float*>(p->staging);
-            work = pg->allGatherIntoTensor(
-                t32(staging, g * rowsIn * inCount),
-                t32(src, rowsIn * inCount));
+            absl::StatusOr<Ref> staging = stage(w, g * rowsIn * inCount);
+            if (!staging.ok()) return staging.status();
+            work = pg->allGatherIntoTensor(tensor(*staging, g * rowsIn * inCount), tensor(src, rowsIn * inCount));
             const int64_t part = pg->rank();
-            p->finish = [=, this](float* out) {
-              return kernels_->copy2D(out, outCount * sizeof(float), staging + part * outCount,
-                                      inCount * sizeof(float), outCount * sizeof(float), g * rowsIn);
+            const Ref from = *staging;
+            p->finish = [=, this](Ref out) {
+              return kernels_->copy2D(out.data, outCount * we, from.at(part * outCount).data, inCount * we,
+                                      outCount * we, g * rowsIn);
             };
           }
+        } else if (kind == "all_reduce" && exact) {
+          // Rank q adds up everybody's segment q (padded to equal segments),
+          // then the sums are gathered in the result's type. Without padding
+          // the operand is sent as it is and the sums gathered into the result.
+          const int64_t segment = mesh::shardSize(inCount, g);
+          const bool pad = g * segment != inCount;
+          Ref send = src;
+          if (pad) {
+            absl::StatusOr<Ref> staging = stage(w, g * segment);
+            if (!staging.ok()) return staging.status();
+            send = *staging;
+            absl::Status s = kernels_->copy(send.data, src.data, inCount * we);
+            s.Update(kernels_->zero2D(send.at(inCount).data, 0, (g * segment - inCount) * we, 1));
+            if (!s.ok()) return s;
+          }
+          absl::StatusOr<Ref> recv = stage(w, g * segment);
+          absl::StatusOr<Ref> sum = stage(resultType, segment);
+          absl::StatusOr<Ref> all = pad ? stage(resultType, g * segment) : absl::StatusOr<Ref>(Ref{});
+          for (const absl::StatusOr<Ref>* block : {&recv, &sum, &all}) {
+            if (!block->ok()) return block->status();
+          }
+          work = pg->allToAllSingle(tensor(*recv, g * segment), tensor(send, g * segment));
+          const bool average = reduce == comm::ReduceOp::kAvg;
+          const Ref received = *recv, mine = *sum, padded = *all;
+          p->finish = [=, this](Ref out) -> absl::Status {
+            absl::Status s = kernels_->sumChunks(received, g, segment, average, mine);
+            if (!s.ok()) return s;
+            const Ref gathered = pad ? padded : out;
+            absl::StatusOr<std::shared_ptr<comm::Work>> gather =
+                pg->allGatherIntoTensor(tensor(gathered, g * segment), tensor(mine, segment));
+            if (!gather.ok()) return gather.status();
+            step_works_.emplace_back(absl::StrCat(in.where(), " (gathering the sums)"), *gather);
+            if (s = kernels_->await(**gather, options_.timeout); !s.ok() || !pad) return s;
+            return kernels_->copy(out.data, gathered.data, outCount * comm::dtypeSize(out.dtype));
+          };
         } else if (kind == "all_reduce") {
-          if (absl::Status s = kernels_->copy(dst, src, inCount * sizeof(float)); !s.ok()) return s;
-          work = pg->allReduce(t32(dst, outCount), {.op = reduce});
+          Ref target = dst;
+          if (resultType != w) {
+            absl::StatusOr<Ref> staging = stage(w, inCount);
+            if (!staging.ok()) return staging.status();
+            target = *staging;
+            p->finish = [=, this](Ref out) { return kernels_->convert(target, out, outCount); };
+          }
+          if (absl::Status s = kernels_->copy(target.data, src.data, inCount * we); !s.ok()) return s;
+          work = pg->allReduce(tensor(target, outCount), {.op = reduce});
         } else if (kind == "all_gather") {
           if (dim == 0 && !padded) {
-            work = pg->allGatherIntoTensor(t32(dst, outCount),
-                                           t32(src, inCount));
+            work = pg->allGatherIntoTensor(tensor(dst, outCount), tensor(src, inCount));
           } else {
             // Gather rank-major, then lay the pieces side by side along dim
             // (dropping the padded tail) at the wait.
-            p->staging = allocator_->allocate(g * inCount * sizeof(float));
-            if (p->staging == nullptr) return outOfMemory(g * inCount * sizeof(float), in.where());
-            float* staging = static_cast<float*>(p->staging);
-            work = pg->allGatherIntoTensor(t32(staging, g * inCount),
-                                           t32(src, inCount));
+            absl::StatusOr<Ref> staging = stage(w, g * inCount);
+            if (!staging.ok()) return staging.status();
+            work = pg->allGatherIntoTensor(tensor(*staging, g * inCount), tensor(src, inCount));
             const int64_t rows = inShape[dim];
-            p->finish = [=, this](float* out) {
+            const Ref from = *staging;
+            p->finish = [=, this](Ref out) {
               absl::Status s;
               for (int64_t q = 0; q < g; ++q) {
-                s.Update(placeDimSlice(*kernels_, staging + q * inCount, rows, out, outShape, dim, q * rows));
+                s.Update(placeDimSlice(*kernels_, from.at(q * inCount), rows, out, outShape, dim, q * rows));
               }
               return s;
             };
           }
         } else {  // reduce_scatter
-          if (dim == 0 && !padded) {
-            work = pg->reduceScatterTensor(t32(dst, outCount),
-                                           t32(src, inCount),
-                                           {.op = reduce});
-          } else {
-            // Lay rank q's rows of dim out as segment q (zero-padded), then
-            // reduce-scatter the segments.
-            p->staging = allocator_->allocate(g * outCount * sizeof(float));
-            if (p->staging == nullptr) return outOfMemory(g * outCount * sizeof(float), in.where());
-            float* staging = static_cast<float*>(p->staging);
+          // Segment q holds rank q's rows of dim (zero-padded).
+          Ref segments = src;
+          if (dim != 0 || padded) {
+            absl::StatusOr<Ref> staging = stage(w, g * outCount);
+            if (!staging.ok()) return staging.status();
             const int64_t rows = outShape[dim];
             for (int64_t q = 0; q < g; ++q) {
-              absl::Status s = copyDimSlice(*kernels_, src, inShape, dim, q * rows, rows, staging + q * outCount);
+              absl::Status s = copyDimSlice(*kernels_, src, inShape, dim, q * rows, rows, staging->at(q * outCount));
               if (!s.ok()) return s;
             }
-            work = pg->reduceScatterTensor(t32(dst, outCount),
-                                           t32(staging, g * outCount),
-                                           {.op = reduce});
+            segments = *staging;
+          }
+          if (exact) {
+            absl::StatusOr<Ref> recv = stage(w, g * outCount);
+            if (!recv.ok()) return recv.status();
+            work = pg->allToAllSingle(tensor(*recv, g * outCount), tensor(segments, g * outCount));
+            const bool average = reduce == comm::ReduceOp::kAvg;
+            const Ref received = *recv;
+            p->finish = [=, this](Ref out) { return kernels_->sumChunks(received, g, outCount, average, out); };
+          } else {
+            Ref target = dst;
+            if (resultType != w) {
+              absl::StatusOr<Ref> staging = stage(w, outCount);
+              if (!staging.ok()) return staging.status();
+              target = *staging;
+              p->finish = [=, this](Ref out) { return kernels_->convert(target, out, outCount); };
+            }
+            work = pg->reduceScatterTensor(tensor(target, outCount), tensor(segments, g * outCount), {.op = reduce});
           }
         }
         if (!work.ok()) {
@@ -1094,7 +1232,7 @@ absl::Status Executor::bind() {
           if (!s.ok()) {
             return absl::Status(s.code(), absl::StrCat("step ", step, ", ", in.where(), ": ", s.message()));
           }
-          if (p->staging) allocator_->release(p->staging);
+          for (void* block : p->staging) allocator_->release(block);
           return absl::OkStatus();
         }
         pending_[handle] = std::move(p);
@@ -1122,11 +1260,12 @@ absl::Status Executor::bind() {
 absl::Status Executor::initialise() {
   for (const BufferSpec& b : plan_.buffers) {
     if (!persistent_[b.id]) continue;
-    if (b.dtype != comm::DType::kFloat32) {
+    if (b.dtype != comm::DType::kFloat32 && b.dtype != comm::DType::kBFloat16) {
       return absl::InvalidArgumentError(absl::StrCat(plan_.source, ": buffer ", b.id, " (", b.name,
                                                      ") is ", std::string(comm::dtypeName(b.dtype)),
                                                      "; the ", kernels_->name(),
-                                                     " runtime keeps parameters in f32 (plan with --dtype=f32)"));
+                                                     " runtime keeps parameters in f32 or bf16 (plan with "
+                                                     "--dtype=f32 or bf16)"));
     }
     if (absl::Status s = define(b.id); !s.ok()) return s;
     absl::StatusOr<ShardBox> box = shardBoxOf(b, plan_.mesh, coords_);
@@ -1147,7 +1286,14 @@ absl::Status Executor::uploadShard(const BufferSpec& b, const std::vector<float>
                                    const std::vector<int64_t>& valid) {
   std::vector<float> padded(b.numel(), 0.0f);
   copyIntoPadded(dense.data(), valid, padded.data(), b.local_shape);
-  return kernels_->upload(bufferData(b.id), padded.data(), padded.size() * sizeof(float));
+  if (b.dtype == comm::DType::kFloat32) {
+    return kernels_->upload(bufferData(b.id), padded.data(), padded.size() * sizeof(float));
+  }
+  // bf16: a master copy starts from the same f32 values, so the parameter
+  // is its master rounded, as after every step.
+  std::vector<uint16_t> narrow(padded.size());
+  for (size_t i = 0; i < padded.size(); ++i) narrow[i] = comm::floatToBfloat16(padded[i]);
+  return kernels_->upload(bufferData(b.id), narrow.data(), narrow.size() * sizeof(uint16_t));
 }
 
 void Executor::beginPhase(const std::string& name) {
@@ -1175,7 +1321,7 @@ absl::Status Executor::clipGradients() {
     for (size_t a = 0; a < grad.placement.size(); ++a) {
       if (grad.placement[a].kind == AxisPlacement::Kind::kReplicate) copies *= plan_.mesh.shape()[a];
     }
-    absl::Status s = kernels_->addSquaredNorm(static_cast<float*>(bufferData(grad.id)), grad.numel(), copies, total);
+    absl::Status s = kernels_->addSquaredNorm(Ref{bufferData(grad.id), grad.dtype}, grad.numel(), copies, total);
     if (!s.ok()) return s;
   }
   absl::StatusOr<std::shared_ptr<comm::Work>> work =
@@ -1353,12 +1499,14 @@ absl::StatusOr<std::vector<checkpoint::ShardView>> Executor::shardViews(const st
     view.box = {box->offsets, box->valid};
     view.local_shape = b.local_shape;
     view.data = bufferData(b.id);
-    if (!kernels_->hostAddressable()) {
-      std::vector<float>& host = host_staging_.emplace_back(b.numel());
-      if (absl::Status s = kernels_->download(host.data(), view.data, host.size() * sizeof(float)); !s.ok()) {
-        return absl::Status(s.code(), absl::StrCat("copying ", b.name, " to the host: ", s.message()));
+    // Checkpoints hold f32: a bf16 buffer is widened (exactly) on the host.
+    if (!kernels_->hostAddressable() || b.dtype != comm::DType::kFloat32) {
+      absl::StatusOr<std::vector<float>> host = hostValues(b);
+      if (!host.ok()) {
+        return absl::Status(host.status().code(),
+                            absl::StrCat("copying ", b.name, " to the host: ", host.status().message()));
       }
-      view.data = host.data();
+      view.data = host_staging_.emplace_back(*std::move(host)).data();
     }
     shards.push_back(std::move(view));
   }
@@ -1389,20 +1537,40 @@ absl::Status Executor::loadCheckpoint(const checkpoint::CheckpointReader& reader
   return absl::OkStatus();
 }
 
+absl::StatusOr<std::vector<float>> Executor::hostValues(const BufferSpec& b) const {
+  std::vector<float> values(b.numel());
+  if (b.dtype == comm::DType::kFloat32) {
+    if (absl::Status s = kernels_->download(values.data(), bufferData(b.id), values.size() * sizeof(float));
+        !s.ok()) {
+      return s;
+    }
+    return values;
+  }
+  if (b.dtype != comm::DType::kBFloat16) {
+    return absl::FailedPreconditionError(absl::StrCat(b.name, " is ", std::string(comm::dtypeName(b.dtype)),
+                                                      ", not a float buffer"));
+  }
+  std::vector<uint16_t> bits(values.size());
+  if (absl::Status s = kernels_->download(bits.data(), bufferData(b.id), bits.size() * sizeof(uint16_t)); !s.ok()) {
+    return s;
+  }
+  for (size_t i = 0; i < bits.size(); ++i) values[i] = comm::bfloat16ToFloat(bits[i]);
+  return values;
+}
+
 absl::StatusOr<std::vector<float>> Executor::localValues(const std::string& name) const {
   for (const BufferSpec& b : plan_.buffers) {
     if (b.name != name) continue;
-    const float* data = static_cast<const float*>(bufferData(b.id));
-    if (data == nullptr || b.dtype != comm::DType::kFloat32) {
+    if (bufferData(b.id) == nullptr) {
       return absl::FailedPreconditionError(absl::StrCat(name, " is not held between steps"));
     }
     absl::StatusOr<ShardBox> box = shardBoxOf(b, plan_.mesh, coords_);
     if (!box.ok()) return box.status();
-    std::vector<float> local(b.numel());
     if (absl::Status s = kernels_->activate(); !s.ok()) return s;
-    if (absl::Status s = kernels_->download(local.data(), data, local.size() * sizeof(float)); !s.ok()) return s;
+    absl::StatusOr<std::vector<float>> local = hostValues(b);
+    if (!local.ok()) return local.status();
     std::vector<float> dense(product(box->valid));
-    copyFromPadded(local.data(), b.local_shape, dense.data(), box->valid);
+    copyFromPadded(local->data(), b.local_shape, dense.data(), box->valid);
     return dense;
   }
   return absl::NotFoundError(absl::StrCat("no buffer named ", name, " in ", plan_.source));

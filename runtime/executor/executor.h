@@ -148,6 +148,8 @@ class Executor {
   absl::Status finalize(int64_t id);
   absl::StatusOr<std::vector<checkpoint::ShardView>> shardViews(const std::vector<int64_t>& ids) const;
   // Writes a param or state's valid box `dense` into its padded buffer.
+  // A float buffer's local values (padding included) as f32 on the host.
+  absl::StatusOr<std::vector<float>> hostValues(const BufferSpec& b) const;
   absl::Status uploadShard(const BufferSpec& b, const std::vector<float>& dense,
                            const std::vector<int64_t>& valid);
   absl::Status outOfMemory(size_t bytes, const std::string& what) const;

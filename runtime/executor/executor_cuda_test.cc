@@ -1,7 +1,8 @@
 // The executor on a GPU against the same plan on the CPU: tiny Llama's
 // 1-rank plan trained for a few steps on both, losses (and, with clipping,
 // gradient norms) within 1e-4 relative, parameters read back through
-// localValues and checkpointShards, no cudaMalloc after the first step.
+// localValues and checkpointShards, no cudaMalloc after the first step; and
+// its mixed-precision (bf16) plan, losses and norms within 2e-2.
 // Where no GPU is usable the GPU cases skip with CUDA's reason; the
 // refusals that need no GPU run everywhere.
 #include <cmath>
@@ -54,9 +55,9 @@ struct TrainRun {
   int64_t system_allocations_at_end = -1;
 };
 
-TrainRun train(ExecutorOptions options) {
+TrainRun train(ExecutorOptions options, const std::string& plan_name = "llama_single") {
   TrainRun run;
-  absl::StatusOr<Plan> plan = loadPlan(planPath("llama_single"));
+  absl::StatusOr<Plan> plan = loadPlan(planPath(plan_name));
   EXPECT_TRUE(plan.ok()) << plan.status();
   if (!plan.ok()) return run;
   absl::StatusOr<std::unique_ptr<Executor>> executor = Executor::create(*plan, soloWorld(), options);
@@ -144,6 +145,39 @@ TEST_F(ExecutorCudaTest, ClipsWithTheCpuGlobalNorm) {
   const TrainRun gpu = train(options);
   expectClose(gpu.norms, cpu.norms, 1e-4, "gradient norm");
   expectClose(gpu.losses, cpu.losses, 1e-4, "clipped loss");
+}
+
+// Mixed precision: both devices run the bf16 plan with the same rounding
+// points (bf16 activations and gradients, f32 master and moments), but the
+// GPU's GEMMs and reductions add in another order, so a bf16 result near a
+// rounding boundary can land one bf16 ulp (2^-8 relative) away, and those
+// differences feed the next layers and steps. 2e-2 relative bounds that.
+constexpr double kBf16StepTolerance = 2e-2;
+
+TEST_F(ExecutorCudaTest, TrainsTinyLlamaInBf16WithTheCpuLosses) {
+  ExecutorOptions cuda;
+  cuda.device = ExecutorDevice::kCuda;
+  cuda.cuda_device = 0;
+  const TrainRun gpu = train(cuda, "llama_bf16_single");
+  const TrainRun cpu = train({}, "llama_bf16_single");
+  expectClose(gpu.losses, cpu.losses, kBf16StepTolerance, "bf16 loss");
+  ASSERT_EQ(gpu.losses.size(), static_cast<size_t>(kSteps));
+  EXPECT_LT(gpu.losses.back(), gpu.losses.front()) << "bf16 training did not lower the loss";
+  // Staging for mixed calls and the workspace come from the set, not the
+  // allocator, and the allocator's steady state asks for nothing.
+  EXPECT_EQ(gpu.system_allocations_at_end, gpu.system_allocations_after_step_2);
+  EXPECT_EQ(gpu.embedding.size(), cpu.embedding.size());
+}
+
+TEST_F(ExecutorCudaTest, ClipsBf16GradientsWithTheCpuGlobalNorm) {
+  ExecutorOptions options;
+  options.max_grad_norm = 0.5;
+  const TrainRun cpu = train(options, "llama_bf16_single");
+  options.device = ExecutorDevice::kCuda;
+  options.cuda_device = 0;
+  const TrainRun gpu = train(options, "llama_bf16_single");
+  expectClose(gpu.norms, cpu.norms, kBf16StepTolerance, "bf16 gradient norm");
+  expectClose(gpu.losses, cpu.losses, kBf16StepTolerance, "clipped bf16 loss");
 }
 
 // Needs no GPU: the mode is refused before CUDA is touched.

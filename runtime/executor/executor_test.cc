@@ -5,12 +5,14 @@
 
 #include <cmath>
 #include <cstdlib>
+#include <iostream>
 #include <map>
 #include <mutex>
 #include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "comm/half_float.h"
 #include "comm/testing/process_group_testing.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -147,6 +149,105 @@ INSTANTIATE_TEST_SUITE_P(Layouts, DeterministicTest,
                                            std::pair{"gpt2_single", "gpt2_fsdp4"},
                                            std::pair{"gpt2_single", "gpt2_hsdp2x2"}),
                          [](const auto& info) { return info.param.second; });
+
+// Mixed precision: bf16 params, activations and collectives with f32 master
+// copies and AdamW states. Every layout gives the 1-rank bf16 run's losses
+// within bf16's precision (layouts round partial sums at different points),
+// and the bf16 run follows the f32 run as closely.
+constexpr double kBf16Tolerance = 2e-3;
+
+void expectCloseLosses(const RunResult& run, const RunResult& reference, double tolerance,
+                       const std::string& name) {
+  ASSERT_EQ(run.losses.size(), reference.losses.size()) << name;
+  for (size_t r = 0; r < run.per_rank.size(); ++r) {
+    EXPECT_EQ(run.per_rank[r], run.losses) << name << ": rank " << r << " disagrees with rank 0";
+  }
+  double worst = 0;
+  for (size_t s = 0; s < reference.losses.size(); ++s) {
+    worst = std::max(worst, std::abs(run.losses[s] - reference.losses[s]) / std::abs(reference.losses[s]));
+  }
+  EXPECT_LE(worst, tolerance) << name;
+  std::cout << name << ": largest relative loss difference " << worst << "\n";
+}
+
+class MixedPrecisionTest : public ::testing::TestWithParam<std::pair<std::string, std::string>> {};
+
+TEST_P(MixedPrecisionTest, MatchesTheUnshardedBf16Run) {
+  const auto& [single, layout] = GetParam();
+  static std::map<std::string, RunResult> singles;
+  if (!singles.count(single)) singles[single] = train(single);
+  const RunResult& reference = singles[single];
+  ASSERT_EQ(reference.losses.size(), static_cast<size_t>(kSteps));
+  EXPECT_LT(reference.losses.back(), reference.losses.front() - 0.05);
+  const RunResult run = train(layout);
+  expectCloseLosses(run, reference, kBf16Tolerance, layout);
+  EXPECT_NEAR(static_cast<double>(run.predicted_peak), static_cast<double>(run.peak_bytes),
+              0.10 * run.peak_bytes)
+      << layout << ": predicted " << run.predicted_peak << " B, measured " << run.peak_bytes << " B";
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Layouts, MixedPrecisionTest,
+    ::testing::Values(std::pair{"llama_bf16_single", "llama_bf16_fsdp4"},
+                      std::pair{"llama_bf16_single", "llama_bf16_tp2"},
+                      std::pair{"llama_bf16_single", "llama_bf16_fsdp2_tp2"},
+                      std::pair{"llama_bf16_single", "llama_bf16_hsdp2x2"},
+                      std::pair{"gpt2_v251_bf16_single", "gpt2_v251_bf16_fsdp2_tp2"}),
+    [](const auto& info) { return info.param.second; });
+
+TEST(MixedPrecision, FollowsTheF32Run) {
+  const RunResult f32 = train("llama_single");
+  const RunResult bf16 = train("llama_bf16_single");
+  expectCloseLosses(bf16, f32, kBf16Tolerance, "llama bf16 against f32");
+  // Not the same numbers: the bf16 run does round.
+  EXPECT_NE(bf16.losses, f32.losses);
+}
+
+TEST(MixedPrecision, ParamsAreTheirMasterCopiesRounded) {
+  absl::StatusOr<Plan> plan = loadPlan(planPath("llama_bf16_fsdp4"));
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  comm::testing::runRanksShared(4, [&](std::shared_ptr<comm::ProcessGroup> group) {
+    absl::StatusOr<std::unique_ptr<Executor>> executor = Executor::create(*plan, group);
+    ASSERT_TRUE(executor.ok()) << executor.status();
+    Executor& e = **executor;
+    const data::RowRange rows = e.batchRows();
+    std::vector<int32_t> ids(rows.count * e.seqLength()), labels(ids.size());
+    for (size_t t = 0; t < ids.size(); ++t) {
+      ids[t] = static_cast<int32_t>((t * 7 + group->rank()) % 64);
+      labels[t] = static_cast<int32_t>((t * 5 + 1) % 64);
+    }
+    for (int step = 1; step <= 3; ++step) ASSERT_TRUE(e.step(step, ids.data(), labels.data()).ok());
+    int checked = 0;
+    for (const BufferSpec& b : e.plan().buffers) {
+      if (b.role != BufferRole::kParam) continue;
+      ASSERT_EQ(b.dtype, comm::DType::kBFloat16) << b.name;
+      absl::StatusOr<std::vector<float>> param = e.localValues(b.name);
+      absl::StatusOr<std::vector<float>> master = e.localValues("master:" + b.name);
+      ASSERT_TRUE(param.ok() && master.ok()) << b.name;
+      ASSERT_EQ(param->size(), master->size());
+      bool moved = false;
+      for (size_t i = 0; i < param->size(); ++i) {
+        ASSERT_EQ((*param)[i], comm::bfloat16ToFloat(comm::floatToBfloat16((*master)[i])))
+            << b.name << "[" << i << "]";
+        moved |= (*param)[i] != (*master)[i];
+      }
+      checked += moved;
+    }
+    // Master copies hold more than bf16 can: some differ from their param.
+    EXPECT_GT(checked, 0);
+  });
+}
+
+TEST(MixedPrecision, DeterministicModeRefusesBf16Plans) {
+  absl::StatusOr<Plan> plan = loadPlan(planPath("llama_bf16_single"));
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  comm::testing::runRanksShared(1, [&](std::shared_ptr<comm::ProcessGroup> group) {
+    ExecutorOptions options;
+    options.deterministic = true;
+    EXPECT_THAT(Executor::create(*plan, group, options).status(),
+                StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("is bf16")));
+  });
+}
 
 TEST(ExecutorTest, DeterministicModeRefusesTensorParallelism) {
   absl::StatusOr<Plan> plan = loadPlan(planPath("llama_tp2"));

@@ -24,6 +24,18 @@
 
 namespace loom::runtime {
 
+// A tensor in a KernelSet's memory: its first element and their type.
+struct Ref {
+  void* data = nullptr;
+  comm::DType dtype = comm::DType::kFloat32;
+
+  // The tensor `elements` elements further on.
+  Ref at(int64_t elements) const {
+    return {static_cast<char*>(data) + elements * static_cast<int64_t>(comm::dtypeSize(dtype)), dtype};
+  }
+  float* f32() const { return static_cast<float*>(data); }
+};
+
 class KernelSet {
  public:
   virtual ~KernelSet() = default;
@@ -63,81 +75,89 @@ class KernelSet {
   // Waits for the work queued before it, then copies to the host.
   virtual absl::Status download(void* host, const void* src, size_t bytes) = 0;
 
-  // ---- Kernels: cpu_kernels.h's semantics, f32 -------------------------------
-  virtual absl::Status linear(const float* x, const float* w, const float* bias, float* y,
-                              int64_t rows, int64_t in, int64_t out) = 0;
-  virtual absl::Status matmul(const float* lhs, const float* rhs, float* out, int64_t rows,
-                              int64_t k, int64_t n) = 0;
-  virtual absl::Status matmulTransposeRhs(const float* lhs, const float* rhs, float* out,
-                                          int64_t rows, int64_t k, int64_t n) = 0;
-  virtual absl::Status matmulTransposeLhs(const float* lhs, const float* rhs, float* out,
-                                          int64_t rows, int64_t m, int64_t n) = 0;
-  virtual absl::Status rmsNorm(const float* x, const float* gamma, float* y, int64_t rows,
-                               int64_t hidden, float eps) = 0;
-  virtual absl::Status rmsNormGrad(const float* x, const float* gamma, const float* dy, float* dx,
-                                   float* dgamma, int64_t rows, int64_t hidden, float eps) = 0;
-  virtual absl::Status layerNorm(const float* x, const float* gamma, const float* beta, float* y,
-                                 int64_t rows, int64_t hidden, float eps) = 0;
-  virtual absl::Status layerNormGrad(const float* x, const float* gamma, const float* dy,
-                                     float* dx, float* dgamma, float* dbeta, int64_t rows,
-                                     int64_t hidden, float eps) = 0;
-  virtual absl::Status rope(const float* x, float* y, int64_t batch, int64_t seq, int64_t heads,
+  // ---- Kernels: cpu_kernels.h's semantics, f32 or bf16 ----------------------
+  // Every float tensor is a Ref and may be f32 or bf16, each on its own:
+  // a kernel reads bf16 elements as their exact f32 values, computes in f32
+  // as the f32 kernel does (sums over tokens, such as dgamma, dbeta and the
+  // table gradient, included) and rounds each bf16 result once, to nearest
+  // even. Scalars named float* (losses, vocab max and statistics) are f32.
+  virtual absl::Status linear(Ref x, Ref w, Ref bias, Ref y, int64_t rows, int64_t in,
+                              int64_t out) = 0;  // bias.data may be null
+  virtual absl::Status matmul(Ref lhs, Ref rhs, Ref out, int64_t rows, int64_t k, int64_t n) = 0;
+  virtual absl::Status matmulTransposeRhs(Ref lhs, Ref rhs, Ref out, int64_t rows, int64_t k,
+                                          int64_t n) = 0;
+  virtual absl::Status matmulTransposeLhs(Ref lhs, Ref rhs, Ref out, int64_t rows, int64_t m,
+                                          int64_t n) = 0;
+  virtual absl::Status rmsNorm(Ref x, Ref gamma, Ref y, int64_t rows, int64_t hidden,
+                               float eps) = 0;
+  virtual absl::Status rmsNormGrad(Ref x, Ref gamma, Ref dy, Ref dx, Ref dgamma, int64_t rows,
+                                   int64_t hidden, float eps) = 0;
+  virtual absl::Status layerNorm(Ref x, Ref gamma, Ref beta, Ref y, int64_t rows, int64_t hidden,
+                                 float eps) = 0;
+  virtual absl::Status layerNormGrad(Ref x, Ref gamma, Ref dy, Ref dx, Ref dgamma, Ref dbeta,
+                                     int64_t rows, int64_t hidden, float eps) = 0;
+  virtual absl::Status rope(Ref x, Ref y, int64_t batch, int64_t seq, int64_t heads,
                             int64_t head_dim, float theta, bool inverse) = 0;
-  virtual absl::Status attention(const float* q, const float* k, const float* v, float* out,
-                                 const cpu::AttentionShape& shape) = 0;
-  virtual absl::Status attentionGrad(const float* q, const float* k, const float* v,
-                                     const float* dout, float* dq, float* dk, float* dv,
+  virtual absl::Status attention(Ref q, Ref k, Ref v, Ref out, const cpu::AttentionShape& shape) = 0;
+  virtual absl::Status attentionGrad(Ref q, Ref k, Ref v, Ref dout, Ref dq, Ref dk, Ref dv,
                                      const cpu::AttentionShape& shape) = 0;
-  virtual absl::Status softmax(const float* x, float* y, int64_t rows, int64_t n) = 0;
-  virtual absl::Status softmaxGrad(const float* y, const float* dy, float* dx, int64_t rows,
-                                   int64_t n) = 0;
-  virtual absl::Status silu(const float* x, float* y, int64_t count) = 0;
-  virtual absl::Status siluGrad(const float* x, const float* dy, float* dx, int64_t count) = 0;
-  virtual absl::Status gelu(const float* x, float* y, int64_t count) = 0;
-  virtual absl::Status geluGrad(const float* x, const float* dy, float* dx, int64_t count) = 0;
-  virtual absl::Status add(const float* a, const float* b, float* out, int64_t count) = 0;
-  virtual absl::Status mul(const float* a, const float* b, float* out, int64_t count) = 0;
-  virtual absl::Status biasAdd(const float* x, const float* bias, float* y, int64_t rows,
-                               int64_t out) = 0;
+  virtual absl::Status softmax(Ref x, Ref y, int64_t rows, int64_t n) = 0;
+  virtual absl::Status softmaxGrad(Ref y, Ref dy, Ref dx, int64_t rows, int64_t n) = 0;
+  virtual absl::Status silu(Ref x, Ref y, int64_t count) = 0;
+  virtual absl::Status siluGrad(Ref x, Ref dy, Ref dx, int64_t count) = 0;
+  virtual absl::Status gelu(Ref x, Ref y, int64_t count) = 0;
+  virtual absl::Status geluGrad(Ref x, Ref dy, Ref dx, int64_t count) = 0;
+  virtual absl::Status add(Ref a, Ref b, Ref out, int64_t count) = 0;
+  virtual absl::Status mul(Ref a, Ref b, Ref out, int64_t count) = 0;
+  virtual absl::Status biasAdd(Ref x, Ref bias, Ref y, int64_t rows, int64_t out) = 0;
   // `shape` and `dims` are host arrays.
-  virtual absl::Status reduceSum(const float* x, std::span<const int64_t> shape,
-                                 std::span<const int64_t> dims, float* out) = 0;
-  virtual absl::Status embedding(const int32_t* ids, const float* table, float* out,
-                                 int64_t tokens, int64_t hidden, int64_t row_begin,
-                                 int64_t table_rows) = 0;
+  virtual absl::Status reduceSum(Ref x, std::span<const int64_t> shape,
+                                 std::span<const int64_t> dims, Ref out) = 0;
+  virtual absl::Status embedding(const int32_t* ids, Ref table, Ref out, int64_t tokens,
+                                 int64_t hidden, int64_t row_begin, int64_t table_rows) = 0;
   // Overwrites dtable.
-  virtual absl::Status embeddingGrad(const int32_t* ids, const float* dy, float* dtable,
-                                     int64_t tokens, int64_t hidden, int64_t row_begin,
-                                     int64_t table_rows) = 0;
+  virtual absl::Status embeddingGrad(const int32_t* ids, Ref dy, Ref dtable, int64_t tokens,
+                                     int64_t hidden, int64_t row_begin, int64_t table_rows) = 0;
   // *loss (device) = the mean cross-entropy.
-  virtual absl::Status crossEntropy(const float* logits, const int32_t* labels, float* loss,
-                                    int64_t tokens, int64_t vocab) = 0;
+  virtual absl::Status crossEntropy(Ref logits, const int32_t* labels, float* loss, int64_t tokens,
+                                    int64_t vocab) = 0;
   // `dloss` is a host value.
-  virtual absl::Status crossEntropyGrad(const float* logits, const int32_t* labels, float dloss,
-                                        float scale, float* dlogits, int64_t tokens,
-                                        int64_t vocab) = 0;
-  virtual absl::Status vocabMax(const float* logits, float* max, int64_t tokens, int64_t local,
+  virtual absl::Status crossEntropyGrad(Ref logits, const int32_t* labels, float dloss, float scale,
+                                        Ref dlogits, int64_t tokens, int64_t vocab) = 0;
+  virtual absl::Status vocabMax(Ref logits, float* max, int64_t tokens, int64_t local,
                                 int64_t valid) = 0;
-  virtual absl::Status vocabStats(const float* logits, const int32_t* labels, const float* max,
-                                  float* stats, int64_t tokens, int64_t local, int64_t valid,
+  virtual absl::Status vocabStats(Ref logits, const int32_t* labels, const float* max, float* stats,
+                                  int64_t tokens, int64_t local, int64_t valid,
                                   int64_t row_begin) = 0;
   virtual absl::Status vocabCrossEntropy(const float* stats, float* loss, int64_t tokens) = 0;
-  virtual absl::Status vocabCrossEntropyGrad(const float* logits, const int32_t* labels,
-                                             const float* max, const float* stats, float dloss,
-                                             float scale, float* dlogits, int64_t tokens,
-                                             int64_t local, int64_t valid, int64_t row_begin) = 0;
+  virtual absl::Status vocabCrossEntropyGrad(Ref logits, const int32_t* labels, const float* max,
+                                             const float* stats, float dloss, float scale,
+                                             Ref dlogits, int64_t tokens, int64_t local,
+                                             int64_t valid, int64_t row_begin) = 0;
+
+  // ---- Precision ---------------------------------------------------------------
+  // dst = src converted element by element (f32 <-> bf16, rounding to
+  // nearest even; the same type copies).
+  virtual absl::Status convert(Ref src, Ref dst, int64_t count) = 0;
+  // dst[i] = the sum over c < chunks of src[c * count + i], added in f32 in
+  // chunk order (so every rank and every device gets the same bits), divided
+  // by `chunks` when `average`, rounded once to dst's type. A reduction whose
+  // plan accumulates wider than its wire type ends here.
+  virtual absl::Status sumChunks(Ref src, int64_t chunks, int64_t count, bool average, Ref dst) = 0;
 
   // ---- Optimizer ---------------------------------------------------------------
   // *total (a device double) += optim::localSquaredNorm(grads) / copies.
-  virtual absl::Status addSquaredNorm(const float* grads, int64_t count, int64_t copies,
-                                      double* total) = 0;
+  virtual absl::Status addSquaredNorm(Ref grads, int64_t count, int64_t copies, double* total) = 0;
   // *coefficient (device) = optim::clipCoefficient(*total, max_norm).
   virtual absl::Status clipCoefficient(const double* total, double max_norm,
                                        float* coefficient) = 0;
   // optim::adamwStep, the gradients first scaled by *grad_scale (device)
-  // when it is given and below 1, as optim::scaleGradients would.
-  virtual absl::Status adamw(const optim::AdamWConfig& config, int64_t step, float* params,
-                             float* grads, float* exp_avg, float* exp_avg_sq, int64_t count,
+  // when it is given and below 1, as optim::scaleGradients would; `grads`
+  // is not modified. Without `master`, params are f32 and updated in place.
+  // With an f32 `master` copy (mixed precision), the step updates the
+  // master and params (bf16) become the master rounded to nearest even.
+  virtual absl::Status adamw(const optim::AdamWConfig& config, int64_t step, Ref params, Ref grads,
+                             float* exp_avg, float* exp_avg_sq, float* master, int64_t count,
                              const float* grad_scale) = 0;
 };
 

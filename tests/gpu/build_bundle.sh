@@ -13,7 +13,8 @@
 #               ones), stripped and gzipped (OpenBLAS alone is 35 MiB); never
 #               glibc, libstdc++, libgcc_s, libm, the driver or any CUDA
 #               library (cuBLAS/cuBLASLt, NCCL, cuDNN): those come from there
-#   data/       the single-rank plan.json the GPU training slot runs
+#   data/       the single-rank plans (f32, bf16) executor_cuda_test and the
+#               GPU training slot run
 #   MANIFEST    file, size, sha256 and the commit it was built from, the
 #               CUDA libraries the machine must have, and the newest glibc
 #               and libstdc++ symbol versions the files ask for
@@ -48,10 +49,12 @@ binaries=(
   //tools/launch:launch
   //tools/train:train
 )
-# Data: label, its output under bazel-bin, and where it goes in the bundle.
-plan_label=//runtime/executor/testdata:llama_single_plan
-plan_out=runtime/executor/testdata/llama_single/plan.json
-plan_dest=data/llama_single/plan.json
+# Data: the plans executor_cuda_test and train read. Plan NAME is built by
+# //runtime/executor/testdata:NAME_plan into
+# runtime/executor/testdata/NAME/plan.json and goes to data/NAME/plan.json.
+plans=(llama_single llama_bf16_single)
+plan_labels=()
+for plan in "${plans[@]}"; do plan_labels+=("//runtime/executor/testdata:${plan}_plan"); done
 
 die() { echo "build_bundle: error: $*" >&2; exit 1; }
 
@@ -62,7 +65,7 @@ label_path() { local l="${1#//}"; echo "${l%%:*}/${l##*:}"; }
 # added a package yet).
 existing=()
 not_built=()
-for target in "${binaries[@]}" "$plan_label"; do
+for target in "${binaries[@]}" "${plan_labels[@]}"; do
   if "${bazel_cmd[@]}" query "$target" >/dev/null 2>&1; then
     existing+=("$target")
   else
@@ -102,7 +105,7 @@ declare -A lib_users=()   # soname -> binaries that need it
 declare -A cuda_libs=()   # sonames the GPU machine must provide
 heavy=()
 for target in "${built[@]}"; do
-  [[ "$target" == "$plan_label" ]] && continue
+  [[ "$target" == //runtime/executor/testdata:* ]] && continue
   src="$bazel_bin/$(label_path "$target")"
   [[ -f "$src" ]] || die "$target built but $src is missing"
   name="${target##*:}"
@@ -144,10 +147,12 @@ for soname in "${!lib_src[@]}"; do
 done
 find "$bundle/bin" "$bundle/lib" -type f -exec strip --strip-unneeded {} +
 
-if [[ " ${built[*]} " == *" $plan_label "* ]]; then
-  mkdir -p "$(dirname "$bundle/$plan_dest")"
-  cp "$bazel_bin/$plan_out" "$bundle/$plan_dest"
-fi
+for plan in "${plans[@]}"; do
+  if [[ " ${built[*]} " == *" //runtime/executor/testdata:${plan}_plan "* ]]; then
+    mkdir -p "$bundle/data/$plan"
+    cp "$bazel_bin/runtime/executor/testdata/$plan/plan.json" "$bundle/data/$plan/plan.json"
+  fi
+done
 
 # The newest symbol version of PREFIX (GLIBC, GLIBCXX) any file asks of the
 # machine's C or C++ runtime, and the first file that asks it, as

@@ -14,8 +14,11 @@
 // reduceSum's rank) are checked and refused with a message.
 //
 // Dtypes. `T` is float or __nv_bfloat16 (`bf16` below); bf16 kernels read and
-// write bf16 and compute in fp32 registers. Gradients of parameters that are
-// sums over tokens (dgamma, dbeta, the embedding table) are always fp32.
+// write bf16 and compute in fp32 registers, rounding each result once to
+// nearest even. Gradients of parameters that are sums over tokens (dgamma,
+// dbeta, the embedding table) are always fp32, as are the losses, the vocab
+// maxima and statistics, and AdamW's moments and master copy; `convert`
+// rounds an fp32 result into a bf16 tensor.
 // Kernels with a cross-block reduction take a caller-owned workspace whose
 // size a `...WorkspaceBytes` function gives, so results are deterministic
 // (no atomics) and nothing allocates per call.
@@ -238,43 +241,76 @@ template <typename T, typename Id>
 Status embeddingGrad(const Id* ids, const T* dy, float* dtable, int64_t tokens, int64_t hidden,
                      int64_t row_begin, int64_t table_rows, cudaStream_t stream);
 
+// The loss family takes logits of type T (float or bf16, read as their fp32
+// values) and computes as the fp32 kernels do; losses, maxima and
+// statistics are fp32, logit gradients are T.
 size_t crossEntropyWorkspaceBytes(int64_t tokens);
 // nn.cross_entropy: *loss (device) = mean over tokens of logsumexp(logits[t])
 // - logits[t, labels[t]], the token sum in double. Label is int32_t/int64_t.
-template <typename Label>
-Status crossEntropy(const float* logits, const Label* labels, float* loss, int64_t tokens,
+template <typename T, typename Label>
+Status crossEntropy(const T* logits, const Label* labels, float* loss, int64_t tokens,
                     int64_t vocab, void* workspace, size_t workspace_bytes, cudaStream_t stream);
 // nn.cross_entropy_grad: (softmax - onehot) * dloss * scale; `dloss` and
 // `scale` are host values.
-template <typename Label>
-Status crossEntropyGrad(const float* logits, const Label* labels, float dloss, float scale,
-                        float* dlogits, int64_t tokens, int64_t vocab, cudaStream_t stream);
+template <typename T, typename Label>
+Status crossEntropyGrad(const T* logits, const Label* labels, float dloss, float scale,
+                        T* dlogits, int64_t tokens, int64_t vocab, cudaStream_t stream);
 
 // Vocab-parallel cross-entropy, as the CPU kernels (docs/planner_nn.md):
 // rows hold `local` logits of which the first `valid` are vocab rows
 // [row_begin, row_begin + valid).
-Status vocabMax(const float* logits, float* max, int64_t tokens, int64_t local, int64_t valid,
+template <typename T>
+Status vocabMax(const T* logits, float* max, int64_t tokens, int64_t local, int64_t valid,
                 cudaStream_t stream);
-Status vocabStats(const float* logits, const int32_t* labels, const float* max, float* stats,
+template <typename T>
+Status vocabStats(const T* logits, const int32_t* labels, const float* max, float* stats,
                   int64_t tokens, int64_t local, int64_t valid, int64_t row_begin,
                   cudaStream_t stream);
 // *loss (device) = mean over tokens of log stats[t, 0] - stats[t, 1], in double.
 Status vocabCrossEntropy(const float* stats, float* loss, int64_t tokens, cudaStream_t stream);
-Status vocabCrossEntropyGrad(const float* logits, const int32_t* labels, const float* max,
-                             const float* stats, float dloss, float scale, float* dlogits,
+template <typename T>
+Status vocabCrossEntropyGrad(const T* logits, const int32_t* labels, const float* max,
+                             const float* stats, float dloss, float scale, T* dlogits,
                              int64_t tokens, int64_t local, int64_t valid, int64_t row_begin,
                              cudaStream_t stream);
+
+// ---- Precision ----------------------------------------------------------------
+
+// dst = src element by element, TIn/TOut float or bf16: bf16 -> float is
+// exact, float -> bf16 rounds to nearest even (__float2bfloat16_rn), the
+// same type copies.
+template <typename TIn, typename TOut>
+Status convert(const TIn* src, TOut* dst, int64_t count, cudaStream_t stream);
+// dst[i] = sum over c < chunks (>= 1) of src[c * count + i], added in fp32
+// in chunk order starting from chunk 0, then divided by `chunks` (fp32)
+// when `average`, and rounded once to TOut. Deterministic: every device and
+// rank gets the same bits, which equal the CPU executor's. `dst` may be
+// chunk 0 of `src` when TIn == TOut.
+template <typename TIn, typename TOut>
+Status sumChunks(const TIn* src, int64_t chunks, int64_t count, bool average, TOut* dst,
+                 cudaStream_t stream);
 
 // ---- Optimizer --------------------------------------------------------------
 
 // optim::adamwStep over a whole flat bucket in one launch, in torch's order
 // of fp32 operations with the scalars computed in double on the host, so it
-// equals the CPU step element for element. `grad_scale`, if not null, is a
-// device float (a clip coefficient) that multiplies every gradient first, as
-// optim::scaleGradients would; `grads` itself is not modified.
-Status adamwStep(const optim::AdamWConfig& config, int64_t step, float* params, const float* grads,
+// equals the CPU step element for element. Gradients are TGrad (float or
+// bf16, read as their fp32 values). `grad_scale`, if not null, is a device
+// float (a clip coefficient); when it is below 1 it multiplies every
+// gradient first, as optim::scaleGradients would; `grads` itself is not
+// modified.
+template <typename TGrad>
+Status adamwStep(const optim::AdamWConfig& config, int64_t step, float* params, const TGrad* grads,
                  float* exp_avg, float* exp_avg_sq, int64_t count, const float* grad_scale,
                  cudaStream_t stream);
+// Mixed precision, in the same one launch: adamwStep on the fp32 `master`
+// copy (so it equals optim::adamwStep on the master element for element),
+// then params (TParam: bf16, or float for a plain copy) = the new master
+// rounded to nearest even.
+template <typename TParam, typename TGrad>
+Status adamwStepWithMaster(const optim::AdamWConfig& config, int64_t step, TParam* params,
+                           const TGrad* grads, float* exp_avg, float* exp_avg_sq, float* master,
+                           int64_t count, const float* grad_scale, cudaStream_t stream);
 
 }  // namespace loom::runtime::cuda
 

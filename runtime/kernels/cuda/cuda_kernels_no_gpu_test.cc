@@ -38,6 +38,10 @@ TEST(CudaKernelsNoGpuTest, LaunchesReturnCudasReason) {
   EXPECT_FALSE(attention_status.ok());
   EXPECT_THAT(attention_status.message(), HasSubstr("attention"));
 
+  const Status convert_status = convert<float, bf16>(nullptr, nullptr, 16, nullptr);
+  EXPECT_EQ(convert_status.cudaError(), probe);
+  EXPECT_THAT(convert_status.message(), HasSubstr("launching convert"));
+
   std::unique_ptr<CublasLtHandle> handle;
   const Status create = CublasLtHandle::create(&handle);
   EXPECT_FALSE(create.ok());
@@ -75,11 +79,24 @@ TEST(CudaKernelsArgumentTest, RefusedBeforeAnyCudaCall) {
   EXPECT_EQ(workspace.cudaError(), cudaErrorInvalidValue);
   EXPECT_THAT(workspace.message(), HasSubstr("rmsNormGradWorkspaceBytes"));
   EXPECT_EQ(layerNormGradWorkspaceBytes(3, 10), 2u * 3u * 10u * sizeof(float));
+  const Status loss = crossEntropy<float, int32_t>(nullptr, nullptr, nullptr, 10, 5, nullptr, 8,
+                                                   nullptr);
+  EXPECT_THAT(loss.message(), HasSubstr("needs 80"));
+  const Status bf16_loss =
+      crossEntropy<bf16, int32_t>(nullptr, nullptr, nullptr, 10, 5, nullptr, 8, nullptr);
+  EXPECT_THAT(bf16_loss.message(), HasSubstr("needs 80"));
   EXPECT_THAT(
-      crossEntropy<int32_t>(nullptr, nullptr, nullptr, 10, 5, nullptr, 8, nullptr).message(),
-      HasSubstr("needs 80"));
-  EXPECT_THAT(adamwStep({}, 0, nullptr, nullptr, nullptr, nullptr, 1, nullptr, nullptr).message(),
-              HasSubstr("step 0 < 1"));
+      adamwStep<float>({}, 0, nullptr, nullptr, nullptr, nullptr, 1, nullptr, nullptr).message(),
+      HasSubstr("step 0 < 1"));
+  const Status master = adamwStepWithMaster<bf16, bf16>({}, 0, nullptr, nullptr, nullptr, nullptr,
+                                                        nullptr, 1, nullptr, nullptr);
+  EXPECT_EQ(master.cudaError(), cudaErrorInvalidValue);
+  EXPECT_THAT(master.message(), HasSubstr("adamwStepWithMaster: step 0 < 1"));
+  const Status chunks = sumChunks<bf16, float>(nullptr, 0, 8, false, nullptr, nullptr);
+  EXPECT_EQ(chunks.cudaError(), cudaErrorInvalidValue);
+  EXPECT_THAT(chunks.message(), HasSubstr("sumChunks: 0 chunks"));
+  // Nothing to move is no launch, so it succeeds even without a GPU.
+  EXPECT_TRUE((convert<bf16, float>(nullptr, nullptr, 0, nullptr).ok()));
 }
 
 }  // namespace

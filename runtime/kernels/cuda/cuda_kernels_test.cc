@@ -11,7 +11,10 @@
 //     element; the rest is fp32 summation order);
 //   - bf16 inputs with fp32 outputs (GEMM, dgamma): 1e-5, as in fp32: the
 //     CPU reference runs on the same bf16-rounded inputs;
-//   - embedding_grad and AdamW: bit for bit.
+//   - embedding_grad and AdamW: bit for bit;
+//   - convert, sumChunks and AdamW with an fp32 master (master, moments
+//     and the rounded bf16 params): bit for bit against the host's
+//     rounding (comm/half_float.h) and the CPU executor's arithmetic.
 // Outputs are pre-filled with NaN so an element a kernel forgets to write
 // fails the comparison.
 #include "runtime/kernels/cuda/cuda_kernels.h"
@@ -19,6 +22,7 @@
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -33,6 +37,7 @@
 #include <utility>
 #include <vector>
 
+#include "comm/half_float.h"
 #include "gtest/gtest.h"
 #include "runtime/kernels/cpu/cpu_kernels.h"
 #include "runtime/optim/adamw.h"
@@ -702,11 +707,13 @@ TEST_F(CudaKernelsTest, EmbeddingWholeAndSharded) {
   checkEmbedding<float, int32_t>(stream_, 0, 1000, 1000);
 }
 
-template <typename Label>
+// The loss is fp32 computed from the logits' exact values, so bf16 logits
+// keep fp32's tolerance; only the bf16 gradient has its own rounding.
+template <typename T, typename Label>
 void checkCrossEntropy(cudaStream_t stream, int64_t tokens, int64_t vocab) {
-  const std::string what =
-      "crossEntropy label" + std::to_string(8 * sizeof(Label)) + " vocab " + std::to_string(vocab);
-  const auto logits = randomVector(tokens * vocab, 121, -8.0f, 8.0f);
+  const std::string what = std::string("crossEntropy ") + dtypeName<T>() + " label" +
+                           std::to_string(8 * sizeof(Label)) + " vocab " + std::to_string(vocab);
+  const auto logits = asStored<T>(randomVector(tokens * vocab, 121, -8.0f, 8.0f));
   std::mt19937 rng(122);
   std::uniform_int_distribution<int64_t> pick(0, vocab - 1);
   std::vector<Label> labels(tokens);
@@ -718,7 +725,8 @@ void checkCrossEntropy(cudaStream_t stream, int64_t tokens, int64_t vocab) {
   cpu::crossEntropyGrad(logits.data(), labels.data(), dloss, scale, want_grad.data(), tokens,
                         vocab);
   DeviceArray<Label> labels_d = deviceIds(labels);
-  Tensor<float> logits_d(logits), loss_d(1), grad_d(tokens * vocab);
+  Tensor<T> logits_d(logits), grad_d(tokens * vocab);
+  Tensor<float> loss_d(1);
   const size_t bytes = crossEntropyWorkspaceBytes(tokens);
   DeviceArray<char> workspace(bytes);
   EXPECT_OK(crossEntropy(logits_d.get(), labels_d.get(), loss_d.get(), tokens, vocab,
@@ -726,17 +734,25 @@ void checkCrossEntropy(cudaStream_t stream, int64_t tokens, int64_t vocab) {
   EXPECT_OK(crossEntropyGrad(logits_d.get(), labels_d.get(), dloss, scale, grad_d.get(), tokens,
                              vocab, stream));
   expectClose(loss_d.values(), {want_loss}, 2e-6, what);
-  expectClose(grad_d.values(), want_grad, 1e-5, what + " grad");
+  expectClose(grad_d.values(), want_grad, tolerance<T>(1e-5), what + " grad");
 }
 
 TEST_F(CudaKernelsTest, CrossEntropy) {
-  checkCrossEntropy<int32_t>(stream_, 37, 1000);
-  checkCrossEntropy<int64_t>(stream_, 37, 1000);
-  checkCrossEntropy<int32_t>(stream_, 5, 32003);
-  checkCrossEntropy<int64_t>(stream_, 1, 1);
+  checkCrossEntropy<float, int32_t>(stream_, 37, 1000);
+  checkCrossEntropy<float, int64_t>(stream_, 37, 1000);
+  checkCrossEntropy<float, int32_t>(stream_, 5, 32003);
+  checkCrossEntropy<float, int64_t>(stream_, 1, 1);
+  checkCrossEntropy<bf16, int32_t>(stream_, 37, 1000);
+  checkCrossEntropy<bf16, int64_t>(stream_, 5, 32003);
+  checkCrossEntropy<bf16, int32_t>(stream_, 1, 1);
 }
 
-TEST_F(CudaKernelsTest, VocabParallelCrossEntropy) {
+// Each vocab-parallel kernel on one padded shard against the CPU's. The
+// maxima and statistics are fp32 from the logits' exact values, so bf16
+// logits keep fp32's tolerances there.
+template <typename T>
+void checkVocabShard(cudaStream_t stream) {
+  const std::string what = std::string(" ") + dtypeName<T>();
   // This shard holds vocab rows [64, 128) in 70 local rows: 6 rows of
   // padding, which hold huge values that must never be read.
   const int64_t tokens = 41, local = 70, valid = 64, row_begin = 64;
@@ -744,6 +760,7 @@ TEST_F(CudaKernelsTest, VocabParallelCrossEntropy) {
   for (int64_t t = 0; t < tokens; ++t) {
     for (int64_t r = valid; r < local; ++r) logits[t * local + r] = 1e30f;
   }
+  logits = asStored<T>(logits);
   std::mt19937 rng(132);
   std::uniform_int_distribution<int32_t> pick(0, 199);  // some labels on this shard
   std::vector<int32_t> labels(tokens);
@@ -757,24 +774,36 @@ TEST_F(CudaKernelsTest, VocabParallelCrossEntropy) {
                              1.0f / 41.0f, grad.data(), tokens, local, valid, row_begin);
 
   DeviceArray<int32_t> labels_d = deviceIds(labels);
-  Tensor<float> logits_d(logits), max_d(tokens), stats_d(2 * tokens), loss_d(1),
-      grad_d(tokens * local);
-  EXPECT_OK(vocabMax(logits_d.get(), max_d.get(), tokens, local, valid, stream_));
-  EXPECT_EQ(max_d.values(), max);
+  Tensor<T> logits_d(logits), grad_d(tokens * local);
+  Tensor<float> max_d(tokens), stats_d(2 * tokens), loss_d(1);
+  EXPECT_OK(vocabMax(logits_d.get(), max_d.get(), tokens, local, valid, stream));
+  EXPECT_EQ(max_d.values(), max) << "vocabMax" << what;
   // Continue from the CPU's max so each kernel is checked on its own.
   Tensor<float> cpu_max_d(max);
   EXPECT_OK(vocabStats(logits_d.get(), labels_d.get(), cpu_max_d.get(), stats_d.get(), tokens,
-                       local, valid, row_begin, stream_));
-  expectClose(stats_d.values(), stats, 1e-6, "vocabStats");
+                       local, valid, row_begin, stream));
+  expectClose(stats_d.values(), stats, 1e-6, "vocabStats" + what);
   Tensor<float> cpu_stats_d(stats);
-  EXPECT_OK(vocabCrossEntropy(cpu_stats_d.get(), loss_d.get(), tokens, stream_));
-  expectClose(loss_d.values(), {loss}, 1e-6, "vocabCrossEntropy");
+  EXPECT_OK(vocabCrossEntropy(cpu_stats_d.get(), loss_d.get(), tokens, stream));
+  expectClose(loss_d.values(), {loss}, 1e-6, "vocabCrossEntropy" + what);
   EXPECT_OK(vocabCrossEntropyGrad(logits_d.get(), labels_d.get(), cpu_max_d.get(),
                                   cpu_stats_d.get(), 0.5f, 1.0f / 41.0f, grad_d.get(), tokens,
-                                  local, valid, row_begin, stream_));
-  expectClose(grad_d.values(), grad, 2e-6, "vocabCrossEntropyGrad");
+                                  local, valid, row_begin, stream));
+  expectClose(grad_d.values(), grad, tolerance<T>(2e-6), "vocabCrossEntropyGrad" + what);
+}
+
+TEST_F(CudaKernelsTest, VocabParallelCrossEntropy) {
+  checkVocabShard<float>(stream_);
+  checkVocabShard<bf16>(stream_);
 
   // The shards of a vocab-parallel run give the unsharded loss.
+  const int64_t tokens = 41;
+  std::mt19937 rng(132);
+  std::uniform_int_distribution<int32_t> pick(0, 199);
+  std::vector<int32_t> labels(tokens);
+  for (int32_t& l : labels) l = pick(rng);
+  DeviceArray<int32_t> labels_d = deviceIds(labels);
+  Tensor<float> loss_d(1);
   const int64_t vocab = 200;
   const auto full = randomVector(tokens * vocab, 133, -8.0f, 8.0f);
   const float whole = cpu::crossEntropy(full.data(), labels.data(), tokens, vocab);
@@ -809,6 +838,140 @@ TEST_F(CudaKernelsTest, VocabParallelCrossEntropy) {
   expectClose(loss_d.values(), {whole}, 1e-5, "vocab shards vs whole");
 }
 
+// ---- Precision ---------------------------------------------------------------------
+
+uint16_t bitsOf(bf16 value) {
+  const __nv_bfloat16_raw raw = value;
+  return raw.x;
+}
+
+// The bits of each float, so that -0 differs from 0 and NaNs compare.
+std::vector<uint32_t> bitsOf(const std::vector<float>& values) {
+  std::vector<uint32_t> bits(values.size());
+  for (size_t i = 0; i < values.size(); ++i) bits[i] = std::bit_cast<uint32_t>(values[i]);
+  return bits;
+}
+
+// What a T result holds: the host's rounding of the fp32 value.
+template <typename T>
+float roundedTo(float value) {
+  if constexpr (std::is_same_v<T, float>) {
+    return value;
+  } else {
+    return comm::bfloat16ToFloat(comm::floatToBfloat16(value));
+  }
+}
+
+// Values whose rounding matters: ties to even both ways and their
+// neighbours, signed zeros, subnormals, the largest floats (which round to
+// infinity) and infinities, then random bit patterns, so every magnitude.
+std::vector<float> roundingCases() {
+  std::vector<float> values;
+  for (const uint32_t bits :
+       {0x3f808000u, 0x3f818000u, 0x3f808001u, 0x3f807fffu, 0xbf808000u, 0xbf818000u, 0x00000000u,
+        0x80000000u, 0x00000001u, 0x00008000u, 0x00018000u, 0x807fffffu, 0x7f7fffffu, 0xff7fffffu,
+        0x7f7f8000u, 0x7f7e8000u, 0x7f800000u, 0xff800000u}) {
+    values.push_back(std::bit_cast<float>(bits));
+  }
+  std::mt19937 rng(171);
+  std::uniform_int_distribution<uint32_t> any(0, 0xffffffffu);
+  while (values.size() < 100003) {
+    const float v = std::bit_cast<float>(any(rng));
+    if (!std::isnan(v)) values.push_back(v);  // NaNs are checked on their own
+  }
+  return values;
+}
+
+TEST_F(CudaKernelsTest, ConvertRoundsAsTheHost) {
+  const std::vector<float> values = roundingCases();
+  const auto count = static_cast<int64_t>(values.size());
+  Tensor<float> src(values), wide(count), same(count);
+  DeviceArray<bf16> narrow(count), narrow_copy(count);
+  EXPECT_OK((convert<float, bf16>(src.get(), narrow.get(), count, stream_)));
+  EXPECT_OK((convert<bf16, float>(narrow.get(), wide.get(), count, stream_)));
+  EXPECT_OK((convert<float, float>(src.get(), same.get(), count, stream_)));
+  EXPECT_OK((convert<bf16, bf16>(narrow.get(), narrow_copy.get(), count, stream_)));
+  const std::vector<bf16> got = narrow.download();
+  const std::vector<bf16> got_copy = narrow_copy.download();
+  const std::vector<uint32_t> got_wide = bitsOf(wide.values());
+  int mismatches = 0;
+  for (int64_t i = 0; i < count; ++i) {
+    const uint16_t want = comm::floatToBfloat16(values[i]);
+    if (bitsOf(got[i]) != want || bitsOf(got_copy[i]) != want ||
+        got_wide[i] != std::bit_cast<uint32_t>(comm::bfloat16ToFloat(want))) {
+      if (++mismatches <= 5) {
+        ADD_FAILURE() << "element " << i << " (" << values[i] << ", bits " << std::hex
+                      << std::bit_cast<uint32_t>(values[i]) << "): bf16 " << bitsOf(got[i])
+                      << ", want " << want << std::dec;
+      }
+    }
+  }
+  EXPECT_EQ(mismatches, 0);
+  EXPECT_EQ(bitsOf(same.values()), bitsOf(values)) << "f32 -> f32 copies";
+
+  // NaN stays NaN both ways (payloads differ between libraries).
+  Tensor<float> nan(std::vector<float>{std::numeric_limits<float>::quiet_NaN(), -std::nanf("1")});
+  DeviceArray<bf16> nan_narrow(2);
+  Tensor<float> nan_wide(2);
+  EXPECT_OK((convert<float, bf16>(nan.get(), nan_narrow.get(), 2, stream_)));
+  EXPECT_OK((convert<bf16, float>(nan_narrow.get(), nan_wide.get(), 2, stream_)));
+  for (const float v : nan_wide.values()) EXPECT_TRUE(std::isnan(v));
+}
+
+// The CPU executor's sumChunks: chunk 0, then every later chunk added in
+// fp32 in order, divided by `chunks` in fp32 when averaging.
+std::vector<float> hostSumChunks(const std::vector<float>& src, int64_t chunks, int64_t count,
+                                 bool average) {
+  std::vector<float> sum(src.begin(), src.begin() + count);
+  for (int64_t c = 1; c < chunks; ++c) {
+    for (int64_t i = 0; i < count; ++i) sum[i] += src[c * count + i];
+  }
+  if (average) {
+    for (float& v : sum) v /= static_cast<float>(chunks);
+  }
+  return sum;
+}
+
+template <typename TIn, typename TOut>
+void checkSumChunks(cudaStream_t stream, int64_t chunks, int64_t count, bool average) {
+  const std::string what = std::string("sumChunks ") + dtypeName<TIn>() + "->" +
+                           dtypeName<TOut>() + " chunks " + std::to_string(chunks) + " count " +
+                           std::to_string(count) + (average ? " average" : " sum");
+  // Magnitudes over 2^-12..2^12, so a different order of the adds would
+  // change the fp32 sum.
+  std::vector<float> src = randomVector(chunks * count, 181 + static_cast<uint32_t>(chunks));
+  std::mt19937 rng(182);
+  std::uniform_int_distribution<int> exponent(-12, 12);
+  for (float& v : src) v = std::ldexp(v, exponent(rng));
+  src = asStored<TIn>(src);
+  std::vector<float> want = hostSumChunks(src, chunks, count, average);
+  for (float& v : want) v = roundedTo<TOut>(v);
+  Tensor<TIn> src_d(src);
+  Tensor<TOut> dst_d(count);
+  EXPECT_OK((sumChunks<TIn, TOut>(src_d.get(), chunks, count, average, dst_d.get(), stream)));
+  EXPECT_EQ(bitsOf(dst_d.values()), bitsOf(want)) << what;
+  if constexpr (std::is_same_v<TIn, TOut>) {
+    // In place: the result over chunk 0.
+    EXPECT_OK((sumChunks<TIn, TOut>(src_d.get(), chunks, count, average, src_d.get(), stream)));
+    std::vector<float> head = src_d.values();
+    head.resize(count);
+    EXPECT_EQ(bitsOf(head), bitsOf(want)) << what << " in place";
+  }
+}
+
+TEST_F(CudaKernelsTest, SumChunksAddInChunkOrderAndRoundOnce) {
+  for (const int64_t count : {int64_t{1}, int64_t{1000}, (int64_t{1} << 20) + 3}) {
+    for (const int64_t chunks : {1, 3, 8}) {
+      for (const bool average : {false, true}) {
+        checkSumChunks<float, float>(stream_, chunks, count, average);
+        checkSumChunks<float, bf16>(stream_, chunks, count, average);
+        checkSumChunks<bf16, float>(stream_, chunks, count, average);
+        checkSumChunks<bf16, bf16>(stream_, chunks, count, average);
+      }
+    }
+  }
+}
+
 // ---- Optimizer ---------------------------------------------------------------------
 
 TEST_F(CudaKernelsTest, AdamWMatchesTheCpuStepElementForElement) {
@@ -839,6 +1002,99 @@ TEST_F(CudaKernelsTest, AdamWMatchesTheCpuStepElementForElement) {
     expectClose(v_d.values(), v, 1e-6, "adamw exp_avg_sq");
 #endif
   }
+}
+
+// Mixed precision: the CPU executor runs optim::adamwStep on the f32 master
+// with the gradients widened (and scaled on a copy), then rounds the master
+// into the params. The kernel must give the same master and moments, and
+// params that are exactly its own master rounded.
+template <typename TParam, typename TGrad>
+void checkAdamWWithMaster(cudaStream_t stream, bool clip) {
+  const std::string what = std::string("adamw params ") + dtypeName<TParam>() + " grads " +
+                           dtypeName<TGrad>() + (clip ? " clipped" : "");
+  const int64_t count = 100003;
+  const optim::AdamWConfig config{
+      .lr = 0.05, .beta1 = 0.9, .beta2 = 0.95, .eps = 1e-8, .weight_decay = 0.1};
+  auto master = randomVector(count, 191);
+  std::vector<float> m(count, 0.0f), v(count, 0.0f);
+  Tensor<float> master_d(master), m_d(m), v_d(v), scale_d(std::vector<float>{0.37f});
+  Tensor<TParam> params_d(asStored<TParam>(master));
+  for (int64_t step = 1; step <= 5; ++step) {
+    const auto grads =
+        asStored<TGrad>(randomVector(count, 200 + static_cast<uint32_t>(step), -2.0f, 2.0f));
+    Tensor<TGrad> grads_d(grads);
+    EXPECT_OK((adamwStepWithMaster<TParam, TGrad>(config, step, params_d.get(), grads_d.get(),
+                                                  m_d.get(), v_d.get(), master_d.get(), count,
+                                                  clip ? scale_d.get() : nullptr, stream)));
+    EXPECT_EQ(bitsOf(grads_d.values()), bitsOf(grads)) << what << ": grads are left alone";
+    std::vector<float> scaled = grads;
+    if (clip) optim::scaleGradients(scaled.data(), count, 0.37f);
+    optim::adamwStep(config, step, master.data(), scaled.data(), m.data(), v.data(), count);
+  }
+  const std::vector<float> got_master = master_d.values();
+#if defined(__x86_64__)
+  EXPECT_EQ(bitsOf(got_master), bitsOf(master)) << what << ": master";
+  EXPECT_EQ(bitsOf(m_d.values()), bitsOf(m)) << what << ": exp_avg";
+  EXPECT_EQ(bitsOf(v_d.values()), bitsOf(v)) << what << ": exp_avg_sq";
+#else
+  expectClose(got_master, master, 1e-6, what + ": master");
+  expectClose(m_d.values(), m, 1e-6, what + ": exp_avg");
+  expectClose(v_d.values(), v, 1e-6, what + ": exp_avg_sq");
+#endif
+  std::vector<float> want_params = got_master;
+  for (float& p : want_params) p = roundedTo<TParam>(p);
+  EXPECT_EQ(bitsOf(params_d.values()), bitsOf(want_params)) << what << ": params = master rounded";
+}
+
+TEST_F(CudaKernelsTest, AdamWWithAnFp32MasterMatchesTheCpuStepOnTheMaster) {
+  for (const bool clip : {false, true}) {
+    checkAdamWWithMaster<bf16, bf16>(stream_, clip);
+    checkAdamWWithMaster<bf16, float>(stream_, clip);
+    checkAdamWWithMaster<float, bf16>(stream_, clip);
+    checkAdamWWithMaster<float, float>(stream_, clip);
+  }
+}
+
+TEST_F(CudaKernelsTest, AdamWReadsBf16GradientsAsTheirValues) {
+  const int64_t count = 100003;
+  const optim::AdamWConfig config{};
+  auto params = randomVector(count, 211);
+  std::vector<float> m(count, 0.0f), v(count, 0.0f);
+  Tensor<float> params_d(params), m_d(m), v_d(v);
+  for (int64_t step = 1; step <= 3; ++step) {
+    auto grads = asStored<bf16>(randomVector(count, 220 + static_cast<uint32_t>(step)));
+    Tensor<bf16> grads_d(grads);
+    EXPECT_OK(adamwStep(config, step, params_d.get(), grads_d.get(), m_d.get(), v_d.get(), count,
+                        nullptr, stream_));
+    optim::adamwStep(config, step, params.data(), grads.data(), m.data(), v.data(), count);
+  }
+#if defined(__x86_64__)
+  EXPECT_EQ(bitsOf(params_d.values()), bitsOf(params));
+  EXPECT_EQ(bitsOf(m_d.values()), bitsOf(m));
+  EXPECT_EQ(bitsOf(v_d.values()), bitsOf(v));
+#else
+  expectClose(params_d.values(), params, 1e-6, "adamw bf16 grads");
+#endif
+}
+
+// As the CPU's clipping, only a coefficient below 1 scales: 1 (nothing to
+// clip) and NaN (a NaN norm) give the unscaled step.
+TEST_F(CudaKernelsTest, AdamWScalesOnlyBelowOne) {
+  const int64_t count = 4099;
+  const optim::AdamWConfig config{};
+  const auto start = randomVector(count, 231);
+  const auto grads = randomVector(count, 232);
+  std::vector<std::vector<float>> results;
+  for (const float coefficient : {-1.0f, 1.0f, std::numeric_limits<float>::quiet_NaN()}) {
+    Tensor<float> params_d(start), m_d(std::vector<float>(count, 0.0f)),
+        v_d(std::vector<float>(count, 0.0f)), grads_d(grads),
+        scale_d(std::vector<float>{coefficient});
+    EXPECT_OK(adamwStep(config, 1, params_d.get(), grads_d.get(), m_d.get(), v_d.get(), count,
+                        coefficient < 0.0f ? nullptr : scale_d.get(), stream_));
+    results.push_back(params_d.values());
+  }
+  EXPECT_EQ(bitsOf(results[1]), bitsOf(results[0])) << "coefficient 1";
+  EXPECT_EQ(bitsOf(results[2]), bitsOf(results[0])) << "coefficient NaN";
 }
 
 // ---- Determinism of the workspace reductions --------------------------------------

@@ -1,7 +1,8 @@
 // Embedding lookup and its gradient, cross-entropy (+grad) and the
 // vocab-parallel cross-entropy pieces. Row kernels run one block per token;
 // token sums of the loss are taken in double by a single block in a fixed
-// order, as the CPU kernels do.
+// order, as the CPU kernels do. Logits of type T are read as their fp32
+// values; the losses, maxima and statistics are fp32 whatever T is.
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -84,21 +85,22 @@ __global__ void embeddingGradKernel(const Id* ids, const T* dy, float* dtable, i
 
 // One block per token: (double) logsumexp(row) - row[label], with the
 // logsumexp in float as the CPU's softmaxRow.
-template <typename Label>
-__global__ void crossEntropyRowsKernel(const float* logits, const Label* labels, double* losses,
+template <typename T, typename Label>
+__global__ void crossEntropyRowsKernel(const T* logits, const Label* labels, double* losses,
                                        int64_t vocab) {
   __shared__ float scratch[32];
-  const float* row = logits + blockIdx.x * vocab;
+  const T* row = logits + blockIdx.x * vocab;
   float max = -INFINITY;
-  for (int64_t j = threadIdx.x; j < vocab; j += blockDim.x) max = fmaxf(max, row[j]);
+  for (int64_t j = threadIdx.x; j < vocab; j += blockDim.x) max = fmaxf(max, toFloat(row[j]));
   max = blockMax(max, scratch);
   float sum = 0.0f;
-  for (int64_t j = threadIdx.x; j < vocab; j += blockDim.x) sum += expf(row[j] - max);
+  for (int64_t j = threadIdx.x; j < vocab; j += blockDim.x) sum += expf(toFloat(row[j]) - max);
   sum = blockSum(sum, scratch);
   if (threadIdx.x == 0) {
     const float lse = max + logf(sum);
-    losses[blockIdx.x] = static_cast<double>(lse) -
-                         static_cast<double>(row[static_cast<int64_t>(labels[blockIdx.x])]);
+    losses[blockIdx.x] =
+        static_cast<double>(lse) -
+        static_cast<double>(toFloat(row[static_cast<int64_t>(labels[blockIdx.x])]));
   }
 }
 
@@ -123,69 +125,74 @@ __global__ void vocabMeanKernel(const float* stats, float* loss, int64_t tokens)
   if (threadIdx.x == 0) *loss = static_cast<float>(sum / static_cast<double>(tokens));
 }
 
-template <typename Label>
-__global__ void crossEntropyGradKernel(const float* logits, const Label* labels, float factor,
-                                       float* dlogits, int64_t vocab) {
+// dlogits = (softmax - onehot) * factor, each element rounded once to T.
+template <typename T, typename Label>
+__global__ void crossEntropyGradKernel(const T* logits, const Label* labels, float factor,
+                                       T* dlogits, int64_t vocab) {
   __shared__ float scratch[32];
-  const float* row = logits + blockIdx.x * vocab;
-  float* out = dlogits + blockIdx.x * vocab;
+  const T* row = logits + blockIdx.x * vocab;
+  T* out = dlogits + blockIdx.x * vocab;
   const auto label = static_cast<int64_t>(labels[blockIdx.x]);
   float max = -INFINITY;
-  for (int64_t j = threadIdx.x; j < vocab; j += blockDim.x) max = fmaxf(max, row[j]);
+  for (int64_t j = threadIdx.x; j < vocab; j += blockDim.x) max = fmaxf(max, toFloat(row[j]));
   max = blockMax(max, scratch);
   float sum = 0.0f;
-  for (int64_t j = threadIdx.x; j < vocab; j += blockDim.x) sum += expf(row[j] - max);
+  for (int64_t j = threadIdx.x; j < vocab; j += blockDim.x) sum += expf(toFloat(row[j]) - max);
   const float inverse = 1.0f / blockSum(sum, scratch);
   for (int64_t j = threadIdx.x; j < vocab; j += blockDim.x) {
-    float p = expf(row[j] - max) * inverse;
+    float p = expf(toFloat(row[j]) - max) * inverse;
     if (j == label) p -= 1.0f;
-    out[j] = p * factor;
+    out[j] = fromFloat<T>(p * factor);
   }
 }
 
-__global__ void vocabMaxKernel(const float* logits, float* max, int64_t local, int64_t valid) {
+template <typename T>
+__global__ void vocabMaxKernel(const T* logits, float* max, int64_t local, int64_t valid) {
   __shared__ float scratch[32];
-  const float* row = logits + blockIdx.x * local;
+  const T* row = logits + blockIdx.x * local;
   float m = -INFINITY;
-  for (int64_t r = threadIdx.x; r < valid; r += blockDim.x) m = fmaxf(m, row[r]);
+  for (int64_t r = threadIdx.x; r < valid; r += blockDim.x) m = fmaxf(m, toFloat(row[r]));
   m = blockMax(m, scratch);
   if (threadIdx.x == 0) max[blockIdx.x] = m;
 }
 
 // The exponentials and their sum in double, as the CPU kernel.
-__global__ void vocabStatsKernel(const float* logits, const int32_t* labels, const float* max,
+template <typename T>
+__global__ void vocabStatsKernel(const T* logits, const int32_t* labels, const float* max,
                                  float* stats, int64_t local, int64_t valid, int64_t row_begin) {
   __shared__ double scratch[32];
-  const float* row = logits + blockIdx.x * local;
+  const T* row = logits + blockIdx.x * local;
   const auto m = static_cast<double>(max[blockIdx.x]);
   double sum = 0.0;
   for (int64_t r = threadIdx.x; r < valid; r += blockDim.x) {
-    sum += exp(static_cast<double>(row[r]) - m);
+    sum += exp(static_cast<double>(toFloat(row[r])) - m);
   }
   sum = blockSum(sum, scratch);
   if (threadIdx.x == 0) {
     const int64_t label = static_cast<int64_t>(labels[blockIdx.x]) - row_begin;
     stats[2 * blockIdx.x] = static_cast<float>(sum);
-    stats[2 * blockIdx.x + 1] = label >= 0 && label < valid ? row[label] - max[blockIdx.x] : 0.0f;
+    stats[2 * blockIdx.x + 1] =
+        label >= 0 && label < valid ? toFloat(row[label]) - max[blockIdx.x] : 0.0f;
   }
 }
 
-__global__ void vocabCrossEntropyGradKernel(const float* logits, const int32_t* labels,
+template <typename T>
+__global__ void vocabCrossEntropyGradKernel(const T* logits, const int32_t* labels,
                                             const float* max, const float* stats, float factor,
-                                            float* dlogits, int64_t local, int64_t valid,
+                                            T* dlogits, int64_t local, int64_t valid,
                                             int64_t row_begin) {
-  const float* row = logits + blockIdx.x * local;
-  float* out = dlogits + blockIdx.x * local;
+  const T* row = logits + blockIdx.x * local;
+  T* out = dlogits + blockIdx.x * local;
   const float m = max[blockIdx.x];
   const float inverse = 1.0f / stats[2 * blockIdx.x];
   const int64_t label = static_cast<int64_t>(labels[blockIdx.x]) - row_begin;
   for (int64_t r = threadIdx.x; r < local; r += blockDim.x) {
     float g = 0.0f;
     if (r < valid) {
-      g = expf(row[r] - m) * inverse * factor;
+      g = expf(toFloat(row[r]) - m) * inverse * factor;
       if (r == label) g -= factor;
     }
-    out[r] = g;
+    out[r] = fromFloat<T>(g);
   }
 }
 
@@ -213,8 +220,8 @@ size_t crossEntropyWorkspaceBytes(int64_t tokens) {
   return static_cast<size_t>(tokens) * sizeof(double);
 }
 
-template <typename Label>
-Status crossEntropy(const float* logits, const Label* labels, float* loss, int64_t tokens,
+template <typename T, typename Label>
+Status crossEntropy(const T* logits, const Label* labels, float* loss, int64_t tokens,
                     int64_t vocab, void* workspace, size_t workspace_bytes, cudaStream_t stream) {
   if (workspace_bytes < crossEntropyWorkspaceBytes(tokens)) {
     return Status::invalidArgument("crossEntropy: workspace of " + std::to_string(workspace_bytes) +
@@ -230,22 +237,24 @@ Status crossEntropy(const float* logits, const Label* labels, float* loss, int64
   return launched("crossEntropy (mean)");
 }
 
-template <typename Label>
-Status crossEntropyGrad(const float* logits, const Label* labels, float dloss, float scale,
-                        float* dlogits, int64_t tokens, int64_t vocab, cudaStream_t stream) {
+template <typename T, typename Label>
+Status crossEntropyGrad(const T* logits, const Label* labels, float dloss, float scale,
+                        T* dlogits, int64_t tokens, int64_t vocab, cudaStream_t stream) {
   crossEntropyGradKernel<<<static_cast<unsigned>(tokens), rowThreads(vocab), 0, stream>>>(
       logits, labels, dloss * scale, dlogits, vocab);
   return launched("crossEntropyGrad");
 }
 
-Status vocabMax(const float* logits, float* max, int64_t tokens, int64_t local, int64_t valid,
+template <typename T>
+Status vocabMax(const T* logits, float* max, int64_t tokens, int64_t local, int64_t valid,
                 cudaStream_t stream) {
   vocabMaxKernel<<<static_cast<unsigned>(tokens), rowThreads(valid), 0, stream>>>(logits, max,
                                                                                   local, valid);
   return launched("vocabMax");
 }
 
-Status vocabStats(const float* logits, const int32_t* labels, const float* max, float* stats,
+template <typename T>
+Status vocabStats(const T* logits, const int32_t* labels, const float* max, float* stats,
                   int64_t tokens, int64_t local, int64_t valid, int64_t row_begin,
                   cudaStream_t stream) {
   vocabStatsKernel<<<static_cast<unsigned>(tokens), rowThreads(valid), 0, stream>>>(
@@ -258,8 +267,9 @@ Status vocabCrossEntropy(const float* stats, float* loss, int64_t tokens, cudaSt
   return launched("vocabCrossEntropy");
 }
 
-Status vocabCrossEntropyGrad(const float* logits, const int32_t* labels, const float* max,
-                             const float* stats, float dloss, float scale, float* dlogits,
+template <typename T>
+Status vocabCrossEntropyGrad(const T* logits, const int32_t* labels, const float* max,
+                             const float* stats, float dloss, float scale, T* dlogits,
                              int64_t tokens, int64_t local, int64_t valid, int64_t row_begin,
                              cudaStream_t stream) {
   vocabCrossEntropyGradKernel<<<static_cast<unsigned>(tokens), rowThreads(local), 0, stream>>>(
@@ -278,16 +288,30 @@ LOOM_INSTANTIATE_EMBEDDING(float, int64_t)
 LOOM_INSTANTIATE_EMBEDDING(bf16, int32_t)
 LOOM_INSTANTIATE_EMBEDDING(bf16, int64_t)
 
-#define LOOM_INSTANTIATE_LOSS(Label)                                                               \
-  template Status crossEntropy<Label>(const float*, const Label*, float*, int64_t, int64_t, void*, \
-                                      size_t, cudaStream_t);                                       \
-  template Status crossEntropyGrad<Label>(const float*, const Label*, float, float, float*,        \
-                                          int64_t, int64_t, cudaStream_t);
+#define LOOM_INSTANTIATE_LOSS(T, Label)                                                          \
+  template Status crossEntropy<T, Label>(const T*, const Label*, float*, int64_t, int64_t, void*, \
+                                         size_t, cudaStream_t);                                   \
+  template Status crossEntropyGrad<T, Label>(const T*, const Label*, float, float, T*, int64_t,   \
+                                             int64_t, cudaStream_t);
 
-LOOM_INSTANTIATE_LOSS(int32_t)
-LOOM_INSTANTIATE_LOSS(int64_t)
+LOOM_INSTANTIATE_LOSS(float, int32_t)
+LOOM_INSTANTIATE_LOSS(float, int64_t)
+LOOM_INSTANTIATE_LOSS(bf16, int32_t)
+LOOM_INSTANTIATE_LOSS(bf16, int64_t)
+
+#define LOOM_INSTANTIATE_VOCAB(T)                                                                 \
+  template Status vocabMax<T>(const T*, float*, int64_t, int64_t, int64_t, cudaStream_t);        \
+  template Status vocabStats<T>(const T*, const int32_t*, const float*, float*, int64_t, int64_t, \
+                                int64_t, int64_t, cudaStream_t);                                 \
+  template Status vocabCrossEntropyGrad<T>(const T*, const int32_t*, const float*, const float*, \
+                                           float, float, T*, int64_t, int64_t, int64_t, int64_t, \
+                                           cudaStream_t);
+
+LOOM_INSTANTIATE_VOCAB(float)
+LOOM_INSTANTIATE_VOCAB(bf16)
 
 #undef LOOM_INSTANTIATE_EMBEDDING
 #undef LOOM_INSTANTIATE_LOSS
+#undef LOOM_INSTANTIATE_VOCAB
 
 }  // namespace loom::runtime::cuda
