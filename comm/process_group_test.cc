@@ -438,30 +438,77 @@ TEST_P(ProcessGroupTest, SendRecvAroundTheRingAndBatchedExchange) {
   }, quickOptions());
 }
 
-TEST_P(ProcessGroupTest, SeveralOutstandingWorksCompleteInOrder) {
+// Calls start in issue order and may overlap (gloo runs two at a time, as
+// c10d's); a barrier orders after every call issued before it.
+TEST_P(ProcessGroupTest, SeveralOutstandingWorksCompleteBeforeALaterBarrier) {
   constexpr int kCalls = 6;
   constexpr int64_t kCount = 1 << 16;
   runRanks(size(), [&](ProcessGroup& group) {
-    std::vector<Buffer> buffers;
+    std::vector<Buffer> buffers, gathered;
     for (int k = 0; k < kCalls; ++k) {
       buffers.push_back(inputOf(DType::kFloat32, group.rank(), kCount, k));
+      gathered.emplace_back(DType::kFloat32, std::vector<int64_t>{kCount * group.size()});
     }
     std::vector<std::shared_ptr<Work>> works;
     for (int k = 0; k < kCalls; ++k) {
+      // All-reduces, all-gathers of their results and all-reduces of the
+      // (zero) gather buffers, interleaved, all outstanding at the barrier.
       absl::StatusOr<std::shared_ptr<Work>> work = group.allReduce(buffers[k].tensor());
       ASSERT_TRUE(work.ok()) << work.status();
-      EXPECT_EQ((*work)->info().seq, static_cast<uint64_t>(k + 1));
+      EXPECT_EQ((*work)->info().seq, static_cast<uint64_t>(2 * k + 1));
       works.push_back(*work);
+      if (k % 2 == 0) {
+        ASSERT_TRUE(works.back()->wait().ok());
+        work = group.allGatherIntoTensor(gathered[k].tensor(), buffers[k].tensor());
+        ASSERT_TRUE(work.ok()) << work.status();
+        works.push_back(*work);
+      } else {
+        work = group.allReduce(gathered[k].tensor());  // zeros stay zeros
+        ASSERT_TRUE(work.ok()) << work.status();
+        works.push_back(*work);
+      }
     }
-    // Waiting on the last one first: it completes after the others.
-    EXPECT_TRUE(works.back()->wait().ok());
+    absl::StatusOr<std::shared_ptr<Work>> barrier = group.barrier();
+    ASSERT_TRUE(barrier.ok()) << barrier.status();
+    ASSERT_TRUE((*barrier)->wait().ok());
+    for (size_t w = 0; w < works.size(); ++w) {
+      EXPECT_TRUE(works[w]->isCompleted()) << "call " << w << " after the barrier";
+      EXPECT_TRUE(works[w]->wait().ok());
+    }
     for (int k = 0; k < kCalls; ++k) {
-      EXPECT_TRUE(works[k]->isCompleted()) << "call " << k;
-      EXPECT_TRUE(works[k]->wait().ok());
-      expectSame(buffers[k],
-                 expectedReduction(ReduceOp::kSum, DType::kFloat32, group.size(), kCount, k),
-                 absl::StrCat("call ", k));
+      const Buffer want = expectedReduction(ReduceOp::kSum, DType::kFloat32, group.size(), kCount, k);
+      expectSame(buffers[k], want, absl::StrCat("call ", k));
+      if (k % 2 == 0) {
+        for (int r = 0; r < group.size(); ++r) {
+          for (int64_t i = 0; i < kCount; i += 4097) {
+            EXPECT_EQ(gathered[k].at(r * kCount + i), want.at(i)) << "gather " << k << " rank " << r;
+          }
+        }
+      }
     }
+  }, quickOptions());
+}
+
+// Two calls on one buffer never overlap, waited or not: the second
+// all-reduce sums what the first one wrote.
+TEST_P(ProcessGroupTest, CallsOnOneBufferKeepTheirOrder) {
+  constexpr int64_t kCount = 1 << 14;
+  runRanks(size(), [&](ProcessGroup& group) {
+    Buffer buffer = inputOf(DType::kFloat32, group.rank(), kCount, 0);
+    Buffer other = inputOf(DType::kFloat32, group.rank(), kCount, 1);
+    absl::StatusOr<std::shared_ptr<Work>> first = group.allReduce(buffer.tensor());
+    absl::StatusOr<std::shared_ptr<Work>> second = group.allReduce(buffer.tensor());
+    absl::StatusOr<std::shared_ptr<Work>> unrelated = group.allReduce(other.tensor());
+    ASSERT_TRUE(first.ok() && unrelated.ok() && second.ok());
+    ASSERT_TRUE((*second)->wait().ok());
+    ASSERT_TRUE((*first)->wait().ok());
+    ASSERT_TRUE((*unrelated)->wait().ok());
+    const Buffer once = expectedReduction(ReduceOp::kSum, DType::kFloat32, group.size(), kCount, 0);
+    for (int64_t i = 0; i < kCount; ++i) {
+      ASSERT_EQ(buffer.at(i), once.at(i) * group.size()) << i;
+    }
+    expectSame(other, expectedReduction(ReduceOp::kSum, DType::kFloat32, group.size(), kCount, 1),
+               "the unrelated call");
   }, quickOptions());
 }
 
