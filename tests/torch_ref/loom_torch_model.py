@@ -217,7 +217,9 @@ def causal_attention(q: torch.Tensor, k: torch.Tensor,
 
 
 def cross_entropy(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
-    """nn.cross_entropy: mean over every token of logsumexp - logit[label]."""
+    """nn.cross_entropy: mean over every token of logsumexp - logit[label],
+    in float32 at least (a bf16 model's loss is float32, as Loom's)."""
+    logits = logits.to(torch.promote_types(logits.dtype, torch.float32))
     return F.cross_entropy(logits.reshape(-1, logits.shape[-1]),
                            labels.reshape(-1).long())
 

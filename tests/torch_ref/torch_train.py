@@ -58,8 +58,10 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
     p.add_argument("--weight-decay", type=float)
     p.add_argument("--max-grad-norm", type=float, default=0.0,
                    help="clip by global norm (clip_grad_norm_); 0: off")
-    p.add_argument("--dtype", choices=["float32", "float64"],
-                   default="float32")
+    p.add_argument("--dtype", choices=["float32", "float64", "bf16-mixed"],
+                   default="float32",
+                   help="bf16-mixed: a bf16 model with float32 master copies "
+                   "that AdamW updates (a Loom --dtype=bf16 plan)")
     p.add_argument("--out", help="write the losses as JSON here")
     p.add_argument("--save-final", help="write the final parameters here as "
                    ".npz (zoo names), for comparisons")
@@ -113,19 +115,36 @@ class Trainer:
     """A model, its AdamW and the feed: one train_step per feed step."""
 
     def __init__(self, config: loom_torch_model.ModelConfig, dtype: torch.dtype,
-                 hp: Dict[str, float], max_grad_norm: float):
+                 hp: Dict[str, float], max_grad_norm: float,
+                 mixed: bool = False):
         self.model = loom_torch_model.build_model(config).to(dtype)
         self.dtype = dtype
         self.max_grad_norm = max_grad_norm
         self.params = list(self.model.parameters())
+        # Mixed precision: AdamW steps float32 master copies (as Loom's
+        # master:NAME buffers) from the bf16 gradients, and the bf16 params
+        # are the masters rounded after every step.
+        self.masters = ([torch.nn.Parameter(p.detach().float().clone())
+                         for p in self.params] if mixed else None)
         # foreach=False: the single-tensor path the runtime's AdamW follows.
         self.optimizer = torch.optim.AdamW(
-            self.params, lr=hp["lr"], betas=(hp["beta1"], hp["beta2"]),
-            eps=hp["eps"], weight_decay=hp["weight_decay"], foreach=False)
+            self.masters if mixed else self.params, lr=hp["lr"],
+            betas=(hp["beta1"], hp["beta2"]), eps=hp["eps"],
+            weight_decay=hp["weight_decay"], foreach=False)
 
     def load_state(self, tensors: Dict[str, np.ndarray],
                    checkpoint: Optional[loom_formats.Checkpoint]) -> None:
         loom_torch_model.load_named_state(self.model, tensors, self.dtype)
+        if self.masters is not None:
+            if checkpoint is not None:
+                raise ValueError("--dtype=bf16-mixed starts from --plan or "
+                                 "--init-seed, not a checkpoint")
+            # The masters start from the init's float32 values; the params
+            # are those rounded.
+            for (name, _), master in zip(self.model.named_parameters(),
+                                         self.masters):
+                master.data.copy_(torch.as_tensor(tensors[name],
+                                                  dtype=torch.float32))
         if checkpoint is None:
             return
         t = checkpoint.optimizer_step()
@@ -154,13 +173,22 @@ class Trainer:
         self.optimizer.zero_grad(set_to_none=True)
         loss = self.model.loss(torch.as_tensor(ids), torch.as_tensor(labels))
         loss.backward()
+        stepped = self.params
+        if self.masters is not None:
+            for param, master in zip(self.params, self.masters):
+                master.grad = param.grad.float()
+                param.grad = None
+            stepped = self.masters
         if self.max_grad_norm > 0:
-            norm = torch.nn.utils.clip_grad_norm_(self.params,
+            norm = torch.nn.utils.clip_grad_norm_(stepped,
                                                   self.max_grad_norm)
         else:
-            norm = torch.norm(torch.stack([p.grad.norm() for p in
-                                           self.params]))
+            norm = torch.norm(torch.stack([p.grad.norm() for p in stepped]))
         self.optimizer.step()
+        if self.masters is not None:
+            with torch.no_grad():
+                for param, master in zip(self.params, self.masters):
+                    param.copy_(master)
         return float(loss.detach()), float(norm)
 
 
@@ -195,9 +223,11 @@ def main(argv: Optional[List[str]] = None) -> int:
     if args.plan:
         with open(args.plan) as f:
             plan = json.load(f)
-    dtype = torch.float64 if args.dtype == "float64" else torch.float32
+    dtype = {"float64": torch.float64, "bf16-mixed": torch.bfloat16}.get(
+        args.dtype, torch.float32)
     hp = adamw_hyperparameters(args, plan)
-    trainer = Trainer(config, dtype, hp, args.max_grad_norm)
+    trainer = Trainer(config, dtype, hp, args.max_grad_norm,
+                      mixed=args.dtype == "bf16-mixed")
     tensors, ckpt, data_step = initial_state(args, trainer.model, plan)
     trainer.load_state(tensors, ckpt)
     if args.data_step is not None:
@@ -226,8 +256,13 @@ def main(argv: Optional[List[str]] = None) -> int:
         with open(args.out, "w") as f:
             json.dump(result, f, indent=1)
     if args.save_final:
-        np.savez(args.save_final, **{n: p.detach().numpy() for n, p in
-                                     trainer.model.named_parameters()})
+        final = {n: p.detach().float().numpy() for n, p in
+                 trainer.model.named_parameters()}
+        if trainer.masters is not None:
+            for (n, _), master in zip(trainer.model.named_parameters(),
+                                      trainer.masters):
+                final[f"master:{n}"] = master.detach().numpy()
+        np.savez(args.save_final, **final)
     return 0
 
 
