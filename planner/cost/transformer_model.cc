@@ -89,6 +89,23 @@ class ProgramBuilder {
     program_.push_back({.kind = Instruction::Kind::kWait, .start = start});
     return last();
   }
+  // What the runtime allocates beside a sum over `g` ranks of `elements`
+  // values of d_.e bytes when it accumulates wider than it travels (a bf16
+  // or f16 plan: the pipeline accumulates in f32), as plan-memory-plan
+  // counts it: a reduce-scatter receives every rank's segments; an
+  // all-reduce also keeps its segment's sum, and pads to equal segments.
+  // -1 (no buffer) for f32.
+  int32_t sumStaging(bool all_reduce, int64_t elements, int64_t g) {
+    if (d_.e >= 4 || g <= 1) return -1;
+    if (!all_reduce) return buffer(elements * d_.e, Role::kActivation);
+    const int64_t segment = ceilDiv(elements, g);
+    int64_t bytes = (g + 1) * segment * d_.e;
+    if (g * segment != elements) bytes += 2 * g * segment * d_.e;
+    return buffer(bytes, Role::kActivation);
+  }
+  void useStaging(int32_t staging) {
+    if (staging >= 0) use(staging);
+  }
   // A buffer made by the last instruction.
   int32_t buffer(int64_t bytes, Role role) {
     buffers_.push_back({.bytes = bytes, .role = role, .first = last(), .last = last()});
@@ -146,9 +163,10 @@ class ProgramBuilder {
     const double bytes = 2.0 * (d_.tp - 1) * ceilDiv(elements, d_.tp) * element_bytes;
     const int32_t start = collective(CollectiveKind::kAllReduce, kTpStream, bytes, true);
     use(value);
+    const int32_t staging = element_bytes == d_.e ? sumStaging(true, elements, d_.tp) : -1;
     const int32_t future = buffer(elements * element_bytes, Role::kActivation);
     const int32_t result = buffer(elements * element_bytes, Role::kActivation);
-    deferred_.push_back({.start = start, .future = future, .result = result});
+    deferred_.push_back({.start = start, .future = future, .result = result, .staging = staging});
     return result;
   }
   // Emits the waits of deferred all-reduces whose results `operands` read.
@@ -158,6 +176,7 @@ class ProgramBuilder {
         if (deferred_[i].result != id) continue;
         wait(deferred_[i].start);
         use(deferred_[i].future);
+        useStaging(deferred_[i].staging);
         buffers_[id].first = last();
         buffers_[id].last = last();
         deferred_.erase(deferred_.begin() + static_cast<std::ptrdiff_t>(i));
@@ -169,6 +188,7 @@ class ProgramBuilder {
     int32_t start = -1;
     int32_t future = -1;
     int32_t result = -1;
+    int32_t staging = -1;
   };
   std::vector<Deferred> deferred_;
 
@@ -256,11 +276,13 @@ class ProgramBuilder {
     int32_t start = -1;
     int32_t future = -1;
     int32_t bucket = -1;
+    int32_t staging = -1;
     int64_t shard_bytes = 0;
   };
   Pending pending_;
   Pending pendingAllReduce_;
-  std::vector<std::pair<int32_t, int64_t>> dpFutures_;  // (start, bytes)
+  // The dp all-reduces of unsharded gradients, waited at the end.
+  std::vector<Pending> dpFutures_;
 
   // Saved activations of each layer's forward, read by its backward.
   struct Saved {
@@ -443,6 +465,7 @@ void ProgramBuilder::gradProduced(int unit, int param, int32_t grad) {
       // A one-gradient group scatters the gradient itself, which dies at
       // the start; a bucket is freed after the wait.
       use(group.params.size() > 1 ? pending_.bucket : group.grads[0]);
+      pending_.staging = sumStaging(false, group.gathered_bytes / d_.e, d_.fsdp);
       pending_.future = buffer(group.shard_bytes, Role::kActivation);
       pending_.shard_bytes = group.shard_bytes;
       return;
@@ -453,8 +476,9 @@ void ProgramBuilder::gradProduced(int unit, int param, int32_t grad) {
     const double wire = 2.0 * (d_.dp - 1) * ceilDiv(bytes / d_.e, d_.dp) * d_.e;
     const int32_t start = collective(CollectiveKind::kAllReduce, kDpStream, wire, true);
     use(grad);
+    const int32_t staging = sumStaging(true, bytes / d_.e, d_.dp);
     const int32_t future = buffer(bytes, Role::kActivation);
-    dpFutures_.push_back({start, future});
+    dpFutures_.push_back({.start = start, .future = future, .staging = staging});
     return;
   }
   // Returned as computed.
@@ -466,6 +490,7 @@ void ProgramBuilder::finishAllReduce() {
   if (pendingAllReduce_.start < 0) return;
   wait(pendingAllReduce_.start);
   use(pendingAllReduce_.future);
+  useStaging(pendingAllReduce_.staging);
   const int32_t reduced = buffer(pendingAllReduce_.shard_bytes, Role::kActivation);
   slot();  // dist.unbucket into the returned shards
   use(reduced);
@@ -481,12 +506,14 @@ void ProgramBuilder::completePendingReduction() {
   if (pending_.start < 0) return;
   wait(pending_.start);
   use(pending_.future);
+  useStaging(pending_.staging);
   use(pending_.bucket);  // freed after the wait
   const int32_t shards = buffer(pending_.shard_bytes, Role::kActivation);
   if (d_.dp > 1) {
     const double wire = 2.0 * (d_.dp - 1) * ceilDiv(pending_.shard_bytes / d_.e, d_.dp) * d_.e;
     pendingAllReduce_.start = collective(CollectiveKind::kAllReduce, kDpStream, wire, true);
     use(shards);
+    pendingAllReduce_.staging = sumStaging(true, pending_.shard_bytes / d_.e, d_.dp);
     pendingAllReduce_.future = buffer(pending_.shard_bytes, Role::kActivation);
     pendingAllReduce_.shard_bytes = pending_.shard_bytes;
   } else {
@@ -509,10 +536,11 @@ void ProgramBuilder::completeLastReduction() {
 }
 
 void ProgramBuilder::flushGradWaits() {
-  for (const auto& [start, future] : dpFutures_) {
-    wait(start);
-    use(future);
-    keep(buffer(buffers_[future].bytes, Role::kGrad));
+  for (const Pending& reduction : dpFutures_) {
+    wait(reduction.start);
+    use(reduction.future);
+    useStaging(reduction.staging);
+    keep(buffer(buffers_[reduction.future].bytes, Role::kGrad));
   }
   dpFutures_.clear();
 }

@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <map>
+#include <set>
 #include <string>
 
 #include "absl/strings/str_cat.h"
@@ -45,6 +46,18 @@ std::string formatReport(const json& plan) {
   absl::StrAppend(&out, "- topology: ", topology["hosts"].get<int64_t>(), " host(s) x ",
                   topology["devices_per_host"].get<int64_t>(), " ",
                   topology["device"]["name"].get<std::string>(), "\n");
+  // Gradients may differ from their parameters in type
+  // (plan-insert-collectives' grad-reduce-dtype), so both are shown.
+  std::set<std::string> param_types, grad_types;
+  for (const json& buffer : plan["buffers"]) {
+    if (buffer["role"] == "param") param_types.insert(buffer["dtype"].get<std::string>());
+    if (buffer["role"] == "grad") grad_types.insert(buffer["dtype"].get<std::string>());
+  }
+  if (!param_types.empty()) {
+    absl::StrAppend(&out, "- dtypes: params ", absl::StrJoin(param_types, ", "));
+    if (!grad_types.empty()) absl::StrAppend(&out, "; gradients ", absl::StrJoin(grad_types, ", "));
+    out += "\n";
+  }
   absl::StrAppend(
       &out,
       absl::StrFormat("- predicted step: %.4f s (compute %.4f s, communication %.4f s of which "

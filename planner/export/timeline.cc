@@ -240,9 +240,20 @@ absl::StatusOr<Timeline> predictTimeline(mlir::func::FuncOp func, const mesh::De
       llvm::any_of(phases, [](Phase phase) { return phase == Phase::kOptimizer; });
   std::vector<double> optimizer;
   if (!explicitOptimizer && llvm::is_contained(phases, Phase::kBackward)) {
+    // The gradient is read at its own type, which grad-reduce-dtype may
+    // make wider or narrower than the parameter's.
+    llvm::DenseMap<int64_t, int64_t> gradBytes;
+    mlir::Operation* terminator = func.getBody().front().getTerminator();
+    for (auto [i, operand] : llvm::enumerate(terminator->getOperands())) {
+      if (auto of = func.getResultAttrOfType<mlir::IntegerAttr>(i, autodiff::kGradOfAttrName)) {
+        gradBytes[of.getInt()] = memory::storageBytes(operand.getType());
+      }
+    }
     for (const memory::ParamState& param : memory.params) {
-      const int64_t streamed = 2 * param.param_bytes + param.param_bytes + 4 * param.moment_bytes +
-                               2 * param.master_bytes;
+      const auto grad = gradBytes.find(param.arg_number);
+      const int64_t read = grad == gradBytes.end() ? param.param_bytes : grad->second;
+      const int64_t streamed =
+          2 * param.param_bytes + read + 4 * param.moment_bytes + 2 * param.master_bytes;
       optimizer.push_back(model->streamSeconds(static_cast<double>(streamed)));
       timeline.optimizer_s += optimizer.back();
     }

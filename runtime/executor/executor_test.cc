@@ -192,7 +192,10 @@ INSTANTIATE_TEST_SUITE_P(
                       std::pair{"llama_bf16_single", "llama_bf16_tp2"},
                       std::pair{"llama_bf16_single", "llama_bf16_fsdp2_tp2"},
                       std::pair{"llama_bf16_single", "llama_bf16_hsdp2x2"},
-                      std::pair{"gpt2_v251_bf16_single", "gpt2_v251_bf16_fsdp2_tp2"}),
+                      std::pair{"gpt2_v251_bf16_single", "gpt2_v251_bf16_fsdp2_tp2"},
+                      std::pair{"llama_bf16_single", "llama_bf16_gradf32_fsdp4"},
+                      std::pair{"llama_bf16_single", "llama_bf16_gradf32_hsdp2x2"},
+                      std::pair{"llama_bf16_single", "llama_bf16_gradf32_fsdp2_tp2"}),
     [](const auto& info) { return info.param.second; });
 
 TEST(MixedPrecision, FollowsTheF32Run) {

@@ -51,6 +51,67 @@ if grep -q '"format_version": 1' "$out/plan.json" && grep -q '"tid": 2' "$out/tr
 else
   echo "FAIL plan.json or trace.json content"; failures=$((failures + 1))
 fi
+# Mixed precision: bf16 params with f32 masters; --grad-reduce-dtype=f32
+# reduce-scatters the bf16 gradients in f32 into f32 gradient shards
+# (FSDP2's reduce_dtype), without it they travel and stay bf16.
+mp_model='tiny:family=llama,layers=2,hidden=64,heads=4,kv_heads=2,ffn=128,vocab=256,seq=16'
+mp_out="${TEST_TMPDIR:-/tmp}/mp_out"
+mp_flags=(--model="$mp_model" --mesh=2 --axes=fsdp --batch=4 --device=cpu --dtype=bf16)
+expect grad-reduce-f32 0 '\| fsdp \| reduce_scatter \| f32 \| f32 \| 3 \|' -- "${mp_flags[@]}" \
+  --grad-reduce-dtype=f32 --out="$mp_out/f32"
+expect grad-reduce-default 0 '\| fsdp \| reduce_scatter \| bf16 \| f32 \| 3 \|' -- "${mp_flags[@]}" \
+  --out="$mp_out/default"
+# check_grad_dtypes DIR GRAD: plan.json's reduce-scatters travel as and yield
+# GRAD, every grad: buffer (and the optimizer step's grad operand) is GRAD at
+# GRAD's size, params are bf16 and masters f32.
+check_grad_dtypes() {
+  python3 - "$1/plan.json" "$2" <<'PY'
+import json, math, sys
+plan, want = json.load(open(sys.argv[1])), sys.argv[2]
+size = {"bf16": 2, "f32": 4}
+buffers = plan["buffers"]
+errors = []
+ops = [i for phase in plan["phases"].values() for i in phase]
+scatters = [i for i in ops if i["op"].startswith("dist.reduce_scatter")]
+if not scatters:
+    errors.append("no reduce_scatter")
+for i in scatters:
+    results = [buffers[r]["dtype"] for r in i["results"]]
+    if i["attrs"].get("wire_type") != want or results != [want]:
+        errors.append(f"{i['op']} #{i['index']}: wire {i['attrs'].get('wire_type')}, result {results}")
+grads = [b for b in buffers if b["name"].startswith("grad:")]
+if len(grads) != 21:
+    errors.append(f"{len(grads)} grad buffers, want 21")
+for b in grads:
+    if b["dtype"] != want or b["bytes"] != math.prod(b["local_shape"]) * size[want]:
+        errors.append(f"{b['name']}: {b['dtype']}, {b['bytes']} bytes")
+for b in buffers:
+    kind = b["name"].split(":")[0] if ":" in b["name"] else b["role"]
+    if (kind == "param" and b["dtype"] != "bf16") or (kind == "master" and b["dtype"] != "f32"):
+        errors.append(f"{b['name']}: {b['dtype']}")
+steps = [i for i in plan["phases"]["optimizer"] if i["op"] == "dist.optimizer_step"]
+if len(steps) != 21 or any(len(i["operands"]) != 5 or buffers[i["operands"][1]]["dtype"] != want
+                           for i in steps):
+    errors.append("optimizer steps do not take [param, grad, exp_avg, exp_avg_sq, master] "
+                  f"with a {want} grad")
+if errors:
+    print("\n".join(errors))
+    sys.exit(1)
+PY
+}
+for want in f32 default; do
+  dtype=$([[ $want == f32 ]] && echo f32 || echo bf16)
+  if check_grad_dtypes "$mp_out/$want" "$dtype" &&
+     grep -q "^- dtypes: params bf16; gradients $dtype\$" "$mp_out/$want/report.md"; then
+    echo "ok   grad-reduce-$want plan.json and report dtypes"
+  else
+    echo "FAIL grad-reduce-$want plan.json or report dtypes"; failures=$((failures + 1))
+  fi
+done
+expect grad-reduce-bad 2 "plan: --grad-reduce-dtype='fp32' is not a gradient reduction type; use bf16 or f32" -- \
+  "${mp_flags[@]}" --grad-reduce-dtype=fp32
+expect grad-reduce-auto 2 'plan: --grad-reduce-dtype does not apply to --mesh=auto' -- \
+  --model=tiny --mesh=auto --devices=8 --grad-reduce-dtype=f32
 expect mesh-axes 2 "plan: --mesh=8 has 1 axes but --axes='fsdp,tp' names 2" -- \
   --model=tiny --mesh=8 --axes=fsdp,tp
 expect mesh-size 2 "plan: --mesh=8xq: axis size 'q' is not a positive integer" -- \

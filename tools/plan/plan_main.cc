@@ -7,6 +7,8 @@
 //       --device=h100 --devices-per-host=8 --memory-gb=80 --out=/tmp/plan
 //   bazel run //tools:plan -- --model=llama3-70b --mesh=auto --devices=256
 //       --pin tp=8 --max-tp=8 --memory-gb=80 --profile=h100.json --out=/tmp/plan
+//   bazel run //tools:plan -- --model=llama3-8b --dtype=bf16 --grad-reduce-dtype=f32
+//       --mesh=8 --axes=fsdp
 //   bazel run //tools:plan -- --model=llama3-8b --emit=summary
 //   bazel run //tools:plan -- --model=tiny:layers=2 --seq=16 --emit=graph
 //   bazel run //tools:plan -- --model=path/to/model.mlir --emit=graph
@@ -64,6 +66,11 @@ cl::opt<int64_t> seq_flag("seq",
 cl::opt<std::string> dtype_flag("dtype",
                                 cl::desc("parameter type of zoo models: f32 (default), bf16, f16"),
                                 cl::cat(planCategory()));
+cl::opt<std::string> grad_reduce_dtype_flag(
+    "grad-reduce-dtype",
+    cl::desc("type that parameter gradients are reduced in and kept as: bf16 or f32 (default: "
+             "the parameter type; f32 with --dtype=bf16 is FSDP2's reduce_dtype=float32)"),
+    cl::cat(planCategory()));
 cl::opt<std::string> emit_flag(
     "emit",
     cl::desc("plan: plan on --mesh and print the report (the default with --mesh or no "
@@ -187,6 +194,7 @@ int plan(mlir::ModuleOp module, const loom::planner::cost::MachineProfile* profi
                                                .prefetch = prefetch_flag,
                                                .reshard_after_forward = reshard_flag,
                                                .bucket_mb = bucket_mb_flag,
+                                               .grad_reduce_dtype = grad_reduce_dtype_flag,
                                                .profile = profile};
   for (const auto& [name, occurrences] :
        {std::pair{"pin", pin_flag.getNumOccurrences()},
@@ -237,6 +245,11 @@ int planAuto(const std::optional<int64_t>& batch, const std::optional<int64_t>& 
         return fail(std::string(status.message()));
       }
     }
+  }
+  // The search's step model prices gradients in the parameter type.
+  if (!grad_reduce_dtype_flag.empty()) {
+    return fail("--grad-reduce-dtype does not apply to --mesh=auto, whose search prices "
+                "gradients in the parameter type; give an explicit --mesh and --axes");
   }
   if (!axes_flag.empty()) {
     return fail("--axes does not apply to --mesh=auto, which chooses the strategies; pin them "

@@ -131,6 +131,14 @@ absl::StatusOr<std::vector<std::string>> checkMesh(const PlanRequest& request, i
 }
 
 absl::StatusOr<PlanResult> planModule(mlir::ModuleOp module, const PlanRequest& request) {
+  // The runtime reduces and updates gradients in f32 or bf16 only.
+  if (!request.grad_reduce_dtype.empty() && request.grad_reduce_dtype != "bf16" &&
+      request.grad_reduce_dtype != "f32") {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--grad-reduce-dtype='", request.grad_reduce_dtype,
+        "' is not a gradient reduction type; use bf16 or f32, or omit it to reduce gradients "
+        "in the parameter type"));
+  }
   absl::StatusOr<std::string> spec = meshSpec(request.mesh, request.axes);
   if (!spec.ok()) return spec.status();
   absl::StatusOr<loom::mesh::DeviceMesh> mesh = loom::mesh::DeviceMesh::parse(*spec);
@@ -187,6 +195,7 @@ absl::StatusOr<PlanResult> planModule(mlir::ModuleOp module, const PlanRequest& 
   mlir::PassManager lower(module.getContext());
   planner::collectives::PlanInsertCollectivesOptions collectiveOptions;
   collectiveOptions.reshardAfterForward = request.reshard_after_forward;
+  collectiveOptions.gradReduceDtype = request.grad_reduce_dtype;
   lower.addPass(planner::collectives::createPlanInsertCollectives(collectiveOptions));
   // One collective per FSDP unit (or per bucket-mb), then async starts with
   // `prefetch` units of prefetch; the SPMD check runs on what the runtime

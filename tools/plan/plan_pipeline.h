@@ -35,6 +35,9 @@ struct PlanRequest {
   int64_t prefetch = 1;
   bool reshard_after_forward = true;
   int64_t bucket_mb = 0;
+  // plan-insert-collectives' grad-reduce-dtype: the type gradients are
+  // reduced in and kept as (bf16 or f32); empty: the parameter's type.
+  std::string grad_reduce_dtype = "";
   // Measured figures for the predicted timeline; borrowed, may be null.
   const planner::cost::MachineProfile* profile = nullptr;
 };
@@ -61,7 +64,8 @@ struct PlanResult {
 };
 
 // Plans `module` in place (it ends as the per-rank program with the memory
-// attributes) and exports it.
+// attributes) and exports it. Fails on a grad_reduce_dtype other than
+// bf16, f32 or empty.
 absl::StatusOr<PlanResult> planModule(mlir::ModuleOp module, const PlanRequest& request);
 
 }  // namespace loom::tools::plan

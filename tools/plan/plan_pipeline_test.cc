@@ -1,12 +1,18 @@
 // Tests of the plan tool's flag handling: --mesh/--axes into the placement
-// pass's mesh spec, the topology a mesh runs on, and the checks of a given
-// mesh (--devices, tp across hosts).
+// pass's mesh spec, the topology a mesh runs on, the checks of a given mesh
+// (--devices, tp across hosts), and --grad-reduce-dtype through the
+// pipeline.
 #include "tools/plan/plan_pipeline.h"
 
+#include <cstdint>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "mlir/IR/MLIRContext.h"
+#include "nlohmann/json.hpp"
+#include "tools/plan/model_loader.h"
 
 namespace loom::tools::plan {
 namespace {
@@ -69,6 +75,71 @@ TEST(PlanPipelineTest, TensorParallelismAcrossHostsIsRefusedOrWarned) {
   // Named axes: the strategy is the name when --axes is empty.
   request = {.mesh = "fsdp=2,tp=16"};
   EXPECT_FALSE(checkMesh(request, 0, false).ok());
+}
+
+// Plans the tiny bf16 Llama under fsdp=2 with `grad_reduce_dtype`.
+nlohmann::json planTinyBf16(const std::string& grad_reduce_dtype) {
+  mlir::MLIRContext context;
+  auto module = loadModel(
+      context, {.model = "tiny:family=llama,layers=2,hidden=64,heads=4,kv_heads=2,ffn=128,"
+                         "vocab=256,seq=16",
+                .batch = 4,
+                .dtype = "bf16"});
+  EXPECT_TRUE(module.ok()) << module.status();
+  if (!module.ok()) return {};
+  PlanRequest request{.model_name = "tiny",
+                      .mesh = "2",
+                      .axes = "fsdp",
+                      .device = "cpu",
+                      .grad_reduce_dtype = grad_reduce_dtype};
+  auto result = planModule(**module, request);
+  EXPECT_TRUE(result.ok()) << result.status();
+  return result.ok() ? result->plan : nlohmann::json();
+}
+
+int64_t reduceScatterBytes(const nlohmann::json& plan) {
+  for (const nlohmann::json& entry : plan["predicted"]["comm_volume"]) {
+    if (entry["kind"] == "reduce_scatter") return entry["bytes"].get<int64_t>();
+  }
+  return 0;
+}
+
+TEST(PlanPipelineTest, GradReduceDtypeWidensGradientsDownstream) {
+  const nlohmann::json bf16 = planTinyBf16("");
+  const nlohmann::json f32 = planTinyBf16("f32");
+  ASSERT_FALSE(bf16.is_null());
+  ASSERT_FALSE(f32.is_null());
+  // Gradient buffers at the reduce type, twice the bytes of the bf16 ones.
+  int64_t grads = 0, bf16Bytes = 0, f32Bytes = 0;
+  for (const auto& [plan, dtype, bytes] :
+       {std::tuple{&bf16, "bf16", &bf16Bytes}, std::tuple{&f32, "f32", &f32Bytes}}) {
+    for (const nlohmann::json& buffer : (*plan)["buffers"]) {
+      if (buffer["role"] != "grad") continue;
+      EXPECT_EQ(buffer["dtype"], dtype) << buffer["name"];
+      *bytes += buffer["bytes"].get<int64_t>();
+      if (plan == &f32) ++grads;
+    }
+  }
+  EXPECT_EQ(grads, 21);
+  EXPECT_EQ(f32Bytes, 2 * bf16Bytes);
+  // The reduce-scatters move f32, twice the bytes.
+  EXPECT_GT(reduceScatterBytes(bf16), 0);
+  EXPECT_EQ(reduceScatterBytes(f32), 2 * reduceScatterBytes(bf16));
+  // AdamW streams per element param 2 x 2, moments 4 x 4, master 2 x 4 and
+  // the grad once: 30 bytes with a bf16 grad, 32 with an f32 one.
+  EXPECT_NEAR(f32["predicted"]["optimizer_s"].get<double>() /
+                  bf16["predicted"]["optimizer_s"].get<double>(),
+              32.0 / 30.0, 1e-12);
+}
+
+TEST(PlanPipelineTest, GradReduceDtypeMustBeBf16OrF32) {
+  mlir::MLIRContext context;
+  auto module = loadModel(context, {.model = "tiny", .batch = 2, .dtype = "bf16"});
+  ASSERT_TRUE(module.ok()) << module.status();
+  PlanRequest request{.mesh = "2", .axes = "fsdp", .device = "cpu", .grad_reduce_dtype = "f16"};
+  EXPECT_EQ(planModule(**module, request).status().message(),
+            "--grad-reduce-dtype='f16' is not a gradient reduction type; use bf16 or f32, or omit "
+            "it to reduce gradients in the parameter type");
 }
 
 }  // namespace

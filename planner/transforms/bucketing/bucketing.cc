@@ -329,13 +329,20 @@ class PlanBucketingPass : public impl::PlanBucketingBase<PlanBucketingPass> {
     for (auto scatter : func.front().getOps<dist::ReduceScatterOp>()) {
       Member member{{scatter}, scatter.getInput(), scatter.getResult(),
                     static_cast<int64_t>(scatter.getScatterDim())};
-      std::string key = printed(scatter.getMeshAttr()) +
-                        printed(scatter.getMeshAxes()) +
-                        printed(scatter.getReductionAttr()) +
-                        printed(scatter.getWireTypeAttr()) +
-                        printed(scatter.getAccumTypeAttr()) + "|" +
-                        printed(mlir::TypeAttr::get(
-                            scatter.getResultTensorType().getElementType()));
+      // The input and result element types both: a gradient reduction may
+      // change the type (grad-reduce-dtype), and one bucket packs one type
+      // and yields one type.
+      std::string key =
+          printed(scatter.getMeshAttr()) + printed(scatter.getMeshAxes()) +
+          printed(scatter.getReductionAttr()) +
+          printed(scatter.getWireTypeAttr()) +
+          printed(scatter.getAccumTypeAttr()) + "|" +
+          printed(mlir::TypeAttr::get(
+              llvm::cast<mlir::RankedTensorType>(scatter.getInput().getType())
+                  .getElementType())) +
+          "->" +
+          printed(mlir::TypeAttr::get(
+              scatter.getResultTensorType().getElementType()));
       // HSDP: the shard is all-reduced over the replica axes next.
       if (scatter->hasOneUse()) {
         if (auto reduce =

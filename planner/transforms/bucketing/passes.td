@@ -38,7 +38,9 @@ def PlanBucketing : Pass<"plan-bucketing", "::mlir::ModuleOp"> {
     are 0). Gradient reduce-scatters (any `scatter_dim`, `split_dims` the
     same way, padded or not, the result returned as a gradient, directly
     or through one `dist.all_reduce` as under HSDP) of one unit
-    with the same mesh, axes, reduction and dtypes become, where the last
+    with the same mesh, axes, reduction and dtypes (wire, accumulation,
+    and the gradients' and shards' element types, which differ under
+    `grad-reduce-dtype`) become, where the last
     of them was: `dist.bucket` of the whole gradients with `chunks` = the
     group size, one `dist.reduce_scatter` (and one `dist.all_reduce`) of
     the flat buffer, and `dist.unbucket` into the local shards. A group of

@@ -69,7 +69,18 @@ struct Conversion {
   mlir::Operation* first = nullptr;
   mlir::Operation* last = nullptr;
   bool returned = false;
+  // Only the return uses it, as a parameter's gradient: its reductions
+  // follow grad-reduce-dtype and may change its element type.
+  bool gradient = false;
   llvm::SmallVector<mlir::OpOperand*> uses;
+};
+
+// The types of one reduction: on the wire, of the accumulator and of the
+// result (the wire or the accumulation type, per the dist verifier).
+struct ReductionTypes {
+  mlir::Type wire;
+  mlir::Type accum;
+  mlir::Type result;
 };
 
 // The mesh of a function's placements: axis names and sizes.
@@ -131,17 +142,22 @@ class PlanInsertCollectivesPass
 
  private:
   // Parses a dtype option; null with an error on `func` when it is not one
-  // of the float types a reduction can travel or accumulate in.
+  // of the float types a reduction can travel or accumulate in (f64 only
+  // when `allowF64`).
   mlir::FailureOr<mlir::Type> parseFloat(mlir::func::FuncOp func,
                                          llvm::StringRef option,
-                                         llvm::StringRef value) {
+                                         llvm::StringRef value,
+                                         bool allowF64 = true) {
     mlir::Builder builder(func.getContext());
     if (value == "bf16") return mlir::Type(builder.getBF16Type());
     if (value == "f16") return mlir::Type(builder.getF16Type());
     if (value == "f32") return mlir::Type(builder.getF32Type());
-    if (value == "f64") return mlir::Type(builder.getF64Type());
-    return func.emitError() << "invalid " << option << "=" << value
-                            << "; use bf16, f16, f32 or f64";
+    if (value == "f64" && allowF64) return mlir::Type(builder.getF64Type());
+    return func.emitError()
+           << "invalid " << option << "=" << value
+           << (allowF64 ? "; use bf16, f16, f32 or f64"
+                        : "; use bf16, f16 or f32, or leave it empty to keep "
+                          "the gradient's type");
   }
 
   mlir::LogicalResult convertFunction(mlir::func::FuncOp func) {
@@ -155,6 +171,15 @@ class PlanInsertCollectivesPass
           parseFloat(func, "wire-dtype", wireDtype);
       if (failed(wire)) return mlir::failure();
       wireType_ = *wire;
+    }
+    gradType_ = nullptr;
+    if (!gradReduceDtype.empty()) {
+      // Mixed precision reduces gradients in 16- or 32-bit floats, and no
+      // optimizer kernel takes f64 gradients, so f64 is not offered.
+      mlir::FailureOr<mlir::Type> grad = parseFloat(
+          func, "grad-reduce-dtype", gradReduceDtype, /*allowF64=*/false);
+      if (failed(grad)) return mlir::failure();
+      gradType_ = *grad;
     }
     given_.clear();
     globalShape_.clear();
@@ -281,6 +306,16 @@ class PlanInsertCollectivesPass
     return backward;
   }
 
+  // Whether function result `index` is the gradient of an nn.param
+  // argument (plan-autodiff's nn.grad_of).
+  static bool isParamGradient(mlir::func::FuncOp func, unsigned index) {
+    auto of = func.getResultAttrOfType<mlir::IntegerAttr>(
+        index, autodiff::kGradOfAttrName);
+    return of && of.getInt() >= 0 &&
+           of.getInt() < static_cast<int64_t>(func.getNumArguments()) &&
+           func.getArgAttr(of.getInt(), nn::NnDialect::kParamAttrName);
+  }
+
   static bool isParam(mlir::Value value) {
     auto arg = llvm::dyn_cast<mlir::BlockArgument>(value);
     if (!arg) return false;
@@ -341,7 +376,7 @@ class PlanInsertCollectivesPass
       if (inserted) {
         conversions.push_back(Conversion{
             use.get(), llvm::cast<dist::PlacementAttr>(wanted), nullptr,
-            nullptr, false, {}});
+            nullptr, false, false, {}});
       }
       Conversion& conversion = conversions[it->second];
       conversion.uses.push_back(&use);
@@ -382,11 +417,22 @@ class PlanInsertCollectivesPass
       }
       if (failed(useMesh(returnOp, wanted))) return mlir::failure();
       if (Entries(wanted.getAxes()) == given_[use.get()]) continue;
-      // A returned value reuses the latest conversion an op already made.
+      // A gradient under grad-reduce-dtype gets its own conversion (segment
+      // 2): its reductions change its type, which no op using the value
+      // expects. Another returned value reuses the latest conversion an op
+      // already made.
+      const bool gradient =
+          gradType_ &&
+          llvm::isa<mlir::FloatType>(
+              llvm::cast<mlir::RankedTensorType>(use.get().getType())
+                  .getElementType()) &&
+          isParamGradient(func, use.getOperandNumber());
       const bool regathered =
           index.contains(std::make_tuple(use.get(), mlir::Attribute(wanted), 1));
-      Conversion& conversion = add(use, wanted, regathered ? 1 : 0);
+      Conversion& conversion =
+          add(use, wanted, gradient ? 2 : regathered ? 1 : 0);
       conversion.returned = true;
+      conversion.gradient = gradient;
     }
     return mlir::success();
   }
@@ -674,7 +720,7 @@ class PlanInsertCollectivesPass
     } else {
       builder.setInsertionPointToStart(&func.front());
     }
-    auto element =
+    mlir::Type element =
         llvm::cast<mlir::RankedTensorType>(value.getType()).getElementType();
     mlir::Value current = value;
     const mlir::Location loc = conversion.first ? conversion.first->getLoc()
@@ -683,6 +729,17 @@ class PlanInsertCollectivesPass
       mlir::FailureOr<llvm::SmallVector<int64_t>> local =
           localShape(shape, step.after, user);
       if (failed(local)) return mlir::failure();
+      // A reduction may change the element type (grad-reduce-dtype); its
+      // result and the steps after it carry the new one.
+      std::optional<ReductionTypes> dtypes;
+      if (step.kind == Step::Kind::kReduceScatter ||
+          step.kind == Step::Kind::kAllReduce) {
+        mlir::FailureOr<ReductionTypes> types =
+            reductionTypes(element, user, conversion.gradient);
+        if (failed(types)) return mlir::failure();
+        dtypes = *types;
+        element = dtypes->result;
+      }
       auto type = mlir::RankedTensorType::get(*local, element);
       llvm::SmallVector<llvm::StringRef, 2> names;
       for (int64_t axis : step.axes) names.push_back(mesh_->names[axis]);
@@ -711,13 +768,10 @@ class PlanInsertCollectivesPass
           break;
         case Step::Kind::kReduceScatter:
         case Step::Kind::kAllReduce: {
-          mlir::FailureOr<std::pair<mlir::Type, mlir::Type>> dtypes =
-              reductionTypes(element, user);
-          if (failed(dtypes)) return mlir::failure();
           auto reduction =
               dist::ReductionKindAttr::get(func.getContext(), step.reduction);
-          auto wire = mlir::TypeAttr::get(dtypes->first);
-          auto accum = mlir::TypeAttr::get(dtypes->second);
+          auto wire = mlir::TypeAttr::get(dtypes->wire);
+          auto accum = mlir::TypeAttr::get(dtypes->accum);
           if (step.kind == Step::Kind::kAllReduce) {
             op = dist::AllReduceOp::create(builder, loc, type, mesh_->ref,
                                            axes, current, reduction, wire,
@@ -746,12 +800,25 @@ class PlanInsertCollectivesPass
     return mlir::success();
   }
 
-  // The wire and accumulation types of a reduction of `element` tensors:
-  // the options for floats, the element type for integers. The result keeps
-  // the element type, so it must be one of the two.
-  mlir::FailureOr<std::pair<mlir::Type, mlir::Type>> reductionTypes(
-      mlir::Type element, mlir::Operation* user) {
-    if (!llvm::isa<mlir::FloatType>(element)) return std::pair(element, element);
+  // The types of a reduction of `element` tensors. A parameter gradient
+  // under grad-reduce-dtype=T travels as T, accumulates in the wider of T
+  // and reduce-dtype and yields T (FSDP2's reduce_dtype: bf16 gradients
+  // reduced and kept in f32). Other floats use wire-dtype and reduce-dtype
+  // and keep the element type, so it must be one of the two; integers use
+  // the element type throughout.
+  mlir::FailureOr<ReductionTypes> reductionTypes(mlir::Type element,
+                                                 mlir::Operation* user,
+                                                 bool gradient) {
+    if (!llvm::isa<mlir::FloatType>(element)) {
+      return ReductionTypes{element, element, element};
+    }
+    if (gradient && gradType_) {
+      mlir::Type accum = accumType_.getIntOrFloatBitWidth() >
+                                 gradType_.getIntOrFloatBitWidth()
+                             ? accumType_
+                             : gradType_;
+      return ReductionTypes{gradType_, accum, gradType_};
+    }
     mlir::Type wire = wireType_ ? wireType_ : element;
     mlir::Type accum = accumType_;
     // f32 accumulation of a wider (f64) wire would lose precision the wire
@@ -775,7 +842,7 @@ class PlanInsertCollectivesPass
              << ", so its result would not be " << element
              << "; set wire-dtype or reduce-dtype to " << element;
     }
-    return std::pair(wire, accum);
+    return ReductionTypes{wire, accum, element};
   }
 
   std::optional<Mesh> mesh_;
@@ -784,6 +851,8 @@ class PlanInsertCollectivesPass
   llvm::DenseMap<mlir::Operation*, mlir::Operation*> afterCursor_;
   mlir::Type wireType_;
   mlir::Type accumType_;
+  // grad-reduce-dtype; null when empty.
+  mlir::Type gradType_;
 };
 
 }  // namespace

@@ -49,7 +49,13 @@ def PlanInsertCollectives : Pass<"plan-insert-collectives", "::mlir::ModuleOp"> 
     op for it), a change of reduction kind, gathers, scatters and slices
     that would reorder the shards of a dim split by several axes, all-to-all
     on padded dims, and dtype options that give an invalid wire or
-    accumulation type. See docs/planner_collectives.md.
+    accumulation type.
+
+    `grad-reduce-dtype=T` changes only the reductions of the values the
+    function returns with `nn.grad_of`: they travel as T, accumulate in the
+    wider of T and `reduce-dtype`, and yield T, so f32 on bf16 gradients
+    gives f32 gradient shards (and the function's result types follow).
+    See docs/planner_collectives.md.
   }];
   let options = [
     Option<"reshardAfterForward", "reshard-after-forward", "bool",
@@ -66,6 +72,12 @@ def PlanInsertCollectives : Pass<"plan-insert-collectives", "::mlir::ModuleOp"> 
            "the tensor's element type">,
     Option<"reduceDtype", "reduce-dtype", "std::string", /*default=*/"\"f32\"",
            "accumulation type of float reductions (bf16, f16, f32, f64)">,
+    Option<"gradReduceDtype", "grad-reduce-dtype", "std::string",
+           /*default=*/"\"\"",
+           "wire and result type of the reductions of parameter gradients "
+           "(bf16, f16, f32), accumulated in the wider of it and "
+           "reduce-dtype (FSDP2's reduce_dtype); empty: the rules of the "
+           "other reductions">,
   ];
   let dependentDialects = ["::loom::planner::dist::DistDialect"];
 }

@@ -11,7 +11,9 @@
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/DenseSet.h"
 #include "mlir/IR/BuiltinTypes.h"
+#include "mlir/IR/SymbolTable.h"
 #include "planner/dialect/dist/ir/dist_dialect.h"
+#include "planner/dialect/dist/ir/dist_ops.h"
 #include "planner/dialect/dist/ir/dist_types.h"
 #include "planner/dialect/nn/ir/nn_dialect.h"
 #include "planner/transforms/autodiff/passes.h"
@@ -25,6 +27,72 @@ int64_t elementCount(mlir::Type type) {
   if (auto future = llvm::dyn_cast<dist::FutureType>(type)) type = future.getValueType();
   auto tensor = llvm::dyn_cast<mlir::RankedTensorType>(type);
   return tensor ? tensor.getNumElements() : 0;
+}
+
+int64_t elementBytes(mlir::Type type) {
+  if (auto future = llvm::dyn_cast<dist::FutureType>(type)) type = future.getValueType();
+  if (auto tensor = llvm::dyn_cast<mlir::RankedTensorType>(type)) type = tensor.getElementType();
+  return (type.getIntOrFloatBitWidth() + 7) / 8;
+}
+
+// The product of the sizes of `axes` on the collective's mesh.
+int64_t groupSize(mlir::Operation* op) {
+  auto meshRef = op->getAttrOfType<mlir::FlatSymbolRefAttr>("mesh");
+  auto axes = op->getAttrOfType<mlir::ArrayAttr>("mesh_axes");
+  auto meshOp = meshRef ? mlir::SymbolTable::lookupNearestSymbolFrom<dist::MeshOp>(op, meshRef)
+                        : dist::MeshOp();
+  if (!meshOp || !axes) return 1;
+  int64_t size = 1;
+  for (llvm::StringRef axis : axes.getAsValueRange<mlir::StringAttr>()) {
+    for (auto [name, extent] :
+         llvm::zip_equal(meshOp.getAxes().getAsValueRange<mlir::StringAttr>(), meshOp.getShape())) {
+      if (name == axis) size *= extent;
+    }
+  }
+  return size;
+}
+
+// What the runtime allocates beside a collective's operand and result
+// because of its dtypes (docs/runtime.md, "Mixed precision"), live until the
+// collective's wait: an operand of another type than the wire is converted
+// first; a sum or average accumulated wider than its wire receives every
+// rank's segments (all-to-all) and adds them; a reduction whose result is
+// not its wire type lands in a wire-typed block first. 0 for an f32 plan.
+int64_t dtypeStagingBytes(mlir::Operation* op) {
+  const llvm::StringRef name = op->getName().getStringRef();
+  const bool reduceScatter = name == "dist.reduce_scatter" || name == "dist.reduce_scatter_start";
+  const bool allReduce = name == "dist.all_reduce" || name == "dist.all_reduce_start";
+  const bool allGather = name == "dist.all_gather" || name == "dist.all_gather_start";
+  auto wireAttr = op->getAttrOfType<mlir::TypeAttr>("wire_type");
+  if (!(reduceScatter || allReduce || allGather) || !wireAttr || op->getNumOperands() != 1 ||
+      op->getNumResults() != 1) {
+    return 0;
+  }
+  const mlir::Type wire = wireAttr.getValue();
+  const int64_t wireBytes = (wire.getIntOrFloatBitWidth() + 7) / 8;
+  const mlir::Value input = op->getOperand(0);
+  const int64_t in = elementCount(input.getType());
+  const int64_t out = elementCount(op->getResult(0).getType());
+  const int64_t resultBytes = elementBytes(op->getResult(0).getType());
+  int64_t bytes = 0;
+  if (llvm::cast<mlir::RankedTensorType>(input.getType()).getElementType() != wire) bytes += in * wireBytes;
+  if (allGather) return bytes;
+  auto accumAttr = op->getAttrOfType<mlir::TypeAttr>("accum_type");
+  auto reduction = op->getAttrOfType<dist::ReductionKindAttr>("reduction");
+  const int64_t g = groupSize(op);
+  const bool sum = reduction && (reduction.getValue() == dist::ReductionKind::Sum ||
+                                 reduction.getValue() == dist::ReductionKind::Avg);
+  const bool exact = sum && g > 1 && accumAttr &&
+                     accumAttr.getValue().getIntOrFloatBitWidth() > wire.getIntOrFloatBitWidth();
+  if (exact && reduceScatter) return bytes + in * wireBytes;
+  if (exact && allReduce) {
+    const int64_t segment = (in + g - 1) / g;
+    bytes += g * segment * wireBytes + segment * resultBytes;
+    if (g * segment != in) bytes += g * segment * (wireBytes + resultBytes);
+    return bytes;
+  }
+  if (resultBytes != wireBytes) bytes += out * wireBytes;
+  return bytes;
 }
 
 }  // namespace
@@ -106,6 +174,7 @@ MemoryPlan computeMemoryPlan(mlir::func::FuncOp func) {
                            .first = -1,
                            .last = param ? end : lastUse(arg, -1)});
   }
+  std::vector<ValueLifetime> staged;
   for (mlir::Operation& op : body) {
     const bool fromParams =
         llvm::isa<dist::DistDialect>(op.getDialect()) && op.getNumOperands() > 0 &&
@@ -124,14 +193,21 @@ MemoryPlan computeMemoryPlan(mlir::func::FuncOp func) {
           {.value = result, .role = role, .bytes = bytes, .first = index[&op],
            .last = lastUse(result, index[&op])});
     }
+    // Counted with the activations; it is no SSA value, so not in values.
+    if (const int64_t staging = dtypeStagingBytes(&op); staging > 0) {
+      staged.push_back({.value = {}, .role = BufferRole::kActivation, .bytes = staging, .first = index[&op],
+                        .last = lastUse(op.getResult(0), index[&op])});
+    }
   }
 
   // Live bytes per role at each op (slot 0 is the entry), by a difference
   // array over the lifetimes.
   std::vector<MemoryBreakdown> delta(end + 3);
-  for (const ValueLifetime& value : plan.values) {
-    delta[value.first + 1][value.role] += value.bytes;
-    delta[value.last + 2][value.role] -= value.bytes;
+  for (const std::vector<ValueLifetime>* list : {&plan.values, &staged}) {
+    for (const ValueLifetime& value : *list) {
+      delta[value.first + 1][value.role] += value.bytes;
+      delta[value.last + 2][value.role] -= value.bytes;
+    }
   }
   int64_t optimizerBytes = 0;
   for (const ParamState& param : plan.params) optimizerBytes += param.stateBytes();

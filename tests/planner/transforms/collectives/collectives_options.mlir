@@ -2,6 +2,9 @@
 // RUN: plan-opt %s --plan-insert-collectives="wire-dtype=bf16" | FileCheck %s --check-prefix=BF16
 // RUN: not plan-opt %s --plan-insert-collectives="reduce-dtype=bf16" 2>&1 | FileCheck %s --check-prefix=NARROW
 // RUN: not plan-opt %s --plan-insert-collectives="wire-dtype=f8" 2>&1 | FileCheck %s --check-prefix=BADTYPE
+// RUN: plan-opt %s --plan-insert-collectives="grad-reduce-dtype=bf16" | FileCheck %s --check-prefix=GRADBF16
+// RUN: plan-opt %s --plan-insert-collectives="grad-reduce-dtype=f32" | FileCheck %s --check-prefix=GRADF32
+// RUN: not plan-opt %s --plan-insert-collectives="grad-reduce-dtype=f64" 2>&1 | FileCheck %s --check-prefix=BADGRAD
 
 // The options of plan-insert-collectives on the fsdp=2 MLP step of
 // collectives.mlir.
@@ -40,6 +43,29 @@ dist.mesh @mesh shape = [2] axes = ["fsdp"] {dist.strategies = ["fsdp"]}
 
 // Tests that an unknown dtype is refused.
 // BADTYPE: error: invalid wire-dtype=f8; use bf16, f16, f32 or f64
+
+// Tests that grad-reduce-dtype=bf16 narrows the f32 gradients (bf16 wire,
+// f32 accumulation, bf16 shards and results) and leaves the loss's f32
+// all-reduce alone.
+// GRADBF16-LABEL: func.func @fsdp_step(
+// GRADBF16-SAME: -> (tensor<f32> {{.*}}, tensor<8x16xbf16> {{.*}}, tensor<8x12xbf16> {{.*}})
+// GRADBF16: dist.all_reduce %{{[0-9]+}} on @mesh axes = ["fsdp"] reduction = avg wire = f32 accum = f32 : tensor<f32> -> tensor<f32>
+// GRADBF16: dist.reduce_scatter %{{[0-9]+}} on @mesh axes = ["fsdp"] scatter_dim = 0 reduction = sum wire = bf16 accum = f32 : tensor<16x12xf32> -> tensor<8x12xbf16>
+// GRADBF16: dist.reduce_scatter %{{[0-9]+}} on @mesh axes = ["fsdp"] scatter_dim = 0 reduction = sum wire = bf16 accum = f32 : tensor<16x16xf32> -> tensor<8x16xbf16>
+// GRADBF16: return %{{[0-9]+}}, %{{[0-9]+}}, %{{[0-9]+}} : tensor<f32>, tensor<8x16xbf16>, tensor<8x12xbf16>
+
+// Tests that a gradient an op also reads gets its own reduction: the
+// returned gradient widens to f32, the op's operand stays bf16.
+// GRADF32-LABEL: func.func @shared_gradient(
+// GRADF32-SAME: -> (tensor<8x12xf32> {{.*}}, tensor<8x12xbf16> {{.*}})
+// GRADF32-NEXT: %[[G:[0-9]+]] = nn.matmul
+// GRADF32-NEXT: %[[R:[0-9]+]] = dist.reduce_scatter %[[G]] on @mesh axes = ["fsdp"] scatter_dim = 0 reduction = sum wire = f32 accum = f32 : tensor<16x12xbf16> -> tensor<8x12xf32>
+// GRADF32-NEXT: %[[S:[0-9]+]] = dist.reduce_scatter %[[G]] on @mesh axes = ["fsdp"] scatter_dim = 0 reduction = sum wire = bf16 accum = f32 : tensor<16x12xbf16> -> tensor<8x12xbf16>
+// GRADF32-NEXT: %[[A:[0-9]+]] = nn.silu %[[S]]
+// GRADF32-NEXT: return %[[R]], %[[A]] : tensor<8x12xf32>, tensor<8x12xbf16>
+
+// Tests that grad-reduce-dtype offers no f64.
+// BADGRAD: error: invalid grad-reduce-dtype=f64; use bf16, f16 or f32, or leave it empty to keep the gradient's type
 func.func @fsdp_step(%arg0: tensor<8x16xf32> {dist.placement = #dist.placement<@mesh, [shard<0>]>}, %arg1: tensor<8xi32> {dist.placement = #dist.placement<@mesh, [shard<0>]>}, %arg2: tensor<16x16xf32> {dist.placement = #dist.placement<@mesh, [shard<0>]>, nn.name = "fc1.weight", nn.param}, %arg3: tensor<16x12xf32> {dist.placement = #dist.placement<@mesh, [shard<0>]>, nn.name = "head.weight", nn.param}, %arg4: tensor<f32> {dist.placement = #dist.placement<@mesh, [replicate]>}) -> (tensor<f32> {dist.placement = #dist.placement<@mesh, [replicate]>}, tensor<16x16xf32> {dist.placement = #dist.placement<@mesh, [shard<0>]>, nn.grad_of = 2 : i64, nn.name = "fc1.weight"}, tensor<16x12xf32> {dist.placement = #dist.placement<@mesh, [shard<0>]>, nn.grad_of = 3 : i64, nn.name = "head.weight"}) attributes {nn.loss_grad_arg = 4 : i64} {
   %0 = nn.linear %arg0, %arg2 {dist.operand_placements = [#dist.placement<@mesh, [shard<0>]>, #dist.placement<@mesh, [replicate]>], dist.result_placements = [#dist.placement<@mesh, [shard<0>]>]} : (tensor<8x16xf32>, tensor<16x16xf32>) -> tensor<8x16xf32>
   %1 = nn.silu %0 {dist.operand_placements = [#dist.placement<@mesh, [shard<0>]>], dist.result_placements = [#dist.placement<@mesh, [shard<0>]>]} : (tensor<8x16xf32>) -> tensor<8x16xf32>
@@ -51,4 +77,10 @@ func.func @fsdp_step(%arg0: tensor<8x16xf32> {dist.placement = #dist.placement<@
   %7 = nn.silu_grad %0, %5 {dist.operand_placements = [#dist.placement<@mesh, [shard<0>]>, #dist.placement<@mesh, [shard<0>]>], dist.result_placements = [#dist.placement<@mesh, [shard<0>]>]} : (tensor<8x16xf32>, tensor<8x16xf32>) -> tensor<8x16xf32>
   %8 = nn.matmul %arg0, %7 transpose_lhs {dist.operand_placements = [#dist.placement<@mesh, [shard<0>]>, #dist.placement<@mesh, [shard<0>]>], dist.result_placements = [#dist.placement<@mesh, [partial<sum>]>]} : (tensor<8x16xf32>, tensor<8x16xf32>) -> tensor<16x16xf32>
   return %3, %8, %6 : tensor<f32>, tensor<16x16xf32>, tensor<16x12xf32>
+}
+
+func.func @shared_gradient(%x: tensor<8x16xbf16> {dist.placement = #dist.placement<@mesh, [shard<0>]>}, %dy: tensor<8x12xbf16> {dist.placement = #dist.placement<@mesh, [shard<0>]>}, %w: tensor<16x12xbf16> {dist.placement = #dist.placement<@mesh, [shard<0>]>, nn.name = "w", nn.param}) -> (tensor<16x12xbf16> {dist.placement = #dist.placement<@mesh, [shard<0>]>, nn.grad_of = 2 : i64, nn.name = "w"}, tensor<16x12xbf16> {dist.placement = #dist.placement<@mesh, [shard<0>]>}) {
+  %g = nn.matmul %x, %dy transpose_lhs {dist.operand_placements = [#dist.placement<@mesh, [shard<0>]>, #dist.placement<@mesh, [shard<0>]>], dist.result_placements = [#dist.placement<@mesh, [partial<sum>]>]} : (tensor<8x16xbf16>, tensor<8x12xbf16>) -> tensor<16x12xbf16>
+  %s = nn.silu %g {dist.operand_placements = [#dist.placement<@mesh, [shard<0>]>], dist.result_placements = [#dist.placement<@mesh, [shard<0>]>]} : (tensor<16x12xbf16>) -> tensor<16x12xbf16>
+  return %g, %s : tensor<16x12xbf16>, tensor<16x12xbf16>
 }
