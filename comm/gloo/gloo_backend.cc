@@ -1,7 +1,6 @@
-// The Gloo backend: a Gloo context per group, two worker threads that start
-// collectives in issue order (as torch's ProcessGroupGloo, so that one call
-// can run while the next starts), and a small pool that waits on
-// point-to-point transfers.
+// The Gloo backend: a Gloo context per group, a worker thread that runs
+// collectives in issue order, and a small pool that waits on point-to-point
+// transfers.
 #include "comm/gloo/gloo_backend.h"
 
 #include <arpa/inet.h>
@@ -12,7 +11,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <atomic>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
@@ -70,12 +68,6 @@ constexpr size_t kMaxP2PWaiters = 16;
 // Eviction follows the call sequence, which is the same on every rank, so
 // the ranks' plans stay matched.
 constexpr size_t kMaxReduceScatterPlans = 4;
-// Threads that run collectives, as torch's ProcessGroupGloo's default.
-// Calls start in issue order on every rank, so the oldest unfinished call is
-// running on every rank and no pair of calls can wait on each other.
-constexpr int kCollectiveWorkers = 2;
-// The running worker's scratch buffer (each worker has its own).
-thread_local std::vector<uint8_t>* t_scratch = nullptr;
 // The tag of the barrier that settles a reduce-scatter (Engine::settle):
 // collectives take their sequence number as tag, which never reaches this
 // in practice, and a barrier only meets barriers.
@@ -187,30 +179,6 @@ void ignoreSigpipe() {
 
 class Engine;
 
-// Bytes [first, second) of host memory a call reads or writes.
-using MemoryRange = std::pair<uintptr_t, uintptr_t>;
-
-std::vector<MemoryRange> memoryOf(std::initializer_list<const std::vector<Tensor>*> lists) {
-  std::vector<MemoryRange> ranges;
-  for (const std::vector<Tensor>* list : lists) {
-    for (const Tensor& t : *list) {
-      if (t.nbytes() == 0) continue;
-      const auto begin = reinterpret_cast<uintptr_t>(t.data());
-      ranges.emplace_back(begin, begin + t.nbytes());
-    }
-  }
-  return ranges;
-}
-
-bool overlap(const std::vector<MemoryRange>& a, const std::vector<MemoryRange>& b) {
-  for (const MemoryRange& x : a) {
-    for (const MemoryRange& y : b) {
-      if (x.first < y.second && y.first < x.second) return true;
-    }
-  }
-  return false;
-}
-
 struct Task {
   std::shared_ptr<Work> work;
   std::function<absl::Status(Engine&)> run;
@@ -218,14 +186,6 @@ struct Task {
   // calls before it (true of every collective but reduce-scatter; see
   // Engine::settle).
   bool settles = true;
-  // Runs alone: it starts once every earlier call has finished, and nothing
-  // starts while it runs. Reduce-scatter (its cached plans bind Gloo slots
-  // and it leaves the group unsettled) and barrier (which orders after every
-  // earlier call, as c10d's) are.
-  bool exclusive = false;
-  // The tensors' memory: a call does not start while a running one touches
-  // the same bytes, so calls on one buffer keep their issue order.
-  std::vector<MemoryRange> memory;
 };
 
 // Runs `task`, turning whatever Gloo throws into a Status. `engine_failed`
@@ -286,12 +246,10 @@ class Engine {
       : context_(std::move(context)), peers_(std::move(peers)) {}
   ~Engine() { shutdown(); }
 
-  // Starts the workers, once the engine is complete.
+  // Starts the worker, once the engine is complete.
   void start() {
     absl::MutexLock lock(&mu_);
-    for (int i = 0; i < kCollectiveWorkers; ++i) {
-      threads_.emplace_back([this, i] { workerLoop(i); });
-    }
+    startThreadLocked([](Engine& engine) { engine.workerLoop(); });
   }
 
   const std::shared_ptr<::gloo::rendezvous::Context>& context() const { return context_; }
@@ -308,17 +266,17 @@ class Engine {
 
   // Queues `run` behind the calls issued before it.
   absl::Status enqueue(std::shared_ptr<Work> work, std::function<absl::Status(Engine&)> run,
-                       bool settles, bool exclusive, std::vector<MemoryRange> memory) {
+                       bool settles) {
     absl::MutexLock lock(&mu_);
     if (absl::Status broken = brokenErrorLocked(work->info()); !broken.ok()) return broken;
-    queue_.push_back(Task{std::move(work), std::move(run), settles, exclusive, std::move(memory)});
+    queue_.push_back(Task{std::move(work), std::move(run), settles});
     return absl::OkStatus();
   }
 
   // Hands the wait of a posted send/recv to the waiter pool.
   void awaitTransfer(std::shared_ptr<Work> work, std::function<absl::Status(Engine&)> wait) {
     absl::MutexLock lock(&mu_);
-    transfers_.push_back(Task{std::move(work), std::move(wait), false, false, {}});
+    transfers_.push_back(Task{std::move(work), std::move(wait), false});
     if (idle_waiters_ < transfers_.size() && waiters_ < kMaxP2PWaiters) {
       ++waiters_;
       startThreadLocked([](Engine& engine) { engine.waiterLoop(); });
@@ -372,14 +330,14 @@ class Engine {
     }
   }
 
-  // Worker threads only: a buffer of at least `bytes` of the calling
-  // worker, kept between calls so that steady-state calls allocate nothing.
+  // Worker thread only: a buffer of at least `bytes`, kept between calls so
+  // that steady-state calls allocate nothing.
   uint8_t* scratch(size_t bytes) {
-    if (t_scratch->size() < bytes) t_scratch->resize(bytes);
-    return t_scratch->data();
+    if (scratch_.size() < bytes) scratch_.resize(bytes);
+    return scratch_.data();
   }
 
-  // Exclusive tasks only: a reduce-scatter ran. Gloo's halving-doubling
+  // Worker thread only: a reduce-scatter ran. Gloo's halving-doubling
   // algorithm returns as soon as this rank has its chunk, while peers may
   // still be finishing theirs with messages to and from this rank; tearing
   // down its buffers (evicting the plan) or the connections (destroying the
@@ -388,7 +346,7 @@ class Engine {
   // reduce-scatter; until then, settle() runs a barrier before tearing down.
   void markUnsettled() { unsettled_ = true; }
 
-  // Exclusive tasks only.
+  // Worker thread only.
   ReduceScatterPlan& reduceScatterPlan(DType dtype, ReduceOp op, int count) {
     if (!primed_) primeSendBuffers();
     if (op == ReduceOp::kAvg) op = ReduceOp::kSum;
@@ -458,18 +416,8 @@ class Engine {
     unsettled_ = false;
   }
 
-  // A worker may take the queue's front (or leave, when stopping with
-  // nothing queued): an exclusive call once nothing runs, any other call
-  // while no exclusive call and no call on the same memory runs.
-  bool canStart() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    if (queue_.empty()) return stopping_;
-    if (running_ == 0) return true;
-    const Task& next = queue_.front();
-    if (next.exclusive || exclusive_running_) return false;
-    for (const std::vector<MemoryRange>& busy : in_use_) {
-      if (overlap(next.memory, busy)) return false;
-    }
-    return true;
+  bool hasTask() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return !queue_.empty() || stopping_;
   }
   bool hasTransfer() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     return !transfers_.empty() || stopping_;
@@ -501,37 +449,24 @@ class Engine {
     return !skip && status.ok();
   }
 
-  void workerLoop(int index) {
-    std::vector<uint8_t> scratch;
-    t_scratch = &scratch;
+  void workerLoop() {
     while (true) {
       Task task;
       absl::Status broken;
       {
         absl::MutexLock lock(&mu_);
-        mu_.Await(absl::Condition(this, &Engine::canStart));
+        mu_.Await(absl::Condition(this, &Engine::hasTask));
         if (queue_.empty()) return;
         task = std::move(queue_.front());
         queue_.pop_front();
         broken = brokenErrorLocked(task.work->info());
-        ++running_;
-        exclusive_running_ = task.exclusive;
-        in_use_[index] = task.memory;
       }
-      bool settled = false;
       if (!broken.ok()) {
         task.work->complete(broken);
-      } else {
-        // A Work that already failed (timed out or aborted) aborted the engine.
-        settled = finish(task, /*skip=*/task.work->isCompleted()) && task.settles;
+        continue;
       }
-      absl::MutexLock lock(&mu_);
-      --running_;
-      if (task.exclusive) exclusive_running_ = false;
-      in_use_[index].clear();
-      // No call overlaps a reduce-scatter, so a call that settles started
-      // after it ended on this rank, and on every other.
-      if (settled) unsettled_ = false;
+      // A Work that already failed (timed out or aborted) aborted the engine.
+      if (finish(task, /*skip=*/task.work->isCompleted()) && task.settles) unsettled_ = false;
     }
   }
 
@@ -559,16 +494,13 @@ class Engine {
   std::vector<std::thread> threads_ ABSL_GUARDED_BY(mu_);
   size_t waiters_ ABSL_GUARDED_BY(mu_) = 0;
   size_t idle_waiters_ ABSL_GUARDED_BY(mu_) = 0;
-  int running_ ABSL_GUARDED_BY(mu_) = 0;  // calls the workers are running
-  bool exclusive_running_ ABSL_GUARDED_BY(mu_) = false;
-  std::vector<MemoryRange> in_use_[kCollectiveWorkers] ABSL_GUARDED_BY(mu_);  // per worker
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   bool closed_ ABSL_GUARDED_BY(mu_) = false;
   absl::Status broken_ ABSL_GUARDED_BY(mu_);
-  // Set by exclusive tasks, cleared by the calls after them; read by
-  // exclusive tasks and by shutdown, after the workers are joined.
-  std::atomic<bool> unsettled_ = false;
-  bool primed_ = false;  // exclusive tasks only
+  // Worker thread only (and shutdown, after the worker is joined).
+  bool unsettled_ = false;
+  bool primed_ = false;  // worker thread only
+  std::vector<uint8_t> scratch_;
   std::list<std::pair<std::tuple<DType, ReduceOp, int>, std::unique_ptr<ReduceScatterPlan>>>
       plans_;
 };
@@ -716,8 +648,6 @@ class GlooBackend : public Backend {
   WorkOr broadcast(Tensor tensor, const BroadcastOptions& options,
                    const CollectiveInfo& info) override {
     const auto timeout = timeoutOf(options.timeout);
-    const std::vector<Tensor> one = {tensor};
-    std::vector<MemoryRange> memory = memoryOf({&one});
     return submit(info, timeout, [tensor, options, info, timeout](Engine& e) -> absl::Status {
       if (tensor.nbytes() == 0) return absl::OkStatus();
       ::gloo::BroadcastOptions opts(e.context());
@@ -727,7 +657,7 @@ class GlooBackend : public Backend {
       opts.setTimeout(toChrono(timeout));
       ::gloo::broadcast(opts);
       return absl::OkStatus();
-    }, /*settles=*/tensor.nbytes() > 0, std::move(memory));
+    }, /*settles=*/tensor.nbytes() > 0);
   }
 
   WorkOr allReduce(Tensor tensor, const AllReduceOptions& options,
@@ -735,8 +665,6 @@ class GlooBackend : public Backend {
     absl::StatusOr<ReduceFn> fn = reduceFunction(options.op, tensor.dtype());
     if (!fn.ok()) return fn.status();
     const auto timeout = timeoutOf(options.timeout);
-    const std::vector<Tensor> one = {tensor};
-    std::vector<MemoryRange> memory = memoryOf({&one});
     return submit(info, timeout, [tensor, options, info, timeout, fn = *fn](Engine& e) {
       if (tensor.numel() == 0) return absl::OkStatus();
       ::gloo::AllreduceOptions opts(e.context());
@@ -749,15 +677,13 @@ class GlooBackend : public Backend {
       opts.setTimeout(toChrono(timeout));
       ::gloo::allreduce(opts);
       return finishAvg(options.op, tensor, e.size());
-    }, /*settles=*/tensor.nbytes() > 0, std::move(memory));
+    }, /*settles=*/tensor.nbytes() > 0);
   }
 
   WorkOr reduce(Tensor tensor, const ReduceOptions& options, const CollectiveInfo& info) override {
     absl::StatusOr<ReduceFn> fn = reduceFunction(options.op, tensor.dtype());
     if (!fn.ok()) return fn.status();
     const auto timeout = timeoutOf(options.timeout);
-    const std::vector<Tensor> one = {tensor};
-    std::vector<MemoryRange> memory = memoryOf({&one});
     return submit(info, timeout, [tensor, options, info, timeout, fn = *fn](Engine& e) {
       if (tensor.numel() == 0) return absl::OkStatus();
       ::gloo::ReduceOptions opts(e.context());
@@ -772,14 +698,12 @@ class GlooBackend : public Backend {
       ::gloo::reduce(opts);
       return e.rank() == options.root ? finishAvg(options.op, tensor, e.size())
                                       : absl::OkStatus();
-    }, /*settles=*/tensor.nbytes() > 0, std::move(memory));
+    }, /*settles=*/tensor.nbytes() > 0);
   }
 
   WorkOr allGather(std::vector<Tensor> outputs, Tensor input, const AllGatherOptions& options,
                    const CollectiveInfo& info) override {
     const auto timeout = timeoutOf(options.timeout);
-    const std::vector<Tensor> in = {input};
-    std::vector<MemoryRange> memory = memoryOf({&outputs, &in});
     return submit(info, timeout, [outputs, input, info, timeout](Engine& e) {
       const bool direct = adjacent(outputs);
       uint8_t* out = direct ? static_cast<uint8_t*>(outputs[0].data())
@@ -787,25 +711,21 @@ class GlooBackend : public Backend {
       allGatherInto(e, out, input, info, timeout);
       if (!direct) unpack(out, outputs);
       return absl::OkStatus();
-    }, /*settles=*/input.nbytes() > 0, std::move(memory));
+    }, /*settles=*/input.nbytes() > 0);
   }
 
   WorkOr allGatherIntoTensor(Tensor output, Tensor input, const AllGatherOptions& options,
                              const CollectiveInfo& info) override {
     const auto timeout = timeoutOf(options.timeout);
-    const std::vector<Tensor> both = {output, input};
-    std::vector<MemoryRange> memory = memoryOf({&both});
     return submit(info, timeout, [output, input, info, timeout](Engine& e) {
       allGatherInto(e, static_cast<uint8_t*>(output.data()), input, info, timeout);
       return absl::OkStatus();
-    }, /*settles=*/input.nbytes() > 0, std::move(memory));
+    }, /*settles=*/input.nbytes() > 0);
   }
 
   WorkOr gather(std::vector<Tensor> outputs, Tensor input, const GatherOptions& options,
                 const CollectiveInfo& info) override {
     const auto timeout = timeoutOf(options.timeout);
-    const std::vector<Tensor> in = {input};
-    std::vector<MemoryRange> memory = memoryOf({&outputs, &in});
     return submit(info, timeout, [outputs, input, options, info, timeout](Engine& e) {
       if (input.nbytes() == 0) return absl::OkStatus();
       ::gloo::GatherOptions opts(e.context());
@@ -823,14 +743,12 @@ class GlooBackend : public Backend {
       ::gloo::gather(opts);
       if (root && !direct) unpack(out, outputs);
       return absl::OkStatus();
-    }, /*settles=*/input.nbytes() > 0, std::move(memory));
+    }, /*settles=*/input.nbytes() > 0);
   }
 
   WorkOr scatter(Tensor output, std::vector<Tensor> inputs, const ScatterOptions& options,
                  const CollectiveInfo& info) override {
     const auto timeout = timeoutOf(options.timeout);
-    const std::vector<Tensor> out = {output};
-    std::vector<MemoryRange> memory = memoryOf({&out, &inputs});
     return submit(info, timeout, [output, inputs, options, info, timeout](Engine& e) {
       if (output.nbytes() == 0) return absl::OkStatus();
       ::gloo::ScatterOptions opts(e.context());
@@ -845,7 +763,7 @@ class GlooBackend : public Backend {
       opts.setTimeout(toChrono(timeout));
       ::gloo::scatter(opts);
       return absl::OkStatus();
-    }, /*settles=*/output.nbytes() > 0, std::move(memory));
+    }, /*settles=*/output.nbytes() > 0);
   }
 
   WorkOr reduceScatter(Tensor output, std::vector<Tensor> inputs,
@@ -864,7 +782,6 @@ class GlooBackend : public Backend {
   WorkOr allToAll(std::vector<Tensor> outputs, std::vector<Tensor> inputs,
                   const AllToAllOptions& options, const CollectiveInfo& info) override {
     const auto timeout = timeoutOf(options.timeout);
-    std::vector<MemoryRange> memory = memoryOf({&outputs, &inputs});
     return submit(info, timeout, [outputs, inputs, info, timeout](Engine& e) {
       std::vector<int64_t> in_bytes, out_bytes;
       for (const Tensor& t : inputs) in_bytes.push_back(static_cast<int64_t>(t.nbytes()));
@@ -881,7 +798,7 @@ class GlooBackend : public Backend {
       allToAllBytes(e, out, std::move(out_bytes), in, std::move(in_bytes), info, timeout);
       if (!out_direct) unpack(out, outputs);
       return absl::OkStatus();
-    }, /*settles=*/false, std::move(memory));
+    }, /*settles=*/false);
   }
 
   WorkOr allToAllSingle(Tensor output, Tensor input, std::vector<int64_t> output_splits,
@@ -894,7 +811,6 @@ class GlooBackend : public Backend {
     const int64_t row_bytes = rows == 0 ? 0 : static_cast<int64_t>(input.nbytes()) / rows;
     for (int64_t& split : output_splits) split *= row_bytes;
     for (int64_t& split : input_splits) split *= row_bytes;
-    const std::vector<Tensor> both = {output, input};
     return submit(info, timeout,
                   [output, input, output_splits, input_splits, info, timeout](Engine& e) {
                     allToAllBytes(e, static_cast<uint8_t*>(output.data()), output_splits,
@@ -902,7 +818,7 @@ class GlooBackend : public Backend {
                                   timeout);
                     return absl::OkStatus();
                   },
-                  /*settles=*/false, memoryOf({&both}));
+                  /*settles=*/false);
   }
 
   WorkOr barrier(const BarrierOptions& options, const CollectiveInfo& info) override {
@@ -913,7 +829,7 @@ class GlooBackend : public Backend {
       opts.setTimeout(toChrono(timeout));
       ::gloo::barrier(opts);
       return absl::OkStatus();
-    }, /*settles=*/true, /*memory=*/{}, /*exclusive=*/true);
+    }, /*settles=*/true);
   }
 
   WorkOr send(Tensor tensor, int dst, const P2POptions& options,
@@ -939,14 +855,10 @@ class GlooBackend : public Backend {
   // `settles`: whether the call is sure to exchange messages with every
   // peer (see Engine::markUnsettled); all-to-all may skip peers it sends
   // nothing to.
-  // `memory`, `exclusive`: see Task.
   WorkOr submit(const CollectiveInfo& info, absl::Duration timeout,
-                std::function<absl::Status(Engine&)> run, bool settles,
-                std::vector<MemoryRange> memory, bool exclusive = false) {
+                std::function<absl::Status(Engine&)> run, bool settles) {
     auto work = std::make_shared<GlooWork>(info, timeout, engine_);
-    if (absl::Status status =
-            engine_->enqueue(work, std::move(run), settles, exclusive, std::move(memory));
-        !status.ok()) {
+    if (absl::Status status = engine_->enqueue(work, std::move(run), settles); !status.ok()) {
       return status;
     }
     return work;
@@ -977,7 +889,7 @@ class GlooBackend : public Backend {
       plan.run();
       std::memcpy(output.data(), plan.buffer(), output.nbytes());
       return finishAvg(options.op, output, e.size());
-    }, /*settles=*/false, /*memory=*/{}, /*exclusive=*/true);
+    }, /*settles=*/false);
   }
 
   // Posts the transfer at once (so a batch of sends and receives cannot
