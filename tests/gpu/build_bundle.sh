@@ -43,6 +43,7 @@ binaries=(
   //tools/calibrate:gpu_measure_test
   //runtime/kernels/cuda:cuda_kernels_test
   //runtime/kernels/cuda:gemm_bench
+  //runtime/executor:cuda_kernel_set_test
   //runtime/executor:executor_cuda_test
   //tools/comm_bench:comm-bench
   //tools/calibrate:calibrate
