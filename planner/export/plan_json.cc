@@ -19,6 +19,7 @@
 #include "planner/dialect/dist/ir/dist_ops.h"
 #include "planner/dialect/dist/ir/dist_types.h"
 #include "planner/dialect/nn/ir/nn_dialect.h"
+#include "planner/dialect/nn/ir/nn_interfaces.h"
 #include "planner/export/timeline.h"
 #include "planner/transforms/autodiff/passes.h"
 #include "planner/transforms/collectives/comm_volume.h"
@@ -476,7 +477,12 @@ absl::StatusOr<json> exportPlan(mlir::ModuleOp module, const mesh::Topology& top
                       {"count", entry.count},
                       {"bytes", entry.bytes}});
   }
+  // The nn ops' FLOPs per rank and step (forward and backward, as the
+  // graph has them: no recomputation), what MFU divides by the step time.
+  double modelFlops = 0;
+  func.walk([&](nn::CostOpInterface op) { modelFlops += static_cast<double>(op.getFlops()); });
   plan["predicted"] = {{"step_time_s", timeline->step_time_s},
+                       {"model_flops", modelFlops},
                        {"compute_s", timeline->compute_s},
                        {"comm_s", timeline->comm_s},
                        {"exposed_comm_s", timeline->exposed_comm_s},

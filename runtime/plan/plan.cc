@@ -513,11 +513,21 @@ absl::StatusOr<Plan> parsePlan(const json& root, std::string_view source) {
     return p.error("$.interface.loss", "the loss must be a scalar");
   }
 
+  if (root.contains("topology") && root["topology"].is_object() && root["topology"].contains("device") &&
+      root["topology"]["device"].is_object()) {
+    const json& device = root["topology"]["device"];
+    if (device.contains("name") && device["name"].is_string()) plan.predicted.device = device["name"];
+    for (auto [key, field] : {std::pair{"peak_flops_bf16", &plan.predicted.peak_flops_bf16},
+                              std::pair{"peak_flops_fp32", &plan.predicted.peak_flops_fp32}}) {
+      if (device.contains(key) && device[key].is_number()) *field = device[key];
+    }
+  }
   // Predicted figures (optional beyond what the schema requires).
   if (root.contains("predicted") && root["predicted"].is_object()) {
     const json& pr = root["predicted"];
     if (pr.contains("step_time_s") && pr["step_time_s"].is_number()) plan.predicted.step_time_s = pr["step_time_s"];
     if (pr.contains("compute_s") && pr["compute_s"].is_number()) plan.predicted.compute_s = pr["compute_s"];
+    if (pr.contains("model_flops") && pr["model_flops"].is_number()) plan.predicted.model_flops = pr["model_flops"];
     if (pr.contains("exposed_comm_s") && pr["exposed_comm_s"].is_number()) {
       plan.predicted.exposed_comm_s = pr["exposed_comm_s"];
     }

@@ -80,6 +80,12 @@ struct PlanInterface {
 
 struct PredictedFigures {
   double step_time_s = 0;
+  // FLOPs of the nn ops per rank and step (0: a plan from before the field).
+  double model_flops = 0;
+  // The planned device (topology.device): its name and dense peak FLOP/s.
+  std::string device;
+  double peak_flops_bf16 = 0;
+  double peak_flops_fp32 = 0;
   double compute_s = 0;
   double exposed_comm_s = 0;
   int64_t peak_bytes = 0;

@@ -53,7 +53,7 @@ binaries=(
 # Data: the plans executor_cuda_test and train read. Plan NAME is built by
 # //runtime/executor/testdata:NAME_plan into
 # runtime/executor/testdata/NAME/plan.json and goes to data/NAME/plan.json.
-plans=(llama_single llama_bf16_single)
+plans=(llama_single llama_bf16_single llama_1b_bf16_h200)
 plan_labels=()
 for plan in "${plans[@]}"; do plan_labels+=("//runtime/executor/testdata:${plan}_plan"); done
 

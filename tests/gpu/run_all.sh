@@ -183,6 +183,22 @@ EOF
   if [[ "$KEY" == FAIL:* ]]; then STATUS=FAIL KEY="${KEY#FAIL: }"; fi
 }
 
+# train on the 1B plan: the median step and the MFU line train prints (the
+# plan's nn FLOPs per rank over the median step, against the planned
+# device's bf16 peak); the issue's target is 45 %.
+parse_mfu() {
+  local log="$1" rc="$2" step mfu
+  parse_tool "$log" "$rc"
+  [[ "$STATUS" == PASS ]] || return 0
+  step="$(grep -m1 -oE 'median step [0-9.]+ ms' "$log")"
+  mfu="$(grep -m1 -oE 'MFU [0-9.]+%: .* TFLOP/s per rank' "$log")"
+  if [[ -z "$mfu" ]]; then
+    STATUS=FAIL KEY="no MFU line in train's output (see the log)"
+    return 0
+  fi
+  KEY="${mfu%%:*} (target 45 %), ${step}, $(grep -oE '[0-9.]+ TFLOP/s per rank' <<<"$mfu")"
+}
+
 # ---------------------------------------------------------------------------
 # Running.
 
@@ -417,6 +433,18 @@ if find_binary train_gpu train; then
     fi
     run_check train_gpu 120 parse_train "$out/train_gpu_losses.json" "$out/train_cpu_losses.json" -- \
       "$BINARY" "${common[@]}" --device=cuda --losses_out="$out/train_gpu_losses.json"
+  fi
+fi
+
+# The MFU target: a 1.07B-parameter Llama in bf16 (f32 master copies) on one
+# GPU, batch 8 x 2048 tokens, 8 steps; checks off so they cost nothing.
+if find_binary step_mfu train; then
+  plan="$bundle/data/llama_1b_bf16_h200/plan.json"
+  if [[ ! -f "$plan" ]]; then
+    record step_mfu MISSING 0 "no $plan in the bundle (build_bundle.sh builds llama_1b_bf16_h200_plan)"
+  else
+    run_check step_mfu 150 parse_mfu -- "$BINARY" --plan="$plan" --steps=8 --nproc=1 --device=cuda \
+      --progress=false --timeout_s=120 --comm_checks=off
   fi
 fi
 

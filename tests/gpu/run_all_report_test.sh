@@ -79,7 +79,7 @@ expect_row gemm_bench SKIP "^.*\| no usable GPU: CUDA driver"
 expect_row comm_bench_nccl PASS "all_reduce 16 MiB in place: [0-9.]+ us, algbw [0-9.]+ GB/s; 0 wrong"
 expect_row calibrate_gpu FAIL "error while loading shared libraries: libcublas.so.13"
 expect_row train_gpu MISSING "CUDA executor not built yet"
-grep -q "^FAILED: 2 of 10 checks failed (2 passed, 2 skipped, 4 missing)" <<<"$REPORT" ||
+grep -q "^FAILED: 2 of 11 checks failed (2 passed, 2 skipped, 5 missing)" <<<"$REPORT" ||
   fail "$CASE: verdict line wrong:"$'\n'"$REPORT"
 [[ -s "$tmp/mixed.out/logs/gpu_measure.log" ]] || fail "$CASE: no log for gpu_measure"
 grep -q "no GPU visible" <<<"$OUTPUT" || fail "$CASE: no 'no GPU visible' line"
@@ -98,7 +98,7 @@ run skipped "$b" "${no_gpu[@]}"
 expect_rc 0
 expect_row calibrate_gpu SKIP "no usable GPU"
 expect_row comm_bench_nccl MISSING "comm-bench is not in skipped/bin"
-grep -q "^no GPU: 8 checks skipped (2 missing, none failed)" <<<"$REPORT" ||
+grep -q "^no GPU: 8 checks skipped (3 missing, none failed)" <<<"$REPORT" ||
   fail "$CASE: verdict line wrong:"$'\n'"$REPORT"
 
 # 3. nvidia-smi lists a GPU: a check that skips for want of one fails, and a
@@ -137,7 +137,11 @@ for arg in "$@"; do
     --device=*) device="${arg#--device=}" ;;
   esac
 done
-if [ "$device" = cuda ]; then
+if [ -z "$out" ]; then
+  # The 1B step: no losses file, the figures train prints.
+  echo "median step 214.30 ms (steps after the first), 76458 tokens/s, 76458 tokens/s per rank"
+  echo "MFU 51.3%: 1.09e+14 model FLOPs per rank per step, 508.2 TFLOP/s per rank against the plan's h200 bf16 peak of 989.5 TFLOP/s"
+elif [ "$device" = cuda ]; then
   echo '{"losses": [2.5, 2.0, 1.5000025]}' >"$out"
 else
   echo '{"losses": [2.5, 2.0, 1.5]}' >"$out"
@@ -147,6 +151,12 @@ chmod +x "$b/bin/train"
 run train "$b" "${no_gpu[@]}"
 expect_rc 0
 expect_row train_gpu PASS "3 steps, loss 2.5000 -> 1.5000, max abs\\(cuda - cpu\\) 2.50e-06"
+expect_row step_mfu MISSING "no .*llama_1b_bf16_h200/plan.json in the bundle"
+mkdir -p "$b/data/llama_1b_bf16_h200"
+echo '{}' >"$b/data/llama_1b_bf16_h200/plan.json"
+run train_mfu "$b" "${no_gpu[@]}"
+expect_rc 0
+expect_row step_mfu PASS "MFU 51.3% \\(target 45 %\\), median step 214.30 ms, 508.2 TFLOP/s per rank"
 
 # 5. The time budget is spent before a check starts: it is not run.
 CASE="budget spent"

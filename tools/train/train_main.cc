@@ -224,6 +224,24 @@ void drawProgress(int step, int steps, double loss) {
   std::fflush(stderr);
 }
 
+// Model FLOPs utilisation: the plan's nn FLOPs per rank over the median
+// step, against the planned device's dense peak for the params' dtype
+// (bf16 for a mixed-precision plan).
+void printMfu(const runtime::Plan& plan, double step_seconds) {
+  const runtime::PredictedFigures& p = plan.predicted;
+  bool bf16 = false;
+  for (const runtime::BufferSpec& b : plan.buffers) {
+    if (b.role == runtime::BufferRole::kParam) bf16 |= b.dtype != comm::DType::kFloat32;
+  }
+  const double peak = bf16 ? p.peak_flops_bf16 : p.peak_flops_fp32;
+  if (p.model_flops <= 0 || peak <= 0 || step_seconds <= 0) return;
+  const double achieved = p.model_flops / step_seconds;
+  std::printf("MFU %.1f%%: %.3g model FLOPs per rank per step, %.1f TFLOP/s per rank against the plan's %s "
+              "%s peak of %.1f TFLOP/s\n",
+              100.0 * achieved / peak, p.model_flops, achieved / 1e12, p.device.c_str(), bf16 ? "bf16" : "fp32",
+              peak / 1e12);
+}
+
 // Every rank's peak bytes per phase, gathered; rank 0 prints them beside the
 // planner's prediction and returns them as JSON.
 absl::StatusOr<json> memoryReport(runtime::Executor& e, comm::ProcessGroup& world) {
@@ -432,6 +450,7 @@ absl::Status train() {
     if (lead) {
       std::printf("median step %.2f ms (steps after the first), %.0f tokens/s, %.0f tokens/s per rank\n",
                   medianStep * 1e3, globalTokens / medianStep, globalTokens / medianStep / job->world_size);
+      printMfu(e.plan(), medianStep);
     }
   }
   absl::StatusOr<json> memory = memoryReport(e, *job->world);
