@@ -889,6 +889,24 @@ LogicalResult checkStats(const ShapeChecker& check, Value value,
   return mlir::success();
 }
 
+// The operands nn.vocab_stats and nn.vocab_cross_entropy_grad share: vocab
+// logits, their labels and the per-token max. The logits' type on success.
+mlir::FailureOr<RankedTensorType> checkLogitsLabelsMax(
+    const ShapeChecker& check, Value logits, Value labels, Value max,
+    int64_t vocab) {
+  auto logitsType = check.tensor(logits, "logits");
+  auto labelsType = check.tensor(labels, "labels");
+  if (failed(logitsType) || failed(labelsType) ||
+      failed(checkVocabLogits(check, *logitsType, vocab)) ||
+      failed(checkCrossEntropy(check, *logitsType, *labelsType)) ||
+      failed(checkPerToken(check, max, "max",
+                           logitsType->getShape().drop_back(),
+                           "pass the result of nn.vocab_max"))) {
+    return mlir::failure();
+  }
+  return *logitsType;
+}
+
 }  // namespace
 
 LogicalResult VocabMaxOp::inferReturnTypes(mlir::MLIRContext* context,
@@ -911,19 +929,11 @@ LogicalResult VocabStatsOp::inferReturnTypes(mlir::MLIRContext* context,
                                              Adaptor adaptor,
                                              SmallVectorImpl<Type>& inferred) {
   const ShapeChecker check(getOperationName(), loc);
-  auto logits = check.tensor(adaptor.getLogits(), "logits");
-  auto labels = check.tensor(adaptor.getLabels(), "labels");
-  if (failed(logits) || failed(labels) ||
-      failed(checkVocabLogits(check, *logits, adaptor.getVocab())) ||
-      failed(checkCrossEntropy(check, *logits, *labels))) {
-    return mlir::failure();
-  }
-  const ArrayRef<int64_t> tokens = logits->getShape().drop_back();
-  if (failed(checkPerToken(check, adaptor.getMax(), "max", tokens,
-                           "pass the result of nn.vocab_max"))) {
-    return mlir::failure();
-  }
-  SmallVector<int64_t> shape(tokens);
+  auto logits =
+      checkLogitsLabelsMax(check, adaptor.getLogits(), adaptor.getLabels(),
+                           adaptor.getMax(), adaptor.getVocab());
+  if (failed(logits)) return mlir::failure();
+  SmallVector<int64_t> shape(logits->getShape().drop_back());
   shape.push_back(2);
   inferred.push_back(
       RankedTensorType::get(shape, mlir::Float32Type::get(context)));
@@ -950,17 +960,11 @@ LogicalResult VocabCrossEntropyGradOp::inferReturnTypes(
     mlir::MLIRContext*, std::optional<mlir::Location> loc, Adaptor adaptor,
     SmallVectorImpl<Type>& inferred) {
   const ShapeChecker check(getOperationName(), loc);
-  auto logits = check.tensor(adaptor.getLogits(), "logits");
-  auto labels = check.tensor(adaptor.getLabels(), "labels");
-  if (failed(logits) || failed(labels) ||
-      failed(checkVocabLogits(check, *logits, adaptor.getVocab())) ||
-      failed(checkCrossEntropy(check, *logits, *labels))) {
-    return mlir::failure();
-  }
-  const ArrayRef<int64_t> tokens = logits->getShape().drop_back();
-  if (failed(checkPerToken(check, adaptor.getMax(), "max", tokens,
-                           "pass the result of nn.vocab_max")) ||
-      failed(checkStats(check, adaptor.getStats(), tokens))) {
+  auto logits =
+      checkLogitsLabelsMax(check, adaptor.getLogits(), adaptor.getLabels(),
+                           adaptor.getMax(), adaptor.getVocab());
+  if (failed(logits) || failed(checkStats(check, adaptor.getStats(),
+                                          logits->getShape().drop_back()))) {
     return mlir::failure();
   }
   inferred.push_back(*logits);
