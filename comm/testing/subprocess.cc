@@ -141,31 +141,33 @@ void Subprocess::kill() {
   if (pid_ > 0) ::kill(pid_, SIGKILL);
 }
 
-absl::StatusOr<int> Subprocess::wait(absl::Duration timeout) {
-  const absl::Time deadline = absl::Now() + timeout;
+absl::StatusOr<int> reapBy(pid_t pid, absl::Time deadline) {
   absl::Duration pause = absl::Milliseconds(1);
-  while (pid_ > 0) {
+  while (true) {
     int status = 0;
-    const pid_t done = ::waitpid(pid_, &status, WNOHANG);
-    if (done == pid_) {
-      pid_ = -1;
-      if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
-      return WEXITSTATUS(status);
-    }
+    const pid_t done = ::waitpid(pid, &status, WNOHANG);
+    if (done == pid) return WIFSIGNALED(status) ? 128 + WTERMSIG(status) : WEXITSTATUS(status);
     if (done < 0 && errno != EINTR) {
       return absl::InternalError(absl::StrCat("waitpid: ", std::strerror(errno)));
     }
-    if (absl::Now() >= deadline) {
-      const pid_t pid = pid_;
-      release();
-      return absl::DeadlineExceededError(absl::StrCat(
-          "child ", pid, " still ran after ", absl::FormatDuration(timeout),
-          "; killed it"));
-    }
+    if (absl::Now() >= deadline) return absl::DeadlineExceededError("still running");
     absl::SleepFor(pause);
     pause = std::min(pause * 2, absl::Milliseconds(20));
   }
-  return absl::FailedPreconditionError("child already reaped");
+}
+
+absl::StatusOr<int> Subprocess::wait(absl::Duration timeout) {
+  if (pid_ <= 0) return absl::FailedPreconditionError("child already reaped");
+  absl::StatusOr<int> code = reapBy(pid_, absl::Now() + timeout);
+  if (code.ok()) {
+    pid_ = -1;
+  } else if (absl::IsDeadlineExceeded(code.status())) {
+    const pid_t pid = pid_;
+    release();
+    return absl::DeadlineExceededError(absl::StrCat(
+        "child ", pid, " still ran after ", absl::FormatDuration(timeout), "; killed it"));
+  }
+  return code;
 }
 
 }  // namespace loom::comm::testing

@@ -17,6 +17,12 @@ namespace loom::comm::testing {
 // runfilePath("comm/store_test_helper").
 std::string runfilePath(const std::string& relative);
 
+// Reaps child `pid` by `deadline`, polling waitpid(WNOHANG) with a back-off
+// from 1 to 20 ms: its exit code, or 128 + the signal that ended it.
+// DeadlineExceeded when it still runs at the deadline (the caller decides
+// what to do with it), Internal when waitpid fails.
+absl::StatusOr<int> reapBy(pid_t pid, absl::Time deadline);
+
 // A started child process. Its stdout is a pipe the test can read; its stdin
 // is a pipe whose closing tells a well-behaved helper to exit. Destroying a
 // Subprocess that is still running kills it.

@@ -22,6 +22,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
+#include "comm/testing/subprocess.h"
 
 extern char** environ;
 
@@ -199,28 +200,17 @@ void FaultProcess::signalGroup(int sig) {
 }
 
 absl::StatusOr<int> FaultProcess::wait(absl::Time deadline) {
-  absl::Duration pause = absl::Milliseconds(1);
-  while (pid_ > 0) {
-    int status = 0;
-    const pid_t done = ::waitpid(pid_, &status, WNOHANG);
-    if (done == pid_) {
-      pid_ = -1;
-      if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
-      return WEXITSTATUS(status);
-    }
-    if (done < 0 && errno != EINTR) {
-      return absl::InternalError(absl::StrCat("waitpid: ", std::strerror(errno)));
-    }
-    if (absl::Now() >= deadline) {
-      const pid_t pid = pid_;
-      release();
-      return absl::DeadlineExceededError(
-          absl::StrCat("process ", pid, " was still running at its deadline; killed it"));
-    }
-    absl::SleepFor(pause);
-    pause = std::min(pause * 2, absl::Milliseconds(20));
+  if (pid_ <= 0) return absl::FailedPreconditionError("process already reaped");
+  absl::StatusOr<int> code = comm::testing::reapBy(pid_, deadline);
+  if (code.ok()) {
+    pid_ = -1;
+  } else if (absl::IsDeadlineExceeded(code.status())) {
+    const pid_t pid = pid_;
+    release();
+    return absl::DeadlineExceededError(
+        absl::StrCat("process ", pid, " was still running at its deadline; killed it"));
   }
-  return absl::FailedPreconditionError("process already reaped");
+  return code;
 }
 
 bool FaultProcess::groupGone() const {
