@@ -630,6 +630,9 @@ class CudaKernelSet : public KernelSet {
   // rounded from staging.
   absl::Status embeddingGrad(const int32_t* ids, Ref dy, Ref dtable, int64_t tokens, int64_t hidden,
                              int64_t row_begin, int64_t table_rows) override {
+    if (dtable.dtype == kBf16) {
+      return embeddingGradToBf16(ids, dy, dtable, tokens, hidden, row_begin, table_rows);
+    }
     F32Args a(staging_, stream_);
     float* dt = a.out(dtable, table_rows * hidden);
     if (dy.dtype == kBf16) {
@@ -791,6 +794,32 @@ class CudaKernelSet : public KernelSet {
     return fromKernel(cuda::adamwStepWithMaster<float, float>(config, step, params.f32(),
                                                               grads.f32(), exp_avg, exp_avg_sq,
                                                               master, count, grad_scale, stream_));
+  }
+
+  // A bf16 table gradient, summed in f32 and rounded once, a block of rows at
+  // a time: the f32 sums of at most kTableGradChunkBytes are staged, not a
+  // whole f32 table (2 GiB for a 128K x 4K vocabulary). Each block's kernel
+  // scans every token id and adds its rows' tokens in token order, so every
+  // row's sum is the one the whole-table kernel computes.
+  absl::Status embeddingGradToBf16(const int32_t* ids, Ref dy, Ref dtable, int64_t tokens,
+                                   int64_t hidden, int64_t row_begin, int64_t table_rows) {
+    static constexpr int64_t kTableGradChunkBytes = int64_t{64} << 20;
+    const int64_t rows_per_chunk =
+        std::max<int64_t>(1, kTableGradChunkBytes / (hidden * static_cast<int64_t>(sizeof(float))));
+    for (int64_t first = 0; first < table_rows; first += rows_per_chunk) {
+      const int64_t rows = std::min(rows_per_chunk, table_rows - first);
+      F32Args a(staging_, stream_);
+      float* sums = a.out(dtable.at(first * hidden), rows * hidden);
+      absl::Status s = a.run([&] {
+        return dy.dtype == kBf16
+                   ? cuda::embeddingGrad<bf16, int32_t>(ids, bf(dy), sums, tokens, hidden,
+                                                        row_begin + first, rows, stream_)
+                   : cuda::embeddingGrad<float, int32_t>(ids, dy.f32(), sums, tokens, hidden,
+                                                         row_begin + first, rows, stream_);
+      });
+      if (!s.ok()) return s;
+    }
+    return absl::OkStatus();
   }
 
  private:
