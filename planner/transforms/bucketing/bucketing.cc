@@ -16,11 +16,11 @@
 #include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/BuiltinTypes.h"
-#include "mlir/IR/SymbolTable.h"
 #include "planner/dialect/dist/ir/dist_dialect.h"
 #include "planner/dialect/dist/ir/dist_ops.h"
 #include "planner/dialect/nn/ir/nn_dialect.h"
 #include "planner/transforms/autodiff/passes.h"
+#include "planner/transforms/collectives/comm_volume.h"
 #include "planner/transforms/bucketing/passes.h"
 
 namespace loom::planner::bucketing {
@@ -70,22 +70,6 @@ int64_t bytesOf(mlir::Type type) {
 
 int64_t elementsOf(mlir::Value value) {
   return llvm::cast<mlir::RankedTensorType>(value.getType()).getNumElements();
-}
-
-// The product of the sizes of `axes` on the collective's mesh.
-int64_t groupSize(mlir::Operation* op, mlir::FlatSymbolRefAttr mesh,
-                  mlir::ArrayAttr axes) {
-  auto meshOp =
-      mlir::SymbolTable::lookupNearestSymbolFrom<dist::MeshOp>(op, mesh);
-  int64_t size = 1;
-  for (llvm::StringRef axis : axes.getAsValueRange<mlir::StringAttr>()) {
-    for (auto [name, extent] : llvm::zip_equal(
-             meshOp.getAxes().getAsValueRange<mlir::StringAttr>(),
-             meshOp.getShape())) {
-      if (name == axis) size *= extent;
-    }
-  }
-  return size;
 }
 
 std::string printed(mlir::Attribute attr) {
@@ -258,7 +242,7 @@ class PlanBucketingPass : public impl::PlanBucketingBase<PlanBucketingPass> {
   void emitGather(llvm::ArrayRef<Member> bucket) {
     auto first = llvm::cast<dist::AllGatherOp>(bucket.front().chain.front());
     const int64_t size =
-        groupSize(first, first.getMeshAttr(), first.getMeshAxes());
+        collectives::groupSize(first, first.getMeshAttr(), first.getMeshAxes());
     llvm::SmallVector<mlir::Value> shards;
     llvm::SmallVector<mlir::Type> fullTypes;
     for (const Member& member : bucket) {
@@ -376,7 +360,7 @@ class PlanBucketingPass : public impl::PlanBucketingBase<PlanBucketingPass> {
   void emitReduction(llvm::ArrayRef<Member> bucket) {
     auto first = llvm::cast<dist::ReduceScatterOp>(bucket.front().chain.front());
     const int64_t size =
-        groupSize(first, first.getMeshAttr(), first.getMeshAxes());
+        collectives::groupSize(first, first.getMeshAttr(), first.getMeshAxes());
     // The bucket needs every gradient: it goes where the last collective
     // of the group was.
     mlir::Operation* last = nullptr;

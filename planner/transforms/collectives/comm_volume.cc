@@ -23,20 +23,12 @@ int64_t elementBytes(mlir::Type type) {
 std::pair<int64_t, std::string> groupOf(mlir::Operation* op,
                                         mlir::FlatSymbolRefAttr mesh,
                                         mlir::ArrayAttr axes) {
-  auto meshOp =
-      mlir::SymbolTable::lookupNearestSymbolFrom<dist::MeshOp>(op, mesh);
-  int64_t size = 1;
   std::string key;
   for (llvm::StringRef axis : axes.getAsValueRange<mlir::StringAttr>()) {
-    for (auto [name, axisSize] : llvm::zip_equal(
-             meshOp.getAxes().getAsValueRange<mlir::StringAttr>(),
-             meshOp.getShape())) {
-      if (name == axis) size *= axisSize;
-    }
     if (!key.empty()) key += ",";
     key += axis.str();
   }
-  return {size, key};
+  return {groupSize(op, mesh, axes), key};
 }
 
 int64_t elements(mlir::Value value) {
@@ -44,6 +36,23 @@ int64_t elements(mlir::Value value) {
 }
 
 }  // namespace
+
+int64_t groupSize(mlir::Operation* op, mlir::FlatSymbolRefAttr mesh,
+                  mlir::ArrayAttr axes) {
+  auto meshOp =
+      mesh ? mlir::SymbolTable::lookupNearestSymbolFrom<dist::MeshOp>(op, mesh)
+           : dist::MeshOp();
+  if (!meshOp || !axes) return 1;
+  int64_t size = 1;
+  for (llvm::StringRef axis : axes.getAsValueRange<mlir::StringAttr>()) {
+    for (auto [name, extent] : llvm::zip_equal(
+             meshOp.getAxes().getAsValueRange<mlir::StringAttr>(),
+             meshOp.getShape())) {
+      if (name == axis) size *= extent;
+    }
+  }
+  return size;
+}
 
 const char* collectiveKindName(CollectiveKind kind) {
   switch (kind) {

@@ -10,6 +10,8 @@
 #include <utility>
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/BuiltinAttributes.h"
+#include "mlir/IR/Operation.h"
 
 namespace loom::planner::collectives {
 
@@ -17,6 +19,12 @@ enum class CollectiveKind { kAllGather, kReduceScatter, kAllReduce, kAllToAll };
 
 // "all_gather", "reduce_scatter", "all_reduce" or "all_to_all".
 const char* collectiveKindName(CollectiveKind kind);
+
+// The number of ranks in a collective's group: the product of the sizes of
+// `axes` on the dist.mesh `mesh` that `op` refers to (1 when the mesh does
+// not resolve).
+int64_t groupSize(mlir::Operation* op, mlir::FlatSymbolRefAttr mesh,
+                  mlir::ArrayAttr axes);
 
 // Per rank, with g the group size and e the wire element size in bytes
 // (bit width rounded up to bytes); blocking and `*_start` forms alike:

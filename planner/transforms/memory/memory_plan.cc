@@ -11,12 +11,12 @@
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/DenseSet.h"
 #include "mlir/IR/BuiltinTypes.h"
-#include "mlir/IR/SymbolTable.h"
 #include "planner/dialect/dist/ir/dist_dialect.h"
 #include "planner/dialect/dist/ir/dist_ops.h"
 #include "planner/dialect/dist/ir/dist_types.h"
 #include "planner/dialect/nn/ir/nn_dialect.h"
 #include "planner/transforms/autodiff/passes.h"
+#include "planner/transforms/collectives/comm_volume.h"
 
 namespace loom::planner::memory {
 namespace {
@@ -33,23 +33,6 @@ int64_t elementBytes(mlir::Type type) {
   if (auto future = llvm::dyn_cast<dist::FutureType>(type)) type = future.getValueType();
   if (auto tensor = llvm::dyn_cast<mlir::RankedTensorType>(type)) type = tensor.getElementType();
   return (type.getIntOrFloatBitWidth() + 7) / 8;
-}
-
-// The product of the sizes of `axes` on the collective's mesh.
-int64_t groupSize(mlir::Operation* op) {
-  auto meshRef = op->getAttrOfType<mlir::FlatSymbolRefAttr>("mesh");
-  auto axes = op->getAttrOfType<mlir::ArrayAttr>("mesh_axes");
-  auto meshOp = meshRef ? mlir::SymbolTable::lookupNearestSymbolFrom<dist::MeshOp>(op, meshRef)
-                        : dist::MeshOp();
-  if (!meshOp || !axes) return 1;
-  int64_t size = 1;
-  for (llvm::StringRef axis : axes.getAsValueRange<mlir::StringAttr>()) {
-    for (auto [name, extent] :
-         llvm::zip_equal(meshOp.getAxes().getAsValueRange<mlir::StringAttr>(), meshOp.getShape())) {
-      if (name == axis) size *= extent;
-    }
-  }
-  return size;
 }
 
 // What the runtime allocates beside a collective's operand and result
@@ -79,7 +62,8 @@ int64_t dtypeStagingBytes(mlir::Operation* op) {
   if (allGather) return bytes;
   auto accumAttr = op->getAttrOfType<mlir::TypeAttr>("accum_type");
   auto reduction = op->getAttrOfType<dist::ReductionKindAttr>("reduction");
-  const int64_t g = groupSize(op);
+  const int64_t g = collectives::groupSize(op, op->getAttrOfType<mlir::FlatSymbolRefAttr>("mesh"),
+                                            op->getAttrOfType<mlir::ArrayAttr>("mesh_axes"));
   const bool sum = reduction && (reduction.getValue() == dist::ReductionKind::Sum ||
                                  reduction.getValue() == dist::ReductionKind::Avg);
   const bool exact = sum && g > 1 && accumAttr &&
