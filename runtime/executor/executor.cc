@@ -918,19 +918,7 @@ absl::Status Executor::bind() {
           return absl::Status(s.code(), absl::StrCat("step ", step, ", ", in.where(), " (", handle,
                                                      "): ", s.message()));
         }
-        if (options_.trace) {
-          TraceEvent e;
-          e.name = absl::StrCat("wait ", p->collective);
-          e.track = "compute";
-          e.phase = phaseName(in.phase);
-          e.step = step;
-          e.index = p->index;
-          e.start_us = t0;
-          e.duration_us = t1 - t0;
-          e.collective = p->collective;
-          e.axes = p->axes;
-          trace_.add(std::move(e));
-        }
+        traceWait(in, step, p->index, p->collective, p->axes, t0, t1);
         if (p->finish) {
           if (absl::Status d = defineLike(r[0], o[0]); !d.ok()) return d;
           if (absl::Status d = p->finish(ref(r[0])); !d.ok()) return d;
@@ -1040,6 +1028,16 @@ absl::Status Executor::bind() {
           p->staging.push_back(block);
           return Ref{block, t};
         };
+        // Where the engine writes a reduction's result: the result itself,
+        // or a wire-typed block converted into it at the wait.
+        auto engineResult = [&, this]() -> absl::StatusOr<Ref> {
+          if (resultType == w) return dst;
+          absl::StatusOr<Ref> staging = stage(w, outCount);
+          if (!staging.ok()) return staging.status();
+          const Ref block = *staging;
+          p->finish = [=, this](Ref out) { return kernels_->convert(block, out, outCount); };
+          return block;
+        };
         if (!det && e != w) {
           absl::StatusOr<Ref> wire = stage(w, inCount);
           if (!wire.ok()) return wire.status();
@@ -1116,15 +1114,10 @@ absl::Status Executor::bind() {
             return kernels_->copy(out.data, gathered.data, outCount * comm::dtypeSize(out.dtype));
           };
         } else if (kind == "all_reduce") {
-          Ref target = dst;
-          if (resultType != w) {
-            absl::StatusOr<Ref> staging = stage(w, inCount);
-            if (!staging.ok()) return staging.status();
-            target = *staging;
-            p->finish = [=, this](Ref out) { return kernels_->convert(target, out, outCount); };
-          }
-          if (absl::Status s = kernels_->copy(target.data, src.data, inCount * we); !s.ok()) return s;
-          work = pg->allReduce(tensor(target, outCount), {.op = reduce});
+          absl::StatusOr<Ref> target = engineResult();
+          if (!target.ok()) return target.status();
+          if (absl::Status s = kernels_->copy(target->data, src.data, inCount * we); !s.ok()) return s;
+          work = pg->allReduce(tensor(*target, outCount), {.op = reduce});
         } else if (kind == "all_gather") {
           if (dim == 0 && !padded) {
             work = pg->allGatherIntoTensor(tensor(dst, outCount), tensor(src, inCount));
@@ -1165,14 +1158,10 @@ absl::Status Executor::bind() {
             const Ref received = *recv;
             p->finish = [=, this](Ref out) { return kernels_->sumChunks(received, g, outCount, average, out); };
           } else {
-            Ref target = dst;
-            if (resultType != w) {
-              absl::StatusOr<Ref> staging = stage(w, outCount);
-              if (!staging.ok()) return staging.status();
-              target = *staging;
-              p->finish = [=, this](Ref out) { return kernels_->convert(target, out, outCount); };
-            }
-            work = pg->reduceScatterTensor(tensor(target, outCount), tensor(segments, g * outCount), {.op = reduce});
+            absl::StatusOr<Ref> target = engineResult();
+            if (!target.ok()) return target.status();
+            work = pg->reduceScatterTensor(tensor(*target, outCount), tensor(segments, g * outCount),
+                                           {.op = reduce});
           }
         }
         if (!work.ok()) {
@@ -1212,19 +1201,7 @@ absl::Status Executor::bind() {
           if (!s.ok()) {
             return absl::Status(s.code(), absl::StrCat("step ", step, ", ", in.where(), ": ", s.message()));
           }
-          if (options_.trace) {
-            TraceEvent e;
-            e.name = absl::StrCat("wait ", kind);
-            e.track = "compute";
-            e.phase = phaseName(in.phase);
-            e.step = step;
-            e.index = in.index;
-            e.start_us = t0;
-            e.duration_us = TraceRecorder::nowUs() - t0;
-            e.collective = kind;
-            e.axes = axesText;
-            trace_.add(std::move(e));
-          }
+          traceWait(in, step, in.index, kind, axesText, t0, TraceRecorder::nowUs());
         }
         if (!async) {
           absl::Status s = kernels_->await(*p->work, options_.timeout);
@@ -1294,6 +1271,22 @@ absl::Status Executor::uploadShard(const BufferSpec& b, const std::vector<float>
   std::vector<uint16_t> narrow(padded.size());
   for (size_t i = 0; i < padded.size(); ++i) narrow[i] = comm::floatToBfloat16(padded[i]);
   return kernels_->upload(bufferData(b.id), narrow.data(), narrow.size() * sizeof(uint16_t));
+}
+
+void Executor::traceWait(const Instruction& in, int64_t step, int64_t index, const std::string& collective,
+                         const std::string& axes, double t0_us, double t1_us) {
+  if (!options_.trace) return;
+  TraceEvent e;
+  e.name = absl::StrCat("wait ", collective);
+  e.track = "compute";
+  e.phase = phaseName(in.phase);
+  e.step = step;
+  e.index = index;
+  e.start_us = t0_us;
+  e.duration_us = t1_us - t0_us;
+  e.collective = collective;
+  e.axes = axes;
+  trace_.add(std::move(e));
 }
 
 void Executor::beginPhase(const std::string& name) {

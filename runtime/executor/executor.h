@@ -121,6 +121,10 @@ class Executor {
   // Opens a measured phase outside the step (e.g. "checkpoint").
   void beginPhase(const std::string& name);
   void endPhase();
+  // With tracing on, records the compute stream's wait [t0_us, t1_us] for
+  // collective `collective` (its op index `index`, over `axes`) at `in`.
+  void traceWait(const Instruction& in, int64_t step, int64_t index, const std::string& collective,
+                 const std::string& axes, double t0_us, double t1_us);
 
   TraceRecorder& trace() { return trace_; }
   const comm::MeshGroups& groups() const { return *groups_; }
