@@ -78,24 +78,32 @@ __global__ void rmsNormGradKernel(const T* x, const T* gamma, const T* dy, T* dx
   }
 }
 
+// A row's mean and 1 / sqrt(biased variance + epsilon), by the whole block.
+// Two passes (mean, then squared deviations) avoid E[x^2] - E[x]^2's
+// cancellation; the second read hits the cache.
+template <typename T>
+__device__ void rowMeanAndScale(const T* xr, int64_t hidden, float epsilon, float* scratch,
+                                float* mean, float* scale) {
+  const float inverse_n = 1.0f / static_cast<float>(hidden);
+  float sum = 0.0f;
+  for (int64_t j = threadIdx.x; j < hidden; j += blockDim.x) sum += toFloat(xr[j]);
+  *mean = blockSum(sum, scratch) * inverse_n;
+  float squares = 0.0f;
+  for (int64_t j = threadIdx.x; j < hidden; j += blockDim.x) {
+    const float d = toFloat(xr[j]) - *mean;
+    squares += d * d;
+  }
+  *scale = 1.0f / sqrtf(blockSum(squares, scratch) * inverse_n + epsilon);
+}
+
 template <typename T>
 __global__ void layerNormKernel(const T* x, const T* gamma, const T* beta, T* y, int64_t hidden,
                                 float epsilon) {
   __shared__ float scratch[32];
-  const float inverse_n = 1.0f / static_cast<float>(hidden);
   const T* xr = x + blockIdx.x * hidden;
   T* yr = y + blockIdx.x * hidden;
-  float sum = 0.0f;
-  for (int64_t j = threadIdx.x; j < hidden; j += blockDim.x) sum += toFloat(xr[j]);
-  const float mean = blockSum(sum, scratch) * inverse_n;
-  // Two passes (mean, then squared deviations) avoid E[x^2] - E[x]^2's
-  // cancellation; the second read hits the cache.
-  float squares = 0.0f;
-  for (int64_t j = threadIdx.x; j < hidden; j += blockDim.x) {
-    const float d = toFloat(xr[j]) - mean;
-    squares += d * d;
-  }
-  const float scale = 1.0f / sqrtf(blockSum(squares, scratch) * inverse_n + epsilon);
+  float mean, scale;
+  rowMeanAndScale(xr, hidden, epsilon, scratch, &mean, &scale);
   for (int64_t j = threadIdx.x; j < hidden; j += blockDim.x) {
     yr[j] = fromFloat<T>((toFloat(xr[j]) - mean) * scale * toFloat(gamma[j]) + toFloat(beta[j]));
   }
@@ -116,15 +124,8 @@ __global__ void layerNormGradKernel(const T* x, const T* gamma, const T* dy, T* 
     const T* xr = x + r * hidden;
     const T* dyr = dy + r * hidden;
     T* dxr = dx + r * hidden;
-    float sum = 0.0f;
-    for (int64_t j = threadIdx.x; j < hidden; j += blockDim.x) sum += toFloat(xr[j]);
-    const float mean = blockSum(sum, scratch) * inverse_n;
-    float squares = 0.0f;
-    for (int64_t j = threadIdx.x; j < hidden; j += blockDim.x) {
-      const float d = toFloat(xr[j]) - mean;
-      squares += d * d;
-    }
-    const float scale = 1.0f / sqrtf(blockSum(squares, scratch) * inverse_n + epsilon);
+    float mean, scale;
+    rowMeanAndScale(xr, hidden, epsilon, scratch, &mean, &scale);
     float g_sum = 0.0f;
     float g_xhat = 0.0f;
     for (int64_t j = threadIdx.x; j < hidden; j += blockDim.x) {
