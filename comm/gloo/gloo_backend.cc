@@ -15,14 +15,12 @@
 #include <cstdlib>
 #include <cstring>
 #include <deque>
-#include <list>
 #include <map>
 #include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <thread>
-#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -46,7 +44,6 @@
 #include "gloo/common/error.h"
 #include "gloo/gather.h"
 #include "gloo/reduce.h"
-#include "gloo/reduce_scatter.h"
 #include "gloo/rendezvous/context.h"
 #include "gloo/scatter.h"
 #include "gloo/transport/tcp/address.h"
@@ -64,14 +61,6 @@ constexpr uint8_t kSendRecvSlotPrefix = 0x80;
 // when issued, so waiting on more of them than this in order only delays
 // completions; it cannot deadlock.
 constexpr size_t kMaxP2PWaiters = 16;
-// Reduce-scatter plans kept (each holds about three copies of its input).
-// Eviction follows the call sequence, which is the same on every rank, so
-// the ranks' plans stay matched.
-constexpr size_t kMaxReduceScatterPlans = 4;
-// The tag of the barrier that settles a reduce-scatter (Engine::settle):
-// collectives take their sequence number as tag, which never reaches this
-// in practice, and a barrier only meets barriers.
-constexpr uint32_t kSettleTag = 0xffffffffu;
 
 // Gloo adds timeouts to now(); keep the sum in range.
 std::chrono::milliseconds toChrono(absl::Duration timeout) {
@@ -182,10 +171,6 @@ class Engine;
 struct Task {
   std::shared_ptr<Work> work;
   std::function<absl::Status(Engine&)> run;
-  // Whether completing this call shows that every rank has finished the
-  // calls before it (true of every collective but reduce-scatter; see
-  // Engine::settle).
-  bool settles = true;
 };
 
 // Runs `task`, turning whatever Gloo throws into a Status. `engine_failed`
@@ -207,35 +192,6 @@ absl::Status runGuarded(Task& task, Engine& engine, const PeerAddresses& peers,
     return engineError(info, "unknown exception", /*io=*/false, peers);
   }
 }
-
-// A reduce-scatter of `count` elements with Gloo's halving-doubling
-// algorithm, which owns its scratch buffers and binds Gloo slots when built:
-// so it is built once per (dtype, op, count) and reused.
-class ReduceScatterPlan {
- public:
-  // noexcept(false) as gloo::Algorithm's destructor, which the plan holds.
-  virtual ~ReduceScatterPlan() noexcept(false) = default;
-  // `count` elements: the input goes in, this rank's chunk comes out at the
-  // front.
-  virtual void* buffer() = 0;
-  virtual void run() = 0;
-};
-
-template <typename T>
-class TypedReduceScatterPlan : public ReduceScatterPlan {
- public:
-  TypedReduceScatterPlan(const std::shared_ptr<::gloo::Context>& context, int count,
-                         const ::gloo::ReductionFunction<T>* fn)
-      : data_(new T[count]),
-        algorithm_(context, {data_.get()}, count,
-                   std::vector<int>(context->size, count / context->size), fn) {}
-  void* buffer() override { return data_.get(); }
-  void run() override { algorithm_.run(); }
-
- private:
-  std::unique_ptr<T[]> data_;
-  ::gloo::ReduceScatterHalvingDoubling<T> algorithm_;
-};
 
 // The state the backend shares with its Works: the Gloo context, the queues,
 // the threads and the caches. Works hold it weakly, so a Work can outlive
@@ -265,18 +221,17 @@ class Engine {
   }
 
   // Queues `run` behind the calls issued before it.
-  absl::Status enqueue(std::shared_ptr<Work> work, std::function<absl::Status(Engine&)> run,
-                       bool settles) {
+  absl::Status enqueue(std::shared_ptr<Work> work, std::function<absl::Status(Engine&)> run) {
     absl::MutexLock lock(&mu_);
     if (absl::Status broken = brokenErrorLocked(work->info()); !broken.ok()) return broken;
-    queue_.push_back(Task{std::move(work), std::move(run), settles});
+    queue_.push_back(Task{std::move(work), std::move(run)});
     return absl::OkStatus();
   }
 
   // Hands the wait of a posted send/recv to the waiter pool.
   void awaitTransfer(std::shared_ptr<Work> work, std::function<absl::Status(Engine&)> wait) {
     absl::MutexLock lock(&mu_);
-    transfers_.push_back(Task{std::move(work), std::move(wait), false});
+    transfers_.push_back(Task{std::move(work), std::move(wait)});
     if (idle_waiters_ < transfers_.size() && waiters_ < kMaxP2PWaiters) {
       ++waiters_;
       startThreadLocked([](Engine& engine) { engine.waiterLoop(); });
@@ -314,20 +269,6 @@ class Engine {
       threads.swap(threads_);
     }
     for (std::thread& thread : threads) thread.join();
-    bool broken;
-    {
-      absl::MutexLock lock(&mu_);
-      broken = !broken_.ok();
-    }
-    // Peers that also tear down wait here for each other; a peer that does
-    // not is given a few seconds, then left to find the connection closed.
-    if (!broken) {
-      try {
-        settle(std::min(context_->getTimeout(), std::chrono::milliseconds(5000)));
-      } catch (const std::exception&) {
-        // The group is going away; a peer that left first is no error here.
-      }
-    }
   }
 
   // Worker thread only: a buffer of at least `bytes`, kept between calls so
@@ -337,64 +278,7 @@ class Engine {
     return scratch_.data();
   }
 
-  // Worker thread only: a reduce-scatter ran. Gloo's halving-doubling
-  // algorithm returns as soon as this rank has its chunk, while peers may
-  // still be finishing theirs with messages to and from this rank; tearing
-  // down its buffers (evicting the plan) or the connections (destroying the
-  // group) before they are done makes them fail. Any later collective
-  // settles that, since no rank reaches it before finishing the
-  // reduce-scatter; until then, settle() runs a barrier before tearing down.
-  void markUnsettled() { unsettled_ = true; }
-
-  // Worker thread only.
-  ReduceScatterPlan& reduceScatterPlan(DType dtype, ReduceOp op, int count) {
-    if (!primed_) primeSendBuffers();
-    if (op == ReduceOp::kAvg) op = ReduceOp::kSum;
-    const auto key = std::make_tuple(dtype, op, count);
-    for (auto it = plans_.begin(); it != plans_.end(); ++it) {
-      if (it->first == key) {
-        plans_.splice(plans_.begin(), plans_, it);
-        return *plans_.front().second;
-      }
-    }
-    if (plans_.size() == kMaxReduceScatterPlans) {
-      settle(context_->getTimeout());
-      plans_.pop_back();
-    }
-    std::unique_ptr<ReduceScatterPlan> plan = visitDType(dtype, [&](auto tag) {
-      using T = std::conditional_t<std::is_same_v<decltype(tag), bool>, Bool8, decltype(tag)>;
-      return std::unique_ptr<ReduceScatterPlan>(
-          new TypedReduceScatterPlan<T>(context_, count, inPlaceReduction<T>(op)));
-    });
-    plans_.emplace_front(key, std::move(plan));
-    return *plans_.front().second;
-  }
-
  private:
-  // Gloo's pair-based ("old-style") algorithms, reduce-scatter among them,
-  // fix a connection's SO_SNDBUF once, at the size of the first message
-  // they send on it, and never raise it. A first reduce-scatter of a few
-  // tens of KiB thus pins the buffers small, and every later message that
-  // outgrows them is written in pieces whose tail waits for a delayed ACK:
-  // 128 KiB reduce-scatters after 64 KiB ones took 20-40 ms instead of
-  // 0.5 ms on loopback (docs/comm_bench.md). So the first reduce-scatter of
-  // an engine is preceded by one whose every message is at least
-  // kPrimeChunkBytes, which lets the kernel's limit (net.core.wmem_max)
-  // decide the buffers instead.
-  void primeSendBuffers() {
-    primed_ = true;
-    constexpr int64_t kPrimeChunkBytes = 256 << 10;
-    constexpr int64_t kPrimeMaxBytes = 64 << 20;
-    if (size() == 1) return;
-    const int64_t bytes = std::min(kPrimeMaxBytes, kPrimeChunkBytes * size());
-    const int count = static_cast<int>(bytes / static_cast<int64_t>(sizeof(float)));
-    TypedReduceScatterPlan<float> prime(context_, count, inPlaceReduction<float>(ReduceOp::kSum));
-    std::memset(prime.buffer(), 0, static_cast<size_t>(count) * sizeof(float));
-    prime.run();
-    unsettled_ = true;
-    settle(context_->getTimeout());
-  }
-
   void startThreadLocked(void (*loop)(Engine&)) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     threads_.emplace_back([this, loop] { loop(*this); });
   }
@@ -407,15 +291,6 @@ class Engine {
                                   "); a Gloo group cannot recover, create a new group"));
   }
 
-  void settle(std::chrono::milliseconds timeout) {
-    if (!unsettled_) return;
-    ::gloo::BarrierOptions opts(context_);
-    opts.setTag(kSettleTag);
-    opts.setTimeout(timeout);
-    ::gloo::barrier(opts);
-    unsettled_ = false;
-  }
-
   bool hasTask() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     return !queue_.empty() || stopping_;
   }
@@ -423,10 +298,9 @@ class Engine {
     return !transfers_.empty() || stopping_;
   }
 
-  // Completes `task` with what running it gave, and says whether it
-  // succeeded; a Gloo failure stops the engine, since Gloo leaves the
-  // context unusable after one.
-  bool finish(Task& task, bool skip) {
+  // Completes `task` with what running it gave; a Gloo failure stops the
+  // engine, since Gloo leaves the context unusable after one.
+  void finish(Task& task, bool skip) {
     absl::Status status;
     bool engine_failed = false;
     if (!skip) status = runGuarded(task, *this, peers_, &engine_failed);
@@ -446,7 +320,6 @@ class Engine {
       abort(status);
     }
     task.work->complete(status);
-    return !skip && status.ok();
   }
 
   void workerLoop() {
@@ -466,7 +339,7 @@ class Engine {
         continue;
       }
       // A Work that already failed (timed out or aborted) aborted the engine.
-      if (finish(task, /*skip=*/task.work->isCompleted()) && task.settles) unsettled_ = false;
+      finish(task, /*skip=*/task.work->isCompleted());
     }
   }
 
@@ -497,12 +370,8 @@ class Engine {
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   bool closed_ ABSL_GUARDED_BY(mu_) = false;
   absl::Status broken_ ABSL_GUARDED_BY(mu_);
-  // Worker thread only (and shutdown, after the worker is joined).
-  bool unsettled_ = false;
-  bool primed_ = false;  // worker thread only
+  // Worker thread only.
   std::vector<uint8_t> scratch_;
-  std::list<std::pair<std::tuple<DType, ReduceOp, int>, std::unique_ptr<ReduceScatterPlan>>>
-      plans_;
 };
 
 // A collective's Work: aborting it aborts the engine, since a collective
@@ -657,7 +526,7 @@ class GlooBackend : public Backend {
       opts.setTimeout(toChrono(timeout));
       ::gloo::broadcast(opts);
       return absl::OkStatus();
-    }, /*settles=*/tensor.nbytes() > 0);
+    });
   }
 
   WorkOr allReduce(Tensor tensor, const AllReduceOptions& options,
@@ -677,7 +546,7 @@ class GlooBackend : public Backend {
       opts.setTimeout(toChrono(timeout));
       ::gloo::allreduce(opts);
       return finishAvg(options.op, tensor, e.size());
-    }, /*settles=*/tensor.nbytes() > 0);
+    });
   }
 
   WorkOr reduce(Tensor tensor, const ReduceOptions& options, const CollectiveInfo& info) override {
@@ -698,7 +567,7 @@ class GlooBackend : public Backend {
       ::gloo::reduce(opts);
       return e.rank() == options.root ? finishAvg(options.op, tensor, e.size())
                                       : absl::OkStatus();
-    }, /*settles=*/tensor.nbytes() > 0);
+    });
   }
 
   WorkOr allGather(std::vector<Tensor> outputs, Tensor input, const AllGatherOptions& options,
@@ -711,7 +580,7 @@ class GlooBackend : public Backend {
       allGatherInto(e, out, input, info, timeout);
       if (!direct) unpack(out, outputs);
       return absl::OkStatus();
-    }, /*settles=*/input.nbytes() > 0);
+    });
   }
 
   WorkOr allGatherIntoTensor(Tensor output, Tensor input, const AllGatherOptions& options,
@@ -720,7 +589,7 @@ class GlooBackend : public Backend {
     return submit(info, timeout, [output, input, info, timeout](Engine& e) {
       allGatherInto(e, static_cast<uint8_t*>(output.data()), input, info, timeout);
       return absl::OkStatus();
-    }, /*settles=*/input.nbytes() > 0);
+    });
   }
 
   WorkOr gather(std::vector<Tensor> outputs, Tensor input, const GatherOptions& options,
@@ -743,7 +612,7 @@ class GlooBackend : public Backend {
       ::gloo::gather(opts);
       if (root && !direct) unpack(out, outputs);
       return absl::OkStatus();
-    }, /*settles=*/input.nbytes() > 0);
+    });
   }
 
   WorkOr scatter(Tensor output, std::vector<Tensor> inputs, const ScatterOptions& options,
@@ -763,20 +632,19 @@ class GlooBackend : public Backend {
       opts.setTimeout(toChrono(timeout));
       ::gloo::scatter(opts);
       return absl::OkStatus();
-    }, /*settles=*/output.nbytes() > 0);
+    });
   }
 
   WorkOr reduceScatter(Tensor output, std::vector<Tensor> inputs,
                        const ReduceScatterOptions& options, const CollectiveInfo& info) override {
-    return reduceScatterImpl(output, options, info,
-                             [inputs](uint8_t* buffer) { pack(inputs, buffer); });
+    const bool direct = adjacent(inputs);
+    return reduceScatterImpl(output, direct ? inputs[0].data() : nullptr,
+                             [inputs](uint8_t* buffer) { pack(inputs, buffer); }, options, info);
   }
 
   WorkOr reduceScatterTensor(Tensor output, Tensor input, const ReduceScatterOptions& options,
                              const CollectiveInfo& info) override {
-    return reduceScatterImpl(output, options, info, [input](uint8_t* buffer) {
-      std::memcpy(buffer, input.data(), input.nbytes());
-    });
+    return reduceScatterImpl(output, input.data(), nullptr, options, info);
   }
 
   WorkOr allToAll(std::vector<Tensor> outputs, std::vector<Tensor> inputs,
@@ -798,7 +666,7 @@ class GlooBackend : public Backend {
       allToAllBytes(e, out, std::move(out_bytes), in, std::move(in_bytes), info, timeout);
       if (!out_direct) unpack(out, outputs);
       return absl::OkStatus();
-    }, /*settles=*/false);
+    });
   }
 
   WorkOr allToAllSingle(Tensor output, Tensor input, std::vector<int64_t> output_splits,
@@ -817,8 +685,7 @@ class GlooBackend : public Backend {
                                   static_cast<uint8_t*>(input.data()), input_splits, info,
                                   timeout);
                     return absl::OkStatus();
-                  },
-                  /*settles=*/false);
+                  });
   }
 
   WorkOr barrier(const BarrierOptions& options, const CollectiveInfo& info) override {
@@ -829,7 +696,7 @@ class GlooBackend : public Backend {
       opts.setTimeout(toChrono(timeout));
       ::gloo::barrier(opts);
       return absl::OkStatus();
-    }, /*settles=*/true);
+    });
   }
 
   WorkOr send(Tensor tensor, int dst, const P2POptions& options,
@@ -852,44 +719,56 @@ class GlooBackend : public Backend {
     return timeout.value_or(default_timeout_);
   }
 
-  // `settles`: whether the call is sure to exchange messages with every
-  // peer (see Engine::markUnsettled); all-to-all may skip peers it sends
-  // nothing to.
   WorkOr submit(const CollectiveInfo& info, absl::Duration timeout,
-                std::function<absl::Status(Engine&)> run, bool settles) {
+                std::function<absl::Status(Engine&)> run) {
     auto work = std::make_shared<GlooWork>(info, timeout, engine_);
-    if (absl::Status status = engine_->enqueue(work, std::move(run), settles); !status.ok()) {
+    if (absl::Status status = engine_->enqueue(work, std::move(run)); !status.ok()) {
       return status;
     }
     return work;
   }
 
-  // Gloo's ReduceScatterHalvingDoubling: `fill` copies the input into the
-  // plan's buffer (the algorithm reduces in place, and the caller's input
-  // must stay intact), then this rank's chunk is copied out.
-  WorkOr reduceScatterImpl(Tensor output, const ReduceScatterOptions& options,
-                           const CollectiveInfo& info, std::function<void(uint8_t*)> fill) {
+  // A reduce-scatter as an all-to-all of the chunks, then on each rank the
+  // reduction of the `size` chunks it received, in rank order. It moves
+  // what a ring or halving-doubling reduce-scatter moves ((n - 1) / n of the
+  // input out and in per rank) and does as many additions, and its result
+  // is the same bits on every run: the order of the terms is fixed.
+  // Gloo's own ReduceScatterHalvingDoubling is not used: it overwrites part
+  // of its buffer while that part may still be in flight to a peer (it never
+  // waits for its sends), so large calls were sometimes wrong
+  // (docs/comm.md). `input` is the whole input when its chunks are one
+  // buffer, else `pack` copies them into the scratch.
+  WorkOr reduceScatterImpl(Tensor output, void* input,
+                           std::function<void(uint8_t*)> pack,
+                           const ReduceScatterOptions& options, const CollectiveInfo& info) {
     absl::StatusOr<ReduceFn> fn = reduceFunction(options.op, output.dtype());
     if (!fn.ok()) return fn.status();
-    const int64_t count = output.numel() * size();
-    // The algorithm counts elements and bytes in int.
-    if (static_cast<uint64_t>(count) * dtypeSize(output.dtype()) > 0x7fffffffu) {
-      return invalidArgumentError(absl::StrCat(
-          info.describe(), ": gloo's reduce-scatter handles inputs below 2 GiB; this one is ",
-          static_cast<uint64_t>(count) * dtypeSize(output.dtype()),
-          " bytes; split it into several calls"));
-    }
     const auto timeout = timeoutOf(options.timeout);
-    return submit(info, timeout, [output, options, count, fill = std::move(fill)](Engine& e) {
-      if (count == 0) return absl::OkStatus();
-      ReduceScatterPlan& plan =
-          e.reduceScatterPlan(output.dtype(), options.op, static_cast<int>(count));
-      fill(static_cast<uint8_t*>(plan.buffer()));
-      e.markUnsettled();
-      plan.run();
-      std::memcpy(output.data(), plan.buffer(), output.nbytes());
-      return finishAvg(options.op, output, e.size());
-    }, /*settles=*/false);
+    return submit(info, timeout, [output, input, pack = std::move(pack), fn = *fn,
+                                  op = options.op, info, timeout](Engine& e) {
+      const size_t chunk = output.nbytes();
+      if (chunk == 0) return absl::OkStatus();
+      const int n = e.size();
+      uint8_t* received = e.scratch(chunk * n * (input == nullptr ? 2 : 1));
+      uint8_t* in = static_cast<uint8_t*>(input);
+      if (in == nullptr) {
+        in = received + chunk * n;
+        pack(in);
+      }
+      const std::vector<int64_t> blocks(n, static_cast<int64_t>(chunk));
+      allToAllBytes(e, received, blocks, in, blocks, info, timeout);
+      // The caller's output may be its own chunk of the input (in place):
+      // it is written only now, after the exchange has read the input.
+      const auto count = static_cast<size_t>(output.numel());
+      uint8_t* out = static_cast<uint8_t*>(output.data());
+      if (n == 1) {
+        std::memcpy(out, received, chunk);
+      } else {
+        fn(out, received, received + chunk, count);
+        for (int r = 2; r < n; ++r) fn(out, out, received + chunk * r, count);
+      }
+      return finishAvg(op, output, n);
+    });
   }
 
   // Posts the transfer at once (so a batch of sends and receives cannot

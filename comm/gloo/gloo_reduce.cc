@@ -55,15 +55,11 @@ void bitwise(void* out, const void* a, const void* b, size_t n) {
   });
 }
 
-// The function of (T, op), known at compile time so that the in-place
-// adapter below can be a plain function pointer, which is all Gloo's
-// ReductionFunction accepts.
+// The function of (T, op), known at compile time.
 template <typename T, ReduceOp kOp>
 constexpr ReduceFn fnOf() {
   constexpr bool kBf16 = std::is_same_v<T, BFloat16>;
-  if constexpr (std::is_same_v<T, Bool8>) {
-    return fnOf<bool, kOp>();
-  } else if constexpr (kOp == ReduceOp::kSum || kOp == ReduceOp::kAvg) {
+  if constexpr (kOp == ReduceOp::kSum || kOp == ReduceOp::kAvg) {
     if constexpr (kBf16) return &bf16Sum; else return &::gloo::sum<T>;
   } else if constexpr (kOp == ReduceOp::kProduct) {
     if constexpr (kBf16) return &bf16Product; else return &::gloo::product<T>;
@@ -75,36 +71,6 @@ constexpr ReduceFn fnOf() {
     return &bitwise<T, kOp>;
   } else {
     return nullptr;
-  }
-}
-
-// Whether fnOf<T, kOp>() is a function, decided from the types: comparing a
-// function's address with nullptr is not a constant expression under
-// -fsanitize=undefined, where GCC keeps null checks on addresses.
-template <typename T, ReduceOp kOp>
-constexpr bool hasFn() {
-  if constexpr (std::is_same_v<T, Bool8>) {
-    return hasFn<bool, kOp>();
-  } else {
-    return kOp == ReduceOp::kSum || kOp == ReduceOp::kAvg ||
-           kOp == ReduceOp::kProduct || kOp == ReduceOp::kMin ||
-           kOp == ReduceOp::kMax || std::is_integral_v<T>;
-  }
-}
-
-template <typename T, ReduceOp kOp>
-void inPlace(T* a, const T* b, size_t n) {
-  fnOf<T, kOp>()(a, a, b, n);
-}
-
-template <typename T, ReduceOp kOp>
-const ::gloo::ReductionFunction<T>* inPlaceOf() {
-  if constexpr (!hasFn<T, kOp>()) {
-    return nullptr;
-  } else {
-    static const auto* const kFunction =
-        new ::gloo::ReductionFunction<T>(::gloo::CUSTOM, &inPlace<T, kOp>);
-    return kFunction;
   }
 }
 
@@ -173,39 +139,5 @@ absl::Status divideInPlace(void* data, DType dtype, int64_t count, int divisor) 
   });
   return absl::OkStatus();
 }
-
-template <typename T>
-const ::gloo::ReductionFunction<T>* inPlaceReduction(ReduceOp op) {
-  switch (op) {
-    case ReduceOp::kSum:
-      return inPlaceOf<T, ReduceOp::kSum>();
-    case ReduceOp::kProduct:
-      return inPlaceOf<T, ReduceOp::kProduct>();
-    case ReduceOp::kMin:
-      return inPlaceOf<T, ReduceOp::kMin>();
-    case ReduceOp::kMax:
-      return inPlaceOf<T, ReduceOp::kMax>();
-    case ReduceOp::kAvg:
-      return inPlaceOf<T, ReduceOp::kAvg>();
-    case ReduceOp::kBand:
-      return inPlaceOf<T, ReduceOp::kBand>();
-    case ReduceOp::kBor:
-      return inPlaceOf<T, ReduceOp::kBor>();
-    case ReduceOp::kBxor:
-      return inPlaceOf<T, ReduceOp::kBxor>();
-  }
-  return nullptr;
-}
-
-template const ::gloo::ReductionFunction<float>* inPlaceReduction<float>(ReduceOp);
-template const ::gloo::ReductionFunction<double>* inPlaceReduction<double>(ReduceOp);
-template const ::gloo::ReductionFunction<::gloo::float16>* inPlaceReduction<::gloo::float16>(
-    ReduceOp);
-template const ::gloo::ReductionFunction<BFloat16>* inPlaceReduction<BFloat16>(ReduceOp);
-template const ::gloo::ReductionFunction<int8_t>* inPlaceReduction<int8_t>(ReduceOp);
-template const ::gloo::ReductionFunction<uint8_t>* inPlaceReduction<uint8_t>(ReduceOp);
-template const ::gloo::ReductionFunction<int32_t>* inPlaceReduction<int32_t>(ReduceOp);
-template const ::gloo::ReductionFunction<int64_t>* inPlaceReduction<int64_t>(ReduceOp);
-template const ::gloo::ReductionFunction<Bool8>* inPlaceReduction<Bool8>(ReduceOp);
 
 }  // namespace loom::comm::gloo

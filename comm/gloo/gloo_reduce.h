@@ -1,6 +1,6 @@
 // The arithmetic the Gloo backend hands to Gloo's algorithms: one
-// element-wise function per (ReduceOp, DType), the in-place form Gloo's
-// reduce-scatter wants, and the division that finishes AVG.
+// element-wise function per (ReduceOp, DType) and the division that finishes
+// AVG.
 #ifndef LOOM_COMM_GLOO_GLOO_REDUCE_H_
 #define LOOM_COMM_GLOO_GLOO_REDUCE_H_
 
@@ -11,7 +11,6 @@
 #include "absl/status/statusor.h"
 #include "comm/reduce_op.h"
 #include "comm/tensor.h"
-#include "gloo/algorithm.h"
 #include "gloo/types.h"
 
 namespace loom::comm::gloo {
@@ -24,13 +23,6 @@ struct BFloat16 {
 float bf16ToFloat(BFloat16 value);
 // Round to nearest even; NaN stays NaN.
 BFloat16 floatToBf16(float value);
-
-// Bool storage for Gloo's reduce-scatter, whose scratch is a std::vector<T>
-// (std::vector<bool> packs bits, so it cannot hold bool tensors). Same
-// bytes as bool; reductions treat them as bool.
-struct Bool8 {
-  uint8_t value;
-};
 
 // Gloo's element-wise function type: out[i] = a[i] (op) b[i] for n elements.
 using ReduceFn = void (*)(void* out, const void* a, const void* b, size_t n);
@@ -74,13 +66,6 @@ decltype(auto) visitDType(DType dtype, F&& f) {
   }
   return f(uint8_t{});
 }
-
-// The in-place reduction object Gloo's ReduceScatterHalvingDoubling<T>
-// takes, for `op` on the storage type T of the tensor's dtype (Bool8 for
-// bool); null where reduceFunction fails. The objects are static, one per
-// (T, op).
-template <typename T>
-const ::gloo::ReductionFunction<T>* inPlaceReduction(ReduceOp op);
 
 }  // namespace loom::comm::gloo
 

@@ -77,19 +77,6 @@ TEST(GlooReduceTest, Bf16ArithmeticRoundsEachResult) {
   EXPECT_EQ(bf16ToFloat(out[1]), -6.0f);
 }
 
-TEST(GlooReduceTest, InPlaceFormMatches) {
-  float a[] = {1, 5};
-  const float b[] = {4, 2};
-  inPlaceReduction<float>(ReduceOp::kMax)->call(a, b, 2);
-  EXPECT_THAT(a, ElementsAre(4, 5));
-  Bool8 x[] = {{1}, {0}};
-  const Bool8 y[] = {{0}, {0}};
-  inPlaceReduction<Bool8>(ReduceOp::kSum)->call(x, y, 2);
-  EXPECT_EQ(x[0].value, 1);
-  EXPECT_EQ(x[1].value, 0);
-  EXPECT_EQ(inPlaceReduction<float>(ReduceOp::kBand), nullptr);
-}
-
 TEST(GlooReduceTest, BitwiseOpsOnFloatsAreRefused) {
   for (DType dtype : {DType::kFloat32, DType::kFloat64, DType::kFloat16, DType::kBFloat16}) {
     EXPECT_THAT(reduceFunction(ReduceOp::kBxor, dtype).status(),
