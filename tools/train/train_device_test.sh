@@ -2,8 +2,9 @@
 # //tools:train --device: where no GPU is usable, --device=cuda exits 3 with
 # "train: skipped: no usable GPU: <reason>" (the convention of calibrate and
 # comm-bench, which tests/gpu/run_all.sh reads); where one is, it trains tiny
-# Llama for 3 steps and its losses match --device=cpu within 1e-4 relative.
-# The flag refusals are checked everywhere.
+# Llama for 3 steps, its losses match --device=cpu within 1e-4 relative, and
+# a second CUDA run repeats them bit for bit (docs/runtime.md,
+# "Reproducibility"). The flag refusals are checked everywhere.
 # Args: train, the llama_single plan.
 set -u
 train="$1" plan="$2"
@@ -22,14 +23,21 @@ if [[ $rc -eq 3 ]]; then
 elif [[ $rc -eq 0 ]]; then
   "$train" "${common[@]}" --device=cpu --losses_out="$work/cpu.json" >"$work/cpu.log" 2>&1 ||
     { cat "$work/cpu.log" >&2; fail "the cpu run exited $?"; }
-  /usr/bin/python3 - "$work/cuda.json" "$work/cpu.json" <<'PY' || fail "cuda and cpu losses differ"
+  "$train" "${common[@]}" --device=cuda --losses_out="$work/cuda2.json" >"$work/cuda2.log" 2>&1 ||
+    { cat "$work/cuda2.log" >&2; fail "the second cuda run exited $?"; }
+  /usr/bin/python3 - "$work/cuda.json" "$work/cpu.json" "$work/cuda2.json" <<'PY' ||
 import json, sys
-cuda, cpu = (json.load(open(p))["losses"] for p in sys.argv[1:])
-assert len(cuda) == len(cpu) == 3, (cuda, cpu)
+cuda, cpu, again = (json.load(open(p))["losses"] for p in sys.argv[1:])
+assert len(cuda) == len(cpu) == len(again) == 3, (cuda, cpu, again)
 worst = max(abs(a - b) / abs(b) for a, b in zip(cuda, cpu))
 print(f"cuda against cpu over {len(cpu)} steps: worst relative difference {worst:.2e}")
+if again != cuda:
+    print(f"a second cuda run differs: {again} against {cuda}")
+    sys.exit(1)
+print("a second cuda run repeats every loss bit for bit")
 sys.exit(0 if worst <= 1e-4 else 1)
 PY
+    fail "cuda losses differ from the cpu run's or from run to run"
 else
   cat "$work/cuda.log" >&2
   fail "--device=cuda exited $rc (0: trained, 3: skipped)"
