@@ -66,6 +66,8 @@ compare "$work/single.json" "$work/hsdp.json"
 
 # Every layout of both models under mpirun with the mpi backend.
 source "$TEST_SRCDIR/$TEST_WORKSPACE/tests/testing/mpi_test_env.sh"
+# mpi_test_env.sh set its own EXIT trap; remove our work directory too.
+trap 'rm -rf "$work" "$job_dir"' EXIT
 plans="$(dirname "$(dirname "$single")")"
 for model in llama gpt2; do
   if [[ "$model" == gpt2 ]]; then
