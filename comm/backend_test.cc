@@ -41,7 +41,7 @@ TEST(BackendTest, CallsABackendLacksSayWhichBackendAndOp) {
   BarrierOnlyBackend backend(context());
   CollectiveInfo info{.group = "default", .rank = 0, .group_size = 2, .seq = 3, .op = "all_reduce"};
   std::vector<float> values(4);
-  EXPECT_THAT(backend.allReduce(Tensor::of(values, DType::kFloat32), {}, info).status(),
+  EXPECT_THAT(backend.allReduce(Tensor::of(values), {}, info).status(),
               StatusIs(absl::StatusCode::kUnimplemented,
                        AllOf(HasSubstr("backend barrier-only does not support all_reduce"),
                              HasSubstr("#3"))));

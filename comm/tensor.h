@@ -9,6 +9,7 @@
 #include <ostream>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -54,16 +55,40 @@ struct Device {
   friend bool operator==(const Device&, const Device&) = default;
 };
 
+// The dtype whose elements are stored as C++ type T (float, double,
+// int8_t, uint8_t, int32_t, int64_t). Other types, std::vector<bool>'s
+// packed bits among them, do not compile.
+template <typename T>
+constexpr DType dtypeOf() {
+  if constexpr (std::is_same_v<T, float>) {
+    return DType::kFloat32;
+  } else if constexpr (std::is_same_v<T, double>) {
+    return DType::kFloat64;
+  } else if constexpr (std::is_same_v<T, int8_t>) {
+    return DType::kInt8;
+  } else if constexpr (std::is_same_v<T, uint8_t>) {
+    return DType::kUInt8;
+  } else if constexpr (std::is_same_v<T, int32_t>) {
+    return DType::kInt32;
+  } else if constexpr (std::is_same_v<T, int64_t>) {
+    return DType::kInt64;
+  } else {
+    static_assert(sizeof(T) == 0, "no comm::DType is stored as this C++ type");
+  }
+}
+
 // A non-owning view of a contiguous, row-major tensor. Copies share memory.
 class Tensor {
  public:
   Tensor() = default;
   Tensor(void* data, DType dtype, std::vector<int64_t> shape, Device device = Device::cpu());
 
-  // A 1-d view of `count` elements of `values`, for tests and small tools.
+  // A 1-d view of all of `values`, for tests and small tools. The dtype
+  // comes from the element type, so the view can never reach past the
+  // vector (a float vector cannot be read as i64).
   template <typename T>
-  static Tensor of(std::vector<T>& values, DType dtype) {
-    return Tensor(values.data(), dtype, {static_cast<int64_t>(values.size())});
+  static Tensor of(std::vector<T>& values) {
+    return Tensor(values.data(), dtypeOf<T>(), {static_cast<int64_t>(values.size())});
   }
 
   void* data() const { return data_; }

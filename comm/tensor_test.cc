@@ -54,9 +54,31 @@ TEST(TensorTest, NarrowSharesMemoryAlongDimZero) {
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("0-d")));
 }
 
+// A vector's view takes its dtype from the element type, so it covers
+// exactly the vector's bytes (a float vector once could be declared i64 and
+// read past its end).
+template <typename T>
+void expectViewCoversTheVector(DType want) {
+  std::vector<T> values(3);
+  const Tensor view = Tensor::of(values);
+  EXPECT_EQ(view.dtype(), want);
+  EXPECT_EQ(view.data(), values.data());
+  EXPECT_EQ(view.numel(), 3);
+  EXPECT_EQ(view.nbytes(), sizeof(T) * values.size());
+}
+
+TEST(TensorTest, AVectorsViewHasItsElementTypesDtype) {
+  expectViewCoversTheVector<float>(DType::kFloat32);
+  expectViewCoversTheVector<double>(DType::kFloat64);
+  expectViewCoversTheVector<int8_t>(DType::kInt8);
+  expectViewCoversTheVector<uint8_t>(DType::kUInt8);
+  expectViewCoversTheVector<int32_t>(DType::kInt32);
+  expectViewCoversTheVector<int64_t>(DType::kInt64);
+}
+
 TEST(TensorTest, CheckTensorNamesBothSides) {
   std::vector<float> values(4);
-  Tensor t = Tensor::of(values, DType::kFloat32);
+  Tensor t = Tensor::of(values);
   EXPECT_TRUE(checkTensor(t, "input", DType::kFloat32, 4, Device::cpu()).ok());
   EXPECT_THAT(checkTensor(t, "all_gather output 2", DType::kFloat32, 8, Device::cpu()),
               StatusIs(absl::StatusCode::kInvalidArgument,

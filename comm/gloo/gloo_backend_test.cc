@@ -109,11 +109,11 @@ TEST(GlooBackendTest, OneRankGroupsWork) {
   std::vector<std::unique_ptr<Backend>> backends = connect(1);
   std::vector<float> data = {1, 2};
   std::vector<float> out(2);
-  const Tensor tensor = Tensor::of(data, DType::kFloat32);
+  const Tensor tensor = Tensor::of(data);
   EXPECT_TRUE((*backends[0]->allReduce(tensor, {}, infoFor(*backends[0], 1, "all_reduce")))
                   ->wait()
                   .ok());
-  EXPECT_TRUE((*backends[0]->reduceScatterTensor(Tensor::of(out, DType::kFloat32), tensor, {},
+  EXPECT_TRUE((*backends[0]->reduceScatterTensor(Tensor::of(out), tensor, {},
                                                  infoFor(*backends[0], 2, "reduce_scatter")))
                   ->wait()
                   .ok());
@@ -128,7 +128,7 @@ TEST(GlooBackendTest, AWorkThatTimesOutStopsTheEngineForLaterCalls) {
   // the abort (Gloo cannot interrupt it), and so how long destroying the
   // backend takes.
   absl::StatusOr<std::shared_ptr<Work>> work =
-      mine.allReduce(Tensor::of(data, DType::kFloat32), {.timeout = absl::Seconds(1)},
+      mine.allReduce(Tensor::of(data), {.timeout = absl::Seconds(1)},
                      infoFor(mine, 1, "all_reduce"));
   ASSERT_TRUE(work.ok());
   // Rank 1 never joins; giving up on the Work aborts the engine.
@@ -149,7 +149,7 @@ TEST(GlooBackendTest, ARecvThatNobodySendsTimesOutNamingThePeer) {
   std::vector<std::unique_ptr<Backend>> backends = connect(2);
   std::vector<int32_t> data(3);
   absl::StatusOr<std::shared_ptr<Work>> work =
-      backends[0]->recv(Tensor::of(data, DType::kInt32), 1, {.timeout = absl::Milliseconds(200)},
+      backends[0]->recv(Tensor::of(data), 1, {.timeout = absl::Milliseconds(200)},
                         infoFor(*backends[0], 1, "recv", 1));
   ASSERT_TRUE(work.ok());
   // The Work's own wait allows longer than the transfer: the engine's
@@ -164,7 +164,7 @@ TEST(GlooBackendTest, AbortingASendStopsWaitingForIt) {
   std::vector<std::unique_ptr<Backend>> backends = connect(2);
   std::vector<int32_t> data = {1, 2, 3};
   absl::StatusOr<std::shared_ptr<Work>> work =
-      backends[0]->send(Tensor::of(data, DType::kInt32), 1, {}, infoFor(*backends[0], 1, "send", 1));
+      backends[0]->send(Tensor::of(data), 1, {}, infoFor(*backends[0], 1, "send", 1));
   ASSERT_TRUE(work.ok());
   (*work)->abort();
   EXPECT_THAT((*work)->wait(absl::Seconds(5)),
@@ -175,7 +175,7 @@ TEST(GlooBackendTest, AbortingASendStopsWaitingForIt) {
   // test freeing it first.
   std::vector<int32_t> got(3);
   absl::StatusOr<std::shared_ptr<Work>> received = backends[1]->recv(
-      Tensor::of(got, DType::kInt32), 0, {}, infoFor(*backends[1], 1, "recv", 0));
+      Tensor::of(got), 0, {}, infoFor(*backends[1], 1, "recv", 0));
   ASSERT_TRUE(received.ok());
   EXPECT_TRUE((*received)->wait(absl::Seconds(5)).ok());
   EXPECT_EQ(got, data);

@@ -357,15 +357,15 @@ TEST_F(MpiBackendTest, AllGatherIntoListsAndIntoOneTensorInAndOutOfPlace) {
   std::vector<int32_t> input = {rank_, rank_ * 100};
   std::vector<std::vector<int32_t>> lists(size_, std::vector<int32_t>(2, -1));
   std::vector<Tensor> outputs;
-  for (auto& list : lists) outputs.push_back(Tensor::of(list, DType::kInt32));
+  for (auto& list : lists) outputs.push_back(Tensor::of(list));
   ASSERT_TRUE(
-      run(world_->allGather(outputs, Tensor::of(input, DType::kInt32), {}, info("all_gather")))
+      run(world_->allGather(outputs, Tensor::of(input), {}, info("all_gather")))
           .ok());
   for (int r = 0; r < size_; ++r) EXPECT_EQ(lists[r], (std::vector<int32_t>{r, r * 100}));
 
   std::vector<int32_t> flat(2 * size_, -1);
-  ASSERT_TRUE(run(world_->allGatherIntoTensor(Tensor::of(flat, DType::kInt32),
-                                              Tensor::of(input, DType::kInt32), {},
+  ASSERT_TRUE(run(world_->allGatherIntoTensor(Tensor::of(flat),
+                                              Tensor::of(input), {},
                                               info("all_gather_into_tensor")))
                   .ok());
   for (int r = 0; r < size_; ++r) {
@@ -377,7 +377,7 @@ TEST_F(MpiBackendTest, AllGatherIntoListsAndIntoOneTensorInAndOutOfPlace) {
   std::vector<int32_t> in_place(2 * size_, -1);
   in_place[2 * rank_] = rank_ + 7;
   in_place[2 * rank_ + 1] = rank_ + 8;
-  Tensor whole = Tensor::of(in_place, DType::kInt32);
+  Tensor whole = Tensor::of(in_place);
   ASSERT_TRUE(run(world_->allGatherIntoTensor(whole, *whole.narrow(2 * rank_, 2), {},
                                               info("all_gather_into_tensor")))
                   .ok());
@@ -394,9 +394,9 @@ TEST_F(MpiBackendTest, GatherAndScatterThroughANonZeroRoot) {
   std::vector<Tensor> outputs;
   if (rank_ == root) {
     gathered.assign(size_, std::vector<double>(3, -1));
-    for (auto& g : gathered) outputs.push_back(Tensor::of(g, DType::kFloat64));
+    for (auto& g : gathered) outputs.push_back(Tensor::of(g));
   }
-  ASSERT_TRUE(run(world_->gather(outputs, Tensor::of(input, DType::kFloat64),
+  ASSERT_TRUE(run(world_->gather(outputs, Tensor::of(input),
                                  {.root = root, .timeout = {}}, info("gather")))
                   .ok());
   for (int r = 0; r < static_cast<int>(gathered.size()); ++r) {
@@ -407,10 +407,10 @@ TEST_F(MpiBackendTest, GatherAndScatterThroughANonZeroRoot) {
   std::vector<Tensor> inputs;
   if (rank_ == root) {
     for (int r = 0; r < size_; ++r) pieces.push_back({r * 2.0, r * 3.0});
-    for (auto& p : pieces) inputs.push_back(Tensor::of(p, DType::kFloat64));
+    for (auto& p : pieces) inputs.push_back(Tensor::of(p));
   }
   std::vector<double> output(2, -1);
-  ASSERT_TRUE(run(world_->scatter(Tensor::of(output, DType::kFloat64), inputs,
+  ASSERT_TRUE(run(world_->scatter(Tensor::of(output), inputs,
                                   {.root = root, .timeout = {}}, info("scatter")))
                   .ok());
   EXPECT_EQ(output, (std::vector<double>{rank_ * 2.0, rank_ * 3.0}));
@@ -453,7 +453,7 @@ TEST_F(MpiBackendTest, ReduceScatterListAndTensorWithEveryOp) {
 TEST_F(MpiBackendTest, ReduceScatterTensorInPlace) {
   std::vector<float> whole(2 * size_);
   for (int64_t i = 0; i < static_cast<int64_t>(whole.size()); ++i) whole[i] = rank_ + i;
-  Tensor input = Tensor::of(whole, DType::kFloat32);
+  Tensor input = Tensor::of(whole);
   ASSERT_TRUE(run(world_->reduceScatterTensor(*input.narrow(2 * rank_, 2), input, {},
                                               info("reduce_scatter_tensor")))
                   .ok());
@@ -468,8 +468,8 @@ TEST_F(MpiBackendTest, AllToAllListWithUnevenSizes) {
   std::vector<Tensor> inputs, outputs;
   for (int d = 0; d < size_; ++d) sends.emplace_back(d + rank_ + 1, 100 * rank_ + d);
   for (int s = 0; s < size_; ++s) receives.emplace_back(rank_ + s + 1, -1);
-  for (auto& v : sends) inputs.push_back(Tensor::of(v, DType::kInt64));
-  for (auto& v : receives) outputs.push_back(Tensor::of(v, DType::kInt64));
+  for (auto& v : sends) inputs.push_back(Tensor::of(v));
+  for (auto& v : receives) outputs.push_back(Tensor::of(v));
   ASSERT_TRUE(run(world_->allToAll(outputs, inputs, {}, info("all_to_all"))).ok());
   for (int s = 0; s < size_; ++s) {
     EXPECT_EQ(receives[s], std::vector<int64_t>(rank_ + s + 1, 100 * s + rank_)) << "from " << s;
@@ -543,13 +543,13 @@ TEST_F(MpiBackendTest, SendsAndReceivesOfARingRunSideBySideAndMatchByTag) {
   std::vector<float> out_a(kCount, rank_ + 1.0f), out_b(kCount, rank_ + 2.0f);
   std::vector<float> in_a(kCount, -1), in_b(kCount, -1);
   // Sent with tags 1 then 2, received with tags 2 then 1.
-  const Backend::WorkOr sends[] = {world_->send(Tensor::of(out_a, DType::kFloat32), next,
+  const Backend::WorkOr sends[] = {world_->send(Tensor::of(out_a), next,
                                                 {.tag = 1, .timeout = {}}, info("send", next)),
-                                   world_->send(Tensor::of(out_b, DType::kFloat32), next,
+                                   world_->send(Tensor::of(out_b), next,
                                                 {.tag = 2, .timeout = {}}, info("send", next))};
-  const Backend::WorkOr recvs[] = {world_->recv(Tensor::of(in_b, DType::kFloat32), prev,
+  const Backend::WorkOr recvs[] = {world_->recv(Tensor::of(in_b), prev,
                                                 {.tag = 2, .timeout = {}}, info("recv", prev)),
-                                   world_->recv(Tensor::of(in_a, DType::kFloat32), prev,
+                                   world_->recv(Tensor::of(in_a), prev,
                                                 {.tag = 1, .timeout = {}}, info("recv", prev))};
   for (const auto& work : sends) ASSERT_TRUE(run(work).ok()) << run(work);
   for (const auto& work : recvs) ASSERT_TRUE(run(work).ok()) << run(work);
@@ -561,7 +561,7 @@ TEST_F(MpiBackendTest, ArgumentsOnlyMpiRejectsFailAtOnce) {
   std::vector<float> values(4);
   const int next = (rank_ + 1) % size_;
   EXPECT_THAT(world_
-                  ->send(Tensor::of(values, DType::kFloat32), next, {.tag = -1, .timeout = {}},
+                  ->send(Tensor::of(values), next, {.tag = -1, .timeout = {}},
                          info("send", next))
                   .status(),
               StatusIs(absl::StatusCode::kInvalidArgument,
@@ -583,7 +583,7 @@ TEST_F(MpiBackendTest, SubgroupsOfEvenAndOddRanksRunSideBySide) {
   ASSERT_EQ((*group)->size(), static_cast<int>(mine.size()));
   std::vector<int64_t> value = {rank_};
   ASSERT_TRUE(
-      run((*group)->allReduce(Tensor::of(value, DType::kInt64), {}, info(**group, "all_reduce")))
+      run((*group)->allReduce(Tensor::of(value), {}, info(**group, "all_reduce")))
           .ok());
   int64_t sum = 0;
   for (int r : mine) sum += r;
@@ -599,8 +599,8 @@ TEST_F(MpiBackendTest, GroupRanksFollowGlobalRanksOrder) {
   EXPECT_EQ((*group)->rank(), size_ - 1 - rank_);
   std::vector<int32_t> mine = {rank_};
   std::vector<int32_t> all(size_, -1);
-  ASSERT_TRUE(run((*group)->allGatherIntoTensor(Tensor::of(all, DType::kInt32),
-                                                Tensor::of(mine, DType::kInt32), {},
+  ASSERT_TRUE(run((*group)->allGatherIntoTensor(Tensor::of(all),
+                                                Tensor::of(mine), {},
                                                 info(**group, "all_gather_into_tensor")))
                   .ok());
   EXPECT_EQ(all, reversed);
@@ -644,7 +644,7 @@ TEST_F(MpiBackendTest, ACollectiveThatTimesOutNamesItselfAndBreaksTheBackend) {
   // into this memory after the test ends (as docs/comm_backends.md warns).
   static std::vector<int64_t> value;
   value = {rank_ + 1};
-  const Tensor tensor = Tensor::of(value, DType::kInt64);
+  const Tensor tensor = Tensor::of(value);
   const CollectiveInfo late = info(**backend, "all_reduce");
   const CollectiveInfo after = info(**backend, "barrier");
   if (rank_ == 0) {

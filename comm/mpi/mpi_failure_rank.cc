@@ -47,7 +47,7 @@ int runRank(const std::string& mode, absl::Duration timeout) {
                           .peer = -1};
   };
   std::vector<float> values(1024, 1.0f);
-  const Tensor tensor = Tensor::of(values, DType::kFloat32);
+  const Tensor tensor = Tensor::of(values);
   Backend::WorkOr first = (*backend)->allReduce(tensor, {}, info());
   if (!first.ok() || !(*first)->wait().ok()) return fail("the first all_reduce failed");
 

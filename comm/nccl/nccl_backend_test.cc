@@ -373,7 +373,7 @@ TEST_F(NcclBackendTest, ArgumentsNcclCannotTakeAreRefusedAtOnce) {
                        HasSubstr("backend nccl does not support tags on send/recv")));
   std::vector<float> host(16);
   EXPECT_THAT(backend_
-                  ->allReduce(Tensor::of(host, DType::kFloat32),
+                  ->allReduce(Tensor::of(host),
                               {.op = ReduceOp::kSum, .timeout = {}}, info("all_reduce"))
                   .status(),
               StatusIs(absl::StatusCode::kInvalidArgument,

@@ -82,8 +82,8 @@ void expectExactCalls(const ExactCase& c, Backend& backend, int64_t chunk, int c
                               .group_size = n,
                               .seq = first_seq + call,
                               .op = c.op};
-    Backend::WorkOr work = c.issue(backend, Tensor::of(inputs[call], DType::kFloat32),
-                                   Tensor::of(outputs[call], DType::kFloat32), info);
+    Backend::WorkOr work = c.issue(backend, Tensor::of(inputs[call]),
+                                   Tensor::of(outputs[call]), info);
     ASSERT_TRUE(work.ok()) << work.status();
     works.push_back(*work);
   }

@@ -47,7 +47,7 @@ Call makeCall(ProcessGroup& group, CollectiveKind kind, int64_t size_bytes) {
       if (elements == 0) return call;
       call.output.assign(elements, 1.0f);
       call.bytes = elements * static_cast<int64_t>(sizeof(float));
-      Tensor t = Tensor::of(call.output, DType::kFloat32);
+      Tensor t = Tensor::of(call.output);
       if (kind == CollectiveKind::kAllReduce) {
         call.run = [&group, t] { return group.allReduce(t); };
       } else {
@@ -62,8 +62,8 @@ Call makeCall(ProcessGroup& group, CollectiveKind kind, int64_t size_bytes) {
       call.input.assign(gather ? chunk : chunk * g, 1.0f);
       call.output.assign(gather ? chunk * g : chunk, 0.0f);
       call.bytes = chunk * g * static_cast<int64_t>(sizeof(float));
-      Tensor in = Tensor::of(call.input, DType::kFloat32);
-      Tensor out = Tensor::of(call.output, DType::kFloat32);
+      Tensor in = Tensor::of(call.input);
+      Tensor out = Tensor::of(call.output);
       if (gather) {
         call.run = [&group, in, out] { return group.allGatherIntoTensor(out, in); };
       } else {
@@ -78,7 +78,7 @@ Call makeCall(ProcessGroup& group, CollectiveKind kind, int64_t size_bytes) {
 absl::StatusOr<double> maxAcrossRanks(ProcessGroup& group, double value) {
   std::vector<double> cell{value};
   if (absl::Status s =
-          waitFor(group.allReduce(Tensor::of(cell, DType::kFloat64), {.op = comm::ReduceOp::kMax}));
+          waitFor(group.allReduce(Tensor::of(cell), {.op = comm::ReduceOp::kMax}));
       !s.ok()) {
     return s;
   }

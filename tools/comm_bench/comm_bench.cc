@@ -693,9 +693,9 @@ absl::Status runTimed(Bench& bench, const Collective& coll, const Views& v, int 
 }
 
 template <typename T>
-absl::StatusOr<T> sumAcrossRanks(ProcessGroup& group, T value, DType dtype) {
+absl::StatusOr<T> sumAcrossRanks(ProcessGroup& group, T value) {
   std::vector<T> cell{value};
-  absl::StatusOr<std::shared_ptr<Work>> work = group.allReduce(Tensor::of(cell, dtype));
+  absl::StatusOr<std::shared_ptr<Work>> work = group.allReduce(Tensor::of(cell));
   if (!work.ok()) return work.status();
   if (absl::Status s = (*work)->wait(); !s.ok()) return s;
   return cell[0];
@@ -735,7 +735,7 @@ absl::StatusOr<Cell> measure(Bench& bench, const Collective& coll, const Layout&
     local_us =
         std::chrono::duration<double, std::micro>(Clock::now() - start).count() / bench.iters;
   }
-  absl::StatusOr<double> sum_us = sumAcrossRanks(bench.group, local_us, DType::kFloat64);
+  absl::StatusOr<double> sum_us = sumAcrossRanks(bench.group, local_us);
   if (!sum_us.ok()) return sum_us.status();
   Cell cell;
   cell.time_us = *sum_us / bench.params.size;
@@ -747,7 +747,7 @@ absl::StatusOr<Cell> measure(Bench& bench, const Collective& coll, const Layout&
     absl::StatusOr<Tensor> output = hostOutput(buf, gpu);
     if (!output.ok()) return output.status();
     absl::StatusOr<int64_t> wrong = sumAcrossRanks<int64_t>(
-        bench.group, countWrong(coll, *output, layout, bench.params), DType::kInt64);
+        bench.group, countWrong(coll, *output, layout, bench.params));
     if (!wrong.ok()) return wrong.status();
     cell.wrong = *wrong;
   }
