@@ -3,35 +3,18 @@
 #include "runtime/plan/plan.h"
 
 #include <fstream>
-#include <set>
 #include <sstream>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "mesh/shard_math.h"
+#include "runtime/plan/op_table.h"
 
 namespace loom::runtime {
 namespace {
 
 using json = nlohmann::json;
-
-// Every op the CPU executor runs; anything else is refused at load time.
-const std::set<std::string>& supportedOps() {
-  static const std::set<std::string> ops = {
-      "nn.embedding",     "nn.linear",        "nn.matmul",        "nn.rms_norm",
-      "nn.layer_norm",    "nn.rope",          "nn.attention",     "nn.silu",
-      "nn.gelu",          "nn.add",           "nn.mul",           "nn.softmax",
-      "nn.reshape",       "nn.cross_entropy", "nn.embedding_grad", "nn.reduce_sum",
-      "nn.rms_norm_grad", "nn.layer_norm_grad", "nn.attention_grad", "nn.softmax_grad",
-      "nn.silu_grad",     "nn.gelu_grad",     "nn.cross_entropy_grad",
-      "dist.all_gather",  "dist.all_gather_start", "dist.reduce_scatter",
-      "dist.reduce_scatter_start", "dist.all_reduce", "dist.all_reduce_start",
-      "dist.wait",        "dist.free",        "dist.slice",       "dist.bucket",
-      "dist.unbucket",    "dist.optimizer_step", "nn.bias_add", "nn.vocab_max", "nn.vocab_stats",
-      "nn.vocab_cross_entropy", "nn.vocab_cross_entropy_grad"};
-  return ops;
-}
 
 std::string shapeText(const std::vector<int64_t>& shape) {
   return absl::StrCat("[", absl::StrJoin(shape, ", "), "]");
@@ -114,6 +97,33 @@ absl::StatusOr<AxisPlacement> parseAxisPlacement(const std::string& text) {
   return absl::InvalidArgumentError(
       absl::StrCat("bad placement '", text,
                    "' (expected replicate, shard(D), shard(D,padded) or partial(R))"));
+}
+
+// The operand and result counts the op table allows for `info`.
+absl::Status checkArity(const OpInfo& info, const Instruction& instr, const std::string& path,
+                        const Parser& p) {
+  // "1 result", "2 operands", "1 or more operands", "4 to 5 operands".
+  auto range = [](int low, int high, const char* noun) {
+    const std::string count = high < 0    ? absl::StrCat(low, " or more")
+                              : low == high ? absl::StrCat(low)
+                                            : absl::StrCat(low, " to ", high);
+    return absl::StrCat(count, " ", noun, low == 1 && high == 1 ? "" : "s");
+  };
+  auto count = [](size_t n, const char* noun) {
+    return absl::StrCat(n, " ", noun, n == 1 ? "" : "s");
+  };
+  auto fits = [](size_t n, int low, int high) {
+    return static_cast<int>(n) >= low && (high < 0 || static_cast<int>(n) <= high);
+  };
+  if (!fits(instr.operands.size(), info.min_operands, info.max_operands) ||
+      !fits(instr.results.size(), info.min_results, info.max_results)) {
+    return p.error(path, absl::StrCat(
+        instr.op, " takes ", range(info.min_operands, info.max_operands, "operand"), " and ",
+        range(info.min_results, info.max_results, "result"), "; this one has ",
+        count(instr.operands.size(), "operand"), " and ", count(instr.results.size(), "result"),
+        " (re-export the plan with this runtime's //tools:plan)"));
+  }
+  return absl::OkStatus();
 }
 
 absl::StatusOr<BufferRole> parseRole(const std::string& text) {
@@ -382,10 +392,11 @@ absl::StatusOr<Plan> parsePlan(const json& root, std::string_view source) {
       absl::StatusOr<const json*> op = p.field(in, path, "op", json::value_t::string);
       if (!op.ok()) return op.status();
       instr.op = (*op)->get<std::string>();
-      if (!supportedOps().count(instr.op)) {
+      const OpInfo* info = findOp(instr.op);
+      if (info == nullptr) {
         return p.error(path + ".op", absl::StrCat("'", instr.op,
                                                   "' is not an op this runtime executes (supported: ",
-                                                  absl::StrJoin(supportedOps(), ", "), ")"));
+                                                  std::string(opNames()), ")"));
       }
       if (in.contains("index") && in["index"].is_number_integer()) instr.index = in["index"].get<int64_t>();
       absl::StatusOr<const json*> stream = p.field(in, path, "stream", json::value_t::string);
@@ -408,6 +419,7 @@ absl::StatusOr<Plan> parsePlan(const json& root, std::string_view source) {
         }
         *out = *std::move(ids);
       }
+      if (absl::Status arity = checkArity(*info, instr, path, p); !arity.ok()) return arity;
       absl::StatusOr<const json*> attrs = p.field(in, path, "attrs", json::value_t::object);
       if (!attrs.ok()) return attrs.status();
       instr.attrs = **attrs;
@@ -423,24 +435,20 @@ absl::StatusOr<Plan> parsePlan(const json& root, std::string_view source) {
                                       ") is used before any instruction defines it"));
         }
       }
-      const bool inPlace = instr.op == "dist.optimizer_step";
       for (size_t k = 0; k < instr.results.size(); ++k) {
-        if (defined[instr.results[k]] && !inPlace) {
+        if (defined[instr.results[k]] && !info->in_place) {
           return p.error(absl::StrCat(path, ".results[", k, "]"),
                          absl::StrCat("buffer ", instr.results[k], " (",
                                       plan.buffers[instr.results[k]].name, ") is defined twice"));
         }
         defined[instr.results[k]] = true;
       }
-      const bool isStart = instr.op.size() > 6 && instr.op.ends_with("_start");
-      if (isStart || instr.op == "dist.wait") {
+      const bool isStart = info->async_start;
+      if (isStart || info->family == OpFamily::kWait) {
         if (!instr.attrs.contains("async_handle") || !instr.attrs["async_handle"].is_string()) {
           return p.error(path + ".attrs.async_handle", "missing on an async collective or wait");
         }
         instr.async_handle = instr.attrs["async_handle"].get<std::string>();
-        if (instr.results.size() != 1 || (instr.op == "dist.wait" && instr.operands.size() != 1)) {
-          return p.error(path, "an async start or wait has one operand and one result");
-        }
         if (isStart) {
           if (openHandles.count(instr.async_handle)) {
             return p.error(path + ".attrs.async_handle",

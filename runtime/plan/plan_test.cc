@@ -100,6 +100,19 @@ INSTANTIATE_TEST_SUITE_P(
         Corruption{"OperandRange",
                    [](json& p) { p["phases"]["forward"][0]["operands"][0] = 99999; },
                    "$.phases.forward[0].operands[0]: buffer 99999 does not exist"},
+        Corruption{"Arity",
+                   [](json& p) { firstOp(p, "nn.add")["operands"].push_back(0); },
+                   "nn.add takes 2 operands and 1 result; this one has 3 operands and 1 result"},
+        Corruption{"BucketWithoutResult",
+                   [](json& p) {
+                     for (json& in : p["phases"]["backward"]) {
+                       if (in["op"] == "dist.bucket") {
+                         in["results"] = json::array();
+                         return;
+                       }
+                     }
+                   },
+                   "dist.bucket takes 1 or more operands and 1 result; this one has"},
         Corruption{"UseBeforeDef",
                    [](json& p) {
                      json& add = firstOp(p, "nn.add");
