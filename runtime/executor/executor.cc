@@ -19,6 +19,7 @@
 #include "mesh/shard_math.h"
 #include "runtime/init/counter_rng.h"
 #include "runtime/executor/cuda_kernel_set.h"
+#include "runtime/executor/executor_internal.h"
 #include "runtime/kernels/cpu/cpu_kernels.h"
 #include "runtime/optim/adamw.h"
 
@@ -27,15 +28,7 @@ namespace {
 
 using json = nlohmann::json;
 
-int64_t product(const std::vector<int64_t>& dims, size_t begin = 0, size_t end = SIZE_MAX) {
-  int64_t n = 1;
-  for (size_t i = begin; i < std::min(end, dims.size()); ++i) n *= dims[i];
-  return n;
-}
 
-std::string shapeText(const std::vector<int64_t>& shape) {
-  return absl::StrCat("[", absl::StrJoin(shape, ", "), "]");
-}
 
 // Moves the `valid`-shaped top-left corner of a `local`-shaped buffer to or
 // from a dense block: into the padded buffer when `into_padded` (the rest
@@ -75,6 +68,18 @@ void copyFromPadded(const float* src, const std::vector<int64_t>& local, float* 
   copyCorner(const_cast<float*>(src), local, dst, valid, /*into_padded=*/false);
 }
 
+}  // namespace
+
+int64_t product(const std::vector<int64_t>& dims, size_t begin, size_t end) {
+  int64_t n = 1;
+  for (size_t i = begin; i < std::min(end, dims.size()); ++i) n *= dims[i];
+  return n;
+}
+
+std::string shapeText(const std::vector<int64_t>& shape) {
+  return absl::StrCat("[", absl::StrJoin(shape, ", "), "]");
+}
+
 // Rows [begin, begin + count) of dim `dim` of a row-major tensor `shape`
 // (elements of src's dtype), copied to/from a dense [.., count, ..] block on
 // the kernels' device. Rows past shape[dim] read as zeros and are not
@@ -107,63 +112,6 @@ absl::Status placeDimSlice(KernelSet& k, Ref src, int64_t count, Ref dst,
                   have * tail * elem, outer);
 }
 
-// What the loss seed is fed: d loss / d loss.
-constexpr float kLossGradSeed = 1.0f;
-// The CUDA loss gradients take dloss as a host value; the executor knows it
-// without reading the GPU only when it is the seed it feeds.
-constexpr char kDlossNotSeed[] =
-    "dloss is not the plan's loss_grad_seed; the CUDA loss-gradient kernels take dloss as a host "
-    "value, known only for the fed seed (run this plan with --device=cpu)";
-
-absl::StatusOr<comm::ReduceOp> reduceOpOf(const json& reduction) {
-  std::string name;
-  if (reduction.is_number_integer()) {
-    static const char* kNames[] = {"sum", "avg", "max", "min"};
-    const int64_t i = reduction.get<int64_t>();
-    if (i < 0 || i > 3) return absl::InvalidArgumentError(absl::StrCat("unknown reduction ", i));
-    name = kNames[i];
-  } else if (reduction.is_string()) {
-    name = reduction.get<std::string>();
-  }
-  if (name == "sum") return comm::ReduceOp::kSum;
-  if (name == "avg") return comm::ReduceOp::kAvg;
-  if (name == "max") return comm::ReduceOp::kMax;
-  if (name == "min") return comm::ReduceOp::kMin;
-  return absl::InvalidArgumentError(absl::StrCat("unknown reduction ", reduction.dump()));
-}
-
-}  // namespace
-
-// An instruction bound to its kernel: `body` runs it once its results are
-// allocated. `view_of` makes result 0 share an operand's (or a pending
-// collective's) storage instead of allocating.
-struct Executor::Bound {
-  const Instruction* instr = nullptr;
-  int64_t position = 0;
-  std::function<absl::Status(int64_t step)> body;
-  int64_t view_of = -1;           // result 0 aliases this buffer
-  bool allocates_results = true;  // false: the body defines them
-  // Deterministic mode: kRowReduce ops sum over batch rows and give the
-  // results flagged in `stacked_results` as per-row stacks; kPropagate ops
-  // (add, bucket, ...) carry their operands' stacks to their results.
-  enum class StackRule { kNone, kRowReduce, kPropagate };
-  StackRule stack_rule = StackRule::kNone;
-  std::vector<bool> stacked_results;
-  bool stack_mean = false;
-  std::vector<int64_t> release_after;
-};
-
-// An async collective between its start and its wait.
-struct Executor::Pending {
-  std::shared_ptr<comm::Work> work;
-  std::vector<void*> staging;  // released at the wait
-  // Post-processing at the wait into the wait's result; may be empty (then
-  // the wait's result is the start's result).
-  std::function<absl::Status(Ref out)> finish;
-  double issued_us = 0;
-  std::string collective, axes;
-  int64_t index = -1;
-};
 
 Executor::Executor(const Plan& plan, std::shared_ptr<comm::ProcessGroup> world,
                    ExecutorOptions options)
@@ -367,12 +315,83 @@ void Executor::releaseBuffer(int64_t id) {
   block_of_[id] = -1;
 }
 
+absl::Status Executor::Site::fail(const std::string& what) const {
+  return absl::InvalidArgumentError(
+      absl::StrCat(plan.source, ": ", in.where(), " at op index ", in.index, ": ", what));
+}
+
+absl::Status Executor::Site::need(size_t operands, size_t results) const {
+  if (in.operands.size() != operands || in.results.size() != results) {
+    return fail(absl::StrCat("expected ", operands, " operands and ", results, " results, got ",
+                             in.operands.size(), " and ", in.results.size()));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Executor::Site::needF32(std::initializer_list<int64_t> ids, const char* why) const {
+  for (int64_t id : ids) {
+    if (plan.buffers[id].dtype != comm::DType::kFloat32) {
+      return fail(absl::StrCat(plan.buffers[id].name, " is ",
+                               std::string(comm::dtypeName(plan.buffers[id].dtype)), "; ", why));
+    }
+  }
+  return absl::OkStatus();
+}
+
+const std::map<std::string_view, Executor::Binder>& Executor::binders() {
+  static const std::map<std::string_view, Binder>* const kBinders =
+      new std::map<std::string_view, Binder>{
+      {"nn.embedding", &Executor::bindEmbedding},
+      {"nn.embedding_grad", &Executor::bindEmbeddingGrad},
+      {"nn.linear", &Executor::bindLinear},
+      {"nn.matmul", &Executor::bindMatmul},
+      {"nn.rms_norm", &Executor::bindNorm},
+      {"nn.layer_norm", &Executor::bindNorm},
+      {"nn.rms_norm_grad", &Executor::bindNormGrad},
+      {"nn.layer_norm_grad", &Executor::bindNormGrad},
+      {"nn.rope", &Executor::bindRope},
+      {"nn.attention", &Executor::bindAttention},
+      {"nn.attention_grad", &Executor::bindAttention},
+      {"nn.silu", &Executor::bindActivation},
+      {"nn.gelu", &Executor::bindActivation},
+      {"nn.silu_grad", &Executor::bindActivationGrad},
+      {"nn.gelu_grad", &Executor::bindActivationGrad},
+      {"nn.add", &Executor::bindElementwise},
+      {"nn.mul", &Executor::bindElementwise},
+      {"nn.softmax", &Executor::bindSoftmax},
+      {"nn.softmax_grad", &Executor::bindSoftmax},
+      {"nn.reshape", &Executor::bindReshape},
+      {"nn.reduce_sum", &Executor::bindReduceSum},
+      {"nn.cross_entropy", &Executor::bindCrossEntropy},
+      {"nn.cross_entropy_grad", &Executor::bindCrossEntropy},
+      {"nn.bias_add", &Executor::bindBiasAdd},
+      {"nn.vocab_max", &Executor::bindVocab},
+      {"nn.vocab_stats", &Executor::bindVocab},
+      {"nn.vocab_cross_entropy", &Executor::bindVocab},
+      {"nn.vocab_cross_entropy_grad", &Executor::bindVocab},
+      {"dist.bucket", &Executor::bindBucket},
+      {"dist.unbucket", &Executor::bindBucket},
+      {"dist.slice", &Executor::bindSlice},
+      {"dist.free", &Executor::bindFree},
+      {"dist.optimizer_step", &Executor::bindOptimizerStep},
+      {"dist.wait", &Executor::bindWait},
+      {"dist.all_gather", &Executor::bindCollective},
+      {"dist.all_gather_start", &Executor::bindCollective},
+      {"dist.reduce_scatter", &Executor::bindCollective},
+      {"dist.reduce_scatter_start", &Executor::bindCollective},
+      {"dist.all_reduce", &Executor::bindCollective},
+      {"dist.all_reduce_start", &Executor::bindCollective},
+      };
+  return *kBinders;
+}
+
+bool Executor::binds(std::string_view op) { return binders().count(op) > 0; }
+
 absl::Status Executor::bind() {
   const int64_t numBuffers = static_cast<int64_t>(plan_.buffers.size());
   block_of_.assign(numBuffers, -1);
   persistent_.assign(numBuffers, false);
   stacks_.assign(numBuffers, Stack{});
-  const bool det = options_.deterministic;
   for (const BufferSpec& b : plan_.buffers) {
     persistent_[b.id] = b.role == BufferRole::kParam || b.role == BufferRole::kOptimizerState;
   }
@@ -400,825 +419,20 @@ absl::Status Executor::bind() {
     auto bound = std::make_unique<Bound>();
     bound->instr = &in;
     bound->position = i;
-    auto fail = [&](const std::string& what) {
-      return absl::InvalidArgumentError(absl::StrCat(plan_.source, ": ", in.where(), " at op index ",
-                                                     in.index, ": ", what));
-    };
-    auto shape = [&](int64_t id) -> const std::vector<int64_t>& { return plan_.buffers[id].local_shape; };
-    auto numel = [&](int64_t id) { return plan_.buffers[id].numel(); };
-    auto f32 = [this](int64_t id) { return static_cast<float*>(bufferData(id)); };
-    auto ref = [this](int64_t id) { return Ref{bufferData(id), plan_.buffers[id].dtype}; };
-    auto i32 = [this](int64_t id) { return static_cast<int32_t*>(bufferData(id)); };
-    auto need = [&](size_t operands, size_t results) -> absl::Status {
-      if (in.operands.size() != operands || in.results.size() != results) {
-        return fail(absl::StrCat("expected ", operands, " operands and ", results, " results, got ",
-                                 in.operands.size(), " and ", in.results.size()));
-      }
-      return absl::OkStatus();
-    };
+    Site site{in, i, *bound, plan_};
     for (const std::vector<int64_t>* ids : {&in.operands, &in.results}) {
       for (int64_t id : *ids) {
         const comm::DType t = plan_.buffers[id].dtype;
         if (t != comm::DType::kFloat32 && t != comm::DType::kBFloat16 && t != comm::DType::kInt32) {
-          return fail(absl::StrCat("buffer ", id, " (", plan_.buffers[id].name, ") is ",
-                                   std::string(comm::dtypeName(t)), "; the ", kernels_->name(),
-                                   " runtime computes in f32 and bf16 (plan with --dtype=f32 or bf16)"));
+          return site.fail(absl::StrCat("buffer ", id, " (", plan_.buffers[id].name, ") is ",
+                                        std::string(comm::dtypeName(t)), "; the ", kernels_->name(),
+                                        " runtime computes in f32 and bf16 (plan with --dtype=f32 or bf16)"));
         }
       }
     }
-    // Buffers the kernels take as float*: losses, vocab max and statistics,
-    // AdamW's states and master copies.
-    auto needF32 = [&](std::initializer_list<int64_t> ids,
-                       const char* why = "losses, the dloss seed and vocab max/statistics are f32") -> absl::Status {
-      for (int64_t id : ids) {
-        if (plan_.buffers[id].dtype != comm::DType::kFloat32) {
-          return fail(absl::StrCat(plan_.buffers[id].name, " is ",
-                                   std::string(comm::dtypeName(plan_.buffers[id].dtype)), "; ", why));
-        }
-      }
-      return absl::OkStatus();
-    };
-    const std::string& op = in.op;
-    const std::vector<int64_t>& o = in.operands;
-    const std::vector<int64_t>& r = in.results;
-    absl::Status st;
-
-    if (op == "nn.embedding") {
-      if (st = need(2, 1); !st.ok()) return st;
-      const int64_t hidden = shape(o[1]).back();
-      const int64_t tokens = numel(o[0]);
-      absl::StatusOr<ShardBox> box = shardBoxOf(plan_.buffers[o[1]], plan_.mesh, coords_);
-      if (!box.ok()) return box.status();
-      if (numel(r[0]) != tokens * hidden) return fail("result is not ids x hidden");
-      const int64_t rowBegin = box->offsets[0], tableRows = box->valid[0];
-      bound->body = [=, this](int64_t) {
-        return kernels_->embedding(i32(o[0]), ref(o[1]), ref(r[0]), tokens, hidden, rowBegin, tableRows);
-      };
-    } else if (op == "nn.embedding_grad") {
-      if (st = need(2, 1); !st.ok()) return st;
-      const int64_t hidden = shape(r[0]).back();
-      const int64_t tokens = numel(o[0]);
-      absl::StatusOr<ShardBox> box = shardBoxOf(plan_.buffers[r[0]], plan_.mesh, coords_);
-      if (!box.ok()) return box.status();
-      if (numel(o[1]) != tokens * hidden) return fail("dy is not ids x hidden");
-      const int64_t rowBegin = box->offsets[0], tableRows = box->valid[0];
-      const int64_t batch = det ? rows_.count : 1;
-      if (det) {
-        if (tokens % batch) return fail("deterministic mode: the ids do not split by batch row");
-        bound->stack_rule = Bound::StackRule::kRowReduce;
-        bound->stacked_results = {true};
-      }
-      const int64_t table = numel(r[0]);
-      bound->body = [=, this](int64_t) {
-        const int64_t per = tokens / batch;
-        absl::Status s = kernels_->zero2D(ref(r[0]).data, 0, batch * table * comm::dtypeSize(ref(r[0]).dtype), 1);
-        for (int64_t b = 0; b < batch; ++b) {
-          s.Update(kernels_->embeddingGrad(i32(o[0]) + b * per, ref(o[1]).at(b * per * hidden),
-                                           ref(r[0]).at(b * table), per, hidden, rowBegin, tableRows));
-        }
-        return s;
-      };
-    } else if (op == "nn.linear") {
-      if (o.size() != 2 && o.size() != 3) return fail("expected x, w and an optional bias");
-      if (shape(o[1]).size() != 2) return fail("w must be rank 2");
-      const int64_t inF = shape(o[1])[0], outF = shape(o[1])[1];
-      if (shape(o[0]).back() != inF) {
-        return fail(absl::StrCat("x ", shapeText(shape(o[0])), " does not match w ", shapeText(shape(o[1]))));
-      }
-      const int64_t rows = numel(o[0]) / inF;
-      if (numel(r[0]) != rows * outF) return fail("result size");
-      const bool bias = o.size() == 3;
-      if (bias && numel(o[2]) != outF) return fail("bias size");
-      // Deterministic: one sequence per GEMM, so a row's arithmetic does
-      // not depend on how many rows the rank holds.
-      const int64_t chunk = det && rows % seq_ == 0 ? seq_ : rows;
-      bound->body = [=, this](int64_t) {
-        absl::Status s;
-        for (int64_t c = 0; c < rows; c += chunk) {
-          s.Update(kernels_->linear(ref(o[0]).at(c * inF), ref(o[1]), bias ? ref(o[2]) : Ref{},
-                                    ref(r[0]).at(c * outF), chunk, inF, outF));
-        }
-        return s;
-      };
-    } else if (op == "nn.matmul") {
-      if (st = need(2, 1); !st.ok()) return st;
-      const bool tl = in.attrs.value("transpose_lhs", false), tr = in.attrs.value("transpose_rhs", false);
-      if (tl && tr) return fail("transpose_lhs and transpose_rhs together are not supported");
-      if (tl) {
-        if (shape(r[0]).size() != 2) return fail("transpose_lhs result must be rank 2");
-        const int64_t m = shape(r[0])[0], n = shape(r[0])[1];
-        const int64_t rows = numel(o[0]) / m;
-        if (shape(o[0]).back() != m || shape(o[1]).back() != n || numel(o[1]) != rows * n) {
-          return fail("lhs^T rhs shapes disagree");
-        }
-        const int64_t batch = rows_.count;
-        if (det) {
-          if (rows % batch) return fail("deterministic mode: the rows do not split by batch row");
-          bound->stack_rule = Bound::StackRule::kRowReduce;
-          bound->stacked_results = {true};
-        }
-        bound->body = [=, this](int64_t) {
-          if (!det) {
-            return kernels_->matmulTransposeLhs(ref(o[0]), ref(o[1]), ref(r[0]), rows, m, n);
-          }
-          const int64_t per = rows / batch;
-          absl::Status s;
-          for (int64_t b = 0; b < batch; ++b) {
-            s.Update(kernels_->matmulTransposeLhs(ref(o[0]).at(b * per * m), ref(o[1]).at(b * per * n),
-                                                  ref(r[0]).at(b * m * n), per, m, n));
-          }
-          return s;
-        };
-      } else {
-        if (shape(o[1]).size() != 2) return fail("rhs must be rank 2 (batched matmuls are not supported)");
-        const int64_t k = shape(o[0]).back();
-        const int64_t n = tr ? shape(o[1])[0] : shape(o[1])[1];
-        if ((tr ? shape(o[1])[1] : shape(o[1])[0]) != k) return fail("contraction dims disagree");
-        const int64_t rows = numel(o[0]) / k;
-        if (numel(r[0]) != rows * n) return fail("result size");
-        const int64_t chunk = det && rows % seq_ == 0 ? seq_ : rows;
-        bound->body = [=, this](int64_t) {
-          absl::Status s;
-          for (int64_t c = 0; c < rows; c += chunk) {
-            s.Update(tr ? kernels_->matmulTransposeRhs(ref(o[0]).at(c * k), ref(o[1]), ref(r[0]).at(c * n), chunk, k, n)
-                        : kernels_->matmul(ref(o[0]).at(c * k), ref(o[1]), ref(r[0]).at(c * n), chunk, k, n));
-          }
-          return s;
-        };
-      }
-    } else if (op == "nn.rms_norm" || op == "nn.layer_norm") {
-      const bool layer = op == "nn.layer_norm";
-      if (st = need(layer ? 3 : 2, 1); !st.ok()) return st;
-      const int64_t hidden = shape(o[0]).back(), rows = numel(o[0]) / hidden;
-      if (numel(o[1]) != hidden) return fail("gamma size");
-      const float eps = in.attrs.value("epsilon", 1e-5f);
-      bound->body = [=, this](int64_t) {
-        if (layer) return kernels_->layerNorm(ref(o[0]), ref(o[1]), ref(o[2]), ref(r[0]), rows, hidden, eps);
-        return kernels_->rmsNorm(ref(o[0]), ref(o[1]), ref(r[0]), rows, hidden, eps);
-      };
-    } else if (op == "nn.rms_norm_grad" || op == "nn.layer_norm_grad") {
-      const bool layer = op == "nn.layer_norm_grad";
-      if (st = need(3, layer ? 3 : 2); !st.ok()) return st;
-      const int64_t hidden = shape(o[0]).back(), rows = numel(o[0]) / hidden;
-      if (numel(o[1]) != hidden || numel(o[2]) != numel(o[0])) return fail("shapes disagree");
-      const float eps = in.attrs.value("epsilon", 1e-5f);
-      const int64_t batch = det ? rows_.count : 1;
-      if (det) {
-        if (rows % batch) return fail("deterministic mode: the rows do not split by batch row");
-        bound->stack_rule = Bound::StackRule::kRowReduce;
-        bound->stacked_results = layer ? std::vector<bool>{false, true, true} : std::vector<bool>{false, true};
-      }
-      bound->body = [=, this](int64_t) {
-        const int64_t per = rows / batch;
-        absl::Status s;
-        for (int64_t b = 0; b < batch; ++b) {
-          const int64_t t = b * per * hidden, g = b * hidden;
-          s.Update(layer ? kernels_->layerNormGrad(ref(o[0]).at(t), ref(o[1]), ref(o[2]).at(t), ref(r[0]).at(t),
-                                                   ref(r[1]).at(g), ref(r[2]).at(g), per, hidden, eps)
-                         : kernels_->rmsNormGrad(ref(o[0]).at(t), ref(o[1]), ref(o[2]).at(t), ref(r[0]).at(t),
-                                                 ref(r[1]).at(g), per, hidden, eps));
-        }
-        return s;
-      };
-    } else if (op == "nn.rope") {
-      if (st = need(1, 1); !st.ok()) return st;
-      const std::vector<int64_t>& s = shape(o[0]);
-      if (s.size() != 4 || s[3] % 2) return fail("rope wants [B, S, H, D] with D even");
-      for (const AxisPlacement& p : plan_.buffers[o[0]].placement) {
-        if (p.kind == AxisPlacement::Kind::kShard && p.dim == 1) {
-          return fail("rope of a sequence-sharded tensor is not supported");
-        }
-      }
-      const float theta = in.attrs.value("theta", 10000.0f);
-      const bool inverse = in.attrs.value("inverse", false);
-      bound->body = [=, this](int64_t) {
-        return kernels_->rope(ref(o[0]), ref(r[0]), s[0], s[1], s[2], s[3], theta, inverse);
-      };
-    } else if (op == "nn.attention" || op == "nn.attention_grad") {
-      const bool grad = op == "nn.attention_grad";
-      if (st = need(grad ? 4 : 3, grad ? 3 : 1); !st.ok()) return st;
-      const std::vector<int64_t>& q = shape(o[0]);
-      const std::vector<int64_t>& k = shape(o[1]);
-      if (q.size() != 4 || k.size() != 4 || shape(o[2]) != k || q[0] != k[0] || q[1] != k[1] ||
-          q[3] != k[3] || k[2] == 0 || q[2] % k[2]) {
-        return fail(absl::StrCat("q ", shapeText(q), " and k/v ", shapeText(k), " do not fit"));
-      }
-      const cpu::AttentionShape a{q[0], q[1], q[2], k[2], q[3]};
-      if (st = kernels_->checkAttention(a); !st.ok()) return fail(std::string(st.message()));
-      bound->body = [=, this](int64_t) {
-        if (grad) {
-          return kernels_->attentionGrad(ref(o[0]), ref(o[1]), ref(o[2]), ref(o[3]), ref(r[0]), ref(r[1]),
-                                         ref(r[2]), a);
-        }
-        return kernels_->attention(ref(o[0]), ref(o[1]), ref(o[2]), ref(r[0]), a);
-      };
-    } else if (op == "nn.silu" || op == "nn.gelu") {
-      if (st = need(1, 1); !st.ok()) return st;
-      const bool gelu = op == "nn.gelu";
-      const int64_t n = numel(o[0]);
-      bound->body = [=, this](int64_t) {
-        if (gelu) return kernels_->gelu(ref(o[0]), ref(r[0]), n);
-        return kernels_->silu(ref(o[0]), ref(r[0]), n);
-      };
-    } else if (op == "nn.silu_grad" || op == "nn.gelu_grad") {
-      if (st = need(2, 1); !st.ok()) return st;
-      const bool gelu = op == "nn.gelu_grad";
-      const int64_t n = numel(o[0]);
-      if (numel(o[1]) != n) return fail("x and dy differ in size");
-      bound->body = [=, this](int64_t) {
-        if (gelu) return kernels_->geluGrad(ref(o[0]), ref(o[1]), ref(r[0]), n);
-        return kernels_->siluGrad(ref(o[0]), ref(o[1]), ref(r[0]), n);
-      };
-    } else if (op == "nn.add" || op == "nn.mul") {
-      if (st = need(2, 1); !st.ok()) return st;
-      const int64_t n = numel(o[0]);
-      if (numel(o[1]) != n || numel(r[0]) != n) return fail("operands differ in size (no broadcasting)");
-      const bool mul = op == "nn.mul";
-      if (det) bound->stack_rule = Bound::StackRule::kPropagate;
-      bound->body = [=, this](int64_t) {
-        const int64_t count = n * std::max<int64_t>(1, stacks_[r[0]].rows);
-        if (mul) return kernels_->mul(ref(o[0]), ref(o[1]), ref(r[0]), count);
-        return kernels_->add(ref(o[0]), ref(o[1]), ref(r[0]), count);
-      };
-    } else if (op == "nn.softmax" || op == "nn.softmax_grad") {
-      const bool grad = op == "nn.softmax_grad";
-      if (st = need(grad ? 2 : 1, 1); !st.ok()) return st;
-      const int64_t n = shape(o[0]).back(), rows = numel(o[0]) / n;
-      bound->body = [=, this](int64_t) {
-        if (grad) return kernels_->softmaxGrad(ref(o[0]), ref(o[1]), ref(r[0]), rows, n);
-        return kernels_->softmax(ref(o[0]), ref(r[0]), rows, n);
-      };
-    } else if (op == "nn.reshape") {
-      if (st = need(1, 1); !st.ok()) return st;
-      if (numel(o[0]) != numel(r[0])) return fail("reshape changes the element count");
-      bound->view_of = o[0];
-      bound->body = [](int64_t) { return absl::OkStatus(); };
-    } else if (op == "nn.reduce_sum") {
-      if (st = need(1, 1); !st.ok()) return st;
-      std::vector<int64_t> dims = in.attrs.value("dims", std::vector<int64_t>{});
-      const std::vector<int64_t> s = shape(o[0]);
-      for (size_t k = 0; k < dims.size(); ++k) {
-        if (dims[k] < 0 || dims[k] >= static_cast<int64_t>(s.size()) || (k && dims[k] <= dims[k - 1])) {
-          return fail("dims must be strictly increasing and in range");
-        }
-      }
-      if (st = kernels_->checkReduceSum(s.size()); !st.ok()) return fail(std::string(st.message()));
-      // Deterministic: a sum over the batch dim is kept per batch row.
-      const bool perRow = det && !dims.empty() && dims[0] == 0 && s[0] == rows_.count;
-      if (perRow) {
-        bound->stack_rule = Bound::StackRule::kRowReduce;
-        bound->stacked_results = {true};
-      }
-      std::vector<int64_t> rowShape = s;
-      rowShape[0] = perRow ? 1 : s[0];
-      const int64_t inRow = perRow ? numel(o[0]) / s[0] : 0, outRow = numel(r[0]);
-      bound->body = [=, this](int64_t) {
-        if (!perRow) {
-          return kernels_->reduceSum(ref(o[0]), s, dims, ref(r[0]));
-        }
-        absl::Status status;
-        for (int64_t b = 0; b < s[0]; ++b) {
-          status.Update(kernels_->reduceSum(ref(o[0]).at(b * inRow), rowShape, dims, ref(r[0]).at(b * outRow)));
-        }
-        return status;
-      };
-    } else if (op == "nn.cross_entropy" || op == "nn.cross_entropy_grad") {
-      const bool grad = op == "nn.cross_entropy_grad";
-      if (st = need(grad ? 3 : 2, 1); !st.ok()) return st;
-      const int64_t vocab = shape(o[0]).back(), tokens = numel(o[0]) / vocab;
-      if (numel(o[1]) != tokens) return fail("labels do not match the logits' tokens");
-      for (const AxisPlacement& p : plan_.buffers[o[0]].placement) {
-        if (p.kind == AxisPlacement::Kind::kShard &&
-            p.dim == static_cast<int64_t>(shape(o[0]).size()) - 1) {
-          return fail("the logits are split over the vocabulary; this op needs them whole");
-        }
-      }
-      if (st = grad ? needF32({o[2]}) : needF32({r[0]}); !st.ok()) return st;
-      const float scale = in.attrs.value("scale", 1.0f);
-      const bool seedConstant = !kernels_->hostAddressable();
-      if (grad && seedConstant && o[2] != plan_.interface.loss_grad_seed) return fail(kDlossNotSeed);
-      // Deterministic: the loss is kept as one mean per batch row.
-      const int64_t batch = det && !grad ? rows_.count : 1;
-      if (det && !grad) {
-        bound->stack_rule = Bound::StackRule::kRowReduce;
-        bound->stacked_results = {true};
-        bound->stack_mean = true;
-      }
-      bound->body = [=, this](int64_t) {
-        if (grad) {
-          return kernels_->crossEntropyGrad(ref(o[0]), i32(o[1]), seedConstant ? kLossGradSeed : *f32(o[2]),
-                                            scale, ref(r[0]), tokens, vocab);
-        }
-        const int64_t per = tokens / batch;
-        absl::Status s;
-        for (int64_t b = 0; b < batch; ++b) {
-          s.Update(kernels_->crossEntropy(ref(o[0]).at(b * per * vocab), i32(o[1]) + b * per, f32(r[0]) + b, per,
-                                          vocab));
-        }
-        return s;
-      };
-    } else if (op == "nn.bias_add") {
-      if (st = need(2, 1); !st.ok()) return st;
-      const int64_t outF = shape(o[0]).back(), rows = numel(o[0]) / std::max<int64_t>(outF, 1);
-      if (numel(o[1]) != outF) return fail("bias does not match x's last dim");
-      bound->body = [=, this](int64_t) {
-        return kernels_->biasAdd(ref(o[0]), ref(o[1]), ref(r[0]), rows, outF);
-      };
-    } else if (op.starts_with("nn.vocab_")) {
-      // Vocab-parallel cross-entropy: the logits' last dim may be a shard
-      // of the vocabulary; its global rows come from the logits' placement.
-      const bool ce = op == "nn.vocab_cross_entropy";
-      const int64_t logitsId = ce ? -1 : o.at(0);
-      int64_t local = 0, valid = 0, rowBegin = 0, tokens = 0;
-      if (!ce) {
-        const BufferSpec& logits = plan_.buffers[logitsId];
-        absl::StatusOr<ShardBox> box = shardBoxOf(logits, plan_.mesh, coords_);
-        if (!box.ok()) return box.status();
-        local = logits.local_shape.back();
-        rowBegin = box->offsets.back();
-        tokens = logits.numel() / std::max<int64_t>(local, 1);
-        // A padded buffer's global dim is its padded extent; `vocab` says
-        // how many rows are real.
-        const int64_t vocab = in.attrs.value("vocab", logits.global_shape.back());
-        if (vocab > logits.global_shape.back()) return fail("vocab exceeds the logits' rows");
-        valid = std::clamp<int64_t>(vocab - rowBegin, 0, local);
-      }
-      if (op == "nn.vocab_max") {
-        if (st = need(1, 1); !st.ok()) return st;
-        if (numel(r[0]) != tokens) return fail("max must hold one value per token");
-        if (st = needF32({r[0]}); !st.ok()) return st;
-        bound->body = [=, this](int64_t) {
-          return kernels_->vocabMax(ref(o[0]), f32(r[0]), tokens, local, valid);
-        };
-      } else if (op == "nn.vocab_stats") {
-        if (st = need(3, 1); !st.ok()) return st;
-        if (numel(o[1]) != tokens || numel(o[2]) != tokens || numel(r[0]) != 2 * tokens) {
-          return fail("labels, max and stats must match the logits' tokens");
-        }
-        if (st = needF32({o[2], r[0]}); !st.ok()) return st;
-        bound->body = [=, this](int64_t) {
-          return kernels_->vocabStats(ref(o[0]), i32(o[1]), f32(o[2]), f32(r[0]), tokens, local, valid, rowBegin);
-        };
-      } else if (ce) {
-        if (st = need(1, 1); !st.ok()) return st;
-        const int64_t count = numel(o[0]) / 2;
-        if (st = needF32({o[0], r[0]}); !st.ok()) return st;
-        bound->body = [=, this](int64_t) { return kernels_->vocabCrossEntropy(f32(o[0]), f32(r[0]), count); };
-      } else if (op == "nn.vocab_cross_entropy_grad") {
-        if (st = need(5, 1); !st.ok()) return st;
-        if (numel(o[1]) != tokens || numel(o[2]) != tokens || numel(o[3]) != 2 * tokens ||
-            numel(r[0]) != numel(o[0])) {
-          return fail("labels, max, stats and the gradient must match the logits");
-        }
-        if (st = needF32({o[2], o[3], o[4]}); !st.ok()) return st;
-        const float scale = in.attrs.value("scale", 1.0f);
-        const bool seedConstant = !kernels_->hostAddressable();
-        if (seedConstant && o[4] != plan_.interface.loss_grad_seed) return fail(kDlossNotSeed);
-        bound->body = [=, this](int64_t) {
-          return kernels_->vocabCrossEntropyGrad(ref(o[0]), i32(o[1]), f32(o[2]), f32(o[3]),
-                                                 seedConstant ? kLossGradSeed : *f32(o[4]), scale, ref(r[0]),
-                                                 tokens, local, valid, rowBegin);
-        };
-      } else {
-        return fail("unknown vocab-parallel op");
-      }
-    } else if (op == "dist.bucket" || op == "dist.unbucket") {
-      const bool pack = op == "dist.bucket";
-      const std::vector<int64_t>& entries = pack ? o : r;
-      const int64_t flat = pack ? r.at(0) : o.at(0);
-      if ((pack ? r.size() : o.size()) != 1) return fail("one bucket buffer expected");
-      const int64_t chunks = in.attrs.value("chunks", int64_t{1});
-      std::vector<int64_t> offsets = in.attrs.value("offsets", std::vector<int64_t>{});
-      std::vector<int64_t> splitDims = in.attrs.value("split_dims", std::vector<int64_t>(entries.size(), 0));
-      if (offsets.size() != entries.size() || splitDims.size() != entries.size() || chunks < 1 ||
-          numel(flat) % chunks) {
-        return fail("offsets/split_dims/chunks do not fit the entries");
-      }
-      const int64_t segment = numel(flat) / chunks;
-      const comm::DType type = plan_.buffers[flat].dtype;
-      for (int64_t id : entries) {
-        if (plan_.buffers[id].dtype != type) {
-          return fail(absl::StrCat(plan_.buffers[id].name, " is ", std::string(comm::dtypeName(plan_.buffers[id].dtype)),
-                                   " but its bucket is ", std::string(comm::dtypeName(type))));
-        }
-      }
-      const size_t elem = comm::dtypeSize(type);
-      // padded: parts take ceil(n / chunks) rows of the split dim, the rows
-      // past the entry's end zero in the bucket and dropped when unbucketing.
-      const bool padded = in.attrs.value("padded", false);
-      struct Part {
-        int64_t id, outer, n, tail, offset, count, rows;
-      };
-      std::vector<Part> parts;
-      for (size_t k = 0; k < entries.size(); ++k) {
-        const std::vector<int64_t>& s = shape(entries[k]);
-        const int64_t d = s.empty() ? 0 : splitDims[k];
-        Part part{entries[k], product(s, 0, d), s.empty() ? 1 : s[d], product(s, d + 1), offsets[k], product(s), 0};
-        part.rows = padded ? mesh::shardSize(part.n, chunks) : part.n / chunks;
-        if ((!padded && part.n % chunks) || part.offset + part.outer * part.rows * part.tail > segment) {
-          return fail(absl::StrCat("entry ", k, " ", shapeText(s), " does not fit its segment"));
-        }
-        parts.push_back(part);
-      }
-      if (det) bound->stack_rule = Bound::StackRule::kPropagate;
-      const int64_t flatCount = numel(flat);
-      bound->body = [=, this](int64_t) {
-        const int64_t stackRows = std::max<int64_t>(1, stacks_[flat].rows);
-        absl::Status s;
-        for (int64_t row = 0; row < stackRows; ++row) {
-          const Ref buffer = ref(flat).at(row * flatCount);
-          for (const Part& p : parts) {
-            // Chunk c of an entry is `real` rows of its split dim in each of
-            // its `outer` slices, laid `rows` apart in segment c.
-            const Ref entry = ref(p.id).at(row * p.count);
-            const int64_t rows = p.rows;
-            const size_t entryPitch = p.n * p.tail * elem, bucketPitch = rows * p.tail * elem;
-            for (int64_t c = 0; c < chunks; ++c) {
-              const int64_t real = std::clamp<int64_t>(p.n - c * rows, 0, rows);
-              void* a = entry.at(c * rows * p.tail).data;
-              const Ref b = buffer.at(c * segment + p.offset);
-              const size_t width = real * p.tail * elem;
-              if (!pack) {
-                s.Update(kernels_->copy2D(a, entryPitch, b.data, bucketPitch, width, p.outer));
-                continue;
-              }
-              s.Update(kernels_->copy2D(b.data, bucketPitch, a, entryPitch, width, p.outer));
-              if (real < rows) {
-                s.Update(kernels_->zero2D(b.at(real * p.tail).data, bucketPitch, (rows - real) * p.tail * elem,
-                                          p.outer));
-              }
-            }
-          }
-        }
-        return s;
-      };
-    } else if (op == "dist.slice") {
-      if (st = need(1, 1); !st.ok()) return st;
-      if (plan_.buffers[o[0]].dtype != plan_.buffers[r[0]].dtype) return fail("a slice keeps its dtype");
-      const int64_t dim = in.attrs.value("slice_dim", int64_t{0});
-      std::vector<std::string> axes = in.attrs.value("mesh_axes", std::vector<std::string>{});
-      int64_t index = 0;
-      for (const std::string& axis : axes) {
-        absl::StatusOr<int64_t> a = plan_.mesh.axisIndex(axis);
-        if (!a.ok()) return fail(std::string(a.status().message()));
-        index = index * plan_.mesh.shape()[*a] + coords_[*a];
-      }
-      const std::vector<int64_t> in_shape = shape(o[0]);
-      const int64_t rows = shape(r[0])[dim];
-      bound->body = [=, this](int64_t) {
-        return copyDimSlice(*kernels_, ref(o[0]), in_shape, dim, index * rows, rows, ref(r[0]));
-      };
-    } else if (op == "dist.free") {
-      if (o.size() != 1 || !r.empty()) return fail("dist.free takes one buffer");
-      bound->body = [](int64_t) { return absl::OkStatus(); };
-    } else if (op == "dist.optimizer_step") {
-      if (o.size() != 4 && o.size() != 5) {
-        return fail("expected param, grad, exp_avg, exp_avg_sq and, for non-f32 params, an f32 master copy");
-      }
-      const int64_t n = numel(o[0]);
-      for (int64_t id : o) {
-        if (numel(id) != n) return fail("param, grad and states differ in size");
-      }
-      const bool master = o.size() == 5;
-      constexpr char kStates[] = "AdamW keeps its states and master copies in f32";
-      if (st = master ? needF32({o[2], o[3], o[4]}, kStates) : needF32({o[2], o[3]}, kStates); !st.ok()) {
-        return st;
-      }
-      if (!master && plan_.buffers[o[0]].dtype != comm::DType::kFloat32) {
-        return fail("a bf16 parameter needs an f32 master copy (operand 5); re-plan with the current planner");
-      }
-      optim::AdamWConfig config;
-      config.lr = options_.learning_rate > 0 ? options_.learning_rate : in.attrs.value("lr", 1e-3);
-      std::vector<double> betas = in.attrs.value("betas", std::vector<double>{0.9, 0.999});
-      if (betas.size() != 2) return fail("betas must have two entries");
-      config.beta1 = betas[0];
-      config.beta2 = betas[1];
-      config.eps = in.attrs.value("eps", 1e-8);
-      config.weight_decay = in.attrs.value("weight_decay", 1e-2);
-      bound->allocates_results = false;
-      bound->body = [=, this](int64_t step) {
-        return kernels_->adamw(config, step, ref(o[0]), ref(o[1]), f32(o[2]), f32(o[3]), master ? f32(o[4]) : nullptr,
-                               n, clip_coefficient_);
-      };
-    } else if (op == "dist.wait") {
-      if (st = need(1, 1); !st.ok()) return st;
-      const std::string handle = in.async_handle;
-      bound->allocates_results = false;
-      bound->body = [=, this](int64_t step) -> absl::Status {
-        auto it = pending_.find(handle);
-        if (it == pending_.end()) {
-          return absl::InternalError(absl::StrCat(in.where(), ": '", handle, "' was not started"));
-        }
-        std::shared_ptr<Pending> p = std::move(it->second);
-        pending_.erase(it);
-        const double t0 = TraceRecorder::nowUs();
-        absl::Status s = kernels_->await(*p->work, options_.timeout);
-        const double t1 = TraceRecorder::nowUs();
-        if (!s.ok()) {
-          return absl::Status(s.code(), absl::StrCat("step ", step, ", ", in.where(), " (", handle,
-                                                     "): ", s.message()));
-        }
-        traceWait(in, step, p->index, p->collective, p->axes, t0, t1);
-        if (p->finish) {
-          if (absl::Status d = defineLike(r[0], o[0]); !d.ok()) return d;
-          if (absl::Status d = p->finish(ref(r[0])); !d.ok()) return d;
-        } else {
-          alias(r[0], o[0]);
-        }
-        for (void* block : p->staging) allocator_->release(block);
-        return absl::OkStatus();
-      };
-    } else if (op.starts_with("dist.all_gather") || op.starts_with("dist.reduce_scatter") ||
-               op.starts_with("dist.all_reduce")) {
-      if (st = need(1, 1); !st.ok()) return st;
-      const std::string kind = in.attrs.value("kind", "");
-      std::vector<std::string> axes = in.attrs.value("mesh_axes", std::vector<std::string>{});
-      absl::StatusOr<std::shared_ptr<comm::ProcessGroup>> group = groups_->groupFor(axes);
-      if (!group.ok()) return fail(std::string(group.status().message()));
-      // Types: the operand's (E), the wire's (W: what the engine moves), the
-      // accumulation's (A) and the result's (R, W or A). E != W converts
-      // first; a sum accumulated wider than the wire is exchanged with an
-      // all-to-all and added by sumChunks, so its accumulation is the plan's
-      // on every backend and device, in rank order.
-      const comm::DType e = plan_.buffers[o[0]].dtype, resultType = plan_.buffers[r[0]].dtype;
-      const std::string wireName = in.attrs.value("wire_type", std::string(comm::dtypeName(e)));
-      const std::string accumName = in.attrs.value("accum_type", wireName);
-      absl::StatusOr<comm::DType> wireType = comm::dtypeFromName(wireName);
-      absl::StatusOr<comm::DType> accumType = comm::dtypeFromName(accumName);
-      if (!wireType.ok() || !accumType.ok()) {
-        return fail(absl::StrCat("wire ", wireName, " / accumulation ", accumName, " is not a dtype"));
-      }
-      const comm::DType w = *wireType, acc = *accumType;
-      for (comm::DType t : {w, acc}) {
-        if (t != comm::DType::kFloat32 && t != comm::DType::kBFloat16 && t != comm::DType::kInt32) {
-          return fail(absl::StrCat("wire ", wireName, " / accumulation ", accumName, ": the ", kernels_->name(),
-                                   " runtime moves and reduces f32, bf16 and i32"));
-        }
-      }
-      if ((e == comm::DType::kInt32) != (w == comm::DType::kInt32)) {
-        return fail(absl::StrCat("a ", std::string(comm::dtypeName(e)), " operand cannot travel as ", wireName));
-      }
-      const bool async = op.ends_with("_start");
-      const int64_t g = (*group)->size();
-      const bool padded = in.attrs.value("padded", false);
-      const std::vector<int64_t> inShape = shape(o[0]), outShape = shape(r[0]);
-      std::shared_ptr<comm::ProcessGroup> pg = *group;
-      comm::ReduceOp reduce = comm::ReduceOp::kSum;
-      if (in.attrs.contains("reduction")) {
-        absl::StatusOr<comm::ReduceOp> parsed = reduceOpOf(in.attrs["reduction"]);
-        if (!parsed.ok()) return fail(std::string(parsed.status().message()));
-        reduce = *parsed;
-      }
-      const bool reduction = kind != "all_gather";
-      if (resultType != w && !(reduction && resultType == acc)) {
-        return fail(absl::StrCat("the result is ", std::string(comm::dtypeName(resultType)), "; a ", kind,
-                                 " with wire ", wireName, " and accumulation ", accumName,
-                                 " delivers the wire type", reduction ? " or the accumulation type" : ""));
-      }
-      // Max and min are exact in any type; sums and averages accumulated
-      // wider than the wire take the exchange-and-add path.
-      const bool exact = reduction && comm::dtypeSize(acc) > comm::dtypeSize(w) &&
-                         (reduce == comm::ReduceOp::kSum || reduce == comm::ReduceOp::kAvg) && g > 1;
-      if (exact && acc != comm::DType::kFloat32) {
-        return fail(absl::StrCat("accumulation ", accumName, " wider than the wire: the runtime accumulates in f32"));
-      }
-      if (det && (e != comm::DType::kFloat32 || w != comm::DType::kFloat32)) {
-        return fail("deterministic mode runs f32 plans");
-      }
-      const size_t we = comm::dtypeSize(w);
-      int64_t dim = 0;
-      if (kind == "all_gather") dim = in.attrs.value("gather_dim", int64_t{0});
-      if (kind == "reduce_scatter") dim = in.attrs.value("scatter_dim", int64_t{0});
-      if (kind == "all_gather") {
-        const int64_t want = padded ? outShape[dim] : inShape[dim] * g;
-        if (mesh::shardSize(outShape[dim], g) != inShape[dim] || outShape[dim] != want) {
-          return fail(absl::StrCat("gathering ", shapeText(inShape), " over ", g, " ranks along dim ", dim,
-                                   " cannot give ", shapeText(outShape)));
-        }
-      } else if (kind == "reduce_scatter") {
-        if (mesh::shardSize(inShape[dim], g) != outShape[dim]) {
-          return fail(absl::StrCat("scattering ", shapeText(inShape), " over ", g, " ranks along dim ",
-                                   dim, " cannot give ", shapeText(outShape)));
-        }
-      } else if (kind != "all_reduce" || inShape != outShape) {
-        return fail(absl::StrCat("unsupported collective kind '", kind, "'"));
-      }
-      const int64_t bytes = in.attrs.value("bytes", int64_t{0});
-      const std::string axesText = absl::StrJoin(axes, "+");
-      const std::string track = absl::StrCat("comm:", pg->name());
-      const std::string handle = async ? in.async_handle : absl::StrCat("sync#", i);
-      bound->body = [=, this](int64_t step) -> absl::Status {
-        auto p = std::make_shared<Pending>();
-        p->collective = kind;
-        p->axes = axesText;
-        p->index = in.index;
-        p->issued_us = TraceRecorder::nowUs();
-        Ref src = ref(o[0]);
-        Ref dst = ref(r[0]);
-        const int64_t inCount = product(inShape), outCount = product(outShape);
-        const comm::Device device = kernels_->device();
-        auto tensor = [device](Ref data, int64_t count) {
-          return comm::Tensor(data.data, data.dtype, {count}, device);
-        };
-        // Staging of `count` elements of type t, released at the wait.
-        auto stage = [&, this](comm::DType t, int64_t count) -> absl::StatusOr<Ref> {
-          const size_t size = count * comm::dtypeSize(t);
-          void* block = allocator_->allocate(size);
-          if (block == nullptr) return outOfMemory(size, in.where());
-          p->staging.push_back(block);
-          return Ref{block, t};
-        };
-        // Where the engine writes a reduction's result: the result itself,
-        // or a wire-typed block converted into it at the wait.
-        auto engineResult = [&, this]() -> absl::StatusOr<Ref> {
-          if (resultType == w) return dst;
-          absl::StatusOr<Ref> staging = stage(w, outCount);
-          if (!staging.ok()) return staging.status();
-          const Ref block = *staging;
-          p->finish = [=, this](Ref out) { return kernels_->convert(block, out, outCount); };
-          return block;
-        };
-        if (!det && e != w) {
-          absl::StatusOr<Ref> wire = stage(w, inCount);
-          if (!wire.ok()) return wire.status();
-          if (absl::Status s = kernels_->convert(src, *wire, inCount); !s.ok()) return s;
-          src = *wire;
-        }
-        absl::StatusOr<std::shared_ptr<comm::Work>> work;
-        if (det && stacks_[o[0]].rows > 0) {
-          // Deterministic: gather every rank's per-row contributions (and
-          // which global rows they are) instead of summing them; a
-          // reduce-scatter keeps this rank's part of each row.
-          const Stack& mine = stacks_[o[0]];
-          const int64_t rowsIn = mine.rows;
-          std::vector<int64_t> index(rowsIn * g);
-          absl::StatusOr<std::shared_ptr<comm::Work>> indexWork = pg->allGatherIntoTensor(
-              comm::Tensor(index.data(), comm::DType::kInt64, {rowsIn * g}),
-              comm::Tensor(const_cast<int64_t*>(mine.index.data()), comm::DType::kInt64, {rowsIn}));
-          if (!indexWork.ok()) return indexWork.status();
-          if (absl::Status s = (*indexWork)->wait(options_.timeout); !s.ok()) return s;
-          if (kind == "all_gather" || (kind == "reduce_scatter" && (dim != 0 || padded))) {
-            return absl::UnimplementedError(absl::StrCat(
-                in.where(), ": deterministic mode covers all-reduces and dim-0 reduce-scatters of "
-                "gradients; this plan needs ", kind, " along dim ", dim));
-          }
-          Stack gathered{rowsIn * g, index, mine.mean};
-          if (absl::Status s = defineStacked(r[0], gathered); !s.ok()) return s;
-          dst = ref(r[0]);
-          if (kind == "all_reduce") {
-            work = pg->allGatherIntoTensor(tensor(dst, rowsIn * g * inCount), tensor(src, rowsIn * inCount));
-          } else {
-            absl::StatusOr<Ref> staging = stage(w, g * rowsIn * inCount);
-            if (!staging.ok()) return staging.status();
-            work = pg->allGatherIntoTensor(tensor(*staging, g * rowsIn * inCount), tensor(src, rowsIn * inCount));
-            const int64_t part = pg->rank();
-            const Ref from = *staging;
-            p->finish = [=, this](Ref out) {
-              return kernels_->copy2D(out.data, outCount * we, from.at(part * outCount).data, inCount * we,
-                                      outCount * we, g * rowsIn);
-            };
-          }
-        } else if (kind == "all_reduce" && exact) {
-          // Rank q adds up everybody's segment q (padded to equal segments),
-          // then the sums are gathered in the result's type. Without padding
-          // the operand is sent as it is and the sums gathered into the result.
-          const int64_t segment = mesh::shardSize(inCount, g);
-          const bool pad = g * segment != inCount;
-          Ref send = src;
-          if (pad) {
-            absl::StatusOr<Ref> staging = stage(w, g * segment);
-            if (!staging.ok()) return staging.status();
-            send = *staging;
-            absl::Status s = kernels_->copy(send.data, src.data, inCount * we);
-            s.Update(kernels_->zero2D(send.at(inCount).data, 0, (g * segment - inCount) * we, 1));
-            if (!s.ok()) return s;
-          }
-          absl::StatusOr<Ref> recv = stage(w, g * segment);
-          absl::StatusOr<Ref> sum = stage(resultType, segment);
-          absl::StatusOr<Ref> all = pad ? stage(resultType, g * segment) : absl::StatusOr<Ref>(Ref{});
-          for (const absl::StatusOr<Ref>* block : {&recv, &sum, &all}) {
-            if (!block->ok()) return block->status();
-          }
-          work = pg->allToAllSingle(tensor(*recv, g * segment), tensor(send, g * segment));
-          const bool average = reduce == comm::ReduceOp::kAvg;
-          const Ref received = *recv, mine = *sum, padded = *all;
-          p->finish = [=, this](Ref out) -> absl::Status {
-            absl::Status s = kernels_->sumChunks(received, g, segment, average, mine);
-            if (!s.ok()) return s;
-            const Ref gathered = pad ? padded : out;
-            absl::StatusOr<std::shared_ptr<comm::Work>> gather =
-                pg->allGatherIntoTensor(tensor(gathered, g * segment), tensor(mine, segment));
-            if (!gather.ok()) return gather.status();
-            step_works_.emplace_back(absl::StrCat(in.where(), " (gathering the sums)"), *gather);
-            if (s = kernels_->await(**gather, options_.timeout); !s.ok() || !pad) return s;
-            return kernels_->copy(out.data, gathered.data, outCount * comm::dtypeSize(out.dtype));
-          };
-        } else if (kind == "all_reduce") {
-          absl::StatusOr<Ref> target = engineResult();
-          if (!target.ok()) return target.status();
-          if (absl::Status s = kernels_->copy(target->data, src.data, inCount * we); !s.ok()) return s;
-          work = pg->allReduce(tensor(*target, outCount), {.op = reduce});
-        } else if (kind == "all_gather") {
-          if (dim == 0 && !padded) {
-            work = pg->allGatherIntoTensor(tensor(dst, outCount), tensor(src, inCount));
-          } else {
-            // Gather rank-major, then lay the pieces side by side along dim
-            // (dropping the padded tail) at the wait.
-            absl::StatusOr<Ref> staging = stage(w, g * inCount);
-            if (!staging.ok()) return staging.status();
-            work = pg->allGatherIntoTensor(tensor(*staging, g * inCount), tensor(src, inCount));
-            const int64_t rows = inShape[dim];
-            const Ref from = *staging;
-            p->finish = [=, this](Ref out) {
-              absl::Status s;
-              for (int64_t q = 0; q < g; ++q) {
-                s.Update(placeDimSlice(*kernels_, from.at(q * inCount), rows, out, outShape, dim, q * rows));
-              }
-              return s;
-            };
-          }
-        } else {  // reduce_scatter
-          // Segment q holds rank q's rows of dim (zero-padded).
-          Ref segments = src;
-          if (dim != 0 || padded) {
-            absl::StatusOr<Ref> staging = stage(w, g * outCount);
-            if (!staging.ok()) return staging.status();
-            const int64_t rows = outShape[dim];
-            for (int64_t q = 0; q < g; ++q) {
-              absl::Status s = copyDimSlice(*kernels_, src, inShape, dim, q * rows, rows, staging->at(q * outCount));
-              if (!s.ok()) return s;
-            }
-            segments = *staging;
-          }
-          if (exact) {
-            absl::StatusOr<Ref> recv = stage(w, g * outCount);
-            if (!recv.ok()) return recv.status();
-            work = pg->allToAllSingle(tensor(*recv, g * outCount), tensor(segments, g * outCount));
-            const bool average = reduce == comm::ReduceOp::kAvg;
-            const Ref received = *recv;
-            p->finish = [=, this](Ref out) { return kernels_->sumChunks(received, g, outCount, average, out); };
-          } else {
-            absl::StatusOr<Ref> target = engineResult();
-            if (!target.ok()) return target.status();
-            work = pg->reduceScatterTensor(tensor(*target, outCount), tensor(segments, g * outCount),
-                                           {.op = reduce});
-          }
-        }
-        if (!work.ok()) {
-          return absl::Status(work.status().code(),
-                              absl::StrCat("step ", step, ", ", in.where(), ": ", work.status().message()));
-        }
-        p->work = *work;
-        step_works_.emplace_back(in.where(), p->work);
-        if (options_.trace) {
-          const std::string phase(phaseName(in.phase));
-          const int64_t index = in.index;
-          const double issued = p->issued_us;
-          ++callbacks_outstanding_;
-          p->work->onCompletion([=, this](const absl::Status&) {
-            const double done = TraceRecorder::nowUs();
-            TraceEvent e;
-            e.name = kind;
-            e.track = track;
-            e.phase = phase;
-            e.step = step;
-            e.index = index;
-            e.start_us = issued;
-            e.duration_us = done - issued;
-            e.collective = kind;
-            e.axes = axesText;
-            e.bytes = bytes;
-            trace_.add(std::move(e));
-            --callbacks_outstanding_;
-          });
-        }
-        // A blocking collective is a start and a wait in one. Without
-        // overlap an async one is waited at once and its dist.wait later
-        // finds it done.
-        if (async && !options_.overlap) {
-          const double t0 = TraceRecorder::nowUs();
-          absl::Status s = kernels_->await(*p->work, options_.timeout);
-          if (!s.ok()) {
-            return absl::Status(s.code(), absl::StrCat("step ", step, ", ", in.where(), ": ", s.message()));
-          }
-          traceWait(in, step, in.index, kind, axesText, t0, TraceRecorder::nowUs());
-        }
-        if (!async) {
-          absl::Status s = kernels_->await(*p->work, options_.timeout);
-          if (s.ok() && p->finish) s = p->finish(dst);
-          if (!s.ok()) {
-            return absl::Status(s.code(), absl::StrCat("step ", step, ", ", in.where(), ": ", s.message()));
-          }
-          for (void* block : p->staging) allocator_->release(block);
-          return absl::OkStatus();
-        }
-        pending_[handle] = std::move(p);
-        return absl::OkStatus();
-      };
-    } else {
-      return fail("no kernel is bound to this op");
-    }
-
+    auto binder = binders().find(in.op);
+    if (binder == binders().end()) return site.fail("no kernel is bound to this op");
+    if (absl::Status s = (this->*binder->second)(site); !s.ok()) return s;
     bound_.push_back(std::move(bound));
   }
 

@@ -12,9 +12,11 @@
 #include <atomic>
 #include <cstdint>
 #include <functional>
+#include <initializer_list>
 #include <map>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -129,10 +131,89 @@ class Executor {
   TraceRecorder& trace() { return trace_; }
   const comm::MeshGroups& groups() const { return *groups_; }
 
+  // Whether the executor has a binder for `op` (every row of the op table,
+  // runtime/plan/op_table.h; executor_test checks it).
+  static bool binds(std::string_view op);
+
  private:
   struct Bound;     // an instruction bound to its kernel
   struct Pending;   // an async collective between its start and its wait
   Executor(const Plan& plan, std::shared_ptr<comm::ProcessGroup> world, ExecutorOptions options);
+
+  // One instruction being bound: where it is, what it binds into, and the
+  // checks every binder shares (their errors name the plan, the
+  // instruction and its op index).
+  struct Site {
+    const Instruction& in;
+    int64_t position;
+    Bound& bound;
+    const Plan& plan;
+    absl::Status fail(const std::string& what) const;
+    // Exactly `operands` operands and `results` results.
+    absl::Status need(size_t operands, size_t results) const;
+    // Buffers the kernels take as float*.
+    absl::Status needF32(std::initializer_list<int64_t> ids,
+                         const char* why = "losses, the dloss seed and vocab max/statistics are f32") const;
+  };
+  // Checks one instruction and sets its Bound's body.
+  using Binder = absl::Status (Executor::*)(Site& site);
+  // The binder of each op name.
+  static const std::map<std::string_view, Binder>& binders();
+  // Compute ops (executor_compute.cc).
+  absl::Status bindEmbedding(Site& site);
+  absl::Status bindEmbeddingGrad(Site& site);
+  absl::Status bindLinear(Site& site);
+  absl::Status bindMatmul(Site& site);
+  absl::Status bindNorm(Site& site);
+  absl::Status bindNormGrad(Site& site);
+  absl::Status bindRope(Site& site);
+  absl::Status bindAttention(Site& site);
+  absl::Status bindActivation(Site& site);
+  absl::Status bindActivationGrad(Site& site);
+  absl::Status bindElementwise(Site& site);
+  absl::Status bindSoftmax(Site& site);
+  absl::Status bindReshape(Site& site);
+  absl::Status bindReduceSum(Site& site);
+  absl::Status bindCrossEntropy(Site& site);
+  absl::Status bindBiasAdd(Site& site);
+  absl::Status bindVocab(Site& site);
+  // Buffers and the optimizer (executor_buffers.cc).
+  absl::Status bindBucket(Site& site);
+  absl::Status bindSlice(Site& site);
+  absl::Status bindFree(Site& site);
+  absl::Status bindOptimizerStep(Site& site);
+  // Collectives and their waits (executor_collectives.cc).
+  struct CollectiveCall;  // a collective as bound (executor_internal.h)
+  struct CollectiveRun;   // one issue of it
+  // One way of running a collective: issues it and says how the wait
+  // finishes it.
+  using Launch = absl::StatusOr<std::shared_ptr<comm::Work>> (Executor::*)(CollectiveRun& run);
+  absl::Status bindWait(Site& site);
+  absl::Status bindCollective(Site& site);
+  absl::StatusOr<CollectiveCall> parseCollective(Site& site);
+  absl::Status checkCollectiveShapes(Site& site, CollectiveCall& call);
+  absl::Status issueCollective(const CollectiveCall& call, Launch launch, int64_t step);
+  void traceCollective(const CollectiveCall& call, Pending& pending, int64_t step);
+  absl::StatusOr<std::shared_ptr<comm::Work>> launchStacked(CollectiveRun& run);
+  absl::StatusOr<std::shared_ptr<comm::Work>> launchExactAllReduce(CollectiveRun& run);
+  absl::StatusOr<std::shared_ptr<comm::Work>> launchAllReduce(CollectiveRun& run);
+  absl::StatusOr<std::shared_ptr<comm::Work>> launchAllGather(CollectiveRun& run);
+  absl::StatusOr<std::shared_ptr<comm::Work>> launchReduceScatter(CollectiveRun& run);
+  absl::StatusOr<std::shared_ptr<comm::Work>> launchExactReduceScatter(CollectiveRun& run);
+  // Staging of `count` elements of type t, released at the wait.
+  absl::StatusOr<Ref> stage(CollectiveRun& run, comm::DType t, int64_t count);
+  // Where the engine writes a reduction's result: the result itself, or a
+  // wire-typed block converted into it at the wait.
+  absl::StatusOr<Ref> engineResult(CollectiveRun& run);
+  absl::StatusOr<Ref> scatterSegments(CollectiveRun& run);
+
+  // A buffer's local shape and element count, and its memory (valid while
+  // the buffer is defined).
+  const std::vector<int64_t>& shape(int64_t id) const { return plan_.buffers[id].local_shape; }
+  int64_t numel(int64_t id) const { return plan_.buffers[id].numel(); }
+  Ref ref(int64_t id) const { return Ref{bufferData(id), plan_.buffers[id].dtype}; }
+  float* f32(int64_t id) const { return static_cast<float*>(bufferData(id)); }
+  int32_t* i32(int64_t id) const { return static_cast<int32_t*>(bufferData(id)); }
 
   absl::Status bind();
   absl::Status initialise();

@@ -17,6 +17,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "runtime/data/token_feed.h"
+#include "runtime/plan/op_table.h"
 #include "tests/testing/status_matchers.h"
 
 namespace loom::runtime {
@@ -248,6 +249,15 @@ TEST(ExecutorTest, DeterministicModeRefusesTensorParallelism) {
     EXPECT_THAT(Executor::create(*plan, group, options).status(),
                 StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("tensor parallelism")));
   });
+}
+
+// The op table (runtime/plan/op_table.h) and the executor's binders list
+// the same ops: a plan that loads can be bound.
+TEST(ExecutorTest, BindsEveryOpOfTheOpTable) {
+  for (const OpInfo& info : opTable()) {
+    EXPECT_TRUE(Executor::binds(info.name)) << info.name << " has no binder";
+  }
+  EXPECT_FALSE(Executor::binds("nn.conv2d"));
 }
 
 TEST(ExecutorTest, RefusesAPlanForAnotherWorldSize) {

@@ -1,0 +1,163 @@
+// The binders of the buffer ops (dist.bucket, dist.unbucket, dist.slice,
+// dist.free) and of the optimizer step.
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "mesh/shard_math.h"
+#include "runtime/executor/executor.h"
+#include "runtime/executor/executor_internal.h"
+#include "runtime/optim/adamw.h"
+
+namespace loom::runtime {
+
+absl::Status Executor::bindBucket(Site& site) {
+  const Instruction& in = site.in;
+  const std::vector<int64_t>& o = site.in.operands;
+  const std::vector<int64_t>& r = site.in.results;
+  const std::string& op = site.in.op;
+  const bool det = options_.deterministic;
+  Bound& bound = site.bound;
+  const bool pack = op == "dist.bucket";
+  const std::vector<int64_t>& entries = pack ? o : r;
+  const int64_t flat = pack ? r.at(0) : o.at(0);
+  if ((pack ? r.size() : o.size()) != 1) return site.fail("one bucket buffer expected");
+  const int64_t chunks = in.attrs.value("chunks", int64_t{1});
+  std::vector<int64_t> offsets = in.attrs.value("offsets", std::vector<int64_t>{});
+  std::vector<int64_t> splitDims = in.attrs.value("split_dims", std::vector<int64_t>(entries.size(), 0));
+  if (offsets.size() != entries.size() || splitDims.size() != entries.size() || chunks < 1 ||
+      numel(flat) % chunks) {
+    return site.fail("offsets/split_dims/chunks do not fit the entries");
+  }
+  const int64_t segment = numel(flat) / chunks;
+  const comm::DType type = plan_.buffers[flat].dtype;
+  for (int64_t id : entries) {
+    if (plan_.buffers[id].dtype != type) {
+      return site.fail(absl::StrCat(plan_.buffers[id].name, " is ", std::string(comm::dtypeName(plan_.buffers[id].dtype)),
+                               " but its bucket is ", std::string(comm::dtypeName(type))));
+    }
+  }
+  const size_t elem = comm::dtypeSize(type);
+  // padded: parts take ceil(n / chunks) rows of the split dim, the rows
+  // past the entry's end zero in the bucket and dropped when unbucketing.
+  const bool padded = in.attrs.value("padded", false);
+  struct Part {
+    int64_t id, outer, n, tail, offset, count, rows;
+  };
+  std::vector<Part> parts;
+  for (size_t k = 0; k < entries.size(); ++k) {
+    const std::vector<int64_t>& s = shape(entries[k]);
+    const int64_t d = s.empty() ? 0 : splitDims[k];
+    Part part{entries[k], product(s, 0, d), s.empty() ? 1 : s[d], product(s, d + 1), offsets[k], product(s), 0};
+    part.rows = padded ? mesh::shardSize(part.n, chunks) : part.n / chunks;
+    if ((!padded && part.n % chunks) || part.offset + part.outer * part.rows * part.tail > segment) {
+      return site.fail(absl::StrCat("entry ", k, " ", shapeText(s), " does not fit its segment"));
+    }
+    parts.push_back(part);
+  }
+  if (det) bound.stack_rule = Bound::StackRule::kPropagate;
+  const int64_t flatCount = numel(flat);
+  bound.body = [=, this](int64_t) {
+    const int64_t stackRows = std::max<int64_t>(1, stacks_[flat].rows);
+    absl::Status s;
+    for (int64_t row = 0; row < stackRows; ++row) {
+      const Ref buffer = ref(flat).at(row * flatCount);
+      for (const Part& p : parts) {
+        // Chunk c of an entry is `real` rows of its split dim in each of
+        // its `outer` slices, laid `rows` apart in segment c.
+        const Ref entry = ref(p.id).at(row * p.count);
+        const int64_t rows = p.rows;
+        const size_t entryPitch = p.n * p.tail * elem, bucketPitch = rows * p.tail * elem;
+        for (int64_t c = 0; c < chunks; ++c) {
+          const int64_t real = std::clamp<int64_t>(p.n - c * rows, 0, rows);
+          void* a = entry.at(c * rows * p.tail).data;
+          const Ref b = buffer.at(c * segment + p.offset);
+          const size_t width = real * p.tail * elem;
+          if (!pack) {
+            s.Update(kernels_->copy2D(a, entryPitch, b.data, bucketPitch, width, p.outer));
+            continue;
+          }
+          s.Update(kernels_->copy2D(b.data, bucketPitch, a, entryPitch, width, p.outer));
+          if (real < rows) {
+            s.Update(kernels_->zero2D(b.at(real * p.tail).data, bucketPitch, (rows - real) * p.tail * elem,
+                                      p.outer));
+          }
+        }
+      }
+    }
+    return s;
+  };
+  return absl::OkStatus();
+}
+
+absl::Status Executor::bindSlice(Site& site) {
+  const Instruction& in = site.in;
+  const std::vector<int64_t>& o = site.in.operands;
+  const std::vector<int64_t>& r = site.in.results;
+  Bound& bound = site.bound;
+  absl::Status st;
+  if (st = site.need(1, 1); !st.ok()) return st;
+  if (plan_.buffers[o[0]].dtype != plan_.buffers[r[0]].dtype) return site.fail("a slice keeps its dtype");
+  const int64_t dim = in.attrs.value("slice_dim", int64_t{0});
+  std::vector<std::string> axes = in.attrs.value("mesh_axes", std::vector<std::string>{});
+  int64_t index = 0;
+  for (const std::string& axis : axes) {
+    absl::StatusOr<int64_t> a = plan_.mesh.axisIndex(axis);
+    if (!a.ok()) return site.fail(std::string(a.status().message()));
+    index = index * plan_.mesh.shape()[*a] + coords_[*a];
+  }
+  const std::vector<int64_t> in_shape = shape(o[0]);
+  const int64_t rows = shape(r[0])[dim];
+  bound.body = [=, this](int64_t) {
+    return copyDimSlice(*kernels_, ref(o[0]), in_shape, dim, index * rows, rows, ref(r[0]));
+  };
+  return absl::OkStatus();
+}
+
+absl::Status Executor::bindFree(Site& site) {
+  const std::vector<int64_t>& o = site.in.operands;
+  const std::vector<int64_t>& r = site.in.results;
+  Bound& bound = site.bound;
+  if (o.size() != 1 || !r.empty()) return site.fail("dist.free takes one buffer");
+  bound.body = [](int64_t) { return absl::OkStatus(); };
+  return absl::OkStatus();
+}
+
+absl::Status Executor::bindOptimizerStep(Site& site) {
+  const Instruction& in = site.in;
+  const std::vector<int64_t>& o = site.in.operands;
+  Bound& bound = site.bound;
+  absl::Status st;
+  if (o.size() != 4 && o.size() != 5) {
+    return site.fail("expected param, grad, exp_avg, exp_avg_sq and, for non-f32 params, an f32 master copy");
+  }
+  const int64_t n = numel(o[0]);
+  for (int64_t id : o) {
+    if (numel(id) != n) return site.fail("param, grad and states differ in size");
+  }
+  const bool master = o.size() == 5;
+  constexpr char kStates[] = "AdamW keeps its states and master copies in f32";
+  if (st = master ? site.needF32({o[2], o[3], o[4]}, kStates) : site.needF32({o[2], o[3]}, kStates); !st.ok()) {
+    return st;
+  }
+  if (!master && plan_.buffers[o[0]].dtype != comm::DType::kFloat32) {
+    return site.fail("a bf16 parameter needs an f32 master copy (operand 5); re-plan with the current planner");
+  }
+  optim::AdamWConfig config;
+  config.lr = options_.learning_rate > 0 ? options_.learning_rate : in.attrs.value("lr", 1e-3);
+  std::vector<double> betas = in.attrs.value("betas", std::vector<double>{0.9, 0.999});
+  if (betas.size() != 2) return site.fail("betas must have two entries");
+  config.beta1 = betas[0];
+  config.beta2 = betas[1];
+  config.eps = in.attrs.value("eps", 1e-8);
+  config.weight_decay = in.attrs.value("weight_decay", 1e-2);
+  bound.allocates_results = false;
+  bound.body = [=, this](int64_t step) {
+    return kernels_->adamw(config, step, ref(o[0]), ref(o[1]), f32(o[2]), f32(o[3]), master ? f32(o[4]) : nullptr,
+                           n, clip_coefficient_);
+  };
+  return absl::OkStatus();
+}
+
+}  // namespace loom::runtime

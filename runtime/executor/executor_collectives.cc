@@ -1,0 +1,453 @@
+// The binders of the collectives and of dist.wait. Everything about a
+// collective that does not change from step to step (its group, the types
+// on the wire, its shapes and its route) is settled once at bind time, in a
+// CollectiveCall; each step then issues it through its route, one small
+// function per way of running it.
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "mesh/shard_math.h"
+#include "runtime/executor/executor.h"
+#include "runtime/executor/executor_internal.h"
+#include "runtime/plan/op_table.h"
+
+namespace loom::runtime {
+namespace {
+
+using json = nlohmann::json;
+using WorkOr = absl::StatusOr<std::shared_ptr<comm::Work>>;
+
+absl::StatusOr<comm::ReduceOp> reduceOpOf(const json& reduction) {
+  std::string name;
+  if (reduction.is_number_integer()) {
+    static const char* kNames[] = {"sum", "avg", "max", "min"};
+    const int64_t i = reduction.get<int64_t>();
+    if (i < 0 || i > 3) return absl::InvalidArgumentError(absl::StrCat("unknown reduction ", i));
+    name = kNames[i];
+  } else if (reduction.is_string()) {
+    name = reduction.get<std::string>();
+  }
+  if (name == "sum") return comm::ReduceOp::kSum;
+  if (name == "avg") return comm::ReduceOp::kAvg;
+  if (name == "max") return comm::ReduceOp::kMax;
+  if (name == "min") return comm::ReduceOp::kMin;
+  return absl::InvalidArgumentError(absl::StrCat("unknown reduction ", reduction.dump()));
+}
+
+bool movable(comm::DType t) {
+  return t == comm::DType::kFloat32 || t == comm::DType::kBFloat16 || t == comm::DType::kInt32;
+}
+
+}  // namespace
+
+absl::Status Executor::bindWait(Site& site) {
+  const Instruction& in = site.in;
+  const std::vector<int64_t>& o = site.in.operands;
+  const std::vector<int64_t>& r = site.in.results;
+  Bound& bound = site.bound;
+  absl::Status st;
+  if (st = site.need(1, 1); !st.ok()) return st;
+  const std::string handle = in.async_handle;
+  bound.allocates_results = false;
+  bound.body = [=, this](int64_t step) -> absl::Status {
+    auto it = pending_.find(handle);
+    if (it == pending_.end()) {
+      return absl::InternalError(absl::StrCat(in.where(), ": '", handle, "' was not started"));
+    }
+    std::shared_ptr<Pending> p = std::move(it->second);
+    pending_.erase(it);
+    const double t0 = TraceRecorder::nowUs();
+    absl::Status s = kernels_->await(*p->work, options_.timeout);
+    const double t1 = TraceRecorder::nowUs();
+    if (!s.ok()) {
+      return absl::Status(s.code(), absl::StrCat("step ", step, ", ", in.where(), " (", handle,
+                                                 "): ", s.message()));
+    }
+    traceWait(in, step, p->index, p->collective, p->axes, t0, t1);
+    if (p->finish) {
+      if (absl::Status d = defineLike(r[0], o[0]); !d.ok()) return d;
+      if (absl::Status d = p->finish(ref(r[0])); !d.ok()) return d;
+    } else {
+      alias(r[0], o[0]);
+    }
+    for (void* block : p->staging) allocator_->release(block);
+    return absl::OkStatus();
+  };
+  return absl::OkStatus();
+}
+
+// Types: the operand's (E), the wire's (W: what the engine moves), the
+// accumulation's (A) and the result's (R, W or A). E != W converts first; a
+// sum accumulated wider than the wire is exchanged with an all-to-all and
+// added by sumChunks, so its accumulation is the plan's on every backend and
+// device, in rank order.
+absl::StatusOr<Executor::CollectiveCall> Executor::parseCollective(Site& site) {
+  const Instruction& in = site.in;
+  if (absl::Status st = site.need(1, 1); !st.ok()) return st;
+  CollectiveCall c;
+  c.in = &in;
+  c.operand = in.operands[0];
+  c.result = in.results[0];
+  c.kind = in.attrs.value("kind", "");
+  const std::vector<std::string> axes = in.attrs.value("mesh_axes", std::vector<std::string>{});
+  absl::StatusOr<std::shared_ptr<comm::ProcessGroup>> group = groups_->groupFor(axes);
+  if (!group.ok()) return site.fail(std::string(group.status().message()));
+  c.group = *group;
+  c.g = c.group->size();
+  c.operand_type = plan_.buffers[c.operand].dtype;
+  c.result_type = plan_.buffers[c.result].dtype;
+  const std::string wireName = in.attrs.value("wire_type", std::string(comm::dtypeName(c.operand_type)));
+  const std::string accumName = in.attrs.value("accum_type", wireName);
+  absl::StatusOr<comm::DType> wire = comm::dtypeFromName(wireName);
+  absl::StatusOr<comm::DType> accum = comm::dtypeFromName(accumName);
+  if (!wire.ok() || !accum.ok()) {
+    return site.fail(absl::StrCat("wire ", wireName, " / accumulation ", accumName, " is not a dtype"));
+  }
+  c.wire = *wire;
+  c.accum = *accum;
+  if (!movable(c.wire) || !movable(c.accum)) {
+    return site.fail(absl::StrCat("wire ", wireName, " / accumulation ", accumName, ": the ",
+                                  kernels_->name(), " runtime moves and reduces f32, bf16 and i32"));
+  }
+  if ((c.operand_type == comm::DType::kInt32) != (c.wire == comm::DType::kInt32)) {
+    return site.fail(absl::StrCat("a ", std::string(comm::dtypeName(c.operand_type)),
+                                  " operand cannot travel as ", wireName));
+  }
+  c.async = findOp(in.op)->async_start;
+  c.padded = in.attrs.value("padded", false);
+  c.in_shape = shape(c.operand);
+  c.out_shape = shape(c.result);
+  c.in_count = product(c.in_shape);
+  c.out_count = product(c.out_shape);
+  if (in.attrs.contains("reduction")) {
+    absl::StatusOr<comm::ReduceOp> parsed = reduceOpOf(in.attrs["reduction"]);
+    if (!parsed.ok()) return site.fail(std::string(parsed.status().message()));
+    c.reduce = *parsed;
+  }
+  const bool reduction = c.kind != "all_gather";
+  if (c.result_type != c.wire && !(reduction && c.result_type == c.accum)) {
+    return site.fail(absl::StrCat("the result is ", std::string(comm::dtypeName(c.result_type)), "; a ",
+                                  c.kind, " with wire ", wireName, " and accumulation ", accumName,
+                                  " delivers the wire type",
+                                  reduction ? " or the accumulation type" : ""));
+  }
+  // Max and min are exact in any type; sums and averages accumulated wider
+  // than the wire take the exchange-and-add path.
+  c.exact = reduction && comm::dtypeSize(c.accum) > comm::dtypeSize(c.wire) &&
+            (c.reduce == comm::ReduceOp::kSum || c.reduce == comm::ReduceOp::kAvg) && c.g > 1;
+  if (c.exact && c.accum != comm::DType::kFloat32) {
+    return site.fail(absl::StrCat("accumulation ", accumName,
+                                  " wider than the wire: the runtime accumulates in f32"));
+  }
+  if (options_.deterministic &&
+      (c.operand_type != comm::DType::kFloat32 || c.wire != comm::DType::kFloat32)) {
+    return site.fail("deterministic mode runs f32 plans");
+  }
+  if (absl::Status st = checkCollectiveShapes(site, c); !st.ok()) return st;
+  c.bytes = in.attrs.value("bytes", int64_t{0});
+  c.axes = absl::StrJoin(axes, "+");
+  c.track = absl::StrCat("comm:", c.group->name());
+  c.handle = c.async ? in.async_handle : absl::StrCat("sync#", site.position);
+  return c;
+}
+
+absl::Status Executor::checkCollectiveShapes(Site& site, CollectiveCall& c) {
+  const std::vector<int64_t>& in = c.in_shape;
+  const std::vector<int64_t>& out = c.out_shape;
+  if (c.kind == "all_gather") c.dim = site.in.attrs.value("gather_dim", int64_t{0});
+  if (c.kind == "reduce_scatter") c.dim = site.in.attrs.value("scatter_dim", int64_t{0});
+  const int64_t dim = c.dim;
+  if (c.kind == "all_gather") {
+    const int64_t want = c.padded ? out[dim] : in[dim] * c.g;
+    if (mesh::shardSize(out[dim], c.g) != in[dim] || out[dim] != want) {
+      return site.fail(absl::StrCat("gathering ", shapeText(in), " over ", c.g, " ranks along dim ",
+                                    dim, " cannot give ", shapeText(out)));
+    }
+  } else if (c.kind == "reduce_scatter") {
+    if (mesh::shardSize(in[dim], c.g) != out[dim]) {
+      return site.fail(absl::StrCat("scattering ", shapeText(in), " over ", c.g, " ranks along dim ",
+                                    dim, " cannot give ", shapeText(out)));
+    }
+  } else if (c.kind != "all_reduce" || in != out) {
+    return site.fail(absl::StrCat("unsupported collective kind '", c.kind, "'"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Executor::bindCollective(Site& site) {
+  absl::StatusOr<CollectiveCall> call = parseCollective(site);
+  if (!call.ok()) return call.status();
+  Launch launch = nullptr;
+  if (call->kind == "all_reduce") {
+    launch = call->exact ? &Executor::launchExactAllReduce : &Executor::launchAllReduce;
+  } else if (call->kind == "all_gather") {
+    launch = &Executor::launchAllGather;
+  } else {
+    launch = call->exact ? &Executor::launchExactReduceScatter : &Executor::launchReduceScatter;
+  }
+  site.bound.body = [this, c = *std::move(call), launch](int64_t step) {
+    return issueCollective(c, launch, step);
+  };
+  return absl::OkStatus();
+}
+
+comm::Tensor Executor::CollectiveRun::tensor(Ref data, int64_t count) const {
+  return comm::Tensor(data.data, data.dtype, {count}, device);
+}
+
+absl::StatusOr<Ref> Executor::stage(CollectiveRun& run, comm::DType t, int64_t count) {
+  const size_t size = count * comm::dtypeSize(t);
+  void* block = allocator_->allocate(size);
+  if (block == nullptr) return outOfMemory(size, run.call.in->where());
+  run.pending->staging.push_back(block);
+  return Ref{block, t};
+}
+
+absl::StatusOr<Ref> Executor::engineResult(CollectiveRun& run) {
+  const CollectiveCall& c = run.call;
+  if (c.result_type == c.wire) return run.dst;
+  absl::StatusOr<Ref> staging = stage(run, c.wire, c.out_count);
+  if (!staging.ok()) return staging.status();
+  const Ref block = *staging;
+  const int64_t count = c.out_count;
+  run.pending->finish = [=, this](Ref out) { return kernels_->convert(block, out, count); };
+  return block;
+}
+
+// Deterministic mode, an operand holding per-row partial sums: gather every
+// rank's rows (and which global rows they are) instead of summing them; a
+// reduce-scatter keeps this rank's part of each row.
+WorkOr Executor::launchStacked(CollectiveRun& run) {
+  const CollectiveCall& c = run.call;
+  const Stack& mine = stacks_[c.operand];
+  const int64_t rowsIn = mine.rows, g = c.g;
+  std::vector<int64_t> index(rowsIn * g);
+  WorkOr indexWork = c.group->allGatherIntoTensor(
+      comm::Tensor(index.data(), comm::DType::kInt64, {rowsIn * g}),
+      comm::Tensor(const_cast<int64_t*>(mine.index.data()), comm::DType::kInt64, {rowsIn}));
+  if (!indexWork.ok()) return indexWork.status();
+  if (absl::Status s = (*indexWork)->wait(options_.timeout); !s.ok()) return s;
+  if (c.kind == "all_gather" || (c.kind == "reduce_scatter" && (c.dim != 0 || c.padded))) {
+    return absl::UnimplementedError(absl::StrCat(
+        c.in->where(), ": deterministic mode covers all-reduces and dim-0 reduce-scatters of "
+        "gradients; this plan needs ", c.kind, " along dim ", c.dim));
+  }
+  Stack gathered{rowsIn * g, index, mine.mean};
+  if (absl::Status s = defineStacked(c.result, gathered); !s.ok()) return s;
+  run.dst = ref(c.result);
+  if (c.kind == "all_reduce") {
+    return c.group->allGatherIntoTensor(run.tensor(run.dst, rowsIn * g * c.in_count),
+                                        run.tensor(run.src, rowsIn * c.in_count));
+  }
+  absl::StatusOr<Ref> staging = stage(run, c.wire, g * rowsIn * c.in_count);
+  if (!staging.ok()) return staging.status();
+  WorkOr work = c.group->allGatherIntoTensor(run.tensor(*staging, g * rowsIn * c.in_count),
+                                             run.tensor(run.src, rowsIn * c.in_count));
+  const int64_t part = c.group->rank(), inCount = c.in_count, outCount = c.out_count;
+  const size_t we = comm::dtypeSize(c.wire);
+  const Ref from = *staging;
+  run.pending->finish = [=, this](Ref out) {
+    return kernels_->copy2D(out.data, outCount * we, from.at(part * outCount).data, inCount * we,
+                            outCount * we, g * rowsIn);
+  };
+  return work;
+}
+
+// Rank q adds up everybody's segment q (padded to equal segments), then the
+// sums are gathered in the result's type. Without padding the operand is
+// sent as it is and the sums gathered into the result.
+WorkOr Executor::launchExactAllReduce(CollectiveRun& run) {
+  const CollectiveCall& c = run.call;
+  const int64_t g = c.g, inCount = c.in_count, outCount = c.out_count;
+  const size_t we = comm::dtypeSize(c.wire);
+  const int64_t segment = mesh::shardSize(inCount, g);
+  const bool pad = g * segment != inCount;
+  Ref send = run.src;
+  if (pad) {
+    absl::StatusOr<Ref> staging = stage(run, c.wire, g * segment);
+    if (!staging.ok()) return staging.status();
+    send = *staging;
+    absl::Status s = kernels_->copy(send.data, run.src.data, inCount * we);
+    s.Update(kernels_->zero2D(send.at(inCount).data, 0, (g * segment - inCount) * we, 1));
+    if (!s.ok()) return s;
+  }
+  absl::StatusOr<Ref> recv = stage(run, c.wire, g * segment);
+  absl::StatusOr<Ref> sum = stage(run, c.result_type, segment);
+  absl::StatusOr<Ref> all = pad ? stage(run, c.result_type, g * segment) : absl::StatusOr<Ref>(Ref{});
+  for (const absl::StatusOr<Ref>* block : {&recv, &sum, &all}) {
+    if (!block->ok()) return block->status();
+  }
+  WorkOr work = c.group->allToAllSingle(run.tensor(*recv, g * segment), run.tensor(send, g * segment));
+  const bool average = c.reduce == comm::ReduceOp::kAvg;
+  const Ref received = *recv, mine = *sum, padded = *all;
+  const comm::Device device = run.device;
+  std::shared_ptr<comm::ProcessGroup> pg = c.group;
+  const std::string where = c.in->where();
+  run.pending->finish = [=, this](Ref out) -> absl::Status {
+    absl::Status s = kernels_->sumChunks(received, g, segment, average, mine);
+    if (!s.ok()) return s;
+    const Ref gathered = pad ? padded : out;
+    WorkOr gather = pg->allGatherIntoTensor(comm::Tensor(gathered.data, gathered.dtype, {g * segment}, device),
+                                            comm::Tensor(mine.data, mine.dtype, {segment}, device));
+    if (!gather.ok()) return gather.status();
+    step_works_.emplace_back(absl::StrCat(where, " (gathering the sums)"), *gather);
+    if (s = kernels_->await(**gather, options_.timeout); !s.ok() || !pad) return s;
+    return kernels_->copy(out.data, gathered.data, outCount * comm::dtypeSize(out.dtype));
+  };
+  return work;
+}
+
+WorkOr Executor::launchAllReduce(CollectiveRun& run) {
+  const CollectiveCall& c = run.call;
+  absl::StatusOr<Ref> target = engineResult(run);
+  if (!target.ok()) return target.status();
+  const size_t we = comm::dtypeSize(c.wire);
+  if (absl::Status s = kernels_->copy(target->data, run.src.data, c.in_count * we); !s.ok()) return s;
+  return c.group->allReduce(run.tensor(*target, c.out_count), {.op = c.reduce});
+}
+
+WorkOr Executor::launchAllGather(CollectiveRun& run) {
+  const CollectiveCall& c = run.call;
+  if (c.dim == 0 && !c.padded) {
+    return c.group->allGatherIntoTensor(run.tensor(run.dst, c.out_count), run.tensor(run.src, c.in_count));
+  }
+  // Gather rank-major, then lay the pieces side by side along dim (dropping
+  // the padded tail) at the wait.
+  absl::StatusOr<Ref> staging = stage(run, c.wire, c.g * c.in_count);
+  if (!staging.ok()) return staging.status();
+  WorkOr work = c.group->allGatherIntoTensor(run.tensor(*staging, c.g * c.in_count),
+                                             run.tensor(run.src, c.in_count));
+  const int64_t rows = c.in_shape[c.dim], g = c.g, inCount = c.in_count, dim = c.dim;
+  const std::vector<int64_t> outShape = c.out_shape;
+  const Ref from = *staging;
+  run.pending->finish = [=, this](Ref out) {
+    absl::Status s;
+    for (int64_t q = 0; q < g; ++q) {
+      s.Update(placeDimSlice(*kernels_, from.at(q * inCount), rows, out, outShape, dim, q * rows));
+    }
+    return s;
+  };
+  return work;
+}
+
+// The reduce-scatter's input as g equal segments, segment q holding rank
+// q's rows of dim (zero-padded): the operand itself for an unpadded dim 0.
+absl::StatusOr<Ref> Executor::scatterSegments(CollectiveRun& run) {
+  const CollectiveCall& c = run.call;
+  if (c.dim == 0 && !c.padded) return run.src;
+  absl::StatusOr<Ref> staging = stage(run, c.wire, c.g * c.out_count);
+  if (!staging.ok()) return staging.status();
+  const int64_t rows = c.out_shape[c.dim];
+  for (int64_t q = 0; q < c.g; ++q) {
+    absl::Status s = copyDimSlice(*kernels_, run.src, c.in_shape, c.dim, q * rows, rows,
+                                  staging->at(q * c.out_count));
+    if (!s.ok()) return s;
+  }
+  return *staging;
+}
+
+WorkOr Executor::launchReduceScatter(CollectiveRun& run) {
+  const CollectiveCall& c = run.call;
+  absl::StatusOr<Ref> segments = scatterSegments(run);
+  if (!segments.ok()) return segments.status();
+  absl::StatusOr<Ref> target = engineResult(run);
+  if (!target.ok()) return target.status();
+  return c.group->reduceScatterTensor(run.tensor(*target, c.out_count),
+                                      run.tensor(*segments, c.g * c.out_count), {.op = c.reduce});
+}
+
+// A sum accumulated wider than the wire: exchange the segments, then add
+// them in rank order in f32.
+WorkOr Executor::launchExactReduceScatter(CollectiveRun& run) {
+  const CollectiveCall& c = run.call;
+  absl::StatusOr<Ref> segments = scatterSegments(run);
+  if (!segments.ok()) return segments.status();
+  absl::StatusOr<Ref> recv = stage(run, c.wire, c.g * c.out_count);
+  if (!recv.ok()) return recv.status();
+  WorkOr work = c.group->allToAllSingle(run.tensor(*recv, c.g * c.out_count),
+                                        run.tensor(*segments, c.g * c.out_count));
+  const bool average = c.reduce == comm::ReduceOp::kAvg;
+  const Ref received = *recv;
+  const int64_t g = c.g, outCount = c.out_count;
+  run.pending->finish = [=, this](Ref out) { return kernels_->sumChunks(received, g, outCount, average, out); };
+  return work;
+}
+
+absl::Status Executor::issueCollective(const CollectiveCall& c, Launch launch, int64_t step) {
+  auto p = std::make_shared<Pending>();
+  p->collective = c.kind;
+  p->axes = c.axes;
+  p->index = c.in->index;
+  p->issued_us = TraceRecorder::nowUs();
+  CollectiveRun run{c, p, ref(c.operand), ref(c.result), kernels_->device()};
+  const bool det = options_.deterministic;
+  if (!det && c.operand_type != c.wire) {
+    absl::StatusOr<Ref> wire = stage(run, c.wire, c.in_count);
+    if (!wire.ok()) return wire.status();
+    if (absl::Status s = kernels_->convert(run.src, *wire, c.in_count); !s.ok()) return s;
+    run.src = *wire;
+  }
+  if (det && stacks_[c.operand].rows > 0) launch = &Executor::launchStacked;
+  WorkOr work = (this->*launch)(run);
+  const Instruction& in = *c.in;
+  if (!work.ok()) {
+    return absl::Status(work.status().code(),
+                        absl::StrCat("step ", step, ", ", in.where(), ": ", work.status().message()));
+  }
+  p->work = *work;
+  step_works_.emplace_back(in.where(), p->work);
+  if (options_.trace) traceCollective(c, *p, step);
+  // A blocking collective is a start and a wait in one. Without overlap an
+  // async one is waited at once and its dist.wait later finds it done.
+  if (c.async && !options_.overlap) {
+    const double t0 = TraceRecorder::nowUs();
+    absl::Status s = kernels_->await(*p->work, options_.timeout);
+    if (!s.ok()) {
+      return absl::Status(s.code(), absl::StrCat("step ", step, ", ", in.where(), ": ", s.message()));
+    }
+    traceWait(in, step, in.index, c.kind, c.axes, t0, TraceRecorder::nowUs());
+  }
+  if (!c.async) {
+    absl::Status s = kernels_->await(*p->work, options_.timeout);
+    if (s.ok() && p->finish) s = p->finish(run.dst);
+    if (!s.ok()) {
+      return absl::Status(s.code(), absl::StrCat("step ", step, ", ", in.where(), ": ", s.message()));
+    }
+    for (void* block : p->staging) allocator_->release(block);
+    return absl::OkStatus();
+  }
+  pending_[c.handle] = std::move(p);
+  return absl::OkStatus();
+}
+
+// The collective's span on its group's track, from issue to completion
+// (recorded on the group's thread when the Work completes).
+void Executor::traceCollective(const CollectiveCall& c, Pending& p, int64_t step) {
+  const std::string phase(phaseName(c.in->phase));
+  const int64_t index = c.in->index;
+  const double issued = p.issued_us;
+  const std::string kind = c.kind, track = c.track, axes = c.axes;
+  const int64_t bytes = c.bytes;
+  ++callbacks_outstanding_;
+  p.work->onCompletion([=, this](const absl::Status&) {
+    const double done = TraceRecorder::nowUs();
+    TraceEvent e;
+    e.name = kind;
+    e.track = track;
+    e.phase = phase;
+    e.step = step;
+    e.index = index;
+    e.start_us = issued;
+    e.duration_us = done - issued;
+    e.collective = kind;
+    e.axes = axes;
+    e.bytes = bytes;
+    trace_.add(std::move(e));
+    --callbacks_outstanding_;
+  });
+}
+
+}  // namespace loom::runtime

@@ -1,0 +1,105 @@
+// What the executor's files (executor*.cc) share and its interface does not
+// show: a bound instruction, a pending collective, and layout helpers.
+#ifndef LOOM_RUNTIME_EXECUTOR_EXECUTOR_INTERNAL_H_
+#define LOOM_RUNTIME_EXECUTOR_EXECUTOR_INTERNAL_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <functional>
+#include <memory>
+
+#include "absl/status/status.h"
+#include "comm/work.h"
+#include "runtime/executor/executor.h"
+#include "runtime/executor/kernel_set.h"
+
+namespace loom::runtime {
+
+// What the loss seed is fed: d loss / d loss.
+inline constexpr float kLossGradSeed = 1.0f;
+
+// The product of dims[begin, end).
+int64_t product(const std::vector<int64_t>& dims, size_t begin = 0, size_t end = SIZE_MAX);
+
+// "[2, 3]".
+std::string shapeText(const std::vector<int64_t>& shape);
+
+// Rows [begin, begin + count) of dim `dim` of a row-major tensor `shape`
+// (elements of src's dtype), copied to a dense [.., count, ..] block on the
+// kernels' device. Rows past shape[dim] read as zeros.
+absl::Status copyDimSlice(KernelSet& k, Ref src, const std::vector<int64_t>& shape, int64_t dim,
+                          int64_t begin, int64_t count, Ref dst);
+// The reverse: a dense block of `count` rows placed at rows [begin, ...) of
+// dim `dim` of `dst`; rows past shape[dim] are not written.
+absl::Status placeDimSlice(KernelSet& k, Ref src, int64_t count, Ref dst,
+                           const std::vector<int64_t>& shape, int64_t dim, int64_t begin);
+
+// An instruction bound to its kernel: `body` runs it once its results are
+// allocated. `view_of` makes result 0 share an operand's (or a pending
+// collective's) storage instead of allocating.
+struct Executor::Bound {
+  const Instruction* instr = nullptr;
+  int64_t position = 0;
+  std::function<absl::Status(int64_t step)> body;
+  int64_t view_of = -1;           // result 0 aliases this buffer
+  bool allocates_results = true;  // false: the body defines them
+  // Deterministic mode: kRowReduce ops sum over batch rows and give the
+  // results flagged in `stacked_results` as per-row stacks; kPropagate ops
+  // (add, bucket, ...) carry their operands' stacks to their results.
+  enum class StackRule { kNone, kRowReduce, kPropagate };
+  StackRule stack_rule = StackRule::kNone;
+  std::vector<bool> stacked_results;
+  bool stack_mean = false;
+  std::vector<int64_t> release_after;
+};
+
+// An async collective between its start and its wait.
+struct Executor::Pending {
+  std::shared_ptr<comm::Work> work;
+  std::vector<void*> staging;  // released at the wait
+  // Post-processing at the wait into the wait's result; may be empty (then
+  // the wait's result is the start's result).
+  std::function<absl::Status(Ref out)> finish;
+  double issued_us = 0;
+  std::string collective, axes;
+  int64_t index = -1;
+};
+
+
+// A collective as bound: what does not change from step to step.
+struct Executor::CollectiveCall {
+  const Instruction* in = nullptr;
+  std::string kind;  // all_gather, reduce_scatter or all_reduce
+  std::shared_ptr<comm::ProcessGroup> group;
+  int64_t g = 1;  // the group's size
+  int64_t operand = -1, result = -1;
+  comm::DType operand_type = comm::DType::kFloat32, wire = comm::DType::kFloat32;
+  comm::DType accum = comm::DType::kFloat32, result_type = comm::DType::kFloat32;
+  comm::ReduceOp reduce = comm::ReduceOp::kSum;
+  bool async = false, padded = false;
+  // A sum or average accumulated wider than the wire: exchanged with an
+  // all-to-all and added in rank order by sumChunks.
+  bool exact = false;
+  int64_t dim = 0;  // gather_dim or scatter_dim
+  std::vector<int64_t> in_shape, out_shape;
+  int64_t in_count = 0, out_count = 0;
+  int64_t bytes = 0;  // per rank, for the trace
+  std::string axes, track, handle;
+};
+
+// One issue of a collective: its pending state, and the operand and result
+// as the route sees them (the operand converted to the wire type).
+struct Executor::CollectiveRun {
+  const CollectiveCall& call;
+  std::shared_ptr<Pending> pending;
+  Ref src, dst;
+  comm::Device device;
+  comm::Tensor tensor(Ref data, int64_t count) const;
+};
+
+}  // namespace loom::runtime
+
+#endif  // LOOM_RUNTIME_EXECUTOR_EXECUTOR_INTERNAL_H_
