@@ -148,6 +148,10 @@ class Executor {
     int64_t position;
     Bound& bound;
     const Plan& plan;
+    // The instruction's operand and result buffer ids.
+    std::pair<const std::vector<int64_t>&, const std::vector<int64_t>&> io() const {
+      return {in.operands, in.results};
+    }
     absl::Status fail(const std::string& what) const;
     // Exactly `operands` operands and `results` results.
     absl::Status need(size_t operands, size_t results) const;

@@ -14,12 +14,9 @@ namespace loom::runtime {
 
 absl::Status Executor::bindBucket(Site& site) {
   const Instruction& in = site.in;
-  const std::vector<int64_t>& o = site.in.operands;
-  const std::vector<int64_t>& r = site.in.results;
-  const std::string& op = site.in.op;
+  const auto& [o, r] = site.io();
   const bool det = options_.deterministic;
-  Bound& bound = site.bound;
-  const bool pack = op == "dist.bucket";
+  const bool pack = in.op == "dist.bucket";
   const std::vector<int64_t>& entries = pack ? o : r;
   const int64_t flat = pack ? r.at(0) : o.at(0);
   if ((pack ? r.size() : o.size()) != 1) return site.fail("one bucket buffer expected");
@@ -56,9 +53,9 @@ absl::Status Executor::bindBucket(Site& site) {
     }
     parts.push_back(part);
   }
-  if (det) bound.stack_rule = Bound::StackRule::kPropagate;
+  if (det) site.bound.stack_rule = Bound::StackRule::kPropagate;
   const int64_t flatCount = numel(flat);
-  bound.body = [=, this](int64_t) {
+  site.bound.body = [=, this](int64_t) {
     const int64_t stackRows = std::max<int64_t>(1, stacks_[flat].rows);
     absl::Status s;
     for (int64_t row = 0; row < stackRows; ++row) {
@@ -93,11 +90,8 @@ absl::Status Executor::bindBucket(Site& site) {
 
 absl::Status Executor::bindSlice(Site& site) {
   const Instruction& in = site.in;
-  const std::vector<int64_t>& o = site.in.operands;
-  const std::vector<int64_t>& r = site.in.results;
-  Bound& bound = site.bound;
-  absl::Status st;
-  if (st = site.need(1, 1); !st.ok()) return st;
+  const auto& [o, r] = site.io();
+  if (absl::Status st = site.need(1, 1); !st.ok()) return st;
   if (plan_.buffers[o[0]].dtype != plan_.buffers[r[0]].dtype) return site.fail("a slice keeps its dtype");
   const int64_t dim = in.attrs.value("slice_dim", int64_t{0});
   std::vector<std::string> axes = in.attrs.value("mesh_axes", std::vector<std::string>{});
@@ -109,26 +103,22 @@ absl::Status Executor::bindSlice(Site& site) {
   }
   const std::vector<int64_t> in_shape = shape(o[0]);
   const int64_t rows = shape(r[0])[dim];
-  bound.body = [=, this](int64_t) {
+  site.bound.body = [=, this](int64_t) {
     return copyDimSlice(*kernels_, ref(o[0]), in_shape, dim, index * rows, rows, ref(r[0]));
   };
   return absl::OkStatus();
 }
 
 absl::Status Executor::bindFree(Site& site) {
-  const std::vector<int64_t>& o = site.in.operands;
-  const std::vector<int64_t>& r = site.in.results;
-  Bound& bound = site.bound;
+  const auto& [o, r] = site.io();
   if (o.size() != 1 || !r.empty()) return site.fail("dist.free takes one buffer");
-  bound.body = [](int64_t) { return absl::OkStatus(); };
+  site.bound.body = [](int64_t) { return absl::OkStatus(); };
   return absl::OkStatus();
 }
 
 absl::Status Executor::bindOptimizerStep(Site& site) {
   const Instruction& in = site.in;
   const std::vector<int64_t>& o = site.in.operands;
-  Bound& bound = site.bound;
-  absl::Status st;
   if (o.size() != 4 && o.size() != 5) {
     return site.fail("expected param, grad, exp_avg, exp_avg_sq and, for non-f32 params, an f32 master copy");
   }
@@ -138,9 +128,9 @@ absl::Status Executor::bindOptimizerStep(Site& site) {
   }
   const bool master = o.size() == 5;
   constexpr char kStates[] = "AdamW keeps its states and master copies in f32";
-  if (st = master ? site.needF32({o[2], o[3], o[4]}, kStates) : site.needF32({o[2], o[3]}, kStates); !st.ok()) {
-    return st;
-  }
+  absl::Status states =
+      master ? site.needF32({o[2], o[3], o[4]}, kStates) : site.needF32({o[2], o[3]}, kStates);
+  if (!states.ok()) return states;
   if (!master && plan_.buffers[o[0]].dtype != comm::DType::kFloat32) {
     return site.fail("a bf16 parameter needs an f32 master copy (operand 5); re-plan with the current planner");
   }
@@ -152,8 +142,8 @@ absl::Status Executor::bindOptimizerStep(Site& site) {
   config.beta2 = betas[1];
   config.eps = in.attrs.value("eps", 1e-8);
   config.weight_decay = in.attrs.value("weight_decay", 1e-2);
-  bound.allocates_results = false;
-  bound.body = [=, this](int64_t step) {
+  site.bound.allocates_results = false;
+  site.bound.body = [=, this](int64_t step) {
     return kernels_->adamw(config, step, ref(o[0]), ref(o[1]), f32(o[2]), f32(o[3]), master ? f32(o[4]) : nullptr,
                            n, clip_coefficient_);
   };

@@ -45,14 +45,11 @@ bool movable(comm::DType t) {
 
 absl::Status Executor::bindWait(Site& site) {
   const Instruction& in = site.in;
-  const std::vector<int64_t>& o = site.in.operands;
-  const std::vector<int64_t>& r = site.in.results;
-  Bound& bound = site.bound;
-  absl::Status st;
-  if (st = site.need(1, 1); !st.ok()) return st;
+  const auto& [o, r] = site.io();
+  if (absl::Status st = site.need(1, 1); !st.ok()) return st;
   const std::string handle = in.async_handle;
-  bound.allocates_results = false;
-  bound.body = [=, this](int64_t step) -> absl::Status {
+  site.bound.allocates_results = false;
+  site.bound.body = [=, this](int64_t step) -> absl::Status {
     auto it = pending_.find(handle);
     if (it == pending_.end()) {
       return absl::InternalError(absl::StrCat(in.where(), ": '", handle, "' was not started"));

@@ -22,30 +22,24 @@ constexpr char kDlossNotSeed[] =
 }  // namespace
 
 absl::Status Executor::bindEmbedding(Site& site) {
-  const std::vector<int64_t>& o = site.in.operands;
-  const std::vector<int64_t>& r = site.in.results;
-  Bound& bound = site.bound;
-  absl::Status st;
-  if (st = site.need(2, 1); !st.ok()) return st;
+  const auto& [o, r] = site.io();
+  if (absl::Status st = site.need(2, 1); !st.ok()) return st;
   const int64_t hidden = shape(o[1]).back();
   const int64_t tokens = numel(o[0]);
   absl::StatusOr<ShardBox> box = shardBoxOf(plan_.buffers[o[1]], plan_.mesh, coords_);
   if (!box.ok()) return box.status();
   if (numel(r[0]) != tokens * hidden) return site.fail("result is not ids x hidden");
   const int64_t rowBegin = box->offsets[0], tableRows = box->valid[0];
-  bound.body = [=, this](int64_t) {
+  site.bound.body = [=, this](int64_t) {
     return kernels_->embedding(i32(o[0]), ref(o[1]), ref(r[0]), tokens, hidden, rowBegin, tableRows);
   };
   return absl::OkStatus();
 }
 
 absl::Status Executor::bindEmbeddingGrad(Site& site) {
-  const std::vector<int64_t>& o = site.in.operands;
-  const std::vector<int64_t>& r = site.in.results;
+  const auto& [o, r] = site.io();
   const bool det = options_.deterministic;
-  Bound& bound = site.bound;
-  absl::Status st;
-  if (st = site.need(2, 1); !st.ok()) return st;
+  if (absl::Status st = site.need(2, 1); !st.ok()) return st;
   const int64_t hidden = shape(r[0]).back();
   const int64_t tokens = numel(o[0]);
   absl::StatusOr<ShardBox> box = shardBoxOf(plan_.buffers[r[0]], plan_.mesh, coords_);
@@ -55,11 +49,11 @@ absl::Status Executor::bindEmbeddingGrad(Site& site) {
   const int64_t batch = det ? rows_.count : 1;
   if (det) {
     if (tokens % batch) return site.fail("deterministic mode: the ids do not split by batch row");
-    bound.stack_rule = Bound::StackRule::kRowReduce;
-    bound.stacked_results = {true};
+    site.bound.stack_rule = Bound::StackRule::kRowReduce;
+    site.bound.stacked_results = {true};
   }
   const int64_t table = numel(r[0]);
-  bound.body = [=, this](int64_t) {
+  site.bound.body = [=, this](int64_t) {
     const int64_t per = tokens / batch;
     absl::Status s = kernels_->zero2D(ref(r[0]).data, 0, batch * table * comm::dtypeSize(ref(r[0]).dtype), 1);
     for (int64_t b = 0; b < batch; ++b) {
@@ -72,10 +66,8 @@ absl::Status Executor::bindEmbeddingGrad(Site& site) {
 }
 
 absl::Status Executor::bindLinear(Site& site) {
-  const std::vector<int64_t>& o = site.in.operands;
-  const std::vector<int64_t>& r = site.in.results;
+  const auto& [o, r] = site.io();
   const bool det = options_.deterministic;
-  Bound& bound = site.bound;
   if (o.size() != 2 && o.size() != 3) return site.fail("expected x, w and an optional bias");
   if (shape(o[1]).size() != 2) return site.fail("w must be rank 2");
   const int64_t inF = shape(o[1])[0], outF = shape(o[1])[1];
@@ -89,7 +81,7 @@ absl::Status Executor::bindLinear(Site& site) {
   // Deterministic: one sequence per GEMM, so a row's arithmetic does
   // not depend on how many rows the rank holds.
   const int64_t chunk = det && rows % seq_ == 0 ? seq_ : rows;
-  bound.body = [=, this](int64_t) {
+  site.bound.body = [=, this](int64_t) {
     absl::Status s;
     for (int64_t c = 0; c < rows; c += chunk) {
       s.Update(kernels_->linear(ref(o[0]).at(c * inF), ref(o[1]), bias ? ref(o[2]) : Ref{},
@@ -102,12 +94,9 @@ absl::Status Executor::bindLinear(Site& site) {
 
 absl::Status Executor::bindMatmul(Site& site) {
   const Instruction& in = site.in;
-  const std::vector<int64_t>& o = site.in.operands;
-  const std::vector<int64_t>& r = site.in.results;
+  const auto& [o, r] = site.io();
   const bool det = options_.deterministic;
-  Bound& bound = site.bound;
-  absl::Status st;
-  if (st = site.need(2, 1); !st.ok()) return st;
+  if (absl::Status st = site.need(2, 1); !st.ok()) return st;
   const bool tl = in.attrs.value("transpose_lhs", false), tr = in.attrs.value("transpose_rhs", false);
   if (tl && tr) return site.fail("transpose_lhs and transpose_rhs together are not supported");
   if (tl) {
@@ -120,10 +109,10 @@ absl::Status Executor::bindMatmul(Site& site) {
     const int64_t batch = rows_.count;
     if (det) {
       if (rows % batch) return site.fail("deterministic mode: the rows do not split by batch row");
-      bound.stack_rule = Bound::StackRule::kRowReduce;
-      bound.stacked_results = {true};
+      site.bound.stack_rule = Bound::StackRule::kRowReduce;
+      site.bound.stacked_results = {true};
     }
-    bound.body = [=, this](int64_t) {
+    site.bound.body = [=, this](int64_t) {
       if (!det) {
         return kernels_->matmulTransposeLhs(ref(o[0]), ref(o[1]), ref(r[0]), rows, m, n);
       }
@@ -143,7 +132,7 @@ absl::Status Executor::bindMatmul(Site& site) {
     const int64_t rows = numel(o[0]) / k;
     if (numel(r[0]) != rows * n) return site.fail("result size");
     const int64_t chunk = det && rows % seq_ == 0 ? seq_ : rows;
-    bound.body = [=, this](int64_t) {
+    site.bound.body = [=, this](int64_t) {
       absl::Status s;
       for (int64_t c = 0; c < rows; c += chunk) {
         s.Update(tr ? kernels_->matmulTransposeRhs(ref(o[0]).at(c * k), ref(o[1]), ref(r[0]).at(c * n), chunk, k, n)
@@ -157,17 +146,13 @@ absl::Status Executor::bindMatmul(Site& site) {
 
 absl::Status Executor::bindNorm(Site& site) {
   const Instruction& in = site.in;
-  const std::vector<int64_t>& o = site.in.operands;
-  const std::vector<int64_t>& r = site.in.results;
-  const std::string& op = site.in.op;
-  Bound& bound = site.bound;
-  absl::Status st;
-  const bool layer = op == "nn.layer_norm";
-  if (st = site.need(layer ? 3 : 2, 1); !st.ok()) return st;
+  const auto& [o, r] = site.io();
+  const bool layer = in.op == "nn.layer_norm";
+  if (absl::Status st = site.need(layer ? 3 : 2, 1); !st.ok()) return st;
   const int64_t hidden = shape(o[0]).back(), rows = numel(o[0]) / hidden;
   if (numel(o[1]) != hidden) return site.fail("gamma size");
   const float eps = in.attrs.value("epsilon", 1e-5f);
-  bound.body = [=, this](int64_t) {
+  site.bound.body = [=, this](int64_t) {
     if (layer) return kernels_->layerNorm(ref(o[0]), ref(o[1]), ref(o[2]), ref(r[0]), rows, hidden, eps);
     return kernels_->rmsNorm(ref(o[0]), ref(o[1]), ref(r[0]), rows, hidden, eps);
   };
@@ -176,24 +161,20 @@ absl::Status Executor::bindNorm(Site& site) {
 
 absl::Status Executor::bindNormGrad(Site& site) {
   const Instruction& in = site.in;
-  const std::vector<int64_t>& o = site.in.operands;
-  const std::vector<int64_t>& r = site.in.results;
-  const std::string& op = site.in.op;
+  const auto& [o, r] = site.io();
   const bool det = options_.deterministic;
-  Bound& bound = site.bound;
-  absl::Status st;
-  const bool layer = op == "nn.layer_norm_grad";
-  if (st = site.need(3, layer ? 3 : 2); !st.ok()) return st;
+  const bool layer = in.op == "nn.layer_norm_grad";
+  if (absl::Status st = site.need(3, layer ? 3 : 2); !st.ok()) return st;
   const int64_t hidden = shape(o[0]).back(), rows = numel(o[0]) / hidden;
   if (numel(o[1]) != hidden || numel(o[2]) != numel(o[0])) return site.fail("shapes disagree");
   const float eps = in.attrs.value("epsilon", 1e-5f);
   const int64_t batch = det ? rows_.count : 1;
   if (det) {
     if (rows % batch) return site.fail("deterministic mode: the rows do not split by batch row");
-    bound.stack_rule = Bound::StackRule::kRowReduce;
-    bound.stacked_results = layer ? std::vector<bool>{false, true, true} : std::vector<bool>{false, true};
+    site.bound.stack_rule = Bound::StackRule::kRowReduce;
+    site.bound.stacked_results = layer ? std::vector<bool>{false, true, true} : std::vector<bool>{false, true};
   }
-  bound.body = [=, this](int64_t) {
+  site.bound.body = [=, this](int64_t) {
     const int64_t per = rows / batch;
     absl::Status s;
     for (int64_t b = 0; b < batch; ++b) {
@@ -210,11 +191,8 @@ absl::Status Executor::bindNormGrad(Site& site) {
 
 absl::Status Executor::bindRope(Site& site) {
   const Instruction& in = site.in;
-  const std::vector<int64_t>& o = site.in.operands;
-  const std::vector<int64_t>& r = site.in.results;
-  Bound& bound = site.bound;
-  absl::Status st;
-  if (st = site.need(1, 1); !st.ok()) return st;
+  const auto& [o, r] = site.io();
+  if (absl::Status st = site.need(1, 1); !st.ok()) return st;
   const std::vector<int64_t>& s = shape(o[0]);
   if (s.size() != 4 || s[3] % 2) return site.fail("rope wants [B, S, H, D] with D even");
   for (const AxisPlacement& p : plan_.buffers[o[0]].placement) {
@@ -224,20 +202,17 @@ absl::Status Executor::bindRope(Site& site) {
   }
   const float theta = in.attrs.value("theta", 10000.0f);
   const bool inverse = in.attrs.value("inverse", false);
-  bound.body = [=, this](int64_t) {
+  site.bound.body = [=, this](int64_t) {
     return kernels_->rope(ref(o[0]), ref(r[0]), s[0], s[1], s[2], s[3], theta, inverse);
   };
   return absl::OkStatus();
 }
 
 absl::Status Executor::bindAttention(Site& site) {
-  const std::vector<int64_t>& o = site.in.operands;
-  const std::vector<int64_t>& r = site.in.results;
-  const std::string& op = site.in.op;
-  Bound& bound = site.bound;
-  absl::Status st;
-  const bool grad = op == "nn.attention_grad";
-  if (st = site.need(grad ? 4 : 3, grad ? 3 : 1); !st.ok()) return st;
+  const Instruction& in = site.in;
+  const auto& [o, r] = site.io();
+  const bool grad = in.op == "nn.attention_grad";
+  if (absl::Status st = site.need(grad ? 4 : 3, grad ? 3 : 1); !st.ok()) return st;
   const std::vector<int64_t>& q = shape(o[0]);
   const std::vector<int64_t>& k = shape(o[1]);
   if (q.size() != 4 || k.size() != 4 || shape(o[2]) != k || q[0] != k[0] || q[1] != k[1] ||
@@ -245,8 +220,8 @@ absl::Status Executor::bindAttention(Site& site) {
     return site.fail(absl::StrCat("q ", shapeText(q), " and k/v ", shapeText(k), " do not fit"));
   }
   const cpu::AttentionShape a{q[0], q[1], q[2], k[2], q[3]};
-  if (st = kernels_->checkAttention(a); !st.ok()) return site.fail(std::string(st.message()));
-  bound.body = [=, this](int64_t) {
+  if (absl::Status st = kernels_->checkAttention(a); !st.ok()) return site.fail(std::string(st.message()));
+  site.bound.body = [=, this](int64_t) {
     if (grad) {
       return kernels_->attentionGrad(ref(o[0]), ref(o[1]), ref(o[2]), ref(o[3]), ref(r[0]), ref(r[1]),
                                      ref(r[2]), a);
@@ -257,15 +232,12 @@ absl::Status Executor::bindAttention(Site& site) {
 }
 
 absl::Status Executor::bindActivation(Site& site) {
-  const std::vector<int64_t>& o = site.in.operands;
-  const std::vector<int64_t>& r = site.in.results;
-  const std::string& op = site.in.op;
-  Bound& bound = site.bound;
-  absl::Status st;
-  if (st = site.need(1, 1); !st.ok()) return st;
-  const bool gelu = op == "nn.gelu";
+  const Instruction& in = site.in;
+  const auto& [o, r] = site.io();
+  if (absl::Status st = site.need(1, 1); !st.ok()) return st;
+  const bool gelu = in.op == "nn.gelu";
   const int64_t n = numel(o[0]);
-  bound.body = [=, this](int64_t) {
+  site.bound.body = [=, this](int64_t) {
     if (gelu) return kernels_->gelu(ref(o[0]), ref(r[0]), n);
     return kernels_->silu(ref(o[0]), ref(r[0]), n);
   };
@@ -273,16 +245,13 @@ absl::Status Executor::bindActivation(Site& site) {
 }
 
 absl::Status Executor::bindActivationGrad(Site& site) {
-  const std::vector<int64_t>& o = site.in.operands;
-  const std::vector<int64_t>& r = site.in.results;
-  const std::string& op = site.in.op;
-  Bound& bound = site.bound;
-  absl::Status st;
-  if (st = site.need(2, 1); !st.ok()) return st;
-  const bool gelu = op == "nn.gelu_grad";
+  const Instruction& in = site.in;
+  const auto& [o, r] = site.io();
+  if (absl::Status st = site.need(2, 1); !st.ok()) return st;
+  const bool gelu = in.op == "nn.gelu_grad";
   const int64_t n = numel(o[0]);
   if (numel(o[1]) != n) return site.fail("x and dy differ in size");
-  bound.body = [=, this](int64_t) {
+  site.bound.body = [=, this](int64_t) {
     if (gelu) return kernels_->geluGrad(ref(o[0]), ref(o[1]), ref(r[0]), n);
     return kernels_->siluGrad(ref(o[0]), ref(o[1]), ref(r[0]), n);
   };
@@ -290,18 +259,15 @@ absl::Status Executor::bindActivationGrad(Site& site) {
 }
 
 absl::Status Executor::bindElementwise(Site& site) {
-  const std::vector<int64_t>& o = site.in.operands;
-  const std::vector<int64_t>& r = site.in.results;
-  const std::string& op = site.in.op;
+  const Instruction& in = site.in;
+  const auto& [o, r] = site.io();
   const bool det = options_.deterministic;
-  Bound& bound = site.bound;
-  absl::Status st;
-  if (st = site.need(2, 1); !st.ok()) return st;
+  if (absl::Status st = site.need(2, 1); !st.ok()) return st;
   const int64_t n = numel(o[0]);
   if (numel(o[1]) != n || numel(r[0]) != n) return site.fail("operands differ in size (no broadcasting)");
-  const bool mul = op == "nn.mul";
-  if (det) bound.stack_rule = Bound::StackRule::kPropagate;
-  bound.body = [=, this](int64_t) {
+  const bool mul = in.op == "nn.mul";
+  if (det) site.bound.stack_rule = Bound::StackRule::kPropagate;
+  site.bound.body = [=, this](int64_t) {
     const int64_t count = n * std::max<int64_t>(1, stacks_[r[0]].rows);
     if (mul) return kernels_->mul(ref(o[0]), ref(o[1]), ref(r[0]), count);
     return kernels_->add(ref(o[0]), ref(o[1]), ref(r[0]), count);
@@ -310,15 +276,12 @@ absl::Status Executor::bindElementwise(Site& site) {
 }
 
 absl::Status Executor::bindSoftmax(Site& site) {
-  const std::vector<int64_t>& o = site.in.operands;
-  const std::vector<int64_t>& r = site.in.results;
-  const std::string& op = site.in.op;
-  Bound& bound = site.bound;
-  absl::Status st;
-  const bool grad = op == "nn.softmax_grad";
-  if (st = site.need(grad ? 2 : 1, 1); !st.ok()) return st;
+  const Instruction& in = site.in;
+  const auto& [o, r] = site.io();
+  const bool grad = in.op == "nn.softmax_grad";
+  if (absl::Status st = site.need(grad ? 2 : 1, 1); !st.ok()) return st;
   const int64_t n = shape(o[0]).back(), rows = numel(o[0]) / n;
-  bound.body = [=, this](int64_t) {
+  site.bound.body = [=, this](int64_t) {
     if (grad) return kernels_->softmaxGrad(ref(o[0]), ref(o[1]), ref(r[0]), rows, n);
     return kernels_->softmax(ref(o[0]), ref(r[0]), rows, n);
   };
@@ -326,25 +289,19 @@ absl::Status Executor::bindSoftmax(Site& site) {
 }
 
 absl::Status Executor::bindReshape(Site& site) {
-  const std::vector<int64_t>& o = site.in.operands;
-  const std::vector<int64_t>& r = site.in.results;
-  Bound& bound = site.bound;
-  absl::Status st;
-  if (st = site.need(1, 1); !st.ok()) return st;
+  const auto& [o, r] = site.io();
+  if (absl::Status st = site.need(1, 1); !st.ok()) return st;
   if (numel(o[0]) != numel(r[0])) return site.fail("reshape changes the element count");
-  bound.view_of = o[0];
-  bound.body = [](int64_t) { return absl::OkStatus(); };
+  site.bound.view_of = o[0];
+  site.bound.body = [](int64_t) { return absl::OkStatus(); };
   return absl::OkStatus();
 }
 
 absl::Status Executor::bindReduceSum(Site& site) {
   const Instruction& in = site.in;
-  const std::vector<int64_t>& o = site.in.operands;
-  const std::vector<int64_t>& r = site.in.results;
+  const auto& [o, r] = site.io();
   const bool det = options_.deterministic;
-  Bound& bound = site.bound;
-  absl::Status st;
-  if (st = site.need(1, 1); !st.ok()) return st;
+  if (absl::Status st = site.need(1, 1); !st.ok()) return st;
   std::vector<int64_t> dims = in.attrs.value("dims", std::vector<int64_t>{});
   const std::vector<int64_t> s = shape(o[0]);
   for (size_t k = 0; k < dims.size(); ++k) {
@@ -352,17 +309,17 @@ absl::Status Executor::bindReduceSum(Site& site) {
       return site.fail("dims must be strictly increasing and in range");
     }
   }
-  if (st = kernels_->checkReduceSum(s.size()); !st.ok()) return site.fail(std::string(st.message()));
+  if (absl::Status st = kernels_->checkReduceSum(s.size()); !st.ok()) return site.fail(std::string(st.message()));
   // Deterministic: a sum over the batch dim is kept per batch row.
   const bool perRow = det && !dims.empty() && dims[0] == 0 && s[0] == rows_.count;
   if (perRow) {
-    bound.stack_rule = Bound::StackRule::kRowReduce;
-    bound.stacked_results = {true};
+    site.bound.stack_rule = Bound::StackRule::kRowReduce;
+    site.bound.stacked_results = {true};
   }
   std::vector<int64_t> rowShape = s;
   rowShape[0] = perRow ? 1 : s[0];
   const int64_t inRow = perRow ? numel(o[0]) / s[0] : 0, outRow = numel(r[0]);
-  bound.body = [=, this](int64_t) {
+  site.bound.body = [=, this](int64_t) {
     if (!perRow) {
       return kernels_->reduceSum(ref(o[0]), s, dims, ref(r[0]));
     }
@@ -377,14 +334,10 @@ absl::Status Executor::bindReduceSum(Site& site) {
 
 absl::Status Executor::bindCrossEntropy(Site& site) {
   const Instruction& in = site.in;
-  const std::vector<int64_t>& o = site.in.operands;
-  const std::vector<int64_t>& r = site.in.results;
-  const std::string& op = site.in.op;
+  const auto& [o, r] = site.io();
   const bool det = options_.deterministic;
-  Bound& bound = site.bound;
-  absl::Status st;
-  const bool grad = op == "nn.cross_entropy_grad";
-  if (st = site.need(grad ? 3 : 2, 1); !st.ok()) return st;
+  const bool grad = in.op == "nn.cross_entropy_grad";
+  if (absl::Status st = site.need(grad ? 3 : 2, 1); !st.ok()) return st;
   const int64_t vocab = shape(o[0]).back(), tokens = numel(o[0]) / vocab;
   if (numel(o[1]) != tokens) return site.fail("labels do not match the logits' tokens");
   for (const AxisPlacement& p : plan_.buffers[o[0]].placement) {
@@ -393,18 +346,18 @@ absl::Status Executor::bindCrossEntropy(Site& site) {
       return site.fail("the logits are split over the vocabulary; this op needs them whole");
     }
   }
-  if (st = grad ? site.needF32({o[2]}) : site.needF32({r[0]}); !st.ok()) return st;
+  if (absl::Status st = grad ? site.needF32({o[2]}) : site.needF32({r[0]}); !st.ok()) return st;
   const float scale = in.attrs.value("scale", 1.0f);
   const bool seedConstant = !kernels_->hostAddressable();
   if (grad && seedConstant && o[2] != plan_.interface.loss_grad_seed) return site.fail(kDlossNotSeed);
   // Deterministic: the loss is kept as one mean per batch row.
   const int64_t batch = det && !grad ? rows_.count : 1;
   if (det && !grad) {
-    bound.stack_rule = Bound::StackRule::kRowReduce;
-    bound.stacked_results = {true};
-    bound.stack_mean = true;
+    site.bound.stack_rule = Bound::StackRule::kRowReduce;
+    site.bound.stacked_results = {true};
+    site.bound.stack_mean = true;
   }
-  bound.body = [=, this](int64_t) {
+  site.bound.body = [=, this](int64_t) {
     if (grad) {
       return kernels_->crossEntropyGrad(ref(o[0]), i32(o[1]), seedConstant ? kLossGradSeed : *f32(o[2]),
                                         scale, ref(r[0]), tokens, vocab);
@@ -421,14 +374,11 @@ absl::Status Executor::bindCrossEntropy(Site& site) {
 }
 
 absl::Status Executor::bindBiasAdd(Site& site) {
-  const std::vector<int64_t>& o = site.in.operands;
-  const std::vector<int64_t>& r = site.in.results;
-  Bound& bound = site.bound;
-  absl::Status st;
-  if (st = site.need(2, 1); !st.ok()) return st;
+  const auto& [o, r] = site.io();
+  if (absl::Status st = site.need(2, 1); !st.ok()) return st;
   const int64_t outF = shape(o[0]).back(), rows = numel(o[0]) / std::max<int64_t>(outF, 1);
   if (numel(o[1]) != outF) return site.fail("bias does not match x's last dim");
-  bound.body = [=, this](int64_t) {
+  site.bound.body = [=, this](int64_t) {
     return kernels_->biasAdd(ref(o[0]), ref(o[1]), ref(r[0]), rows, outF);
   };
   return absl::OkStatus();
@@ -436,14 +386,10 @@ absl::Status Executor::bindBiasAdd(Site& site) {
 
 absl::Status Executor::bindVocab(Site& site) {
   const Instruction& in = site.in;
-  const std::vector<int64_t>& o = site.in.operands;
-  const std::vector<int64_t>& r = site.in.results;
-  const std::string& op = site.in.op;
-  Bound& bound = site.bound;
-  absl::Status st;
+  const auto& [o, r] = site.io();
   // Vocab-parallel cross-entropy: the logits' last dim may be a shard
   // of the vocabulary; its global rows come from the logits' placement.
-  const bool ce = op == "nn.vocab_cross_entropy";
+  const bool ce = in.op == "nn.vocab_cross_entropy";
   const int64_t logitsId = ce ? -1 : o.at(0);
   int64_t local = 0, valid = 0, rowBegin = 0, tokens = 0;
   if (!ce) {
@@ -459,38 +405,38 @@ absl::Status Executor::bindVocab(Site& site) {
     if (vocab > logits.global_shape.back()) return site.fail("vocab exceeds the logits' rows");
     valid = std::clamp<int64_t>(vocab - rowBegin, 0, local);
   }
-  if (op == "nn.vocab_max") {
-    if (st = site.need(1, 1); !st.ok()) return st;
+  if (in.op == "nn.vocab_max") {
+    if (absl::Status st = site.need(1, 1); !st.ok()) return st;
     if (numel(r[0]) != tokens) return site.fail("max must hold one value per token");
-    if (st = site.needF32({r[0]}); !st.ok()) return st;
-    bound.body = [=, this](int64_t) {
+    if (absl::Status st = site.needF32({r[0]}); !st.ok()) return st;
+    site.bound.body = [=, this](int64_t) {
       return kernels_->vocabMax(ref(o[0]), f32(r[0]), tokens, local, valid);
     };
-  } else if (op == "nn.vocab_stats") {
-    if (st = site.need(3, 1); !st.ok()) return st;
+  } else if (in.op == "nn.vocab_stats") {
+    if (absl::Status st = site.need(3, 1); !st.ok()) return st;
     if (numel(o[1]) != tokens || numel(o[2]) != tokens || numel(r[0]) != 2 * tokens) {
       return site.fail("labels, max and stats must match the logits' tokens");
     }
-    if (st = site.needF32({o[2], r[0]}); !st.ok()) return st;
-    bound.body = [=, this](int64_t) {
+    if (absl::Status st = site.needF32({o[2], r[0]}); !st.ok()) return st;
+    site.bound.body = [=, this](int64_t) {
       return kernels_->vocabStats(ref(o[0]), i32(o[1]), f32(o[2]), f32(r[0]), tokens, local, valid, rowBegin);
     };
   } else if (ce) {
-    if (st = site.need(1, 1); !st.ok()) return st;
+    if (absl::Status st = site.need(1, 1); !st.ok()) return st;
     const int64_t count = numel(o[0]) / 2;
-    if (st = site.needF32({o[0], r[0]}); !st.ok()) return st;
-    bound.body = [=, this](int64_t) { return kernels_->vocabCrossEntropy(f32(o[0]), f32(r[0]), count); };
-  } else if (op == "nn.vocab_cross_entropy_grad") {
-    if (st = site.need(5, 1); !st.ok()) return st;
+    if (absl::Status st = site.needF32({o[0], r[0]}); !st.ok()) return st;
+    site.bound.body = [=, this](int64_t) { return kernels_->vocabCrossEntropy(f32(o[0]), f32(r[0]), count); };
+  } else if (in.op == "nn.vocab_cross_entropy_grad") {
+    if (absl::Status st = site.need(5, 1); !st.ok()) return st;
     if (numel(o[1]) != tokens || numel(o[2]) != tokens || numel(o[3]) != 2 * tokens ||
         numel(r[0]) != numel(o[0])) {
       return site.fail("labels, max, stats and the gradient must match the logits");
     }
-    if (st = site.needF32({o[2], o[3], o[4]}); !st.ok()) return st;
+    if (absl::Status st = site.needF32({o[2], o[3], o[4]}); !st.ok()) return st;
     const float scale = in.attrs.value("scale", 1.0f);
     const bool seedConstant = !kernels_->hostAddressable();
     if (seedConstant && o[4] != plan_.interface.loss_grad_seed) return site.fail(kDlossNotSeed);
-    bound.body = [=, this](int64_t) {
+    site.bound.body = [=, this](int64_t) {
       return kernels_->vocabCrossEntropyGrad(ref(o[0]), i32(o[1]), f32(o[2]), f32(o[3]),
                                              seedConstant ? kLossGradSeed : *f32(o[4]), scale, ref(r[0]),
                                              tokens, local, valid, rowBegin);
