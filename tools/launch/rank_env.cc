@@ -25,18 +25,21 @@ struct LauncherVars {
   const char* rank;
   const char* world_size;
   const char* local_rank;
+  // How many ranks share this machine; optional (1 when absent).
+  const char* local_world_size;
   const char* how_to_fix;
 };
 
 constexpr LauncherVars kLaunchers[] = {
-    {RankEnvSource::kTorchrun, "RANK", "WORLD_SIZE", "LOCAL_RANK",
+    {RankEnvSource::kTorchrun, "RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE",
      "start the binary with //tools:launch or torchrun, or set RANK, "
      "WORLD_SIZE, LOCAL_RANK, MASTER_ADDR and MASTER_PORT yourself"},
     {RankEnvSource::kOpenMpi, "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE",
-     "OMPI_COMM_WORLD_LOCAL_RANK",
+     "OMPI_COMM_WORLD_LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_SIZE",
      "start the binary with Open MPI's mpirun, which sets every "
      "OMPI_COMM_WORLD_* variable"},
     {RankEnvSource::kSlurm, "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID",
+     "SLURM_NTASKS_PER_NODE",
      "start the binary with srun, which sets SLURM_PROCID, SLURM_NTASKS and "
      "SLURM_LOCALID"},
 };
@@ -151,6 +154,17 @@ absl::StatusOr<RankEnv> readLauncher(const Lookup& getenv,
   env.rank = *rank;
   env.world_size = *world_size;
   env.local_rank = *local_rank;
+  if (std::optional<std::string> local = getenv(launcher.local_world_size)) {
+    absl::StatusOr<int> count = parseNumber(launcher.local_world_size, *local, 1);
+    if (!count.ok()) return count.status();
+    if (*count <= *local_rank || *count > *world_size) {
+      return comm::invalidArgumentError(absl::StrFormat(
+          "%s is %d, but %s is %d and %s is %d; it must be above the local rank and at most "
+          "the world size", launcher.local_world_size, *count, launcher.local_rank, *local_rank,
+          launcher.world_size, *world_size));
+    }
+    env.local_world_size = *count;
+  }
   if (absl::Status status = readMaster(getenv, launcher, options, env);
       !status.ok()) {
     return status;

@@ -29,6 +29,10 @@ struct RankEnv {
   int world_size = 1;
   // The rank's index among the ranks on its machine; it picks the GPU.
   int local_rank = 0;
+  // How many ranks run on this machine (LOCAL_WORLD_SIZE,
+  // OMPI_COMM_WORLD_LOCAL_SIZE, SLURM_NTASKS_PER_NODE; 1 when the launcher
+  // does not say).
+  int local_world_size = 1;
   // Where rank 0 serves the job's store.
   std::string master_addr;
   int master_port = 0;

@@ -111,6 +111,19 @@ TEST(RankEnvTest, SlurmPrefersMasterAddrThenFallsBackToDefault) {
   EXPECT_EQ(fallback->master_addr, "fallback");
 }
 
+TEST(RankEnvTest, ReadsHowManyRanksShareTheMachine) {
+  EXPECT_EQ(detect(kTorchrun)->local_world_size, 1);
+  EXPECT_EQ(detect(with(kTorchrun, "LOCAL_WORLD_SIZE", "4"))->local_world_size, 4);
+  EXPECT_EQ(detect(with(kOpenMpi, "OMPI_COMM_WORLD_LOCAL_SIZE", "3"))->local_world_size, 3);
+  EXPECT_EQ(detect(with(kSlurm, "SLURM_NTASKS_PER_NODE", "8"))->local_world_size, 8);
+  EXPECT_THAT(detect(with(kTorchrun, "LOCAL_WORLD_SIZE", "1")).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("LOCAL_WORLD_SIZE is 1, but LOCAL_RANK is 1")));
+  EXPECT_THAT(detect(with(kTorchrun, "LOCAL_WORLD_SIZE", "four")).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("LOCAL_WORLD_SIZE is 'four'; it must be a whole number")));
+}
+
 TEST(RankEnvTest, TorchrunWinsOverMpiWhichWinsOverSlurm) {
   Env all = kSlurm;
   all.insert(kOpenMpi.begin(), kOpenMpi.end());

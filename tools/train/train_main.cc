@@ -15,6 +15,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <memory>
 #include <optional>
@@ -40,6 +41,7 @@
 #include "runtime/executor/executor.h"
 #include "runtime/plan/plan.h"
 #include "tools/launch/launcher.h"
+#include "runtime/kernels/cpu/blas_threads.h"
 #include "tools/launch/rank_env.h"
 
 ABSL_FLAG(std::string, plan, "", "the plan.json to run (from //tools:plan --out=DIR)");
@@ -63,6 +65,9 @@ ABSL_FLAG(std::string, trace, "", "write the measured trace (Chrome/Perfetto JSO
 ABSL_FLAG(std::string, losses_out, "", "write {\"losses\": [...]} (rank 0) here");
 ABSL_FLAG(std::string, memory_out, "", "write measured and predicted memory (JSON) here");
 ABSL_FLAG(bool, progress, true, "draw a progress bar on a terminal");
+ABSL_FLAG(int, blas_threads, 0,
+          "OpenBLAS threads per rank with --device=cpu (0: OPENBLAS_NUM_THREADS or OMP_NUM_THREADS "
+          "when set, else the cores shared among the ranks on this machine)");
 ABSL_FLAG(bool, overlap, true,
           "run collectives async as the plan schedules them; false waits for each at once "
           "(no prefetch), for comparison");
@@ -137,6 +142,7 @@ struct Job {
   std::shared_ptr<comm::Store> store;
   std::shared_ptr<comm::ProcessGroup> world;
   std::string source = "single process";
+  int local_ranks = 1;  // ranks on this machine
 };
 
 absl::StatusOr<Job> joinJob(absl::Duration timeout) {
@@ -154,6 +160,7 @@ absl::StatusOr<Job> joinJob(absl::Duration timeout) {
     job.world_size = r->world_size;
     job.store = r->store;
     job.source = std::string(launch::rankEnvSourceName(env->source));
+    job.local_ranks = env->local_world_size;
   } else {
     job.store = std::make_shared<comm::HashStore>();
   }
@@ -309,6 +316,17 @@ absl::Status train() {
   absl::StatusOr<Job> job = joinJob(timeout);
   if (!job.ok()) return job.status();
   const bool lead = job->rank == 0;
+  std::string blas = "n/a";
+  if (absl::GetFlag(FLAGS_device) == "cpu") {
+    const runtime::cpu::BlasThreads threads = runtime::cpu::chooseBlasThreads(
+        absl::GetFlag(FLAGS_blas_threads), job->local_ranks, runtime::cpu::usableCores(),
+        [](const char* name) -> std::optional<std::string> {
+          const char* value = std::getenv(name);
+          return value == nullptr ? std::nullopt : std::optional<std::string>(value);
+        });
+    if (threads.threads > 0) runtime::cpu::setBlasThreads(threads.threads);
+    blas = absl::StrCat(runtime::cpu::blasThreads(), " (", threads.why, ")");
+  }
 
   runtime::ExecutorOptions options;
   options.timeout = timeout;
@@ -384,10 +402,12 @@ absl::Status train() {
   const int64_t globalTokens = plan->buffers[plan->interface.ids].global_shape[0] * e.seqLength();
   std::vector<int32_t> ids(rows.count * e.seqLength()), labels(ids.size());
   if (lead) {
-    std::printf("train: %s on mesh %s (%s), %d ranks via %s, device %s, backend %s, %lld tokens per step\n",
+    std::printf("train: %s on mesh %s (%s), %d ranks via %s, device %s, backend %s, %lld tokens per step, "
+                "BLAS threads per rank %s\n",
                 plan->model.c_str(), plan->mesh.toString().c_str(),
                 absl::StrJoin(plan->strategies, ",").c_str(), job->world_size, job->source.c_str(),
-                absl::GetFlag(FLAGS_device).c_str(), backendName().c_str(), static_cast<long long>(globalTokens));
+                absl::GetFlag(FLAGS_device).c_str(), backendName().c_str(), static_cast<long long>(globalTokens),
+                blas.c_str());
   }
   json losses = json::array();
   std::vector<double> stepSeconds;
