@@ -8,6 +8,7 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
+#include "absl/flags/usage_config.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "mesh/device_mesh.h"
@@ -31,6 +32,11 @@ int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
       "prints the rank groups of every mesh axis and the link they use.\n"
       "  mesh-info --mesh=dp=2,tp=8 --topology=dgx-h100");
+  // --help lists the flags defined in this file; absl's default looks for a
+  // file named after the binary, whose name has a hyphen.
+  absl::FlagsUsageConfig usage;
+  usage.contains_help_flags = [](absl::string_view file) { return file == __FILE__; };
+  absl::SetFlagsUsageConfig(usage);
   absl::ParseCommandLine(argc, argv);
   absl::StatusOr<loom::mesh::DeviceMesh> mesh =
       loom::mesh::DeviceMesh::parse(absl::GetFlag(FLAGS_mesh));

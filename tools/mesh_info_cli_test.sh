@@ -20,4 +20,5 @@ expect default-run 0 'mesh<dp=2, tp=4>' --
 expect bad-mesh 2 "mesh-info: .*'tp=abc'|mesh-info: .*abc" -- --mesh=dp=2,tp=abc
 expect bad-topology 2 'unknown topology .tpu.' -- --mesh=2x4 --topology=tpu
 expect not-multiple-of-8 2 'multiple of 8' -- --mesh=dp=3 --topology=hgx-h200
+expect help-lists-flags 1 'topology \(cluster the mesh' -- --help
 exit $((failures > 0))

@@ -39,5 +39,8 @@ out=$("$plan_html" --plan="$dir/broken.json" --out="$dir/broken.html" 2>&1)
   fail "missing field: $out"
 [[ -e "$dir/broken.html" ]] && fail "a page was written for a broken plan"
 
+help=$("$plan_html" --help 2>&1)
+grep -q -- '--plan (' <<<"$help" || fail "--help does not list --plan: $help"
+
 [[ $failures -eq 0 ]] || { echo "$failures failure(s)"; exit 1; }
 echo "all passed"

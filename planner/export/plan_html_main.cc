@@ -12,6 +12,7 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
+#include "absl/flags/usage_config.h"
 #include "absl/status/statusor.h"
 #include "nlohmann/json.hpp"
 #include "planner/export/visual_report.h"
@@ -32,6 +33,11 @@ int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
       "renders plan.json as an HTML page with inline SVG, e.g.\n"
       "  plan-html --plan=DIR/plan.json --out=DIR/plan.html");
+  // --help lists the flags defined in this file; absl's default looks for a
+  // file named after the binary, whose name has a hyphen.
+  absl::FlagsUsageConfig usage;
+  usage.contains_help_flags = [](absl::string_view file) { return file == __FILE__; };
+  absl::SetFlagsUsageConfig(usage);
   absl::ParseCommandLine(argc, argv);
   // Under `bazel run`, relative paths mean what they mean in the user's shell.
   if (const char* dir = std::getenv("BUILD_WORKING_DIRECTORY");

@@ -30,6 +30,7 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
+#include "absl/flags/usage_config.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/numbers.h"
@@ -1021,6 +1022,11 @@ int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
       "collective bandwidth after nccl-tests; run one per rank, e.g.\n"
       "  launch --nproc=4 -- comm-bench -b 4K -e 64M -f 2 --op=all_reduce");
+  // --help lists the flags defined in this file; absl's default looks for a
+  // file named after the binary, whose name has a hyphen.
+  absl::FlagsUsageConfig usage;
+  usage.contains_help_flags = [](absl::string_view file) { return file == __FILE__; };
+  absl::SetFlagsUsageConfig(usage);
   absl::ParseCommandLine(argc, argv);
   absl::StatusOr<loom::comm::Outcome> outcome = loom::comm::run();
   if (!outcome.ok()) {

@@ -83,5 +83,10 @@ out=$(mpirun "${mpirun_flags[@]}" --timeout 60 -np 2 -x MASTER_PORT="$port" \
       "$bench" "${sweep[@]}" --op=all --backend=mpi 2>&1)
 check "mpi under mpirun, every op" "$out" $? "${all_ops[@]}"
 
+# --help lists the tool's own flags (absl looks for a file named after the
+# binary, and comm-bench has a hyphen).
+help=$("$bench" --help 2>&1)
+grep -q -- '--op (' <<<"$help" || fail "--help does not list --op: $help"
+
 [[ $failures -eq 0 ]] || { echo "$failures failure(s)"; exit 1; }
 echo "all passed"

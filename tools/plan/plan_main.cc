@@ -176,6 +176,9 @@ int writeOutputs(mlir::ModuleOp module, const nlohmann::json& plan, const std::s
                          loom::planner::visual::renderSearchPage(*points, "mesh search: " + model_flag));
   }
   if (!ok) return fail("cannot write the plan files into '" + out_flag + "'");
+  // The report on stdout is buffered; this line on stderr is not. Flush
+  // first so a terminal shows the report whole, then this line.
+  llvm::outs().flush();
   llvm::errs() << "plan: wrote plan.json, plan.mlir, report.md, trace.json, report.html"
                << (candidates ? ", candidates.json, search.html" : "") << " to " << out_flag << "\n";
   return 0;

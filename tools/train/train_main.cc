@@ -243,8 +243,10 @@ void printMfu(const runtime::Plan& plan, double step_seconds) {
   const double peak = bf16 ? p.peak_flops_bf16 : p.peak_flops_fp32;
   if (p.model_flops <= 0 || peak <= 0 || step_seconds <= 0) return;
   const double achieved = p.model_flops / step_seconds;
-  std::printf("MFU %.1f%%: %.3g model FLOPs per rank per step, %.1f TFLOP/s per rank against the plan's %s "
-              "%s peak of %.1f TFLOP/s\n",
+  // Significant digits, not decimals: a CPU rank's few GFLOP/s would print
+  // as 0.0 TFLOP/s.
+  std::printf("MFU %.3g%%: %.3g model FLOPs per rank per step, %.4g TFLOP/s per rank against the plan's %s "
+              "%s peak of %.4g TFLOP/s\n",
               100.0 * achieved / peak, p.model_flops, achieved / 1e12, p.device.c_str(), bf16 ? "bf16" : "fp32",
               peak / 1e12);
 }
