@@ -522,10 +522,16 @@ TEST_F(MpiBackendTest, LargeCollectivesAreExactOnEveryCall) {
       comm::testing::expectExactCalls(c, *world_, chunk, kCalls, first_seq);
     }
   }
+  // The ranks finish their checks at different times; line them up again
+  // for the tests that follow.
+  ASSERT_TRUE(run(world_->barrier({}, info("barrier"))).ok());
 }
 
 TEST_F(MpiBackendTest, BarrierWaitsForTheLastRank) {
   constexpr absl::Duration kLate = absl::Milliseconds(400);
+  // Line the ranks up first: the test before this one may end hundreds of
+  // milliseconds apart on different ranks.
+  ASSERT_TRUE(run(world_->barrier({}, info("barrier"))).ok());
   if (rank_ == 0) absl::SleepFor(kLate);
   const absl::Time start = absl::Now();
   ASSERT_TRUE(run(world_->barrier({}, info("barrier"))).ok());
