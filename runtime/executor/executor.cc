@@ -22,13 +22,10 @@
 #include "runtime/executor/executor_internal.h"
 #include "runtime/kernels/cpu/cpu_kernels.h"
 #include "runtime/optim/adamw.h"
+#include "runtime/plan/op_table.h"
 
 namespace loom::runtime {
 namespace {
-
-using json = nlohmann::json;
-
-
 
 // Moves the `valid`-shaped top-left corner of a `local`-shaped buffer to or
 // from a dense block: into the padded buffer when `into_padded` (the rest
@@ -111,7 +108,6 @@ absl::Status placeDimSlice(KernelSet& k, Ref src, int64_t count, Ref dst,
   return k.copy2D(dst.at(begin * tail).data, n * tail * elem, src.data, count * tail * elem,
                   have * tail * elem, outer);
 }
-
 
 Executor::Executor(const Plan& plan, std::shared_ptr<comm::ProcessGroup> world,
                    ExecutorOptions options)
@@ -403,11 +399,13 @@ absl::Status Executor::bind() {
   std::map<std::string, int64_t> waitOf;
   for (int64_t i = 0; i < count; ++i) {
     const Instruction& in = plan_.instructions[i];
-    if (in.op == "dist.wait") waitOf[in.async_handle] = i;
+    const OpInfo* info = findOp(in.op);  // null: refused below, with the instruction named
+    if (info != nullptr && info->family == OpFamily::kWait) waitOf[in.async_handle] = i;
   }
   for (int64_t i = 0; i < count; ++i) {
     const Instruction& in = plan_.instructions[i];
-    const int64_t until = in.async_handle.empty() || in.op == "dist.wait" ? i : waitOf[in.async_handle];
+    const OpInfo* info = findOp(in.op);
+    const int64_t until = info != nullptr && info->async_start ? waitOf[in.async_handle] : i;
     for (int64_t id : in.operands) lastUse[id] = std::max(lastUse[id], until);
     for (int64_t id : in.results) {
       if (definedAt[id] < 0) definedAt[id] = i;
@@ -423,7 +421,7 @@ absl::Status Executor::bind() {
     for (const std::vector<int64_t>* ids : {&in.operands, &in.results}) {
       for (int64_t id : *ids) {
         const comm::DType t = plan_.buffers[id].dtype;
-        if (t != comm::DType::kFloat32 && t != comm::DType::kBFloat16 && t != comm::DType::kInt32) {
+        if (!runtimeDtype(t)) {
           return site.fail(absl::StrCat("buffer ", id, " (", plan_.buffers[id].name, ") is ",
                                         std::string(comm::dtypeName(t)), "; the ", kernels_->name(),
                                         " runtime computes in f32 and bf16 (plan with --dtype=f32 or bf16)"));
@@ -490,17 +488,15 @@ absl::Status Executor::uploadShard(const BufferSpec& b, const std::vector<float>
 void Executor::traceWait(const Instruction& in, int64_t step, int64_t index, const std::string& collective,
                          const std::string& axes, double t0_us, double t1_us) {
   if (!options_.trace) return;
-  TraceEvent e;
-  e.name = absl::StrCat("wait ", collective);
-  e.track = "compute";
-  e.phase = phaseName(in.phase);
-  e.step = step;
-  e.index = index;
-  e.start_us = t0_us;
-  e.duration_us = t1_us - t0_us;
-  e.collective = collective;
-  e.axes = axes;
-  trace_.add(std::move(e));
+  trace_.add(TraceEvent{.name = absl::StrCat("wait ", collective),
+                        .track = "compute",
+                        .phase = phaseName(in.phase),
+                        .step = step,
+                        .index = index,
+                        .start_us = t0_us,
+                        .duration_us = t1_us - t0_us,
+                        .collective = collective,
+                        .axes = axes});
 }
 
 void Executor::beginPhase(const std::string& name) {

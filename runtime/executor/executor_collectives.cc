@@ -37,10 +37,6 @@ absl::StatusOr<comm::ReduceOp> reduceOpOf(const json& reduction) {
   return absl::InvalidArgumentError(absl::StrCat("unknown reduction ", reduction.dump()));
 }
 
-bool movable(comm::DType t) {
-  return t == comm::DType::kFloat32 || t == comm::DType::kBFloat16 || t == comm::DType::kInt32;
-}
-
 }  // namespace
 
 absl::Status Executor::bindWait(Site& site) {
@@ -105,7 +101,7 @@ absl::StatusOr<Executor::CollectiveCall> Executor::parseCollective(Site& site) {
   }
   c.wire = *wire;
   c.accum = *accum;
-  if (!movable(c.wire) || !movable(c.accum)) {
+  if (!runtimeDtype(c.wire) || !runtimeDtype(c.accum)) {
     return site.fail(absl::StrCat("wire ", wireName, " / accumulation ", accumName, ": the ",
                                   kernels_->name(), " runtime moves and reduces f32, bf16 and i32"));
   }
@@ -430,19 +426,16 @@ void Executor::traceCollective(const CollectiveCall& c, Pending& p, int64_t step
   const int64_t bytes = c.bytes;
   ++callbacks_outstanding_;
   p.work->onCompletion([=, this](const absl::Status&) {
-    const double done = TraceRecorder::nowUs();
-    TraceEvent e;
-    e.name = kind;
-    e.track = track;
-    e.phase = phase;
-    e.step = step;
-    e.index = index;
-    e.start_us = issued;
-    e.duration_us = done - issued;
-    e.collective = kind;
-    e.axes = axes;
-    e.bytes = bytes;
-    trace_.add(std::move(e));
+    trace_.add(TraceEvent{.name = kind,
+                          .track = track,
+                          .phase = phase,
+                          .step = step,
+                          .index = index,
+                          .start_us = issued,
+                          .duration_us = TraceRecorder::nowUs() - issued,
+                          .collective = kind,
+                          .axes = axes,
+                          .bytes = bytes});
     --callbacks_outstanding_;
   });
 }

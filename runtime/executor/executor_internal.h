@@ -18,6 +18,11 @@
 
 namespace loom::runtime {
 
+// The dtypes the runtime computes in, moves and reduces.
+inline bool runtimeDtype(comm::DType t) {
+  return t == comm::DType::kFloat32 || t == comm::DType::kBFloat16 || t == comm::DType::kInt32;
+}
+
 // What the loss seed is fed: d loss / d loss.
 inline constexpr float kLossGradSeed = 1.0f;
 
@@ -67,7 +72,6 @@ struct Executor::Pending {
   std::string collective, axes;
   int64_t index = -1;
 };
-
 
 // A collective as bound: what does not change from step to step.
 struct Executor::CollectiveCall {
