@@ -30,12 +30,12 @@ PY
   fail "default --out is not DIR/plan.html"
 
 out=$("$plan_html" --plan="$dir/missing.json" 2>&1)
-[[ $? -eq 1 ]] && grep -q "cannot read '.*missing.json'" <<<"$out" || fail "missing file: $out"
+[[ $? -eq 1 ]] && grep -q "cannot open plan '.*missing.json'" <<<"$out" || fail "missing file: $out"
 
 python3 -c 'import json,sys; p=json.load(open(sys.argv[1])); del p["predicted"]["breakdown"]; json.dump(p, open(sys.argv[2], "w"))' \
   "$dir/plan.json" "$dir/broken.json"
 out=$("$plan_html" --plan="$dir/broken.json" --out="$dir/broken.html" 2>&1)
-[[ $? -eq 1 ]] && grep -q "field 'predicted.breakdown' is missing" <<<"$out" ||
+[[ $? -eq 1 ]] && grep -q "broken.json: \\$.predicted.breakdown: is missing" <<<"$out" ||
   fail "missing field: $out"
 [[ -e "$dir/broken.html" ]] && fail "a page was written for a broken plan"
 

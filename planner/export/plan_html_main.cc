@@ -14,7 +14,7 @@
 #include "absl/flags/usage.h"
 #include "absl/flags/usage_config.h"
 #include "absl/status/statusor.h"
-#include "nlohmann/json.hpp"
+#include "plan/plan.h"
 #include "planner/export/visual_report.h"
 
 ABSL_FLAG(std::string, plan, "", "the plan.json to draw (//tools:plan --out=DIR writes one)");
@@ -52,13 +52,9 @@ int main(int argc, char** argv) {
     out_path =
         (slash == std::string::npos ? std::string() : plan_path.substr(0, slash + 1)) + "plan.html";
   }
-  std::ifstream in(plan_path);
-  if (!in) return fail("cannot read '" + plan_path + "'; check the path (--plan)");
-  const nlohmann::json plan = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
-  if (plan.is_discarded()) {
-    return fail("'" + plan_path + "' is not valid JSON; regenerate it with //tools:plan --out=DIR");
-  }
-  absl::StatusOr<std::string> page = loom::planner::visual::renderPlanPage(plan);
+  absl::StatusOr<loom::plan::Plan> plan = loom::plan::loadPlan(plan_path);
+  if (!plan.ok()) return fail(std::string(plan.status().message()));
+  absl::StatusOr<std::string> page = loom::planner::visual::renderPlanPage(*plan);
   if (!page.ok()) return fail(std::string(page.status().message()));
   const std::string tmp = out_path + ".tmp";
   {

@@ -1,9 +1,10 @@
-// plan.json export (see plan_json.h and docs/plan_json.md).
+// The exporter (see plan_json.h and docs/plan_json.md): module -> plan::Plan.
 #include "planner/export/plan_json.h"
 
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -15,6 +16,9 @@
 #include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/BuiltinTypes.h"
 #include "mlir/IR/Location.h"
+#include "nlohmann/json.hpp"
+#include "plan/attrs_codec.h"
+#include "plan/lifetimes.h"
 #include "planner/dialect/dist/ir/dist_attrs.h"
 #include "planner/dialect/dist/ir/dist_ops.h"
 #include "planner/dialect/dist/ir/dist_types.h"
@@ -44,21 +48,27 @@ mlir::RankedTensorType tensorOf(mlir::Type type) {
   return llvm::cast<mlir::RankedTensorType>(type);
 }
 
-std::string axisString(const dist::AxisPlacement& entry) {
+plan::AxisPlacement toPlan(const dist::AxisPlacement& entry) {
+  plan::AxisPlacement out;
   switch (entry.kind) {
     case dist::AxisPlacement::Kind::kReplicate:
-      return "replicate";
+      break;
     case dist::AxisPlacement::Kind::kShard:
-      return absl::StrCat("shard(", entry.dim, entry.padded ? ",padded)" : ")");
+      out.kind = plan::AxisPlacement::Kind::kShard;
+      out.dim = entry.dim;
+      out.padded = entry.padded;
+      break;
     case dist::AxisPlacement::Kind::kPartial:
-      return absl::StrCat("partial(", dist::stringifyReductionKind(entry.reduction).str(), ")");
+      out = *plan::AxisPlacement::parse(
+          absl::StrCat("partial(", dist::stringifyReductionKind(entry.reduction).str(), ")"));
+      break;
   }
-  return "replicate";
+  return out;
 }
 
-json placementJson(const Placement& placement) {
-  json out = json::array();
-  for (const dist::AxisPlacement& entry : placement) out.push_back(axisString(entry));
+plan::Placement toPlan(const Placement& placement) {
+  plan::Placement out;
+  for (const dist::AxisPlacement& entry : placement) out.push_back(toPlan(entry));
   return out;
 }
 
@@ -68,9 +78,13 @@ Placement fromAttr(mlir::Attribute attr) {
   return Placement(placement.getAxes().begin(), placement.getAxes().end());
 }
 
-// An attribute as JSON: numbers, strings, arrays as themselves, placements
-// as per-axis strings, anything else as its printed form.
+// An attribute as JSON, the form plan::setAttrFromJson reads: numbers,
+// strings and arrays as themselves, enums by name, types as their printed
+// element type, placements as per-axis strings, unit attributes as true.
 json attrJson(mlir::Attribute attr) {
+  if (auto reduction = llvm::dyn_cast<dist::ReductionKindAttr>(attr)) {
+    return dist::stringifyReductionKind(reduction.getValue()).str();
+  }
   if (auto integer = llvm::dyn_cast<mlir::IntegerAttr>(attr)) {
     if (integer.getType().isInteger(1)) return integer.getValue().getBoolValue();
     return integer.getInt();
@@ -79,9 +93,10 @@ json attrJson(mlir::Attribute attr) {
   if (auto text = llvm::dyn_cast<mlir::StringAttr>(attr)) return text.getValue().str();
   if (llvm::isa<mlir::UnitAttr>(attr)) return true;
   if (auto type = llvm::dyn_cast<mlir::TypeAttr>(attr)) return printed(type.getValue());
-  if (auto symbol = llvm::dyn_cast<mlir::FlatSymbolRefAttr>(attr)) return symbol.getValue().str();
   if (auto placement = llvm::dyn_cast<dist::PlacementAttr>(attr)) {
-    return placementJson(fromAttr(placement));
+    json out = json::array();
+    for (const dist::AxisPlacement& entry : fromAttr(placement)) out.push_back(toPlan(entry).toString());
+    return out;
   }
   if (auto ints = llvm::dyn_cast<mlir::DenseI64ArrayAttr>(attr)) {
     return json(std::vector<int64_t>(ints.asArrayRef().begin(), ints.asArrayRef().end()));
@@ -90,9 +105,6 @@ json attrJson(mlir::Attribute attr) {
     json out = json::array();
     for (mlir::Attribute element : array) out.push_back(attrJson(element));
     return out;
-  }
-  if (auto reduction = llvm::dyn_cast<dist::ReductionKindAttr>(attr)) {
-    return dist::stringifyReductionKind(reduction.getValue()).str();
   }
   return printed(attr);
 }
@@ -146,286 +158,369 @@ std::vector<int64_t> globalShape(mlir::RankedTensorType local, const Placement& 
 
 // The init a parameter starts from: norm scales ones, biases zeros, the
 // rest normal(0, 0.02) as GPT-2 and Llama initialise them.
-json initJson(llvm::StringRef name, uint64_t seed, int64_t stream) {
+plan::InitSpec initSpecFor(llvm::StringRef name, uint64_t seed, int64_t stream) {
   // A slice of a checkpoint tensor (GPT-2's c_attn split into q, k, v:
   // "c_attn.bias[0:64]") is initialised as the tensor it is part of.
   name = name.take_until([](char c) { return c == '['; });
-  std::string kind = "normal";
-  double stddev = 0.02;
+  plan::InitSpec spec{.kind = plan::InitSpec::Kind::kNormal, .mean = 0.0f, .std = 0.02f,
+                      .seed = seed, .stream_id = static_cast<uint64_t>(stream)};
   if (name.ends_with("norm.weight") || name.ends_with("ln_1.weight") ||
       name.ends_with("ln_2.weight") || name.ends_with("ln_f.weight")) {
-    kind = "ones";
-    stddev = 0;
+    spec.kind = plan::InitSpec::Kind::kOnes;
+    spec.std = 0;
   } else if (name.ends_with(".bias")) {
-    kind = "zeros";
-    stddev = 0;
+    spec.kind = plan::InitSpec::Kind::kZeros;
+    spec.std = 0;
   }
-  return {{"kind", kind}, {"mean", 0.0}, {"std", stddev}, {"seed", seed}, {"stream", stream}};
+  return spec;
 }
 
-}  // namespace
+plan::BufferRole roleOf(memory::BufferRole role) {
+  switch (role) {
+    case memory::BufferRole::kParam: return plan::BufferRole::kParam;
+    case memory::BufferRole::kGrad: return plan::BufferRole::kGrad;
+    case memory::BufferRole::kOptimizerState: return plan::BufferRole::kOptimizerState;
+    case memory::BufferRole::kActivation: return plan::BufferRole::kActivation;
+    case memory::BufferRole::kGathered: return plan::BufferRole::kGathered;
+  }
+  return plan::BufferRole::kActivation;
+}
 
-absl::StatusOr<json> exportPlan(mlir::ModuleOp module, const mesh::Topology& topology,
-                                const PlanExportOptions& options) {
-  absl::StatusOr<mesh::DeviceMesh> mesh = meshOf(module);
-  if (!mesh.ok()) return mesh.status();
-  auto funcs = module.getOps<mlir::func::FuncOp>();
-  if (funcs.empty()) return absl::InvalidArgumentError("the module has no function to export");
-  mlir::func::FuncOp func = *funcs.begin();
-  const memory::MemoryPlan memoryPlan = memory::computeMemoryPlan(func);
+plan::Phase phaseOf(Phase phase) {
+  switch (phase) {
+    case Phase::kForward: return plan::Phase::kForward;
+    case Phase::kBackward: return plan::Phase::kBackward;
+    case Phase::kOptimizer: return plan::Phase::kOptimizer;
+  }
+  return plan::Phase::kForward;
+}
+
+plan::Topology topologyOf(const mesh::Topology& topology) {
+  auto link = [](const mesh::Link& l) {
+    return plan::Link{.link_class = std::string(mesh::linkClassName(l.link_class)),
+                      .bandwidth_bytes_per_s = l.spec.bandwidth_bytes_per_s,
+                      .latency_s = l.spec.latency_s};
+  };
+  const mesh::DeviceSpec& device = topology.device();
+  return {.hosts = topology.numHosts(),
+          .devices_per_host = topology.devicesPerHost(),
+          .device = device.name,
+          .peak_flops_bf16 = device.peak_flops_bf16,
+          .peak_flops_fp32 = device.peak_flops_fp32,
+          .memory_bytes = device.memory_bytes,
+          .memory_bandwidth_bytes_per_s = device.memory_bandwidth_bytes_per_s,
+          .intra_host = link(topology.intraHostLink()),
+          .inter_host = link(topology.interHostLink())};
+}
+
+// The AdamW states of one parameter, as buffer ids (master: -1 for f32).
+struct StateIds {
+  int64_t param, exp_avg, exp_avg_sq, master = -1;
+};
+
+// One export: the module's function, its memory plan and timeline, and the
+// plan being built.
+class Exporter {
+ public:
+  Exporter(mlir::func::FuncOp func, mesh::DeviceMesh mesh, const PlanExportOptions& options)
+      : func_(func), mesh_(std::move(mesh)), options_(options), memory_(memory::computeMemoryPlan(func)) {}
+
+  absl::StatusOr<plan::Plan> run(mlir::ModuleOp module, const mesh::Topology& topology);
+
+ private:
+  absl::Status addBuffers();
+  std::vector<StateIds> addOptimizerStates();
+  absl::Status addInstructions(plan::Program& program);
+  absl::StatusOr<plan::Instruction> instructionOf(mlir::Operation& op, int64_t index);
+  void addOptimizerSteps(plan::Block& block, const std::vector<StateIds>& states);
+  void setInterface();
+  int64_t vocabOf();
+  void setPredicted();
+
+  mlir::func::FuncOp func_;
+  mesh::DeviceMesh mesh_;
+  const PlanExportOptions& options_;
+  memory::MemoryPlan memory_;
+  Timeline timeline_;
+  plan::Plan plan_;
+  llvm::DenseMap<mlir::Value, Placement> placements_;
+  llvm::DenseMap<mlir::Value, int64_t> ids_;
+  llvm::DenseMap<mlir::Operation*, int64_t> opIndex_;
+  llvm::DenseMap<mlir::Value, std::string> handles_;
+};
+
+absl::StatusOr<plan::Plan> Exporter::run(mlir::ModuleOp module, const mesh::Topology& topology) {
   absl::StatusOr<Timeline> timeline =
-      predictTimeline(func, *mesh, topology, memoryPlan,
-                      {.compute_efficiency = options.compute_efficiency});
+      predictTimeline(func_, mesh_, topology, memory_, {.compute_efficiency = options_.compute_efficiency});
   if (!timeline.ok()) return timeline.status();
-
-  json plan;
-  plan["format_version"] = kPlanFormatVersion;
-  plan["model"] = options.model;
-  plan["function"] = func.getSymName().str();
-  plan["mesh"] = {{"shape", mesh->shape()}, {"axes", mesh->axisNames()}};
-  json strategies = json::array();
+  timeline_ = *std::move(timeline);
+  plan_.source = "plan.json";
+  plan_.model = options_.model;
+  plan_.function = func_.getSymName().str();
+  plan_.mesh = mesh_;
+  plan_.strategies.assign(mesh_.ndim(), "fsdp");
   for (auto meshOp : module.getOps<dist::MeshOp>()) {
     if (auto attr = meshOp->getAttrOfType<mlir::ArrayAttr>(placement::kStrategiesAttrName)) {
-      strategies = attrJson(attr);
+      plan_.strategies.clear();
+      for (llvm::StringRef s : attr.getAsValueRange<mlir::StringAttr>()) plan_.strategies.push_back(s.str());
     }
     break;
   }
-  plan["strategies"] = strategies;
-  auto linkJson = [](const mesh::Link& link) {
-    return json{{"class", std::string(mesh::linkClassName(link.link_class))},
-                {"bandwidth_bytes_per_s", link.spec.bandwidth_bytes_per_s},
-                {"latency_s", link.spec.latency_s}};
-  };
-  const mesh::DeviceSpec& device = topology.device();
-  plan["topology"] = {
-      {"hosts", topology.numHosts()},
-      {"devices_per_host", topology.devicesPerHost()},
-      {"device",
-       {{"name", device.name},
-        {"peak_flops_bf16", device.peak_flops_bf16},
-        {"peak_flops_fp32", device.peak_flops_fp32},
-        {"memory_bytes", device.memory_bytes},
-        {"memory_bandwidth_bytes_per_s", device.memory_bandwidth_bytes_per_s}}},
-      {"links",
-       {{"intra_host", linkJson(topology.intraHostLink())},
-        {"inter_host", linkJson(topology.interHostLink())}}}};
+  plan_.topology = topologyOf(topology);
+  for (mlir::Operation& op : func_.getBody().front()) opIndex_[&op] = opIndex_.size();
+  if (absl::Status s = addBuffers(); !s.ok()) return s;
+  plan::Program& program = plan_.programs.emplace_back();
+  if (absl::Status s = addInstructions(program); !s.ok()) return s;
+  setInterface();
+  setPredicted();
+  program.assignOrder();
+  const std::vector<plan::Lifetime> live = plan::computeLifetimes(plan_, program);
+  for (plan::Buffer& b : plan_.buffers) b.live = live[b.id];
+  if (absl::Status s = plan::checkPlan(plan_); !s.ok()) {
+    return absl::InternalError(absl::StrCat("the exporter made an invalid plan: ", s.message()));
+  }
+  return std::move(plan_);
+}
 
-  // Buffers: the memory plan's values (arguments, then op results in
-  // program order), then the AdamW states of each parameter.
-  llvm::DenseMap<mlir::Value, Placement> placements;
-  llvm::DenseMap<mlir::Value, int64_t> ids;
-  llvm::DenseMap<mlir::Operation*, int64_t> opIndex;
-  for (mlir::Operation& op : func.getBody().front()) opIndex[&op] = opIndex.size();
-  mlir::Operation* terminator = func.getBody().front().getTerminator();
+// The memory plan's values (arguments, then op results in program order).
+absl::Status Exporter::addBuffers() {
+  mlir::Operation* terminator = func_.getBody().front().getTerminator();
   llvm::DenseMap<mlir::Value, unsigned> returned;
   for (auto [i, operand] : llvm::enumerate(terminator->getOperands())) returned[operand] = i;
-  json buffers = json::array();
-  llvm::DenseMap<unsigned, int64_t> paramStream;
-  for (const memory::ValueLifetime& lifetime : memoryPlan.values) {
+  int64_t params = 0;
+  for (const memory::ValueLifetime& lifetime : memory_.values) {
     mlir::Value value = lifetime.value;
-    std::string name;
+    plan::Buffer& b = plan_.buffers.emplace_back();
+    b.id = static_cast<int64_t>(plan_.buffers.size()) - 1;
     Placement placement;
-    std::vector<int64_t> global;
     const mlir::RankedTensorType local = tensorOf(value.getType());
     if (auto arg = llvm::dyn_cast<mlir::BlockArgument>(value)) {
       const unsigned n = arg.getArgNumber();
-      auto argName = func.getArgAttrOfType<mlir::StringAttr>(n, nn::NnDialect::kNameAttrName);
-      name = argName ? argName.getValue().str() : absl::StrCat("arg", n);
+      auto argName = func_.getArgAttrOfType<mlir::StringAttr>(n, nn::NnDialect::kNameAttrName);
+      b.name = argName ? argName.getValue().str() : absl::StrCat("arg", n);
       // Inputs are named by their location ("input_ids", "position_ids").
       if (auto loc = llvm::dyn_cast<mlir::NameLoc>(arg.getLoc()); loc && !argName) {
-        name = loc.getName().str();
+        b.name = loc.getName().str();
       }
-      placement = fromAttr(func.getArgAttr(n, placement::kPlacementAttrName));
-      if (auto it = options.global_arg_shapes.find(n); it != options.global_arg_shapes.end()) {
-        global = it->second;
+      placement = fromAttr(func_.getArgAttr(n, placement::kPlacementAttrName));
+      if (auto it = options_.global_arg_shapes.find(n); it != options_.global_arg_shapes.end()) {
+        b.global_shape = it->second;
       }
     } else {
       mlir::Operation* op = value.getDefiningOp();
       const unsigned resultNumber = llvm::cast<mlir::OpResult>(value).getResultNumber();
-      name = absl::StrCat(op->getName().getStringRef().str(), "#", opIndex[op],
-                          op->getNumResults() > 1 ? absl::StrCat(".", resultNumber) : "");
-      placement = derivePlacement(op, resultNumber, *mesh, placements);
+      b.name = absl::StrCat(op->getName().getStringRef().str(), "#", opIndex_[op],
+                            op->getNumResults() > 1 ? absl::StrCat(".", resultNumber) : "");
+      placement = derivePlacement(op, resultNumber, mesh_, placements_);
       if (auto it = returned.find(value); it != returned.end()) {
-        if (mlir::Attribute attr = func.getResultAttr(it->second, placement::kPlacementAttrName)) {
+        if (mlir::Attribute attr = func_.getResultAttr(it->second, placement::kPlacementAttrName)) {
           placement = fromAttr(attr);
         }
-        if (auto resultName =
-                func.getResultAttrOfType<mlir::StringAttr>(it->second, nn::NnDialect::kNameAttrName)) {
-          name = absl::StrCat("grad:", resultName.getValue().str());
+        if (auto name = func_.getResultAttrOfType<mlir::StringAttr>(it->second, nn::NnDialect::kNameAttrName)) {
+          b.name = absl::StrCat("grad:", name.getValue().str());
         }
       }
     }
-    if (placement.empty()) placement.resize(mesh->ndim());
-    placements[value] = placement;
-    if (global.empty()) global = globalShape(local, placement, *mesh);
-    const int64_t id = static_cast<int64_t>(buffers.size());
-    ids[value] = id;
-    json buffer = {{"id", id},
-                   {"name", name},
-                   {"dtype", printed(local.getElementType())},
-                   {"global_shape", global},
-                   {"local_shape", std::vector<int64_t>(local.getShape().begin(),
-                                                        local.getShape().end())},
-                   {"bytes", lifetime.bytes},
-                   {"role", memory::bufferRoleName(lifetime.role)},
-                   {"placement", placementJson(placement)},
-                   {"live", {lifetime.first, lifetime.last}},
-                   {"init", nullptr}};
-    if (lifetime.role == memory::BufferRole::kParam) {
-      const int64_t stream = static_cast<int64_t>(paramStream.size());
-      paramStream[llvm::cast<mlir::BlockArgument>(value).getArgNumber()] = stream;
-      buffer["init"] = initJson(name, options.seed, stream);
+    if (placement.empty()) placement.resize(mesh_.ndim());
+    placements_[value] = placement;
+    ids_[value] = b.id;
+    absl::StatusOr<comm::DType> dtype = comm::dtypeFromName(printed(local.getElementType()));
+    if (!dtype.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat(b.name, ": ", dtype.status().message(),
+                                                     "; plans hold f32, bf16, f16, f64 and integer tensors"));
     }
-    buffers.push_back(std::move(buffer));
+    b.dtype = *dtype;
+    if (b.global_shape.empty()) b.global_shape = globalShape(local, placement, mesh_);
+    b.local_shape.assign(local.getShape().begin(), local.getShape().end());
+    b.bytes = lifetime.bytes;
+    b.role = roleOf(lifetime.role);
+    b.placement = toPlan(placement);
+    if (b.role == plan::BufferRole::kParam) b.init = initSpecFor(b.name, options_.seed, params++);
   }
-  // Per parameter: exp_avg, exp_avg_sq and, for non-f32 params, the f32
-  // master copy (initialised like the param, so from the same values).
-  struct StateIds {
-    int64_t param, exp_avg, exp_avg_sq, master = -1;
-  };
-  std::vector<StateIds> stateIds;
-  for (const memory::ParamState& state : memoryPlan.params) {
-    // A copy: addState appends to `buffers`, which may reallocate it.
-    const json param = buffers[ids[func.getArgument(state.arg_number)]];
-    auto addState = [&](const std::string& prefix, int64_t bytes, json init) {
-      json buffer = param;
-      buffer["id"] = static_cast<int64_t>(buffers.size());
-      buffer["name"] = absl::StrCat(prefix, ":", param["name"].get<std::string>());
-      buffer["dtype"] = "f32";
-      buffer["bytes"] = bytes;
-      buffer["role"] = "optimizer_state";
-      buffer["init"] = std::move(init);
-      buffers.push_back(std::move(buffer));
-      return buffers.back()["id"].get<int64_t>();
+  return absl::OkStatus();
+}
+
+// Per parameter: exp_avg, exp_avg_sq and, for non-f32 params, the f32
+// master copy (initialised like the param, so from the same values).
+std::vector<StateIds> Exporter::addOptimizerStates() {
+  std::vector<StateIds> states;
+  for (const memory::ParamState& state : memory_.params) {
+    const int64_t paramId = ids_[func_.getArgument(state.arg_number)];
+    auto addState = [&](const std::string& prefix, int64_t bytes, plan::InitSpec init) {
+      plan::Buffer b = plan_.buffers[paramId];
+      b.id = static_cast<int64_t>(plan_.buffers.size());
+      b.name = absl::StrCat(prefix, ":", b.name);
+      b.dtype = comm::DType::kFloat32;
+      b.bytes = bytes;
+      b.role = plan::BufferRole::kOptimizerState;
+      b.init = init;
+      plan_.buffers.push_back(std::move(b));
+      return plan_.buffers.back().id;
     };
-    json zeros = {{"kind", "zeros"}, {"mean", 0.0}, {"std", 0.0}, {"seed", options.seed},
-                  {"stream", param["init"]["stream"]}};
-    StateIds entry{.param = param["id"].get<int64_t>(),
+    const plan::InitSpec paramInit = *plan_.buffers[paramId].init;
+    const plan::InitSpec zeros{.kind = plan::InitSpec::Kind::kZeros, .mean = 0, .std = 0,
+                               .seed = options_.seed, .stream_id = paramInit.stream_id};
+    StateIds entry{.param = paramId,
                    .exp_avg = addState("exp_avg", state.moment_bytes, zeros),
                    .exp_avg_sq = addState("exp_avg_sq", state.moment_bytes, zeros)};
-    if (state.master_bytes > 0) entry.master = addState("master", state.master_bytes, param["init"]);
-    stateIds.push_back(entry);
+    if (state.master_bytes > 0) entry.master = addState("master", state.master_bytes, paramInit);
+    states.push_back(entry);
   }
-  plan["buffers"] = std::move(buffers);
+  return states;
+}
 
-  // Instructions per phase, with the predicted start and duration of each.
+absl::StatusOr<plan::Instruction> Exporter::instructionOf(mlir::Operation& op, int64_t index) {
+  plan::Instruction in;
+  in.op = op.getName().getStringRef().str();
+  in.index = index;
+  in.info = plan::findOp(in.op);
+  if (in.info == nullptr) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        printed(op.getLoc()), ": ", in.op, " cannot be exported: it has no row in the plan op table "
+        "(plan/op_table.cc), so no runtime would execute it"));
+  }
+  for (mlir::Value operand : op.getOperands()) {
+    if (auto it = ids_.find(operand); it != ids_.end()) in.operands.push_back(it->second);
+  }
+  for (mlir::Value result : op.getResults()) {
+    if (auto it = ids_.find(result); it != ids_.end()) in.results.push_back(it->second);
+  }
+  for (mlir::NamedAttribute attr : op.getAttrs()) {
+    if (attr.getName() == "mesh") continue;
+    if (absl::Status s = plan::setAttrFromJson(in, attr.getName().str(), attrJson(attr.getValue())); !s.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat(printed(op.getLoc()), ": ", s.message()));
+    }
+  }
+  if (std::optional<CollectiveInfo> info = describeCollective(&op, mesh_)) {
+    in.attrs.group_size = info->group_size;
+    in.attrs.bytes = info->bytes;
+    if (info->async) {
+      in.attrs.async_handle = absl::StrCat("h", handles_.size());
+      handles_[op.getResult(0)] = in.attrs.async_handle;
+    }
+  } else if (auto wait = llvm::dyn_cast<dist::WaitOp>(op)) {
+    in.attrs.async_handle = handles_.lookup(wait.getFuture());
+  }
+  return in;
+}
+
+// Instructions per phase, with the predicted start and duration of each.
+absl::Status Exporter::addInstructions(plan::Program& program) {
   llvm::DenseMap<int64_t, const TimelineEvent*> eventOf;
-  for (const TimelineEvent& event : timeline->events) {
+  for (const TimelineEvent& event : timeline_.events) {
     // Optimizer events are keyed by parameter, not by op: they have their own list.
     if (event.phase != Phase::kOptimizer) eventOf[event.index] = &event;
   }
-  const std::vector<Phase> phases = assignPhases(func);
-  json phaseLists = {{"forward", json::array()}, {"backward", json::array()},
-                     {"optimizer", json::array()}};
-  llvm::DenseMap<mlir::Value, std::string> handles;
-  for (mlir::Operation& op : func.getBody().front()) {
-    if (&op == terminator) break;
-    const int64_t index = opIndex[&op];
-    json instruction = {{"index", index}, {"op", op.getName().getStringRef().str()}};
-    json operands = json::array();
-    for (mlir::Value operand : op.getOperands()) {
-      if (auto it = ids.find(operand); it != ids.end()) operands.push_back(it->second);
-    }
-    json results = json::array();
-    for (mlir::Value result : op.getResults()) {
-      if (auto it = ids.find(result); it != ids.end()) results.push_back(it->second);
-    }
-    json attrs = json::object();
-    for (mlir::NamedAttribute attr : op.getAttrs()) {
-      if (attr.getName() == "mesh") continue;
-      attrs[attr.getName().str()] = attrJson(attr.getValue());
-    }
-    std::string stream = "compute";
-    if (std::optional<CollectiveInfo> info = describeCollective(&op, *mesh)) {
-      stream = "comm";
-      attrs["kind"] = info->kind;
-      attrs["group_size"] = info->group_size;
-      attrs["bytes"] = info->bytes;
-      if (info->async) {
-        const std::string handle = absl::StrCat("h", handles.size());
-        handles[op.getResult(0)] = handle;
-        attrs["async_handle"] = handle;
-      }
-    } else if (auto wait = llvm::dyn_cast<dist::WaitOp>(op)) {
-      attrs["async_handle"] = handles.lookup(wait.getFuture());
-    }
-    instruction["stream"] = stream;
-    instruction["operands"] = std::move(operands);
-    instruction["results"] = std::move(results);
-    instruction["attrs"] = std::move(attrs);
-    if (auto it = eventOf.find(index); it != eventOf.end()) {
-      instruction["start_s"] = it->second->start_s;
-      instruction["duration_s"] = it->second->duration_s;
-    }
-    phaseLists[phaseName(phases[index])].push_back(std::move(instruction));
+  for (plan::Phase phase : {plan::Phase::kForward, plan::Phase::kBackward, plan::Phase::kOptimizer}) {
+    program.blocks.push_back({.name = plan::phaseName(phase), .phase = phase, .instructions = {}});
+    program.schedule.push_back(
+        {.block = plan::phaseName(phase), .micro_batch = phase == plan::Phase::kOptimizer ? -1 : 0});
   }
-  // Without optimizer ops in the IR: one AdamW step per parameter with a
-  // gradient, updating param and states in place.
+  const std::vector<StateIds> states = addOptimizerStates();
+  const std::vector<Phase> phases = assignPhases(func_);
+  mlir::Operation* terminator = func_.getBody().front().getTerminator();
+  for (mlir::Operation& op : func_.getBody().front()) {
+    if (&op == terminator) break;
+    const int64_t index = opIndex_[&op];
+    absl::StatusOr<plan::Instruction> in = instructionOf(op, index);
+    if (!in.ok()) return in.status();
+    if (auto it = eventOf.find(index); it != eventOf.end()) {
+      in->start_s = it->second->start_s;
+      in->duration_s = it->second->duration_s;
+    }
+    plan::Block& block = program.blocks[static_cast<int>(phaseOf(phases[index]))];
+    in->phase = block.phase;
+    in->block = block.name;
+    in->position = static_cast<int64_t>(block.instructions.size());
+    block.instructions.push_back(*std::move(in));
+  }
+  addOptimizerSteps(program.blocks[2], states);
+  return absl::OkStatus();
+}
+
+// Without optimizer ops in the IR: one AdamW step per parameter with a
+// gradient, updating param and states in place.
+void Exporter::addOptimizerSteps(plan::Block& block, const std::vector<StateIds>& states) {
+  mlir::Operation* terminator = func_.getBody().front().getTerminator();
   llvm::DenseMap<unsigned, int64_t> gradIds;
   for (auto [i, operand] : llvm::enumerate(terminator->getOperands())) {
-    if (auto of = func.getResultAttrOfType<mlir::IntegerAttr>(i, autodiff::kGradOfAttrName)) {
-      if (auto it = ids.find(operand); it != ids.end()) gradIds[of.getInt()] = it->second;
+    if (auto of = func_.getResultAttrOfType<mlir::IntegerAttr>(i, autodiff::kGradOfAttrName)) {
+      if (auto it = ids_.find(operand); it != ids_.end()) gradIds[of.getInt()] = it->second;
     }
   }
-  for (const TimelineEvent& event : timeline->events) {
+  for (const TimelineEvent& event : timeline_.events) {
     if (event.phase != Phase::kOptimizer || event.comm) continue;
-    const memory::ParamState& state = memoryPlan.params[event.index];
+    const memory::ParamState& state = memory_.params[event.index];
     auto grad = gradIds.find(state.arg_number);
     if (grad == gradIds.end()) continue;
-    const StateIds& s = stateIds[event.index];
-    json operands = {s.param, grad->second, s.exp_avg, s.exp_avg_sq};
-    json results = {s.param, s.exp_avg, s.exp_avg_sq};
+    const StateIds& s = states[event.index];
+    plan::Instruction in;
+    in.op = "dist.optimizer_step";
+    in.info = plan::findOp(in.op);
+    in.phase = block.phase;
+    in.block = block.name;
+    in.position = static_cast<int64_t>(block.instructions.size());
+    in.operands = {s.param, grad->second, s.exp_avg, s.exp_avg_sq};
+    in.results = {s.param, s.exp_avg, s.exp_avg_sq};
     if (s.master >= 0) {
-      operands.push_back(s.master);
-      results.push_back(s.master);
+      in.operands.push_back(s.master);
+      in.results.push_back(s.master);
     }
-    phaseLists["optimizer"].push_back(
-        {{"index", -1},
-         {"op", "dist.optimizer_step"},
-         {"stream", "compute"},
-         {"operands", operands},
-         {"results", results},
-         {"attrs",
-          {{"lr", 1e-3}, {"betas", {0.9, 0.999}}, {"eps", 1e-8}, {"weight_decay", 0.01}}},
-         {"start_s", event.start_s},
-         {"duration_s", event.duration_s}});
+    in.attrs.lr = 1e-3;
+    in.attrs.beta1 = 0.9;
+    in.attrs.beta2 = 0.999;
+    in.attrs.eps = 1e-8;
+    in.attrs.weight_decay = 0.01;
+    in.start_s = event.start_s;
+    in.duration_s = event.duration_s;
+    block.instructions.push_back(std::move(in));
   }
-  plan["phases"] = std::move(phaseLists);
+}
 
-  // What the runtime feeds and reads: the token ids (operand 0 of the
-  // embedding), the labels (operand 1 of the cross-entropy), the seed of the
-  // loss's cotangent (autodiff's extra argument) and the returned loss.
-  json interface = json::object();
-  auto argFeeding = [&](llvm::StringRef opName, unsigned operand) -> std::optional<int64_t> {
-    for (mlir::Operation& op : func.getBody().front()) {
+// What the runtime feeds and reads: the token ids (operand 0 of the
+// embedding), the labels (operand 1 of the cross-entropy), the seed of the
+// loss's cotangent (autodiff's extra argument) and the returned loss.
+void Exporter::setInterface() {
+  plan::Interface& io = plan_.interface;
+  auto argFeeding = [&](llvm::StringRef opName, unsigned operand) -> int64_t {
+    for (mlir::Operation& op : func_.getBody().front()) {
       if (op.getName().getStringRef() != opName || op.getNumOperands() <= operand) continue;
       auto arg = llvm::dyn_cast<mlir::BlockArgument>(op.getOperand(operand));
       if (!arg) continue;
-      if (auto it = ids.find(arg); it != ids.end()) return it->second;
+      if (auto it = ids_.find(arg); it != ids_.end()) return it->second;
     }
-    return std::nullopt;
+    return -1;
   };
   // Zoo graphs name their inputs by location; other graphs are read by use.
-  for (mlir::BlockArgument arg : func.getArguments()) {
+  for (mlir::BlockArgument arg : func_.getArguments()) {
     auto loc = llvm::dyn_cast<mlir::NameLoc>(arg.getLoc());
-    if (!loc || func.getArgAttr(arg.getArgNumber(), nn::NnDialect::kNameAttrName)) continue;
+    if (!loc || func_.getArgAttr(arg.getArgNumber(), nn::NnDialect::kNameAttrName)) continue;
     const llvm::StringRef name = loc.getName().getValue();
-    const char* key = name == "input_ids" || name == "tokens" ? "ids" : name == "labels" ? "labels"
-                    : name == "position_ids" ? "positions" : nullptr;
-    if (key) interface[key] = ids.lookup(arg);
+    if (name == "input_ids" || name == "tokens") io.ids = ids_.lookup(arg);
+    if (name == "labels") io.labels = ids_.lookup(arg);
+    if (name == "position_ids") io.positions = ids_.lookup(arg);
   }
-  if (!interface.contains("ids")) {
-    if (std::optional<int64_t> id = argFeeding("nn.embedding", 0)) interface["ids"] = *id;
+  if (io.ids < 0) io.ids = argFeeding("nn.embedding", 0);
+  if (io.labels < 0) io.labels = argFeeding("nn.cross_entropy", 1);
+  io.vocab = vocabOf();
+  if (auto seed = func_->getAttrOfType<mlir::IntegerAttr>(autodiff::kLossGradArgAttrName)) {
+    if (auto it = ids_.find(func_.getArgument(seed.getInt())); it != ids_.end()) io.loss_grad_seed = it->second;
   }
-  if (!interface.contains("labels")) {
-    if (std::optional<int64_t> id = argFeeding("nn.cross_entropy", 1)) interface["labels"] = *id;
+  mlir::Operation* terminator = func_.getBody().front().getTerminator();
+  for (auto [i, operand] : llvm::enumerate(terminator->getOperands())) {
+    if (func_.getResultAttr(i, autodiff::kGradOfAttrName)) continue;
+    if (auto it = ids_.find(operand); it != ids_.end()) io.loss = it->second;
+    break;
   }
-  // The vocabulary: rows of the table parameter the ids index. Walk back
-  // from the embedding's table through gathers, waits and buckets to the
-  // argument (a gathered padded table's rows are its padded extent).
-  for (mlir::Operation& op : func.getBody().front()) {
-    if (op.getName().getStringRef() != "nn.embedding" || !interface.contains("ids") ||
-        ids.lookup(op.getOperand(0)) != interface["ids"].get<int64_t>()) {
+}
+
+// The vocabulary: rows of the table parameter the ids index. Walk back from
+// the embedding's table through gathers, waits and buckets to the argument
+// (a gathered padded table's rows are its padded extent). 0: not found.
+int64_t Exporter::vocabOf() {
+  for (mlir::Operation& op : func_.getBody().front()) {
+    if (op.getName().getStringRef() != "nn.embedding" || plan_.interface.ids < 0 ||
+        ids_.lookup(op.getOperand(0)) != plan_.interface.ids) {
       continue;
     }
     mlir::Value table = op.getOperand(1);
@@ -433,8 +528,7 @@ absl::StatusOr<json> exportPlan(mlir::ModuleOp module, const mesh::Topology& top
       mlir::Operation* def = table.getDefiningOp();
       if (auto unbucket = llvm::dyn_cast<dist::UnbucketOp>(def)) {
         const unsigned entry = llvm::cast<mlir::OpResult>(table).getResultNumber();
-        mlir::Value flat = unbucket->getOperand(0);
-        mlir::Operation* producer = flat.getDefiningOp();
+        mlir::Operation* producer = unbucket->getOperand(0).getDefiningOp();
         while (producer && !llvm::isa<dist::BucketOp>(producer) && producer->getNumOperands() > 0) {
           producer = producer->getOperand(0).getDefiningOp();
         }
@@ -448,132 +542,48 @@ absl::StatusOr<json> exportPlan(mlir::ModuleOp module, const mesh::Topology& top
       }
     }
     if (auto arg = llvm::dyn_cast<mlir::BlockArgument>(table)) {
-      interface["vocab"] = plan["buffers"][ids.lookup(arg)]["global_shape"][0];
+      return plan_.buffers[ids_.lookup(arg)].global_shape[0];
     }
     break;
   }
-  if (auto seed = func->getAttrOfType<mlir::IntegerAttr>(autodiff::kLossGradArgAttrName)) {
-    if (auto it = ids.find(func.getArgument(seed.getInt())); it != ids.end()) {
-      interface["loss_grad_seed"] = it->second;
-    }
-  }
-  for (auto [i, operand] : llvm::enumerate(terminator->getOperands())) {
-    if (func.getResultAttr(i, autodiff::kGradOfAttrName)) continue;
-    if (auto it = ids.find(operand); it != ids.end()) interface["loss"] = it->second;
-    break;
-  }
-  plan["interface"] = std::move(interface);
-
-  json breakdown = json::object();
-  for (int r = 0; r < memory::kNumRoles; ++r) {
-    breakdown[memory::bufferRoleName(static_cast<memory::BufferRole>(r))] =
-        memoryPlan.at_peak.bytes[r];
-  }
-  json volume = json::array();
-  const collectives::CommVolume comm = collectives::computeCommVolume(func);
-  for (const auto& [key, entry] : comm.entries) {
-    volume.push_back({{"axes", key.first},
-                      {"kind", collectives::collectiveKindName(key.second)},
-                      {"count", entry.count},
-                      {"bytes", entry.bytes}});
-  }
-  // The nn ops' FLOPs per rank and step (forward and backward, as the
-  // graph has them: no recomputation), what MFU divides by the step time.
-  double modelFlops = 0;
-  func.walk([&](nn::CostOpInterface op) { modelFlops += static_cast<double>(op.getFlops()); });
-  plan["predicted"] = {{"step_time_s", timeline->step_time_s},
-                       {"model_flops", modelFlops},
-                       {"compute_s", timeline->compute_s},
-                       {"comm_s", timeline->comm_s},
-                       {"exposed_comm_s", timeline->exposed_comm_s},
-                       {"optimizer_s", timeline->optimizer_s},
-                       {"compute_efficiency", options.compute_efficiency},
-                       {"peak_bytes", memoryPlan.peak_bytes},
-                       {"peak_index", memoryPlan.peak_index},
-                       {"breakdown", breakdown},
-                       {"comm_volume", volume},
-                       {"comm_bytes_per_rank", comm.totalBytes()}};
-  return plan;
+  return 0;
 }
 
-absl::Status checkPlanSchema(const json& plan) {
-  auto need = [](const json& object, const std::string& path, const char* key,
-                 json::value_t type) -> absl::Status {
-    if (!object.is_object() || !object.contains(key)) {
-      return absl::InvalidArgumentError(absl::StrCat("plan.json: missing ", path, ".", key));
-    }
-    const json& value = object.at(key);
-    const bool numeric = type == json::value_t::number_float &&
-                         (value.is_number());
-    const bool integral = type == json::value_t::number_integer && value.is_number_integer();
-    if (value.type() != type && !numeric && !integral &&
-        !(type == json::value_t::null && value.is_object())) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("plan.json: ", path, ".", key, " has type ", value.type_name()));
-    }
-    return absl::OkStatus();
-  };
-  using T = json::value_t;
-  for (auto [key, type] : std::vector<std::pair<const char*, T>>{
-           {"format_version", T::number_integer}, {"model", T::string}, {"mesh", T::object},
-           {"topology", T::object}, {"strategies", T::array}, {"buffers", T::array},
-           {"phases", T::object}, {"interface", T::object}, {"predicted", T::object}}) {
-    if (absl::Status s = need(plan, "", key, type); !s.ok()) return s;
+void Exporter::setPredicted() {
+  plan::Predicted& p = plan_.predicted;
+  p.step_time_s = timeline_.step_time_s;
+  p.compute_s = timeline_.compute_s;
+  p.comm_s = timeline_.comm_s;
+  p.exposed_comm_s = timeline_.exposed_comm_s;
+  p.optimizer_s = timeline_.optimizer_s;
+  p.compute_efficiency = options_.compute_efficiency;
+  p.peak_bytes = memory_.peak_bytes;
+  p.peak_index = memory_.peak_index;
+  for (int r = 0; r < memory::kNumRoles; ++r) {
+    p.breakdown[memory::bufferRoleName(static_cast<memory::BufferRole>(r))] = memory_.at_peak.bytes[r];
   }
-  if (plan["format_version"] != kPlanFormatVersion) {
-    return absl::InvalidArgumentError(absl::StrCat("plan.json: format_version is ",
-                                                   plan["format_version"].dump(), ", not ",
-                                                   kPlanFormatVersion));
+  const collectives::CommVolume comm = collectives::computeCommVolume(func_);
+  for (const auto& [key, entry] : comm.entries) {
+    p.comm_volume.push_back({.axes = key.first,
+                             .kind = collectives::collectiveKindName(key.second),
+                             .count = entry.count,
+                             .bytes = entry.bytes});
   }
-  for (const char* key : {"shape", "axes"}) {
-    if (absl::Status s = need(plan["mesh"], ".mesh", key, T::array); !s.ok()) return s;
-  }
-  for (auto [key, type] : std::vector<std::pair<const char*, T>>{
-           {"hosts", T::number_integer}, {"devices_per_host", T::number_integer},
-           {"device", T::object}, {"links", T::object}}) {
-    if (absl::Status s = need(plan["topology"], ".topology", key, type); !s.ok()) return s;
-  }
-  for (size_t i = 0; i < plan["buffers"].size(); ++i) {
-    const json& buffer = plan["buffers"][i];
-    const std::string path = absl::StrCat(".buffers[", i, "]");
-    for (auto [key, type] : std::vector<std::pair<const char*, T>>{
-             {"id", T::number_integer}, {"name", T::string}, {"dtype", T::string},
-             {"global_shape", T::array}, {"local_shape", T::array},
-             {"bytes", T::number_integer}, {"role", T::string}, {"placement", T::array},
-             {"init", T::null}}) {
-      if (absl::Status s = need(buffer, path, key, type); !s.ok()) return s;
-    }
-    if (buffer["placement"].size() != plan["mesh"]["axes"].size()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("plan.json: ", path, ".placement has ", buffer["placement"].size(),
-                       " entries for ", plan["mesh"]["axes"].size(), " mesh axes"));
-    }
-    if (buffer["init"].is_object()) {
-      for (auto [key, type] : std::vector<std::pair<const char*, T>>{
-               {"kind", T::string}, {"mean", T::number_float}, {"std", T::number_float},
-               {"seed", T::number_integer}, {"stream", T::number_integer}}) {
-        if (absl::Status s = need(buffer["init"], path + ".init", key, type); !s.ok()) return s;
-      }
-    }
-  }
-  for (const char* phase : {"forward", "backward", "optimizer"}) {
-    if (absl::Status s = need(plan["phases"], ".phases", phase, T::array); !s.ok()) return s;
-    for (size_t i = 0; i < plan["phases"][phase].size(); ++i) {
-      const std::string path = absl::StrCat(".phases.", phase, "[", i, "]");
-      for (auto [key, type] : std::vector<std::pair<const char*, T>>{
-               {"op", T::string}, {"stream", T::string}, {"operands", T::array},
-               {"results", T::array}, {"attrs", T::object}}) {
-        if (absl::Status s = need(plan["phases"][phase][i], path, key, type); !s.ok()) return s;
-      }
-    }
-  }
-  for (auto [key, type] : std::vector<std::pair<const char*, T>>{
-           {"step_time_s", T::number_float}, {"compute_s", T::number_float},
-           {"exposed_comm_s", T::number_float}, {"peak_bytes", T::number_integer},
-           {"breakdown", T::object}}) {
-    if (absl::Status s = need(plan["predicted"], ".predicted", key, type); !s.ok()) return s;
-  }
-  return absl::OkStatus();
+  p.comm_bytes_per_rank = comm.totalBytes();
+  // The nn ops' FLOPs per rank and step (forward and backward, as the
+  // graph has them: no recomputation), what MFU divides by the step time.
+  func_.walk([&](nn::CostOpInterface op) { p.model_flops += static_cast<double>(op.getFlops()); });
+}
+
+}  // namespace
+
+absl::StatusOr<plan::Plan> exportPlan(mlir::ModuleOp module, const mesh::Topology& topology,
+                                      const PlanExportOptions& options) {
+  absl::StatusOr<mesh::DeviceMesh> mesh = meshOf(module);
+  if (!mesh.ok()) return mesh.status();
+  auto funcs = module.getOps<mlir::func::FuncOp>();
+  if (funcs.empty()) return absl::InvalidArgumentError("the module has no function to export");
+  return Exporter(*funcs.begin(), *std::move(mesh), options).run(module, topology);
 }
 
 }  // namespace loom::planner::exporter

@@ -1,8 +1,8 @@
-// Writes plan.json, the runtime's only input from the planner: the mesh and
-// topology, every buffer (with its role, placement and init spec), the SPMD
-// instruction list per step phase with its streams, and the predicted time
-// and memory. The schema is docs/plan_json.md; output is deterministic
-// (sorted keys, ids in program order) so plans can be diffed.
+// The exporter: turns a per-rank module (plan-insert-collectives output,
+// optionally bucketed and scheduled) into the typed plan of plan/plan.h,
+// which plan/ writes as plan.json, the runtime's only input from the
+// planner. It reads what the passes decided and prices it; it does not
+// decide anything itself (docs/plan_json.md).
 #ifndef LOOM_PLANNER_EXPORT_PLAN_JSON_H_
 #define LOOM_PLANNER_EXPORT_PLAN_JSON_H_
 
@@ -14,11 +14,9 @@
 #include "absl/status/statusor.h"
 #include "mesh/topology.h"
 #include "mlir/IR/BuiltinOps.h"
-#include "nlohmann/json.hpp"
+#include "plan/plan.h"
 
 namespace loom::planner::exporter {
-
-inline constexpr int kPlanFormatVersion = 1;
 
 struct PlanExportOptions {
   std::string model;
@@ -32,15 +30,12 @@ struct PlanExportOptions {
   double compute_efficiency = 0.5;
 };
 
-// Exports the first function of a per-rank module (plan-insert-collectives
-// output, optionally bucketed and scheduled). Fails when the module has no
-// dist.mesh or function, or the mesh does not fit `topology`.
-absl::StatusOr<nlohmann::json> exportPlan(mlir::ModuleOp module, const mesh::Topology& topology,
-                                          const PlanExportOptions& options);
-
-// The fields docs/plan_json.md marks required, checked by structure; the
-// error names the first missing or mistyped field by its JSON path.
-absl::Status checkPlanSchema(const nlohmann::json& plan);
+// Exports the first function of a per-rank module. Fails when the module
+// has no dist.mesh or function, the mesh does not fit `topology`, an op has
+// no row in the plan op table (plan/op_table.cc) or an attribute the table
+// does not list, or the result fails plan::checkPlan (an exporter bug).
+absl::StatusOr<plan::Plan> exportPlan(mlir::ModuleOp module, const mesh::Topology& topology,
+                                      const PlanExportOptions& options);
 
 }  // namespace loom::planner::exporter
 

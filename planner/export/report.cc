@@ -1,6 +1,7 @@
 // report.md and trace.json from plan.json (see report.h).
 #include "planner/export/report.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <map>
 #include <set>
@@ -10,19 +11,12 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "planner/transforms/memory/memory_plan.h"
+#include "plan/plan.h"
 
 namespace loom::planner::exporter {
 namespace {
 
 using nlohmann::json;
-
-std::string joined(const json& array, const char* separator) {
-  std::vector<std::string> parts;
-  for (const json& entry : array) {
-    parts.push_back(entry.is_string() ? entry.get<std::string>() : entry.dump());
-  }
-  return absl::StrJoin(parts, separator);
-}
 
 std::string withCommas(int64_t value) {
   std::string digits = absl::StrCat(value < 0 ? -value : value);
@@ -34,24 +28,44 @@ std::string withCommas(int64_t value) {
   return value < 0 ? "-" + out : out;
 }
 
+// Instructions per block and stream, and when each block starts and ends.
+std::string scheduleTable(const plan::Plan& plan) {
+  std::string out =
+      "\n## Schedule\n\n| phase | instructions | compute | comm | async | start (s) | end (s) |\n"
+      "| --- | ---: | ---: | ---: | ---: | ---: | ---: |\n";
+  for (const plan::Block& block : plan.programs.front().blocks) {
+    int64_t compute = 0, comm = 0, async = 0;
+    double start = -1, end = 0;
+    for (const plan::Instruction& in : block.instructions) {
+      (in.commStream() ? comm : compute) += 1;
+      if (in.info->async_start) ++async;
+      if (!in.start_s) continue;
+      if (start < 0 || *in.start_s < start) start = *in.start_s;
+      end = std::max(end, *in.start_s + in.duration_s.value_or(0));
+    }
+    absl::StrAppend(&out, absl::StrFormat("| %s | %d | %d | %d | %d | %.4f | %.4f |\n", block.name,
+                                          compute + comm, compute, comm, async, start < 0 ? 0.0 : start,
+                                          end));
+  }
+  return out;
+}
+
 }  // namespace
 
-std::string formatReport(const json& plan) {
-  const json& predicted = plan["predicted"];
-  std::string out = absl::StrCat("# Plan: ", plan["model"].get<std::string>(), "\n\n");
-  absl::StrAppend(&out, "- mesh: ", joined(plan["mesh"]["shape"], "x"), " (axes ",
-                  joined(plan["mesh"]["axes"], ", "), "; strategies ",
-                  joined(plan["strategies"], ", "), ")\n");
-  const json& topology = plan["topology"];
-  absl::StrAppend(&out, "- topology: ", topology["hosts"].get<int64_t>(), " host(s) x ",
-                  topology["devices_per_host"].get<int64_t>(), " ",
-                  topology["device"]["name"].get<std::string>(), "\n");
+std::string formatReport(const plan::Plan& plan) {
+  const plan::Predicted& predicted = plan.predicted;
+  std::string out = absl::StrCat("# Plan: ", plan.model, "\n\n");
+  absl::StrAppend(&out, "- mesh: ", absl::StrJoin(plan.mesh.shape(), "x"), " (axes ",
+                  absl::StrJoin(plan.mesh.axisNames(), ", "), "; strategies ",
+                  absl::StrJoin(plan.strategies, ", "), ")\n");
+  absl::StrAppend(&out, "- topology: ", plan.topology.hosts, " host(s) x ", plan.topology.devices_per_host,
+                  " ", plan.topology.device, "\n");
   // Gradients may differ from their parameters in type
   // (plan-insert-collectives' grad-reduce-dtype), so both are shown.
   std::set<std::string> param_types, grad_types;
-  for (const json& buffer : plan["buffers"]) {
-    if (buffer["role"] == "param") param_types.insert(buffer["dtype"].get<std::string>());
-    if (buffer["role"] == "grad") grad_types.insert(buffer["dtype"].get<std::string>());
+  for (const plan::Buffer& buffer : plan.buffers) {
+    if (buffer.role == plan::BufferRole::kParam) param_types.insert(std::string(comm::dtypeName(buffer.dtype)));
+    if (buffer.role == plan::BufferRole::kGrad) grad_types.insert(std::string(comm::dtypeName(buffer.dtype)));
   }
   if (!param_types.empty()) {
     absl::StrAppend(&out, "- dtypes: params ", absl::StrJoin(param_types, ", "));
@@ -62,43 +76,41 @@ std::string formatReport(const json& plan) {
       &out,
       absl::StrFormat("- predicted step: %.4f s (compute %.4f s, communication %.4f s of which "
                       "%.4f s exposed, optimizer %.4f s)\n",
-                      predicted["step_time_s"].get<double>(), predicted["compute_s"].get<double>(),
-                      predicted["comm_s"].get<double>(), predicted["exposed_comm_s"].get<double>(),
-                      predicted["optimizer_s"].get<double>()),
-      "- peak memory per rank: ", memory::formatBytes(predicted["peak_bytes"].get<int64_t>()),
-      " (", withCommas(predicted["peak_bytes"].get<int64_t>()), " bytes)\n\n");
+                      predicted.step_time_s, predicted.compute_s, predicted.comm_s,
+                      predicted.exposed_comm_s, predicted.optimizer_s),
+      "- peak memory per rank: ", memory::formatBytes(predicted.peak_bytes), " (",
+      withCommas(predicted.peak_bytes), " bytes)\n\n");
 
   out += "## Placements\n\n| parameter | global shape | local shape | placement | bytes per rank |\n"
          "| --- | --- | --- | --- | ---: |\n";
-  for (const json& buffer : plan["buffers"]) {
-    if (buffer["role"] != "param") continue;
-    absl::StrAppend(&out, "| ", buffer["name"].get<std::string>(), " | ",
-                    joined(buffer["global_shape"], "x"), " | ", joined(buffer["local_shape"], "x"),
-                    " | ", joined(buffer["placement"], ", "), " | ",
-                    withCommas(buffer["bytes"].get<int64_t>()), " |\n");
+  for (const plan::Buffer& buffer : plan.buffers) {
+    if (buffer.role != plan::BufferRole::kParam) continue;
+    std::vector<std::string> placement;
+    for (const plan::AxisPlacement& axis : buffer.placement) placement.push_back(axis.toString());
+    absl::StrAppend(&out, "| ", buffer.name, " | ", absl::StrJoin(buffer.global_shape, "x"), " | ",
+                    absl::StrJoin(buffer.local_shape, "x"), " | ", absl::StrJoin(placement, ", "), " | ",
+                    withCommas(buffer.bytes), " |\n");
   }
 
   out += "\n## Collectives per step (per rank)\n\n| axes | kind | count | bytes |\n"
          "| --- | --- | ---: | ---: |\n";
-  for (const json& entry : predicted["comm_volume"]) {
-    absl::StrAppend(&out, "| ", entry["axes"].get<std::string>(), " | ",
-                    entry["kind"].get<std::string>(), " | ", entry["count"].get<int64_t>(), " | ",
-                    withCommas(entry["bytes"].get<int64_t>()), " |\n");
+  for (const plan::CommVolume& entry : predicted.comm_volume) {
+    absl::StrAppend(&out, "| ", entry.axes, " | ", entry.kind, " | ", entry.count, " | ",
+                    withCommas(entry.bytes), " |\n");
   }
-  absl::StrAppend(&out, "| all | total | | ",
-                  withCommas(predicted["comm_bytes_per_rank"].get<int64_t>()), " |\n");
+  absl::StrAppend(&out, "| all | total | | ", withCommas(predicted.comm_bytes_per_rank), " |\n");
 
   // Every collective states its wire and accumulation dtypes; the report
   // shows each distinct combination so a bf16-on-the-wire plan is visible.
   std::map<std::string, int64_t> dtype_rows;
-  for (const auto& [phase, instructions] : plan["phases"].items()) {
-    for (const json& instruction : instructions) {
-      const json attrs = instruction.value("attrs", json::object());
-      if (!attrs.contains("kind") || !attrs.contains("wire_type")) continue;
+  for (const plan::Program& program : plan.programs) {
+    for (const plan::Instruction* in : program.instructions()) {
+      if (in->info->family != plan::OpFamily::kCollective) continue;
+      const plan::Attrs& a = in->attrs;
       const std::string row = absl::StrCat(
-          "| ", joined(attrs.value("mesh_axes", json::array()), ","), " | ",
-          attrs["kind"].get<std::string>(), " | ", attrs["wire_type"].get<std::string>(), " | ",
-          attrs.contains("accum_type") ? attrs["accum_type"].get<std::string>() : "-", " |");
+          "| ", absl::StrJoin(a.mesh_axes, ","), " | ", plan::collectiveKindName(in->info->collective), " | ",
+          std::string(comm::dtypeName(*a.wire_type)), " | ",
+          a.accum_type ? std::string(comm::dtypeName(*a.accum_type)) : "-", " |");
       ++dtype_rows[row];
     }
   }
@@ -107,34 +119,15 @@ std::string formatReport(const json& plan) {
   for (const auto& [row, count] : dtype_rows) absl::StrAppend(&out, row, " ", count, " |\n");
 
   out += "\n## Memory at the peak (per rank)\n\n| role | bytes | |\n| --- | ---: | ---: |\n";
-  for (const auto& [role, bytes] : predicted["breakdown"].items()) {
-    absl::StrAppend(&out, "| ", role, " | ", withCommas(bytes.get<int64_t>()), " | ",
-                    memory::formatBytes(bytes.get<int64_t>()), " |\n");
+  for (const auto& [role, bytes] : predicted.breakdown) {
+    absl::StrAppend(&out, "| ", role, " | ", withCommas(bytes), " | ", memory::formatBytes(bytes), " |\n");
   }
-  absl::StrAppend(&out, "| total | ", withCommas(predicted["peak_bytes"].get<int64_t>()), " | ",
-                  memory::formatBytes(predicted["peak_bytes"].get<int64_t>()), " |\n");
-
-  out += "\n## Schedule\n\n| phase | instructions | compute | comm | async | start (s) | end (s) |\n"
-         "| --- | ---: | ---: | ---: | ---: | ---: | ---: |\n";
-  for (const char* phase : {"forward", "backward", "optimizer"}) {
-    int64_t compute = 0, comm = 0, async = 0;
-    double start = -1, end = 0;
-    for (const json& instruction : plan["phases"][phase]) {
-      (instruction["stream"] == "comm" ? comm : compute) += 1;
-      if (instruction["attrs"].contains("async_handle") && instruction["stream"] == "comm") ++async;
-      if (!instruction.contains("start_s")) continue;
-      const double s = instruction["start_s"].get<double>();
-      if (start < 0 || s < start) start = s;
-      end = std::max(end, s + instruction["duration_s"].get<double>());
-    }
-    absl::StrAppend(&out, absl::StrFormat("| %s | %d | %d | %d | %d | %.4f | %.4f |\n", phase,
-                                          compute + comm, compute, comm, async,
-                                          start < 0 ? 0.0 : start, end));
-  }
-  return out;
+  absl::StrAppend(&out, "| total | ", withCommas(predicted.peak_bytes), " | ",
+                  memory::formatBytes(predicted.peak_bytes), " |\n");
+  return out + scheduleTable(plan);
 }
 
-json chromeTrace(const json& plan) {
+json chromeTrace(const plan::Plan& plan) {
   json events = json::array();
   events.push_back({{"ph", "M"}, {"pid", 1}, {"tid", 1}, {"name", "thread_name"},
                     {"args", {{"name", "compute"}}}});
@@ -142,24 +135,23 @@ json chromeTrace(const json& plan) {
                     {"args", {{"name", "comm"}}}});
   events.push_back({{"ph", "M"}, {"pid", 1}, {"name", "process_name"},
                     {"args", {{"name", "rank 0 (predicted)"}}}});
-  for (const char* phase : {"forward", "backward", "optimizer"}) {
-    for (const json& instruction : plan["phases"][phase]) {
-      if (!instruction.contains("start_s")) continue;
-      const bool comm = instruction["stream"] == "comm";
-      json args = {{"phase", phase}, {"index", instruction["index"]}};
-      if (comm) {
-        args["bytes"] = instruction["attrs"]["bytes"];
-        args["axes"] = instruction["attrs"]["mesh_axes"];
-      }
-      events.push_back({{"ph", "X"},
-                        {"pid", 1},
-                        {"tid", comm ? 2 : 1},
-                        {"name", instruction["op"]},
-                        {"cat", phase},
-                        {"ts", instruction["start_s"].get<double>() * 1e6},
-                        {"dur", instruction["duration_s"].get<double>() * 1e6},
-                        {"args", args}});
+  for (const plan::Instruction* in : plan.programs.front().instructions()) {
+    if (!in->start_s) continue;
+    const bool comm = in->commStream();
+    const std::string phase = plan::phaseName(in->phase);
+    json args = {{"phase", phase}, {"index", in->index}};
+    if (comm) {
+      args["bytes"] = in->attrs.bytes.value_or(0);
+      args["axes"] = in->attrs.mesh_axes;
     }
+    events.push_back({{"ph", "X"},
+                      {"pid", 1},
+                      {"tid", comm ? 2 : 1},
+                      {"name", in->op},
+                      {"cat", phase},
+                      {"ts", *in->start_s * 1e6},
+                      {"dur", in->duration_s.value_or(0) * 1e6},
+                      {"args", args}});
   }
   return {{"traceEvents", events}, {"displayTimeUnit", "ms"}};
 }

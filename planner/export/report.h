@@ -1,12 +1,13 @@
 // The human report (report.md) and the Chrome/Perfetto trace (trace.json) of
-// an exported plan, both read from plan.json alone so that they show exactly
-// what the runtime will be given.
+// an exported plan, both made from the typed plan (plan/plan.h) alone, so
+// that they show exactly what the runtime will be given.
 #ifndef LOOM_PLANNER_EXPORT_REPORT_H_
 #define LOOM_PLANNER_EXPORT_REPORT_H_
 
 #include <string>
 
 #include "nlohmann/json.hpp"
+#include "plan/plan.h"
 
 namespace loom::planner::exporter {
 
@@ -14,12 +15,12 @@ namespace loom::planner::exporter {
 // parameters, the collectives per step with bytes per rank per axis, the
 // memory breakdown at the peak and the schedule (instructions per phase and
 // stream).
-std::string formatReport(const nlohmann::json& plan);
+std::string formatReport(const plan::Plan& plan);
 
 // Chrome trace-event JSON of the predicted step: one complete ("X") event
 // per timed instruction, compute and communication on separate tracks
 // (tid 1 and 2), microseconds.
-nlohmann::json chromeTrace(const nlohmann::json& plan);
+nlohmann::json chromeTrace(const plan::Plan& plan);
 
 }  // namespace loom::planner::exporter
 

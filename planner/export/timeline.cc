@@ -284,7 +284,7 @@ absl::StatusOr<Timeline> predictTimeline(mlir::func::FuncOp func, const mesh::De
 }
 
 absl::Status repricePlan(mlir::ModuleOp module, const mesh::Topology& topology,
-                         const TimelineOptions& options, nlohmann::json& plan) {
+                         const TimelineOptions& options, plan::Plan& plan) {
   absl::StatusOr<mesh::DeviceMesh> mesh = meshOf(module);
   if (!mesh.ok()) return mesh.status();
   auto funcs = module.getOps<mlir::func::FuncOp>();
@@ -306,28 +306,29 @@ absl::Status repricePlan(mlir::ModuleOp module, const mesh::Topology& topology,
       byParam[name.getValue().str()] = &event;
     }
   }
-  for (auto& [phase, instructions] : plan["phases"].items()) {
-    for (nlohmann::json& instruction : instructions) {
-      const TimelineEvent* event = nullptr;
-      if (phase == "optimizer" && instruction["index"].get<int64_t>() < 0) {
-        const int64_t param = instruction["operands"][0].get<int64_t>();
-        auto it = byParam.find(plan["buffers"][param]["name"].get<std::string>());
-        if (it != byParam.end()) event = it->second;
-      } else if (auto it = byIndex.find(instruction["index"].get<int64_t>()); it != byIndex.end()) {
-        event = it->second;
+  for (plan::Program& program : plan.programs) {
+    for (plan::Block& block : program.blocks) {
+      for (plan::Instruction& in : block.instructions) {
+        const TimelineEvent* event = nullptr;
+        if (in.phase == plan::Phase::kOptimizer && in.index < 0) {
+          auto it = byParam.find(plan.buffers[in.operands[0]].name);
+          if (it != byParam.end()) event = it->second;
+        } else if (auto it = byIndex.find(in.index); it != byIndex.end()) {
+          event = it->second;
+        }
+        if (!event) continue;
+        in.start_s = event->start_s;
+        in.duration_s = event->duration_s;
       }
-      if (!event) continue;
-      instruction["start_s"] = event->start_s;
-      instruction["duration_s"] = event->duration_s;
     }
   }
-  nlohmann::json& predicted = plan["predicted"];
-  predicted["step_time_s"] = timeline->step_time_s;
-  predicted["compute_s"] = timeline->compute_s;
-  predicted["comm_s"] = timeline->comm_s;
-  predicted["exposed_comm_s"] = timeline->exposed_comm_s;
-  predicted["optimizer_s"] = timeline->optimizer_s;
-  if (options.profile) predicted["machine_profile"] = options.profile->name;
+  plan::Predicted& predicted = plan.predicted;
+  predicted.step_time_s = timeline->step_time_s;
+  predicted.compute_s = timeline->compute_s;
+  predicted.comm_s = timeline->comm_s;
+  predicted.exposed_comm_s = timeline->exposed_comm_s;
+  predicted.optimizer_s = timeline->optimizer_s;
+  if (options.profile) predicted.machine_profile = options.profile->name;
   return absl::OkStatus();
 }
 

@@ -19,7 +19,7 @@
 #include "mesh/topology.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinOps.h"
-#include "nlohmann/json.hpp"
+#include "plan/plan.h"
 #include "planner/cost/cost_model.h"
 #include "planner/cost/machine_profile.h"
 #include "planner/transforms/memory/memory_plan.h"
@@ -114,7 +114,7 @@ absl::StatusOr<Timeline> predictTimeline(mlir::func::FuncOp func, const mesh::De
 // every instruction's start_s and duration_s, and records the profile's
 // name in predicted.machine_profile.
 absl::Status repricePlan(mlir::ModuleOp module, const mesh::Topology& topology,
-                         const TimelineOptions& options, nlohmann::json& plan);
+                         const TimelineOptions& options, plan::Plan& plan);
 
 }  // namespace loom::planner::exporter
 

@@ -20,7 +20,6 @@
 namespace loom::planner::visual {
 namespace {
 
-using nlohmann::json;
 
 // ---------------------------------------------------------------------------
 // Text and numbers.
@@ -195,69 +194,7 @@ std::string phaseColor(std::string_view phase) {
 }
 
 // ---------------------------------------------------------------------------
-// Reading plan.json with errors that name the field.
-
-enum class Kind { kObject, kArray, kNumber, kInteger, kString };
-
-const char* kindName(Kind kind) {
-  switch (kind) {
-    case Kind::kObject:
-      return "an object";
-    case Kind::kArray:
-      return "an array";
-    case Kind::kNumber:
-      return "a number";
-    case Kind::kInteger:
-      return "an integer";
-    case Kind::kString:
-      return "a string";
-  }
-  return "?";
-}
-
-bool hasKind(const json& value, Kind kind) {
-  switch (kind) {
-    case Kind::kObject:
-      return value.is_object();
-    case Kind::kArray:
-      return value.is_array();
-    case Kind::kNumber:
-      return value.is_number();
-    case Kind::kInteger:
-      return value.is_number_integer();
-    case Kind::kString:
-      return value.is_string();
-  }
-  return false;
-}
-
-absl::Status fieldError(std::string_view path, std::string_view problem) {
-  return absl::InvalidArgumentError(
-      absl::StrCat("plan.json field '", std::string(path), "' ", std::string(problem),
-                   "; the page needs a plan.json v1 as //tools:plan --out=DIR writes it "
-                   "(docs/plan_json.md)"));
-}
-
-// `object[key]` of the given kind; `path` names it in errors.
-absl::StatusOr<const json*> need(const json& object, std::string_view key, std::string_view path,
-                                 Kind kind) {
-  if (!object.is_object() || !object.contains(std::string(key))) {
-    return fieldError(path, "is missing");
-  }
-  const json& value = object.at(std::string(key));
-  if (!hasKind(value, kind)) {
-    return fieldError(
-        path, absl::StrCat("must be ", kindName(kind), ", got ", value.dump(-1).substr(0, 60)));
-  }
-  return &value;
-}
-
-// Binds `lhs` to the json that `expr` (a StatusOr<const json*>) holds, or
-// returns its error.
-#define LOOM_ASSIGN_OR_RETURN_JSON(lhs, expr)   \
-  auto lhs##_or = (expr);                       \
-  if (!lhs##_or.ok()) return lhs##_or.status(); \
-  const json& lhs = **lhs##_or
+// What the page draws, taken from the typed plan.
 
 struct Instruction {
   std::string op;
@@ -278,7 +215,7 @@ struct VolumeEntry {
   int64_t bytes = 0;
 };
 
-struct Plan {
+struct PageModel {
   std::string model;
   std::string function;
   std::vector<int64_t> shape;
@@ -315,167 +252,59 @@ std::vector<std::string> roleOrder(const std::set<std::string>& present) {
   return order;
 }
 
-std::string joinedAxes(const json& value) {
-  if (value.is_string()) return value.get<std::string>();
-  if (!value.is_array()) return "";
-  std::vector<std::string> parts;
-  for (const json& v : value) parts.push_back(v.is_string() ? v.get<std::string>() : v.dump());
-  return absl::StrJoin(parts, ",");
-}
-
-// The collective kind of an instruction: attrs.kind, else from its op name
-// (dist.all_gather_start -> all_gather).
-std::string collectiveKind(const std::string& op, const json& attrs) {
-  if (attrs.is_object() && attrs.contains("kind") && attrs["kind"].is_string()) {
-    return attrs["kind"].get<std::string>();
-  }
-  std::string name = op.substr(op.find('.') == std::string::npos ? 0 : op.find('.') + 1);
-  for (const char* suffix : {"_start", "_wait"}) {
-    const std::string s(suffix);
-    if (name.size() > s.size() && name.compare(name.size() - s.size(), s.size(), s) == 0) {
-      name.resize(name.size() - s.size());
-    }
-  }
-  return name;
-}
-
 // One rect each is still a page a browser opens quickly.
 constexpr int64_t kMaxDevices = 65536;
 
-absl::StatusOr<Plan> readPlan(const json& plan) {
-  if (!plan.is_object()) return fieldError("(top level)", "must be an object");
-  Plan p;
-  LOOM_ASSIGN_OR_RETURN_JSON(version,
-                             need(plan, "format_version", "format_version", Kind::kInteger));
-  if (version.get<int64_t>() != 1) {
-    return fieldError("format_version", absl::StrCat("is ", version.get<int64_t>(), ", not 1"));
+absl::StatusOr<PageModel> modelOf(const plan::Plan& plan) {
+  if (plan.worldSize() > kMaxDevices) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        plan.source, ": $.mesh.shape: ", plan.worldSize(), " devices are more than the page draws (",
+        kMaxDevices, "); plan-html draws meshes of up to that many"));
   }
-  LOOM_ASSIGN_OR_RETURN_JSON(model, need(plan, "model", "model", Kind::kString));
-  p.model = model.get<std::string>();
-  p.function = plan.value("function", "");
-  LOOM_ASSIGN_OR_RETURN_JSON(mesh, need(plan, "mesh", "mesh", Kind::kObject));
-  LOOM_ASSIGN_OR_RETURN_JSON(shape, need(mesh, "shape", "mesh.shape", Kind::kArray));
-  LOOM_ASSIGN_OR_RETURN_JSON(axes, need(mesh, "axes", "mesh.axes", Kind::kArray));
-  if (shape.empty()) return fieldError("mesh.shape", "is empty");
-  if (axes.size() != shape.size()) {
-    return fieldError("mesh.axes", absl::StrCat("has ", axes.size(), " names for ", shape.size(),
-                                                "-d mesh.shape"));
+  PageModel p;
+  p.model = plan.model;
+  p.function = plan.function;
+  p.shape = plan.mesh.shape();
+  p.axes = plan.mesh.axisNames();
+  p.strategies = plan.strategies;
+  p.world = plan.worldSize();
+  p.hosts = plan.topology.hosts;
+  p.devices_per_host = plan.topology.devices_per_host;
+  p.device_name = plan.topology.device;
+  p.device_memory_bytes = plan.topology.memory_bytes;
+  const plan::Predicted& predicted = plan.predicted;
+  p.step_time_s = predicted.step_time_s;
+  p.compute_s = predicted.compute_s;
+  p.comm_s = predicted.comm_s;
+  p.exposed_comm_s = predicted.exposed_comm_s;
+  p.optimizer_s = predicted.optimizer_s;
+  p.peak_bytes = predicted.peak_bytes;
+  p.comm_bytes_per_rank = predicted.comm_bytes_per_rank;
+  p.breakdown.assign(predicted.breakdown.begin(), predicted.breakdown.end());
+  for (const plan::CommVolume& v : predicted.comm_volume) {
+    p.comm_volume.push_back({v.axes, v.kind, v.count, v.bytes});
   }
-  p.world = 1;
-  for (size_t i = 0; i < shape.size(); ++i) {
-    const std::string where = absl::StrCat("mesh.shape[", i, "]");
-    if (!shape[i].is_number_integer() || shape[i].get<int64_t>() < 1) {
-      return fieldError(where, "must be an integer >= 1");
+  for (const plan::Buffer& b : plan.buffers) {
+    p.buffer_bytes_by_role[plan::roleName(b.role)] += b.bytes;
+    ++p.buffer_count_by_role[plan::roleName(b.role)];
+  }
+  for (const plan::Instruction* in : plan.programs.front().instructions()) {
+    Instruction ins;
+    ins.op = in->op;
+    ins.phase = plan::phaseName(in->phase);
+    ins.comm = in->commStream();
+    ins.timed = in->start_s.has_value();
+    ins.start_s = in->start_s.value_or(0);
+    ins.duration_s = in->duration_s.value_or(0);
+    if (ins.comm) {
+      ins.kind = plan::collectiveKindName(in->info->collective);
+      ins.bytes = in->attrs.bytes.value_or(0);
+      ins.axes = absl::StrJoin(in->attrs.mesh_axes, ",");
     }
-    if (!axes[i].is_string()) {
-      return fieldError(absl::StrCat("mesh.axes[", i, "]"), "must be a string");
-    }
-    p.shape.push_back(shape[i].get<int64_t>());
-    p.axes.push_back(axes[i].get<std::string>());
-    p.world *= p.shape.back();
-    if (p.world > kMaxDevices) {
-      return fieldError("mesh.shape", absl::StrCat("has over ", kMaxDevices,
-                                                   " devices, more than the page draws"));
-    }
-  }
-  if (plan.contains("strategies") && plan["strategies"].is_array()) {
-    for (const json& s : plan["strategies"]) {
-      p.strategies.push_back(s.is_string() ? s.get<std::string>() : "");
-    }
-  }
-  LOOM_ASSIGN_OR_RETURN_JSON(topology, need(plan, "topology", "topology", Kind::kObject));
-  LOOM_ASSIGN_OR_RETURN_JSON(hosts, need(topology, "hosts", "topology.hosts", Kind::kInteger));
-  LOOM_ASSIGN_OR_RETURN_JSON(
-      dph, need(topology, "devices_per_host", "topology.devices_per_host", Kind::kInteger));
-  p.hosts = hosts.get<int64_t>();
-  p.devices_per_host = dph.get<int64_t>();
-  if (p.devices_per_host < 1) return fieldError("topology.devices_per_host", "must be >= 1");
-  LOOM_ASSIGN_OR_RETURN_JSON(device, need(topology, "device", "topology.device", Kind::kObject));
-  LOOM_ASSIGN_OR_RETURN_JSON(device_name,
-                             need(device, "name", "topology.device.name", Kind::kString));
-  p.device_name = device_name.get<std::string>();
-  if (device.contains("memory_bytes") && device["memory_bytes"].is_number()) {
-    p.device_memory_bytes = device["memory_bytes"].get<int64_t>();
-  }
-
-  LOOM_ASSIGN_OR_RETURN_JSON(predicted, need(plan, "predicted", "predicted", Kind::kObject));
-  LOOM_ASSIGN_OR_RETURN_JSON(
-      step, need(predicted, "step_time_s", "predicted.step_time_s", Kind::kNumber));
-  LOOM_ASSIGN_OR_RETURN_JSON(compute,
-                             need(predicted, "compute_s", "predicted.compute_s", Kind::kNumber));
-  LOOM_ASSIGN_OR_RETURN_JSON(
-      exposed, need(predicted, "exposed_comm_s", "predicted.exposed_comm_s", Kind::kNumber));
-  LOOM_ASSIGN_OR_RETURN_JSON(peak,
-                             need(predicted, "peak_bytes", "predicted.peak_bytes", Kind::kInteger));
-  LOOM_ASSIGN_OR_RETURN_JSON(breakdown,
-                             need(predicted, "breakdown", "predicted.breakdown", Kind::kObject));
-  p.step_time_s = step.get<double>();
-  p.compute_s = compute.get<double>();
-  p.exposed_comm_s = exposed.get<double>();
-  p.peak_bytes = peak.get<int64_t>();
-  p.comm_s = predicted.value("comm_s", 0.0);
-  p.optimizer_s = predicted.value("optimizer_s", 0.0);
-  p.comm_bytes_per_rank = predicted.value("comm_bytes_per_rank", int64_t{0});
-  for (const auto& [role, bytes] : breakdown.items()) {
-    if (!bytes.is_number_integer()) {
-      return fieldError(absl::StrCat("predicted.breakdown.", role), "must be an integer");
-    }
-    p.breakdown.push_back({role, bytes.get<int64_t>()});
-  }
-  if (predicted.contains("comm_volume") && predicted["comm_volume"].is_array()) {
-    for (const json& v : predicted["comm_volume"]) {
-      if (!v.is_object()) continue;
-      p.comm_volume.push_back({joinedAxes(v.value("axes", json())), v.value("kind", ""),
-                               v.value("count", int64_t{0}), v.value("bytes", int64_t{0})});
-    }
-  }
-
-  LOOM_ASSIGN_OR_RETURN_JSON(buffers, need(plan, "buffers", "buffers", Kind::kArray));
-  for (size_t i = 0; i < buffers.size(); ++i) {
-    const std::string where = absl::StrCat("buffers[", i, "]");
-    LOOM_ASSIGN_OR_RETURN_JSON(role, need(buffers[i], "role", where + ".role", Kind::kString));
-    LOOM_ASSIGN_OR_RETURN_JSON(bytes, need(buffers[i], "bytes", where + ".bytes", Kind::kInteger));
-    p.buffer_bytes_by_role[role.get<std::string>()] += bytes.get<int64_t>();
-    ++p.buffer_count_by_role[role.get<std::string>()];
-  }
-
-  LOOM_ASSIGN_OR_RETURN_JSON(phases, need(plan, "phases", "phases", Kind::kObject));
-  for (const char* phase : {"forward", "backward", "optimizer"}) {
-    const std::string base = absl::StrCat("phases.", phase);
-    LOOM_ASSIGN_OR_RETURN_JSON(list, need(phases, phase, base, Kind::kArray));
-    for (size_t i = 0; i < list.size(); ++i) {
-      const std::string where = absl::StrCat(base, "[", i, "]");
-      const json& entry = list[i];
-      LOOM_ASSIGN_OR_RETURN_JSON(op, need(entry, "op", where + ".op", Kind::kString));
-      LOOM_ASSIGN_OR_RETURN_JSON(stream, need(entry, "stream", where + ".stream", Kind::kString));
-      Instruction ins;
-      ins.op = op.get<std::string>();
-      ins.phase = phase;
-      ins.comm = stream.get<std::string>() == "comm";
-      if (entry.contains("start_s") || entry.contains("duration_s")) {
-        LOOM_ASSIGN_OR_RETURN_JSON(start,
-                                   need(entry, "start_s", where + ".start_s", Kind::kNumber));
-        LOOM_ASSIGN_OR_RETURN_JSON(duration,
-                                   need(entry, "duration_s", where + ".duration_s", Kind::kNumber));
-        ins.timed = true;
-        ins.start_s = start.get<double>();
-        ins.duration_s = duration.get<double>();
-      }
-      const json attrs = entry.value("attrs", json::object());
-      if (ins.comm) {
-        ins.kind = collectiveKind(ins.op, attrs);
-        if (attrs.contains("bytes") && attrs["bytes"].is_number()) {
-          ins.bytes = attrs["bytes"].get<int64_t>();
-        }
-        ins.axes = joinedAxes(attrs.value("mesh_axes", json()));
-      }
-      p.instructions.push_back(std::move(ins));
-    }
+    p.instructions.push_back(std::move(ins));
   }
   return p;
 }
-
-#undef LOOM_ASSIGN_OR_RETURN_JSON
 
 // ---------------------------------------------------------------------------
 // The mesh.
@@ -493,7 +322,7 @@ struct MeshLayout {
 // The last axis runs left to right, the one before it top to bottom, and
 // further axes alternate, each repeating the block of the axes inside it
 // with a gap, so every group of an axis lies on one line.
-MeshLayout layoutMesh(const Plan& p, double left, double top, double max_width, double max_height) {
+MeshLayout layoutMesh(const PageModel& p, double left, double top, double max_width, double max_height) {
   MeshLayout l;
   const size_t n = p.shape.size();
   for (size_t i = 0; i < n; ++i) {
@@ -536,7 +365,7 @@ MeshLayout layoutMesh(const Plan& p, double left, double top, double max_width, 
 }
 
 // The ranks of each group along `axis`: ranks that differ only in it.
-std::vector<std::vector<int64_t>> groupsAlong(const Plan& p, const MeshLayout& l, size_t axis) {
+std::vector<std::vector<int64_t>> groupsAlong(const PageModel& p, const MeshLayout& l, size_t axis) {
   std::map<std::vector<int64_t>, std::vector<int64_t>> groups;
   for (int64_t r = 0; r < p.world; ++r) {
     std::vector<int64_t> key = l.coords[r];
@@ -549,7 +378,7 @@ std::vector<std::vector<int64_t>> groupsAlong(const Plan& p, const MeshLayout& l
   return out;
 }
 
-std::string commSummary(const Plan& p, const std::string& axes) {
+std::string commSummary(const PageModel& p, const std::string& axes) {
   std::vector<std::string> parts;
   for (const VolumeEntry& v : p.comm_volume) {
     if (v.axes != axes) continue;
@@ -559,7 +388,7 @@ std::string commSummary(const Plan& p, const std::string& axes) {
 }
 
 // "fsdp=2 \u00d7 tp=2".
-std::string meshName(const Plan& p) {
+std::string meshName(const PageModel& p) {
   std::vector<std::string> parts;
   for (size_t i = 0; i < p.axes.size(); ++i) {
     parts.push_back(absl::StrCat(p.axes[i], "=", p.shape[i]));
@@ -567,7 +396,7 @@ std::string meshName(const Plan& p) {
   return absl::StrJoin(parts, " \u00d7 ");
 }
 
-std::string meshSection(const Plan& p) {
+std::string meshSection(const PageModel& p) {
   constexpr double kLeft = 96, kTop = 58;
   const MeshLayout l = layoutMesh(p, kLeft, kTop, 820, 520);
   const double width = std::max(kLeft + l.width + 40, 420.0);
@@ -773,7 +602,7 @@ std::string stackedBar(double x, double y, double width, double height,
   return svg;
 }
 
-std::string memorySection(const Plan& p) {
+std::string memorySection(const PageModel& p) {
   constexpr double kLeft = 150, kWidth = 760, kBar = 34;
   std::set<std::string> roles;
   for (const auto& [role, bytes] : p.breakdown) roles.insert(role);
@@ -848,7 +677,7 @@ std::string memorySection(const Plan& p) {
 // ---------------------------------------------------------------------------
 // Timeline.
 
-std::string timelineSection(const Plan& p) {
+std::string timelineSection(const PageModel& p) {
   constexpr double kLeft = 110, kWidth = 862, kPhaseY = 8, kComputeY = 44, kTrack = 30, kLane = 40;
   // One comm lane per set of mesh axes: collectives over different groups
   // may run at once, each on its own stream.
@@ -1083,10 +912,10 @@ std::string searchChart(const std::vector<SearchPoint>& points) {
 
 }  // namespace
 
-absl::StatusOr<std::string> renderPlanPage(const json& plan) {
-  absl::StatusOr<Plan> read = readPlan(plan);
+absl::StatusOr<std::string> renderPlanPage(const plan::Plan& plan) {
+  absl::StatusOr<PageModel> read = modelOf(plan);
   if (!read.ok()) return read.status();
-  const Plan& p = *read;
+  const PageModel& p = *read;
   const std::string title = absl::StrCat("Plan: ", p.model);
   const std::string mesh_text = meshName(p);
   std::string out = pageOpen(title);

@@ -2,7 +2,7 @@
 // that show a plan as pictures: the device mesh with its hosts and the
 // groups of each axis, memory per role, and the predicted timeline of a
 // step; and the mesh search as a chart of step time against peak memory.
-// The plan page is made from plan.json alone (docs/plan_json.md), like
+// The plan page is made from the typed plan alone (plan/plan.h), like
 // report.md; docs/visual_report.md shows both pages.
 #ifndef LOOM_PLANNER_EXPORT_VISUAL_REPORT_H_
 #define LOOM_PLANNER_EXPORT_VISUAL_REPORT_H_
@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "nlohmann/json.hpp"
+#include "plan/plan.h"
 
 namespace loom::planner::visual {
 
@@ -30,10 +30,9 @@ struct SearchPoint {
   bool winner = false;
 };
 
-// The plan page. Fails with an invalid-argument error that names the
-// missing or invalid field (e.g. "plan.json field 'predicted.breakdown' is
-// missing") when the plan lacks what the page draws.
-absl::StatusOr<std::string> renderPlanPage(const nlohmann::json& plan);
+// The plan page. Fails with an invalid-argument error when the mesh has
+// more devices than the page draws (65,536).
+absl::StatusOr<std::string> renderPlanPage(const plan::Plan& plan);
 
 // The search page: step time against peak memory per candidate, the winner
 // highlighted, the memory limit as a line, and a table of every candidate.

@@ -22,7 +22,7 @@
 #include "runtime/executor/executor_internal.h"
 #include "runtime/kernels/cpu/cpu_kernels.h"
 #include "runtime/optim/adamw.h"
-#include "runtime/plan/op_table.h"
+#include "plan/op_table.h"
 
 namespace loom::runtime {
 namespace {
@@ -109,7 +109,40 @@ absl::Status placeDimSlice(KernelSet& k, Ref src, int64_t count, Ref dst,
                   have * tail * elem, outer);
 }
 
-Executor::Executor(const Plan& plan, std::shared_ptr<comm::ProcessGroup> world,
+absl::Status permuteDims(KernelSet& k, Ref src, const std::vector<int64_t>& shape,
+                         const std::vector<int64_t>& perm, Ref dst) {
+  const size_t rank = shape.size();
+  const size_t elem = comm::dtypeSize(src.dtype);
+  if (rank == 0 || product(shape) == 0) return rank == 0 ? k.copy(dst.data, src.data, elem) : absl::OkStatus();
+  std::vector<int64_t> stride(rank, 1), out(rank);
+  for (size_t d = rank - 1; d > 0; --d) stride[d - 1] = stride[d] * shape[d];
+  for (size_t i = 0; i < rank; ++i) out[i] = shape[perm[i]];
+  // With the last dim in place, rows of it move whole; otherwise single
+  // elements do. Each copy2D walks one result dim (`walk`) for every index
+  // of the result dims before it.
+  const bool rows = perm[rank - 1] == static_cast<int64_t>(rank - 1);
+  const size_t walk = rows ? (rank >= 2 ? rank - 2 : 0) : rank - 1;
+  const size_t width = (rows ? shape[rank - 1] : 1) * elem;
+  const int64_t height = rank >= 2 || !rows ? out[walk] : 1;
+  const size_t srcPitch = static_cast<size_t>(stride[perm[walk]]) * elem;
+  const size_t dstPitch = static_cast<size_t>(product(out, walk + 1)) * elem;
+  const int64_t outer = product(out, 0, walk);
+  std::vector<int64_t> index(walk, 0);
+  for (int64_t n = 0; n < outer; ++n) {
+    int64_t from = 0;
+    for (size_t i = 0; i < walk; ++i) from += index[i] * stride[perm[i]];
+    absl::Status s = k.copy2D(dst.at(n * product(out, walk)).data, dstPitch, src.at(from).data, srcPitch, width,
+                              static_cast<size_t>(height));
+    if (!s.ok()) return s;
+    for (int64_t i = static_cast<int64_t>(walk) - 1; i >= 0; --i) {
+      if (++index[i] < out[i]) break;
+      index[i] = 0;
+    }
+  }
+  return absl::OkStatus();
+}
+
+Executor::Executor(const plan::Plan& plan, std::shared_ptr<comm::ProcessGroup> world,
                    ExecutorOptions options)
     : plan_(plan), world_(std::move(world)), options_(options) {}
 
@@ -126,16 +159,22 @@ Executor::~Executor() {
   while (callbacks_outstanding_ > 0 && TraceRecorder::nowUs() < deadline) std::this_thread::yield();
 }
 
-absl::StatusOr<std::unique_ptr<Executor>> Executor::create(const Plan& plan,
+absl::StatusOr<std::unique_ptr<Executor>> Executor::create(const plan::Plan& plan,
                                                            std::shared_ptr<comm::ProcessGroup> world,
                                                            ExecutorOptions options) {
-  if (absl::Status s = checkPlanForJob(plan, world->size()); !s.ok()) return s;
+  if (absl::Status s = plan::checkPlanForJob(plan, world->size()); !s.ok()) return s;
   std::unique_ptr<Executor> executor(new Executor(plan, std::move(world), options));
   Executor& e = *executor;
   e.rank_ = e.world_->rank();
   absl::StatusOr<std::vector<int64_t>> coords = e.plan_.mesh.coordinateOf(e.rank_);
   if (!coords.ok()) return coords.status();
   e.coords_ = *coords;
+  if (e.plan_.micro_batches != 1) {
+    return absl::UnimplementedError(absl::StrCat(
+        plan.source, ": $.micro_batches: the plan accumulates ", e.plan_.micro_batches,
+        " micro-batches per step; this runtime runs one (re-plan without micro-batches)"));
+  }
+  e.instructions_ = plan::programFor(e.plan_, e.coords_).instructions();
   if (options.device == ExecutorDevice::kCuda) {
     if (options.deterministic) {
       return absl::FailedPreconditionError(absl::StrCat(
@@ -160,10 +199,8 @@ absl::StatusOr<std::unique_ptr<Executor>> Executor::create(const Plan& plan,
 
   // One group per mesh axis, plus every set of axes a collective spans.
   std::set<std::vector<std::string>> axisSets;
-  for (const Instruction& instr : e.plan_.instructions) {
-    if (!instr.attrs.contains("mesh_axes")) continue;
-    std::vector<std::string> axes = instr.attrs["mesh_axes"].get<std::vector<std::string>>();
-    if (axes.size() > 1) axisSets.insert(axes);
+  for (const plan::Instruction* instr : e.instructions_) {
+    if (instr->attrs.mesh_axes.size() > 1) axisSets.insert(instr->attrs.mesh_axes);
   }
   absl::StatusOr<comm::MeshGroups> groups = comm::MeshGroups::create(
       e.world_, e.plan_.mesh, std::vector<std::vector<std::string>>(axisSets.begin(), axisSets.end()),
@@ -172,8 +209,8 @@ absl::StatusOr<std::unique_ptr<Executor>> Executor::create(const Plan& plan,
   e.groups_ = std::make_unique<comm::MeshGroups>(*std::move(groups));
 
   // The data-parallel rows of this rank, from the ids' placement.
-  const BufferSpec& ids = e.plan_.buffers[e.plan_.interface.ids];
-  absl::StatusOr<ShardBox> rows = shardBoxOf(ids, e.plan_.mesh, e.coords_);
+  const plan::Buffer& ids = e.plan_.buffers[e.plan_.interface.ids];
+  absl::StatusOr<plan::ShardBox> rows = plan::shardBoxOf(ids, e.plan_.mesh, e.coords_);
   if (!rows.ok()) return rows.status();
   if (rows->valid != ids.local_shape || ids.local_shape[1] != ids.global_shape[1]) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -185,7 +222,7 @@ absl::StatusOr<std::unique_ptr<Executor>> Executor::create(const Plan& plan,
   e.rows_ = {rows->offsets[0], ids.local_shape[0]};
   e.global_batch_ = ids.global_shape[0];
   if (options.deterministic) {
-    for (const BufferSpec& b : e.plan_.buffers) {
+    for (const plan::Buffer& b : e.plan_.buffers) {
       if (b.dtype == comm::DType::kBFloat16) {
         return absl::InvalidArgumentError(absl::StrCat(
             plan.source, ": deterministic mode sums f32 per-row contributions; ", b.name,
@@ -206,11 +243,9 @@ absl::StatusOr<std::unique_ptr<Executor>> Executor::create(const Plan& plan,
   // gathered padded table would count its padding: plans from before
   // interface.vocab).
   e.vocab_ = e.plan_.interface.vocab;
-  for (const Instruction& instr : e.plan_.instructions) {
+  for (const plan::Instruction* instr : e.instructions_) {
     if (e.vocab_ > 0) break;
-    if (instr.op == "nn.embedding" && instr.operands.size() == 2) {
-      e.vocab_ = e.plan_.buffers[instr.operands[1]].global_shape[0];
-    }
+    if (instr->op == "nn.embedding") e.vocab_ = e.plan_.buffers[instr->operands[1]].global_shape[0];
   }
   if (e.vocab_ <= 0) {
     return absl::InvalidArgumentError(absl::StrCat(plan.source, ": the plan has no nn.embedding of the ids"));
@@ -271,7 +306,7 @@ void Executor::alias(int64_t id, int64_t of) {
 absl::Status Executor::finalize(int64_t id) {
   const Stack stack = stacks_[id];
   if (stack.rows == 0) return absl::OkStatus();
-  const BufferSpec& b = plan_.buffers[id];
+  const plan::Buffer& b = plan_.buffers[id];
   if (stack.rows != global_batch_) {
     return absl::FailedPreconditionError(absl::StrCat(
         "deterministic mode: ", b.name, " holds the contributions of ", stack.rows, " of the ",
@@ -357,6 +392,7 @@ const std::map<std::string_view, Executor::Binder>& Executor::binders() {
       {"nn.softmax", &Executor::bindSoftmax},
       {"nn.softmax_grad", &Executor::bindSoftmax},
       {"nn.reshape", &Executor::bindReshape},
+      {"nn.transpose", &Executor::bindTranspose},
       {"nn.reduce_sum", &Executor::bindReduceSum},
       {"nn.cross_entropy", &Executor::bindCrossEntropy},
       {"nn.cross_entropy_grad", &Executor::bindCrossEntropy},
@@ -377,6 +413,8 @@ const std::map<std::string_view, Executor::Binder>& Executor::binders() {
       {"dist.reduce_scatter_start", &Executor::bindCollective},
       {"dist.all_reduce", &Executor::bindCollective},
       {"dist.all_reduce_start", &Executor::bindCollective},
+      {"dist.all_to_all", &Executor::bindCollective},
+      {"dist.all_to_all_start", &Executor::bindCollective},
       };
   return *kBinders;
 }
@@ -388,32 +426,13 @@ absl::Status Executor::bind() {
   block_of_.assign(numBuffers, -1);
   persistent_.assign(numBuffers, false);
   stacks_.assign(numBuffers, Stack{});
-  for (const BufferSpec& b : plan_.buffers) {
-    persistent_[b.id] = b.role == BufferRole::kParam || b.role == BufferRole::kOptimizerState;
+  for (const plan::Buffer& b : plan_.buffers) {
+    persistent_[b.id] = plan::persistentRole(b.role);
   }
 
-  // Last uses. An async start's operands stay alive until its wait, because
-  // the group's worker thread reads them meanwhile.
-  const int64_t count = static_cast<int64_t>(plan_.instructions.size());
-  std::vector<int64_t> lastUse(numBuffers, -1), definedAt(numBuffers, -1);
-  std::map<std::string, int64_t> waitOf;
+  const int64_t count = static_cast<int64_t>(instructions_.size());
   for (int64_t i = 0; i < count; ++i) {
-    const Instruction& in = plan_.instructions[i];
-    const OpInfo* info = findOp(in.op);  // null: refused below, with the instruction named
-    if (info != nullptr && info->family == OpFamily::kWait) waitOf[in.async_handle] = i;
-  }
-  for (int64_t i = 0; i < count; ++i) {
-    const Instruction& in = plan_.instructions[i];
-    const OpInfo* info = findOp(in.op);
-    const int64_t until = info != nullptr && info->async_start ? waitOf[in.async_handle] : i;
-    for (int64_t id : in.operands) lastUse[id] = std::max(lastUse[id], until);
-    for (int64_t id : in.results) {
-      if (definedAt[id] < 0) definedAt[id] = i;
-    }
-  }
-
-  for (int64_t i = 0; i < count; ++i) {
-    const Instruction& in = plan_.instructions[i];
+    const plan::Instruction& in = *instructions_[i];
     auto bound = std::make_unique<Bound>();
     bound->instr = &in;
     bound->position = i;
@@ -434,20 +453,20 @@ absl::Status Executor::bind() {
     bound_.push_back(std::move(bound));
   }
 
-  // What to release after each instruction: explicit frees, and every
-  // other non-persistent buffer after its last use (or right after its
-  // definition when nothing reads it). The loss lives to the step's end.
+  // What to release after each instruction: every non-persistent buffer
+  // at the end of its lifetime (plan/lifetimes.h: its last use, an async
+  // start's operands at the wait, or its definition when nothing reads
+  // it). The loss lives to the step's end.
   for (int64_t id = 0; id < numBuffers; ++id) {
     if (persistent_[id] || id == plan_.interface.loss) continue;
-    int64_t at = std::max(lastUse[id], definedAt[id]);
-    if (at < 0) continue;
-    bound_[at]->release_after.push_back(id);
+    const int64_t at = plan_.buffers[id].live.last;
+    if (at >= 0) bound_[at]->release_after.push_back(id);
   }
   return absl::OkStatus();
 }
 
 absl::Status Executor::initialise() {
-  for (const BufferSpec& b : plan_.buffers) {
+  for (const plan::Buffer& b : plan_.buffers) {
     if (!persistent_[b.id]) continue;
     if (b.dtype != comm::DType::kFloat32 && b.dtype != comm::DType::kBFloat16) {
       return absl::InvalidArgumentError(absl::StrCat(plan_.source, ": buffer ", b.id, " (", b.name,
@@ -457,7 +476,7 @@ absl::Status Executor::initialise() {
                                                      "--dtype=f32 or bf16)"));
     }
     if (absl::Status s = define(b.id); !s.ok()) return s;
-    absl::StatusOr<ShardBox> box = shardBoxOf(b, plan_.mesh, coords_);
+    absl::StatusOr<plan::ShardBox> box = plan::shardBoxOf(b, plan_.mesh, coords_);
     if (!box.ok()) return box.status();
     std::vector<float> dense(product(box->valid));
     if (!dense.empty()) {
@@ -471,7 +490,7 @@ absl::Status Executor::initialise() {
   return absl::OkStatus();
 }
 
-absl::Status Executor::uploadShard(const BufferSpec& b, const std::vector<float>& dense,
+absl::Status Executor::uploadShard(const plan::Buffer& b, const std::vector<float>& dense,
                                    const std::vector<int64_t>& valid) {
   std::vector<float> padded(b.numel(), 0.0f);
   copyIntoPadded(dense.data(), valid, padded.data(), b.local_shape);
@@ -485,12 +504,12 @@ absl::Status Executor::uploadShard(const BufferSpec& b, const std::vector<float>
   return kernels_->upload(bufferData(b.id), narrow.data(), narrow.size() * sizeof(uint16_t));
 }
 
-void Executor::traceWait(const Instruction& in, int64_t step, int64_t index, const std::string& collective,
+void Executor::traceWait(const plan::Instruction& in, int64_t step, int64_t index, const std::string& collective,
                          const std::string& axes, double t0_us, double t1_us) {
   if (!options_.trace) return;
   trace_.add(TraceEvent{.name = absl::StrCat("wait ", collective),
                         .track = "compute",
-                        .phase = phaseName(in.phase),
+                        .phase = plan::phaseName(in.phase),
                         .step = step,
                         .index = index,
                         .start_us = t0_us,
@@ -517,12 +536,12 @@ absl::Status Executor::clipGradients() {
   // the norm with the loss at the end of the step.
   double* total = static_cast<double*>(kernels_->scalars());
   if (absl::Status s = kernels_->zero2D(total, 0, sizeof(double), 1); !s.ok()) return s;
-  for (const Instruction& in : plan_.instructions) {
-    if (in.op != "dist.optimizer_step") continue;
-    const BufferSpec& grad = plan_.buffers[in.operands[1]];
+  for (const plan::Instruction* in : instructions_) {
+    if (in->info->family != plan::OpFamily::kOptimizer) continue;
+    const plan::Buffer& grad = plan_.buffers[in->operands[1]];
     int64_t copies = 1;
     for (size_t a = 0; a < grad.placement.size(); ++a) {
-      if (grad.placement[a].kind == AxisPlacement::Kind::kReplicate) copies *= plan_.mesh.shape()[a];
+      if (grad.placement[a].kind == plan::AxisPlacement::Kind::kReplicate) copies *= plan_.mesh.shape()[a];
     }
     absl::Status s = kernels_->addSquaredNorm(Ref{bufferData(grad.id), grad.dtype}, grad.numel(), copies, total);
     if (!s.ok()) return s;
@@ -536,7 +555,7 @@ absl::Status Executor::clipGradients() {
 }
 
 absl::Status Executor::run(const Bound& bound, int64_t step) {
-  const Instruction& in = *bound.instr;
+  const plan::Instruction& in = *bound.instr;
   if (bound.view_of >= 0) {
     alias(in.results[0], bound.view_of);
   } else if (bound.allocates_results && bound.stack_rule == Bound::StackRule::kRowReduce) {
@@ -574,11 +593,11 @@ absl::Status Executor::run(const Bound& bound, int64_t step) {
   }
   const double t0 = options_.trace ? TraceRecorder::nowUs() : 0;
   if (absl::Status s = bound.body(step); !s.ok()) return s;
-  if (options_.trace && !in.comm_stream && in.op != "dist.wait" && in.op != "dist.free") {
+  if (options_.trace && !in.commStream() && in.info->family != plan::OpFamily::kWait && in.op != "dist.free") {
     TraceEvent e;
     e.name = in.op;
     e.track = "compute";
-    e.phase = phaseName(in.phase);
+    e.phase = plan::phaseName(in.phase);
     e.step = step;
     e.index = in.index;
     e.start_us = t0;
@@ -595,7 +614,7 @@ absl::StatusOr<StepResult> Executor::step(int64_t step, const int32_t* ids, cons
   phase_memory_.clear();
   step_works_.clear();
   if (absl::Status s = kernels_->activate(); !s.ok()) return s;
-  const PlanInterface& io = plan_.interface;
+  const plan::Interface& io = plan_.interface;
   for (int64_t id : {io.ids, io.labels, io.loss_grad_seed}) {
     if (absl::Status s = define(id); !s.ok()) return s;
   }
@@ -611,16 +630,16 @@ absl::StatusOr<StepResult> Executor::step(int64_t step, const int32_t* ids, cons
   }
   if (!fed.ok()) return fed;
 
-  std::optional<Phase> phase;
+  std::optional<plan::Phase> phase;
   for (const std::unique_ptr<Bound>& bound : bound_) {
-    const Instruction& in = *bound->instr;
+    const plan::Instruction& in = *bound->instr;
     if (!phase || *phase != in.phase) {
       endPhase();
       phase = in.phase;
-      if (in.phase == Phase::kOptimizer) {
+      if (in.phase == plan::Phase::kOptimizer) {
         std::vector<int64_t> grads;
-        for (const Instruction& opt : plan_.instructions) {
-          if (opt.op == "dist.optimizer_step") grads.push_back(opt.operands[1]);
+        for (const plan::Instruction* opt : instructions_) {
+          if (opt->info->family == plan::OpFamily::kOptimizer) grads.push_back(opt->operands[1]);
         }
         for (int64_t id : grads) {
           if (absl::Status s = finalize(id); !s.ok()) return s;
@@ -634,7 +653,7 @@ absl::StatusOr<StepResult> Executor::step(int64_t step, const int32_t* ids, cons
           if (absl::Status s = clipGradients(); !s.ok()) return s;
         }
       }
-      beginPhase(std::string(phaseName(in.phase)));
+      beginPhase(std::string(plan::phaseName(in.phase)));
     }
     if (absl::Status s = run(*bound, step); !s.ok()) return s;
   }
@@ -674,7 +693,7 @@ absl::StatusOr<StepResult> Executor::step(int64_t step, const int32_t* ids, cons
 
 absl::StatusOr<std::vector<checkpoint::ShardView>> Executor::checkpointShards() const {
   std::vector<int64_t> ids;
-  for (const BufferSpec& b : plan_.buffers) {
+  for (const plan::Buffer& b : plan_.buffers) {
     if (persistent_[b.id]) ids.push_back(b.id);
   }
   return shardViews(ids);
@@ -685,15 +704,15 @@ absl::StatusOr<std::vector<checkpoint::ShardView>> Executor::shardViews(const st
   host_staging_.clear();
   if (absl::Status s = kernels_->activate(); !s.ok()) return s;
   for (int64_t id : ids) {
-    const BufferSpec& b = plan_.buffers[id];
+    const plan::Buffer& b = plan_.buffers[id];
     if (bufferData(id) == nullptr) continue;
     // One replica: the rank at coordinate 0 of every axis that replicates it.
     bool saver = true;
     for (size_t a = 0; a < b.placement.size(); ++a) {
-      if (b.placement[a].kind != AxisPlacement::Kind::kShard && coords_[a] != 0) saver = false;
+      if (b.placement[a].kind != plan::AxisPlacement::Kind::kShard && coords_[a] != 0) saver = false;
     }
     if (!saver) continue;
-    absl::StatusOr<ShardBox> box = shardBoxOf(b, plan_.mesh, coords_);
+    absl::StatusOr<plan::ShardBox> box = plan::shardBoxOf(b, plan_.mesh, coords_);
     if (!box.ok() || product(box->valid) == 0) continue;
     checkpoint::ShardView view;
     view.name = b.name;
@@ -718,7 +737,7 @@ absl::StatusOr<std::vector<checkpoint::ShardView>> Executor::shardViews(const st
 
 absl::Status Executor::loadCheckpoint(const checkpoint::CheckpointReader& reader) {
   if (absl::Status s = kernels_->activate(); !s.ok()) return s;
-  for (const BufferSpec& b : plan_.buffers) {
+  for (const plan::Buffer& b : plan_.buffers) {
     if (!persistent_[b.id]) continue;
     absl::StatusOr<checkpoint::TensorInfo> info = reader.tensor(b.name);
     if (!info.ok()) return info.status();
@@ -727,7 +746,7 @@ absl::Status Executor::loadCheckpoint(const checkpoint::CheckpointReader& reader
           "checkpoint ", reader.directory(), ": ", b.name, " is ", shapeText(info->shape),
           " there but ", shapeText(b.global_shape), " in the plan; it was saved for another model"));
     }
-    absl::StatusOr<ShardBox> box = shardBoxOf(b, plan_.mesh, coords_);
+    absl::StatusOr<plan::ShardBox> box = plan::shardBoxOf(b, plan_.mesh, coords_);
     if (!box.ok()) return box.status();
     std::vector<float> dense(product(box->valid));
     if (!dense.empty()) {
@@ -740,7 +759,7 @@ absl::Status Executor::loadCheckpoint(const checkpoint::CheckpointReader& reader
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::vector<float>> Executor::hostValues(const BufferSpec& b) const {
+absl::StatusOr<std::vector<float>> Executor::hostValues(const plan::Buffer& b) const {
   std::vector<float> values(b.numel());
   if (b.dtype == comm::DType::kFloat32) {
     if (absl::Status s = kernels_->download(values.data(), bufferData(b.id), values.size() * sizeof(float));
@@ -762,12 +781,12 @@ absl::StatusOr<std::vector<float>> Executor::hostValues(const BufferSpec& b) con
 }
 
 absl::StatusOr<std::vector<float>> Executor::localValues(const std::string& name) const {
-  for (const BufferSpec& b : plan_.buffers) {
+  for (const plan::Buffer& b : plan_.buffers) {
     if (b.name != name) continue;
     if (bufferData(b.id) == nullptr) {
       return absl::FailedPreconditionError(absl::StrCat(name, " is not held between steps"));
     }
-    absl::StatusOr<ShardBox> box = shardBoxOf(b, plan_.mesh, coords_);
+    absl::StatusOr<plan::ShardBox> box = plan::shardBoxOf(b, plan_.mesh, coords_);
     if (!box.ok()) return box.status();
     if (absl::Status s = kernels_->activate(); !s.ok()) return s;
     absl::StatusOr<std::vector<float>> local = hostValues(b);

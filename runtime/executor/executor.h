@@ -31,7 +31,8 @@
 #include "runtime/executor/caching_allocator.h"
 #include "runtime/executor/kernel_set.h"
 #include "runtime/executor/trace_recorder.h"
-#include "runtime/plan/plan.h"
+#include "plan/plan.h"
+#include "plan/shard_box.h"
 
 namespace loom::runtime {
 
@@ -89,10 +90,10 @@ class Executor {
   // `world`), binds every instruction to its kernel with verified shapes,
   // and initialises parameters and optimizer states from their init specs.
   static absl::StatusOr<std::unique_ptr<Executor>> create(
-      const Plan& plan, std::shared_ptr<comm::ProcessGroup> world, ExecutorOptions options = {});
+      const plan::Plan& plan, std::shared_ptr<comm::ProcessGroup> world, ExecutorOptions options = {});
   ~Executor();
 
-  const Plan& plan() const { return plan_; }
+  const plan::Plan& plan() const { return plan_; }
   int64_t rank() const { return rank_; }
 
   // The rows of the global batch this rank feeds (its data-parallel share).
@@ -125,29 +126,29 @@ class Executor {
   void endPhase();
   // With tracing on, records the compute stream's wait [t0_us, t1_us] for
   // collective `collective` (its op index `index`, over `axes`) at `in`.
-  void traceWait(const Instruction& in, int64_t step, int64_t index, const std::string& collective,
+  void traceWait(const plan::Instruction& in, int64_t step, int64_t index, const std::string& collective,
                  const std::string& axes, double t0_us, double t1_us);
 
   TraceRecorder& trace() { return trace_; }
   const comm::MeshGroups& groups() const { return *groups_; }
 
   // Whether the executor has a binder for `op` (every row of the op table,
-  // runtime/plan/op_table.h; executor_test checks it).
+  // plan/op_table.h; executor_test checks it).
   static bool binds(std::string_view op);
 
  private:
   struct Bound;     // an instruction bound to its kernel
   struct Pending;   // an async collective between its start and its wait
-  Executor(const Plan& plan, std::shared_ptr<comm::ProcessGroup> world, ExecutorOptions options);
+  Executor(const plan::Plan& plan, std::shared_ptr<comm::ProcessGroup> world, ExecutorOptions options);
 
   // One instruction being bound: where it is, what it binds into, and the
   // checks every binder shares (their errors name the plan, the
   // instruction and its op index).
   struct Site {
-    const Instruction& in;
+    const plan::Instruction& in;
     int64_t position;
     Bound& bound;
-    const Plan& plan;
+    const plan::Plan& plan;
     // The instruction's operand and result buffer ids.
     std::pair<const std::vector<int64_t>&, const std::vector<int64_t>&> io() const {
       return {in.operands, in.results};
@@ -177,6 +178,7 @@ class Executor {
   absl::Status bindElementwise(Site& site);
   absl::Status bindSoftmax(Site& site);
   absl::Status bindReshape(Site& site);
+  absl::Status bindTranspose(Site& site);
   absl::Status bindReduceSum(Site& site);
   absl::Status bindCrossEntropy(Site& site);
   absl::Status bindBiasAdd(Site& site);
@@ -202,6 +204,7 @@ class Executor {
   absl::StatusOr<std::shared_ptr<comm::Work>> launchExactAllReduce(CollectiveRun& run);
   absl::StatusOr<std::shared_ptr<comm::Work>> launchAllReduce(CollectiveRun& run);
   absl::StatusOr<std::shared_ptr<comm::Work>> launchAllGather(CollectiveRun& run);
+  absl::StatusOr<std::shared_ptr<comm::Work>> launchAllToAll(CollectiveRun& run);
   absl::StatusOr<std::shared_ptr<comm::Work>> launchReduceScatter(CollectiveRun& run);
   absl::StatusOr<std::shared_ptr<comm::Work>> launchExactReduceScatter(CollectiveRun& run);
   // Staging of `count` elements of type t, released at the wait.
@@ -238,15 +241,17 @@ class Executor {
   absl::StatusOr<std::vector<checkpoint::ShardView>> shardViews(const std::vector<int64_t>& ids) const;
   // Writes a param or state's valid box `dense` into its padded buffer.
   // A float buffer's local values (padding included) as f32 on the host.
-  absl::StatusOr<std::vector<float>> hostValues(const BufferSpec& b) const;
-  absl::Status uploadShard(const BufferSpec& b, const std::vector<float>& dense,
+  absl::StatusOr<std::vector<float>> hostValues(const plan::Buffer& b) const;
+  absl::Status uploadShard(const plan::Buffer& b, const std::vector<float>& dense,
                            const std::vector<int64_t>& valid);
   absl::Status outOfMemory(size_t bytes, const std::string& what) const;
   void alias(int64_t id, int64_t of);
   void releaseBuffer(int64_t id);
   absl::Status clipGradients();
 
-  Plan plan_;
+  plan::Plan plan_;
+  // This rank's program (its pipeline stage's), in execution order.
+  std::vector<const plan::Instruction*> instructions_;
   std::shared_ptr<comm::ProcessGroup> world_;
   ExecutorOptions options_;
   int64_t rank_ = 0;

@@ -13,16 +13,17 @@
 namespace loom::runtime {
 
 absl::Status Executor::bindBucket(Site& site) {
-  const Instruction& in = site.in;
+  const plan::Instruction& in = site.in;
   const auto& [o, r] = site.io();
   const bool det = options_.deterministic;
   const bool pack = in.op == "dist.bucket";
   const std::vector<int64_t>& entries = pack ? o : r;
   const int64_t flat = pack ? r.at(0) : o.at(0);
   if ((pack ? r.size() : o.size()) != 1) return site.fail("one bucket buffer expected");
-  const int64_t chunks = in.attrs.value("chunks", int64_t{1});
-  std::vector<int64_t> offsets = in.attrs.value("offsets", std::vector<int64_t>{});
-  std::vector<int64_t> splitDims = in.attrs.value("split_dims", std::vector<int64_t>(entries.size(), 0));
+  const int64_t chunks = in.attrs.chunks.value_or(1);
+  const std::vector<int64_t>& offsets = in.attrs.offsets;
+  const std::vector<int64_t> splitDims =
+      in.attrs.split_dims.empty() ? std::vector<int64_t>(entries.size(), 0) : in.attrs.split_dims;
   if (offsets.size() != entries.size() || splitDims.size() != entries.size() || chunks < 1 ||
       numel(flat) % chunks) {
     return site.fail("offsets/split_dims/chunks do not fit the entries");
@@ -38,7 +39,7 @@ absl::Status Executor::bindBucket(Site& site) {
   const size_t elem = comm::dtypeSize(type);
   // padded: parts take ceil(n / chunks) rows of the split dim, the rows
   // past the entry's end zero in the bucket and dropped when unbucketing.
-  const bool padded = in.attrs.value("padded", false);
+  const bool padded = in.attrs.padded;
   struct Part {
     int64_t id, outer, n, tail, offset, count, rows;
   };
@@ -89,14 +90,13 @@ absl::Status Executor::bindBucket(Site& site) {
 }
 
 absl::Status Executor::bindSlice(Site& site) {
-  const Instruction& in = site.in;
+  const plan::Instruction& in = site.in;
   const auto& [o, r] = site.io();
   if (absl::Status st = site.need(1, 1); !st.ok()) return st;
   if (plan_.buffers[o[0]].dtype != plan_.buffers[r[0]].dtype) return site.fail("a slice keeps its dtype");
-  const int64_t dim = in.attrs.value("slice_dim", int64_t{0});
-  std::vector<std::string> axes = in.attrs.value("mesh_axes", std::vector<std::string>{});
+  const int64_t dim = *in.attrs.slice_dim;
   int64_t index = 0;
-  for (const std::string& axis : axes) {
+  for (const std::string& axis : in.attrs.mesh_axes) {
     absl::StatusOr<int64_t> a = plan_.mesh.axisIndex(axis);
     if (!a.ok()) return site.fail(std::string(a.status().message()));
     index = index * plan_.mesh.shape()[*a] + coords_[*a];
@@ -117,7 +117,7 @@ absl::Status Executor::bindFree(Site& site) {
 }
 
 absl::Status Executor::bindOptimizerStep(Site& site) {
-  const Instruction& in = site.in;
+  const plan::Instruction& in = site.in;
   const std::vector<int64_t>& o = site.in.operands;
   if (o.size() != 4 && o.size() != 5) {
     return site.fail("expected param, grad, exp_avg, exp_avg_sq and, for non-f32 params, an f32 master copy");
@@ -135,13 +135,11 @@ absl::Status Executor::bindOptimizerStep(Site& site) {
     return site.fail("a bf16 parameter needs an f32 master copy (operand 5); re-plan with the current planner");
   }
   optim::AdamWConfig config;
-  config.lr = options_.learning_rate > 0 ? options_.learning_rate : in.attrs.value("lr", 1e-3);
-  std::vector<double> betas = in.attrs.value("betas", std::vector<double>{0.9, 0.999});
-  if (betas.size() != 2) return site.fail("betas must have two entries");
-  config.beta1 = betas[0];
-  config.beta2 = betas[1];
-  config.eps = in.attrs.value("eps", 1e-8);
-  config.weight_decay = in.attrs.value("weight_decay", 1e-2);
+  config.lr = options_.learning_rate > 0 ? options_.learning_rate : *in.attrs.lr;
+  config.beta1 = *in.attrs.beta1;
+  config.beta2 = *in.attrs.beta2;
+  config.eps = *in.attrs.eps;
+  config.weight_decay = *in.attrs.weight_decay;
   site.bound.allocates_results = false;
   site.bound.body = [=, this](int64_t step) {
     return kernels_->adamw(config, step, ref(o[0]), ref(o[1]), f32(o[2]), f32(o[3]), master ? f32(o[4]) : nullptr,

@@ -12,38 +12,20 @@
 #include "mesh/shard_math.h"
 #include "runtime/executor/executor.h"
 #include "runtime/executor/executor_internal.h"
-#include "runtime/plan/op_table.h"
+#include "plan/op_table.h"
 
 namespace loom::runtime {
 namespace {
 
-using json = nlohmann::json;
 using WorkOr = absl::StatusOr<std::shared_ptr<comm::Work>>;
-
-absl::StatusOr<comm::ReduceOp> reduceOpOf(const json& reduction) {
-  std::string name;
-  if (reduction.is_number_integer()) {
-    static const char* kNames[] = {"sum", "avg", "max", "min"};
-    const int64_t i = reduction.get<int64_t>();
-    if (i < 0 || i > 3) return absl::InvalidArgumentError(absl::StrCat("unknown reduction ", i));
-    name = kNames[i];
-  } else if (reduction.is_string()) {
-    name = reduction.get<std::string>();
-  }
-  if (name == "sum") return comm::ReduceOp::kSum;
-  if (name == "avg") return comm::ReduceOp::kAvg;
-  if (name == "max") return comm::ReduceOp::kMax;
-  if (name == "min") return comm::ReduceOp::kMin;
-  return absl::InvalidArgumentError(absl::StrCat("unknown reduction ", reduction.dump()));
-}
 
 }  // namespace
 
 absl::Status Executor::bindWait(Site& site) {
-  const Instruction& in = site.in;
+  const plan::Instruction& in = site.in;
   const auto& [o, r] = site.io();
   if (absl::Status st = site.need(1, 1); !st.ok()) return st;
-  const std::string handle = in.async_handle;
+  const std::string handle = in.attrs.async_handle;
   site.bound.allocates_results = false;
   site.bound.body = [=, this](int64_t step) -> absl::Status {
     auto it = pending_.find(handle);
@@ -78,29 +60,24 @@ absl::Status Executor::bindWait(Site& site) {
 // added by sumChunks, so its accumulation is the plan's on every backend and
 // device, in rank order.
 absl::StatusOr<Executor::CollectiveCall> Executor::parseCollective(Site& site) {
-  const Instruction& in = site.in;
+  const plan::Instruction& in = site.in;
   if (absl::Status st = site.need(1, 1); !st.ok()) return st;
   CollectiveCall c;
   c.in = &in;
   c.operand = in.operands[0];
   c.result = in.results[0];
-  c.kind = in.attrs.value("kind", "");
-  const std::vector<std::string> axes = in.attrs.value("mesh_axes", std::vector<std::string>{});
+  c.kind = plan::collectiveKindName(in.info->collective);
+  const std::vector<std::string>& axes = in.attrs.mesh_axes;
   absl::StatusOr<std::shared_ptr<comm::ProcessGroup>> group = groups_->groupFor(axes);
   if (!group.ok()) return site.fail(std::string(group.status().message()));
   c.group = *group;
   c.g = c.group->size();
   c.operand_type = plan_.buffers[c.operand].dtype;
   c.result_type = plan_.buffers[c.result].dtype;
-  const std::string wireName = in.attrs.value("wire_type", std::string(comm::dtypeName(c.operand_type)));
-  const std::string accumName = in.attrs.value("accum_type", wireName);
-  absl::StatusOr<comm::DType> wire = comm::dtypeFromName(wireName);
-  absl::StatusOr<comm::DType> accum = comm::dtypeFromName(accumName);
-  if (!wire.ok() || !accum.ok()) {
-    return site.fail(absl::StrCat("wire ", wireName, " / accumulation ", accumName, " is not a dtype"));
-  }
-  c.wire = *wire;
-  c.accum = *accum;
+  c.wire = in.attrs.wire_type.value_or(c.operand_type);
+  c.accum = in.attrs.accum_type.value_or(c.wire);
+  const std::string wireName(comm::dtypeName(c.wire));
+  const std::string accumName(comm::dtypeName(c.accum));
   if (!runtimeDtype(c.wire) || !runtimeDtype(c.accum)) {
     return site.fail(absl::StrCat("wire ", wireName, " / accumulation ", accumName, ": the ",
                                   kernels_->name(), " runtime moves and reduces f32, bf16 and i32"));
@@ -109,18 +86,14 @@ absl::StatusOr<Executor::CollectiveCall> Executor::parseCollective(Site& site) {
     return site.fail(absl::StrCat("a ", std::string(comm::dtypeName(c.operand_type)),
                                   " operand cannot travel as ", wireName));
   }
-  c.async = findOp(in.op)->async_start;
-  c.padded = in.attrs.value("padded", false);
+  c.async = in.info->async_start;
+  c.padded = in.attrs.padded;
   c.in_shape = shape(c.operand);
   c.out_shape = shape(c.result);
   c.in_count = product(c.in_shape);
   c.out_count = product(c.out_shape);
-  if (in.attrs.contains("reduction")) {
-    absl::StatusOr<comm::ReduceOp> parsed = reduceOpOf(in.attrs["reduction"]);
-    if (!parsed.ok()) return site.fail(std::string(parsed.status().message()));
-    c.reduce = *parsed;
-  }
-  const bool reduction = c.kind != "all_gather";
+  c.reduce = in.attrs.reduction.value_or(comm::ReduceOp::kSum);
+  const bool reduction = in.attrs.reduction.has_value();
   if (c.result_type != c.wire && !(reduction && c.result_type == c.accum)) {
     return site.fail(absl::StrCat("the result is ", std::string(comm::dtypeName(c.result_type)), "; a ",
                                   c.kind, " with wire ", wireName, " and accumulation ", accumName,
@@ -140,19 +113,26 @@ absl::StatusOr<Executor::CollectiveCall> Executor::parseCollective(Site& site) {
     return site.fail("deterministic mode runs f32 plans");
   }
   if (absl::Status st = checkCollectiveShapes(site, c); !st.ok()) return st;
-  c.bytes = in.attrs.value("bytes", int64_t{0});
+  c.bytes = in.attrs.bytes.value_or(0);
   c.axes = absl::StrJoin(axes, "+");
   c.track = absl::StrCat("comm:", c.group->name());
-  c.handle = c.async ? in.async_handle : absl::StrCat("sync#", site.position);
+  c.handle = c.async ? in.attrs.async_handle : absl::StrCat("sync#", site.position);
   return c;
 }
 
 absl::Status Executor::checkCollectiveShapes(Site& site, CollectiveCall& c) {
   const std::vector<int64_t>& in = c.in_shape;
   const std::vector<int64_t>& out = c.out_shape;
-  if (c.kind == "all_gather") c.dim = site.in.attrs.value("gather_dim", int64_t{0});
-  if (c.kind == "reduce_scatter") c.dim = site.in.attrs.value("scatter_dim", int64_t{0});
+  const plan::Attrs& attrs = site.in.attrs;
+  c.dim = attrs.gather_dim.value_or(attrs.scatter_dim.value_or(attrs.split_dim.value_or(0)));
+  c.concat_dim = attrs.concat_dim.value_or(0);
   const int64_t dim = c.dim;
+  const int64_t rank = static_cast<int64_t>(in.size());
+  if (c.kind != "all_reduce" &&
+      (dim < 0 || dim >= rank || c.concat_dim < 0 || c.concat_dim >= rank || out.size() != in.size())) {
+    return site.fail(absl::StrCat("dims ", dim, " and ", c.concat_dim, " do not fit ", shapeText(in),
+                                  " -> ", shapeText(out)));
+  }
   if (c.kind == "all_gather") {
     const int64_t want = c.padded ? out[dim] : in[dim] * c.g;
     if (mesh::shardSize(out[dim], c.g) != in[dim] || out[dim] != want) {
@@ -163,6 +143,15 @@ absl::Status Executor::checkCollectiveShapes(Site& site, CollectiveCall& c) {
     if (mesh::shardSize(in[dim], c.g) != out[dim]) {
       return site.fail(absl::StrCat("scattering ", shapeText(in), " over ", c.g, " ranks along dim ",
                                     dim, " cannot give ", shapeText(out)));
+    }
+  } else if (c.kind == "all_to_all") {
+    std::vector<int64_t> want = in;
+    want[dim] /= c.g;
+    want[c.concat_dim] *= c.g;
+    if (in[dim] % c.g != 0 || out != want) {
+      return site.fail(absl::StrCat("an all-to-all of ", shapeText(in), " over ", c.g, " ranks from dim ",
+                                    dim, " to dim ", c.concat_dim, " cannot give ", shapeText(out),
+                                    " (the split dim must divide by the group)"));
     }
   } else if (c.kind != "all_reduce" || in != out) {
     return site.fail(absl::StrCat("unsupported collective kind '", c.kind, "'"));
@@ -178,6 +167,8 @@ absl::Status Executor::bindCollective(Site& site) {
     launch = call->exact ? &Executor::launchExactAllReduce : &Executor::launchAllReduce;
   } else if (call->kind == "all_gather") {
     launch = &Executor::launchAllGather;
+  } else if (call->kind == "all_to_all") {
+    launch = &Executor::launchAllToAll;
   } else {
     launch = call->exact ? &Executor::launchExactReduceScatter : &Executor::launchReduceScatter;
   }
@@ -223,7 +214,8 @@ WorkOr Executor::launchStacked(CollectiveRun& run) {
       comm::Tensor(const_cast<int64_t*>(mine.index.data()), comm::DType::kInt64, {rowsIn}));
   if (!indexWork.ok()) return indexWork.status();
   if (absl::Status s = (*indexWork)->wait(options_.timeout); !s.ok()) return s;
-  if (c.kind == "all_gather" || (c.kind == "reduce_scatter" && (c.dim != 0 || c.padded))) {
+  if (c.kind == "all_gather" || c.kind == "all_to_all" ||
+      (c.kind == "reduce_scatter" && (c.dim != 0 || c.padded))) {
     return absl::UnimplementedError(absl::StrCat(
         c.in->where(), ": deterministic mode covers all-reduces and dim-0 reduce-scatters of "
         "gradients; this plan needs ", c.kind, " along dim ", c.dim));
@@ -326,6 +318,36 @@ WorkOr Executor::launchAllGather(CollectiveRun& run) {
   return work;
 }
 
+// Chunk q of the split dim goes to rank q; what rank q sends lands at
+// block q of the concat dim. Both sides are packed rank-major in staging.
+WorkOr Executor::launchAllToAll(CollectiveRun& run) {
+  const CollectiveCall& c = run.call;
+  const int64_t g = c.g, chunk = c.in_count / g, rows = c.in_shape[c.dim];
+  const int64_t part = rows / g;
+  absl::StatusOr<Ref> send = stage(run, c.wire, c.in_count);
+  if (!send.ok()) return send.status();
+  absl::StatusOr<Ref> recv = stage(run, c.wire, c.in_count);
+  if (!recv.ok()) return recv.status();
+  for (int64_t q = 0; q < g; ++q) {
+    absl::Status s = copyDimSlice(*kernels_, run.src, c.in_shape, c.dim, q * part, part, send->at(q * chunk));
+    if (!s.ok()) return s;
+  }
+  WorkOr work = c.group->allToAllSingle(run.tensor(*recv, c.in_count), run.tensor(*send, c.in_count));
+  // A received chunk is the operand's shape with the split dim cut to
+  // `part`, so its extent along the concat dim is `part` or the operand's.
+  const int64_t concat = c.concat_dim, block = concat == c.dim ? part : c.in_shape[concat];
+  const std::vector<int64_t> outShape = c.out_shape;
+  const Ref from = *recv;
+  run.pending->finish = [=, this](Ref out) {
+    absl::Status s;
+    for (int64_t q = 0; q < g; ++q) {
+      s.Update(placeDimSlice(*kernels_, from.at(q * chunk), block, out, outShape, concat, q * block));
+    }
+    return s;
+  };
+  return work;
+}
+
 // The reduce-scatter's input as g equal segments, segment q holding rank
 // q's rows of dim (zero-padded): the operand itself for an unpadded dim 0.
 absl::StatusOr<Ref> Executor::scatterSegments(CollectiveRun& run) {
@@ -385,7 +407,7 @@ absl::Status Executor::issueCollective(const CollectiveCall& c, Launch launch, i
   }
   if (det && stacks_[c.operand].rows > 0) launch = &Executor::launchStacked;
   WorkOr work = (this->*launch)(run);
-  const Instruction& in = *c.in;
+  const plan::Instruction& in = *c.in;
   if (!work.ok()) {
     return absl::Status(work.status().code(),
                         absl::StrCat("step ", step, ", ", in.where(), ": ", work.status().message()));
@@ -419,7 +441,7 @@ absl::Status Executor::issueCollective(const CollectiveCall& c, Launch launch, i
 // The collective's span on its group's track, from issue to completion
 // (recorded on the group's thread when the Work completes).
 void Executor::traceCollective(const CollectiveCall& c, Pending& p, int64_t step) {
-  const std::string phase(phaseName(c.in->phase));
+  const std::string phase(plan::phaseName(c.in->phase));
   const int64_t index = c.in->index;
   const double issued = p.issued_us;
   const std::string kind = c.kind, track = c.track, axes = c.axes;

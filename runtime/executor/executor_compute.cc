@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "runtime/executor/executor.h"
 #include "runtime/executor/executor_internal.h"
 
@@ -26,7 +27,7 @@ absl::Status Executor::bindEmbedding(Site& site) {
   if (absl::Status st = site.need(2, 1); !st.ok()) return st;
   const int64_t hidden = shape(o[1]).back();
   const int64_t tokens = numel(o[0]);
-  absl::StatusOr<ShardBox> box = shardBoxOf(plan_.buffers[o[1]], plan_.mesh, coords_);
+  absl::StatusOr<plan::ShardBox> box = plan::shardBoxOf(plan_.buffers[o[1]], plan_.mesh, coords_);
   if (!box.ok()) return box.status();
   if (numel(r[0]) != tokens * hidden) return site.fail("result is not ids x hidden");
   const int64_t rowBegin = box->offsets[0], tableRows = box->valid[0];
@@ -42,7 +43,7 @@ absl::Status Executor::bindEmbeddingGrad(Site& site) {
   if (absl::Status st = site.need(2, 1); !st.ok()) return st;
   const int64_t hidden = shape(r[0]).back();
   const int64_t tokens = numel(o[0]);
-  absl::StatusOr<ShardBox> box = shardBoxOf(plan_.buffers[r[0]], plan_.mesh, coords_);
+  absl::StatusOr<plan::ShardBox> box = plan::shardBoxOf(plan_.buffers[r[0]], plan_.mesh, coords_);
   if (!box.ok()) return box.status();
   if (numel(o[1]) != tokens * hidden) return site.fail("dy is not ids x hidden");
   const int64_t rowBegin = box->offsets[0], tableRows = box->valid[0];
@@ -93,11 +94,11 @@ absl::Status Executor::bindLinear(Site& site) {
 }
 
 absl::Status Executor::bindMatmul(Site& site) {
-  const Instruction& in = site.in;
+  const plan::Instruction& in = site.in;
   const auto& [o, r] = site.io();
   const bool det = options_.deterministic;
   if (absl::Status st = site.need(2, 1); !st.ok()) return st;
-  const bool tl = in.attrs.value("transpose_lhs", false), tr = in.attrs.value("transpose_rhs", false);
+  const bool tl = in.attrs.transpose_lhs, tr = in.attrs.transpose_rhs;
   if (tl && tr) return site.fail("transpose_lhs and transpose_rhs together are not supported");
   if (tl) {
     if (shape(r[0]).size() != 2) return site.fail("transpose_lhs result must be rank 2");
@@ -145,13 +146,13 @@ absl::Status Executor::bindMatmul(Site& site) {
 }
 
 absl::Status Executor::bindNorm(Site& site) {
-  const Instruction& in = site.in;
+  const plan::Instruction& in = site.in;
   const auto& [o, r] = site.io();
   const bool layer = in.op == "nn.layer_norm";
   if (absl::Status st = site.need(layer ? 3 : 2, 1); !st.ok()) return st;
   const int64_t hidden = shape(o[0]).back(), rows = numel(o[0]) / hidden;
   if (numel(o[1]) != hidden) return site.fail("gamma size");
-  const float eps = in.attrs.value("epsilon", 1e-5f);
+  const float eps = static_cast<float>(*in.attrs.epsilon);
   site.bound.body = [=, this](int64_t) {
     if (layer) return kernels_->layerNorm(ref(o[0]), ref(o[1]), ref(o[2]), ref(r[0]), rows, hidden, eps);
     return kernels_->rmsNorm(ref(o[0]), ref(o[1]), ref(r[0]), rows, hidden, eps);
@@ -160,14 +161,14 @@ absl::Status Executor::bindNorm(Site& site) {
 }
 
 absl::Status Executor::bindNormGrad(Site& site) {
-  const Instruction& in = site.in;
+  const plan::Instruction& in = site.in;
   const auto& [o, r] = site.io();
   const bool det = options_.deterministic;
   const bool layer = in.op == "nn.layer_norm_grad";
   if (absl::Status st = site.need(3, layer ? 3 : 2); !st.ok()) return st;
   const int64_t hidden = shape(o[0]).back(), rows = numel(o[0]) / hidden;
   if (numel(o[1]) != hidden || numel(o[2]) != numel(o[0])) return site.fail("shapes disagree");
-  const float eps = in.attrs.value("epsilon", 1e-5f);
+  const float eps = static_cast<float>(*in.attrs.epsilon);
   const int64_t batch = det ? rows_.count : 1;
   if (det) {
     if (rows % batch) return site.fail("deterministic mode: the rows do not split by batch row");
@@ -190,18 +191,18 @@ absl::Status Executor::bindNormGrad(Site& site) {
 }
 
 absl::Status Executor::bindRope(Site& site) {
-  const Instruction& in = site.in;
+  const plan::Instruction& in = site.in;
   const auto& [o, r] = site.io();
   if (absl::Status st = site.need(1, 1); !st.ok()) return st;
   const std::vector<int64_t>& s = shape(o[0]);
   if (s.size() != 4 || s[3] % 2) return site.fail("rope wants [B, S, H, D] with D even");
-  for (const AxisPlacement& p : plan_.buffers[o[0]].placement) {
-    if (p.kind == AxisPlacement::Kind::kShard && p.dim == 1) {
+  for (const plan::AxisPlacement& p : plan_.buffers[o[0]].placement) {
+    if (p.kind == plan::AxisPlacement::Kind::kShard && p.dim == 1) {
       return site.fail("rope of a sequence-sharded tensor is not supported");
     }
   }
-  const float theta = in.attrs.value("theta", 10000.0f);
-  const bool inverse = in.attrs.value("inverse", false);
+  const float theta = static_cast<float>(*in.attrs.theta);
+  const bool inverse = in.attrs.inverse;
   site.bound.body = [=, this](int64_t) {
     return kernels_->rope(ref(o[0]), ref(r[0]), s[0], s[1], s[2], s[3], theta, inverse);
   };
@@ -209,7 +210,7 @@ absl::Status Executor::bindRope(Site& site) {
 }
 
 absl::Status Executor::bindAttention(Site& site) {
-  const Instruction& in = site.in;
+  const plan::Instruction& in = site.in;
   const auto& [o, r] = site.io();
   const bool grad = in.op == "nn.attention_grad";
   if (absl::Status st = site.need(grad ? 4 : 3, grad ? 3 : 1); !st.ok()) return st;
@@ -232,7 +233,7 @@ absl::Status Executor::bindAttention(Site& site) {
 }
 
 absl::Status Executor::bindActivation(Site& site) {
-  const Instruction& in = site.in;
+  const plan::Instruction& in = site.in;
   const auto& [o, r] = site.io();
   if (absl::Status st = site.need(1, 1); !st.ok()) return st;
   const bool gelu = in.op == "nn.gelu";
@@ -245,7 +246,7 @@ absl::Status Executor::bindActivation(Site& site) {
 }
 
 absl::Status Executor::bindActivationGrad(Site& site) {
-  const Instruction& in = site.in;
+  const plan::Instruction& in = site.in;
   const auto& [o, r] = site.io();
   if (absl::Status st = site.need(2, 1); !st.ok()) return st;
   const bool gelu = in.op == "nn.gelu_grad";
@@ -259,7 +260,7 @@ absl::Status Executor::bindActivationGrad(Site& site) {
 }
 
 absl::Status Executor::bindElementwise(Site& site) {
-  const Instruction& in = site.in;
+  const plan::Instruction& in = site.in;
   const auto& [o, r] = site.io();
   const bool det = options_.deterministic;
   if (absl::Status st = site.need(2, 1); !st.ok()) return st;
@@ -276,7 +277,7 @@ absl::Status Executor::bindElementwise(Site& site) {
 }
 
 absl::Status Executor::bindSoftmax(Site& site) {
-  const Instruction& in = site.in;
+  const plan::Instruction& in = site.in;
   const auto& [o, r] = site.io();
   const bool grad = in.op == "nn.softmax_grad";
   if (absl::Status st = site.need(grad ? 2 : 1, 1); !st.ok()) return st;
@@ -297,12 +298,42 @@ absl::Status Executor::bindReshape(Site& site) {
   return absl::OkStatus();
 }
 
+absl::Status Executor::bindTranspose(Site& site) {
+  const auto& [o, r] = site.io();
+  if (absl::Status st = site.need(1, 1); !st.ok()) return st;
+  const std::vector<int64_t>& perm = site.in.attrs.permutation;
+  const std::vector<int64_t> in = shape(o[0]);
+  std::vector<bool> seen(in.size(), false);
+  bool valid = perm.size() == in.size();
+  for (size_t i = 0; valid && i < perm.size(); ++i) {
+    valid = perm[i] >= 0 && perm[i] < static_cast<int64_t>(in.size()) && !seen[perm[i]];
+    if (valid) seen[perm[i]] = true;
+  }
+  if (!valid) return site.fail(absl::StrCat("permutation [", absl::StrJoin(perm, ", "), "] does not permute the ",
+                                            in.size(), " dims of ", shapeText(in)));
+  std::vector<int64_t> want(in.size());
+  for (size_t i = 0; i < perm.size(); ++i) want[i] = in[perm[i]];
+  if (want != shape(r[0]) || plan_.buffers[o[0]].dtype != plan_.buffers[r[0]].dtype) {
+    return site.fail(absl::StrCat("transposing ", shapeText(in), " gives ", shapeText(want), " of the same type, not ",
+                                  shapeText(shape(r[0]))));
+  }
+  const std::string where = site.in.where();
+  site.bound.body = [=, this](int64_t) -> absl::Status {
+    if (stacks_[o[0]].rows > 0) {
+      return absl::UnimplementedError(absl::StrCat(where, ": deterministic mode does not transpose per-row "
+                                                   "partial sums"));
+    }
+    return permuteDims(*kernels_, ref(o[0]), in, perm, ref(r[0]));
+  };
+  return absl::OkStatus();
+}
+
 absl::Status Executor::bindReduceSum(Site& site) {
-  const Instruction& in = site.in;
+  const plan::Instruction& in = site.in;
   const auto& [o, r] = site.io();
   const bool det = options_.deterministic;
   if (absl::Status st = site.need(1, 1); !st.ok()) return st;
-  std::vector<int64_t> dims = in.attrs.value("dims", std::vector<int64_t>{});
+  const std::vector<int64_t>& dims = in.attrs.dims;
   const std::vector<int64_t> s = shape(o[0]);
   for (size_t k = 0; k < dims.size(); ++k) {
     if (dims[k] < 0 || dims[k] >= static_cast<int64_t>(s.size()) || (k && dims[k] <= dims[k - 1])) {
@@ -333,21 +364,21 @@ absl::Status Executor::bindReduceSum(Site& site) {
 }
 
 absl::Status Executor::bindCrossEntropy(Site& site) {
-  const Instruction& in = site.in;
+  const plan::Instruction& in = site.in;
   const auto& [o, r] = site.io();
   const bool det = options_.deterministic;
   const bool grad = in.op == "nn.cross_entropy_grad";
   if (absl::Status st = site.need(grad ? 3 : 2, 1); !st.ok()) return st;
   const int64_t vocab = shape(o[0]).back(), tokens = numel(o[0]) / vocab;
   if (numel(o[1]) != tokens) return site.fail("labels do not match the logits' tokens");
-  for (const AxisPlacement& p : plan_.buffers[o[0]].placement) {
-    if (p.kind == AxisPlacement::Kind::kShard &&
+  for (const plan::AxisPlacement& p : plan_.buffers[o[0]].placement) {
+    if (p.kind == plan::AxisPlacement::Kind::kShard &&
         p.dim == static_cast<int64_t>(shape(o[0]).size()) - 1) {
       return site.fail("the logits are split over the vocabulary; this op needs them whole");
     }
   }
   if (absl::Status st = grad ? site.needF32({o[2]}) : site.needF32({r[0]}); !st.ok()) return st;
-  const float scale = in.attrs.value("scale", 1.0f);
+  const float scale = static_cast<float>(in.attrs.scale.value_or(1.0));
   const bool seedConstant = !kernels_->hostAddressable();
   if (grad && seedConstant && o[2] != plan_.interface.loss_grad_seed) return site.fail(kDlossNotSeed);
   // Deterministic: the loss is kept as one mean per batch row.
@@ -385,7 +416,7 @@ absl::Status Executor::bindBiasAdd(Site& site) {
 }
 
 absl::Status Executor::bindVocab(Site& site) {
-  const Instruction& in = site.in;
+  const plan::Instruction& in = site.in;
   const auto& [o, r] = site.io();
   // Vocab-parallel cross-entropy: the logits' last dim may be a shard
   // of the vocabulary; its global rows come from the logits' placement.
@@ -393,15 +424,15 @@ absl::Status Executor::bindVocab(Site& site) {
   const int64_t logitsId = ce ? -1 : o.at(0);
   int64_t local = 0, valid = 0, rowBegin = 0, tokens = 0;
   if (!ce) {
-    const BufferSpec& logits = plan_.buffers[logitsId];
-    absl::StatusOr<ShardBox> box = shardBoxOf(logits, plan_.mesh, coords_);
+    const plan::Buffer& logits = plan_.buffers[logitsId];
+    absl::StatusOr<plan::ShardBox> box = plan::shardBoxOf(logits, plan_.mesh, coords_);
     if (!box.ok()) return box.status();
     local = logits.local_shape.back();
     rowBegin = box->offsets.back();
     tokens = logits.numel() / std::max<int64_t>(local, 1);
     // A padded buffer's global dim is its padded extent; `vocab` says
     // how many rows are real.
-    const int64_t vocab = in.attrs.value("vocab", logits.global_shape.back());
+    const int64_t vocab = in.attrs.vocab.value_or(logits.global_shape.back());
     if (vocab > logits.global_shape.back()) return site.fail("vocab exceeds the logits' rows");
     valid = std::clamp<int64_t>(vocab - rowBegin, 0, local);
   }
@@ -433,7 +464,7 @@ absl::Status Executor::bindVocab(Site& site) {
       return site.fail("labels, max, stats and the gradient must match the logits");
     }
     if (absl::Status st = site.needF32({o[2], o[3], o[4]}); !st.ok()) return st;
-    const float scale = in.attrs.value("scale", 1.0f);
+    const float scale = static_cast<float>(in.attrs.scale.value_or(1.0));
     const bool seedConstant = !kernels_->hostAddressable();
     if (seedConstant && o[4] != plan_.interface.loss_grad_seed) return site.fail(kDlossNotSeed);
     site.bound.body = [=, this](int64_t) {

@@ -57,7 +57,7 @@ struct TrainRun {
 
 TrainRun train(ExecutorOptions options, const std::string& plan_name = "llama_single") {
   TrainRun run;
-  absl::StatusOr<Plan> plan = loadPlan(planPath(plan_name));
+  absl::StatusOr<plan::Plan> plan = plan::loadPlan(planPath(plan_name));
   EXPECT_TRUE(plan.ok()) << plan.status();
   if (!plan.ok()) return run;
   absl::StatusOr<std::unique_ptr<Executor>> executor = Executor::create(*plan, soloWorld(), options);
@@ -182,7 +182,7 @@ TEST_F(ExecutorCudaTest, ClipsBf16GradientsWithTheCpuGlobalNorm) {
 
 // Needs no GPU: the mode is refused before CUDA is touched.
 TEST(ExecutorCudaRefusalTest, DeterministicModeIsCpuOnly) {
-  absl::StatusOr<Plan> plan = loadPlan(planPath("llama_single"));
+  absl::StatusOr<plan::Plan> plan = plan::loadPlan(planPath("llama_single"));
   ASSERT_TRUE(plan.ok()) << plan.status();
   ExecutorOptions options;
   options.device = ExecutorDevice::kCuda;
@@ -196,7 +196,7 @@ TEST(ExecutorCudaRefusalTest, DeterministicModeIsCpuOnly) {
 TEST(ExecutorCudaRefusalTest, NoUsableGpuIsAClearError) {
   const std::string reason = cudaDeviceUnavailableReason(0);
   if (reason.empty()) GTEST_SKIP() << "a GPU is usable here";
-  absl::StatusOr<Plan> plan = loadPlan(planPath("llama_single"));
+  absl::StatusOr<plan::Plan> plan = plan::loadPlan(planPath("llama_single"));
   ASSERT_TRUE(plan.ok()) << plan.status();
   ExecutorOptions options;
   options.device = ExecutorDevice::kCuda;

@@ -42,11 +42,17 @@ absl::Status copyDimSlice(KernelSet& k, Ref src, const std::vector<int64_t>& sha
 absl::Status placeDimSlice(KernelSet& k, Ref src, int64_t count, Ref dst,
                            const std::vector<int64_t>& shape, int64_t dim, int64_t begin);
 
+// `dst` = `src` (row-major `shape`) with its dims permuted: result dim i is
+// source dim perm[i]. Built from copy2D, so it runs on every kernel set:
+// one strided copy per index of the leading result dims.
+absl::Status permuteDims(KernelSet& k, Ref src, const std::vector<int64_t>& shape,
+                         const std::vector<int64_t>& perm, Ref dst);
+
 // An instruction bound to its kernel: `body` runs it once its results are
 // allocated. `view_of` makes result 0 share an operand's (or a pending
 // collective's) storage instead of allocating.
 struct Executor::Bound {
-  const Instruction* instr = nullptr;
+  const plan::Instruction* instr = nullptr;
   int64_t position = 0;
   std::function<absl::Status(int64_t step)> body;
   int64_t view_of = -1;           // result 0 aliases this buffer
@@ -75,8 +81,8 @@ struct Executor::Pending {
 
 // A collective as bound: what does not change from step to step.
 struct Executor::CollectiveCall {
-  const Instruction* in = nullptr;
-  std::string kind;  // all_gather, reduce_scatter or all_reduce
+  const plan::Instruction* in = nullptr;
+  std::string kind;  // all_gather, reduce_scatter, all_reduce or all_to_all
   std::shared_ptr<comm::ProcessGroup> group;
   int64_t g = 1;  // the group's size
   int64_t operand = -1, result = -1;
@@ -87,7 +93,8 @@ struct Executor::CollectiveCall {
   // A sum or average accumulated wider than the wire: exchanged with an
   // all-to-all and added in rank order by sumChunks.
   bool exact = false;
-  int64_t dim = 0;  // gather_dim or scatter_dim
+  int64_t dim = 0;         // gather_dim, scatter_dim or split_dim
+  int64_t concat_dim = 0;  // all_to_all
   std::vector<int64_t> in_shape, out_shape;
   int64_t in_count = 0, out_count = 0;
   int64_t bytes = 0;  // per rank, for the trace

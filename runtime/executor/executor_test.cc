@@ -17,7 +17,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "runtime/data/token_feed.h"
-#include "runtime/plan/op_table.h"
+#include "plan/op_table.h"
 #include "tests/testing/status_matchers.h"
 
 namespace loom::runtime {
@@ -42,7 +42,7 @@ struct RunResult {
 
 // Trains `name` for `steps` steps on synthetic tokens, every rank a thread.
 RunResult train(const std::string& name, int steps = kSteps, ExecutorOptions options = {}) {
-  absl::StatusOr<Plan> plan = loadPlan(planPath(name));
+  absl::StatusOr<plan::Plan> plan = plan::loadPlan(planPath(name));
   EXPECT_TRUE(plan.ok()) << plan.status();
   RunResult result;
   if (!plan.ok()) return result;
@@ -195,7 +195,7 @@ TEST(MixedPrecision, FollowsTheF32Run) {
 }
 
 TEST(MixedPrecision, ParamsAreTheirMasterCopiesRounded) {
-  absl::StatusOr<Plan> plan = loadPlan(planPath("llama_bf16_fsdp4"));
+  absl::StatusOr<plan::Plan> plan = plan::loadPlan(planPath("llama_bf16_fsdp4"));
   ASSERT_TRUE(plan.ok()) << plan.status();
   comm::testing::runRanksShared(4, [&](std::shared_ptr<comm::ProcessGroup> group) {
     absl::StatusOr<std::unique_ptr<Executor>> executor = Executor::create(*plan, group);
@@ -209,8 +209,8 @@ TEST(MixedPrecision, ParamsAreTheirMasterCopiesRounded) {
     }
     for (int step = 1; step <= 3; ++step) ASSERT_TRUE(e.step(step, ids.data(), labels.data()).ok());
     int checked = 0;
-    for (const BufferSpec& b : e.plan().buffers) {
-      if (b.role != BufferRole::kParam) continue;
+    for (const plan::Buffer& b : e.plan().buffers) {
+      if (b.role != plan::BufferRole::kParam) continue;
       ASSERT_EQ(b.dtype, comm::DType::kBFloat16) << b.name;
       absl::StatusOr<std::vector<float>> param = e.localValues(b.name);
       absl::StatusOr<std::vector<float>> master = e.localValues("master:" + b.name);
@@ -230,7 +230,7 @@ TEST(MixedPrecision, ParamsAreTheirMasterCopiesRounded) {
 }
 
 TEST(MixedPrecision, DeterministicModeRefusesBf16Plans) {
-  absl::StatusOr<Plan> plan = loadPlan(planPath("llama_bf16_single"));
+  absl::StatusOr<plan::Plan> plan = plan::loadPlan(planPath("llama_bf16_single"));
   ASSERT_TRUE(plan.ok()) << plan.status();
   comm::testing::runRanksShared(1, [&](std::shared_ptr<comm::ProcessGroup> group) {
     ExecutorOptions options;
@@ -241,7 +241,7 @@ TEST(MixedPrecision, DeterministicModeRefusesBf16Plans) {
 }
 
 TEST(ExecutorTest, DeterministicModeRefusesTensorParallelism) {
-  absl::StatusOr<Plan> plan = loadPlan(planPath("llama_tp2"));
+  absl::StatusOr<plan::Plan> plan = plan::loadPlan(planPath("llama_tp2"));
   ASSERT_TRUE(plan.ok()) << plan.status();
   comm::testing::runRanksShared(2, [&](std::shared_ptr<comm::ProcessGroup> group) {
     ExecutorOptions options;
@@ -251,17 +251,17 @@ TEST(ExecutorTest, DeterministicModeRefusesTensorParallelism) {
   });
 }
 
-// The op table (runtime/plan/op_table.h) and the executor's binders list
+// The op table (plan/op_table.h) and the executor's binders list
 // the same ops: a plan that loads can be bound.
 TEST(ExecutorTest, BindsEveryOpOfTheOpTable) {
-  for (const OpInfo& info : opTable()) {
+  for (const plan::OpInfo& info : plan::opTable()) {
     EXPECT_TRUE(Executor::binds(info.name)) << info.name << " has no binder";
   }
   EXPECT_FALSE(Executor::binds("nn.conv2d"));
 }
 
 TEST(ExecutorTest, RefusesAPlanForAnotherWorldSize) {
-  absl::StatusOr<Plan> plan = loadPlan(planPath("llama_fsdp4"));
+  absl::StatusOr<plan::Plan> plan = plan::loadPlan(planPath("llama_fsdp4"));
   ASSERT_TRUE(plan.ok()) << plan.status();
   comm::testing::runRanksShared(2, [&](std::shared_ptr<comm::ProcessGroup> group) {
     EXPECT_THAT(Executor::create(*plan, group).status(),
@@ -278,7 +278,7 @@ TEST(ExecutorTest, ClippingReportsTheSameGlobalNormOnEveryLayout) {
 }
 
 TEST(ExecutorTest, TracesComputeAndCommunication) {
-  absl::StatusOr<Plan> plan = loadPlan(planPath("llama_fsdp4"));
+  absl::StatusOr<plan::Plan> plan = plan::loadPlan(planPath("llama_fsdp4"));
   ASSERT_TRUE(plan.ok()) << plan.status();
   comm::testing::runRanksShared(4, [&](std::shared_ptr<comm::ProcessGroup> group) {
     ExecutorOptions options;

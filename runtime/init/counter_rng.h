@@ -10,6 +10,7 @@
 #include <span>
 
 #include "absl/status/status.h"
+#include "plan/init_spec.h"
 
 namespace loom::runtime::init {
 
@@ -27,16 +28,8 @@ float uniform(uint64_t seed, uint64_t stream, uint64_t index);
 // Philox words of that counter.
 float normal(uint64_t seed, uint64_t stream, uint64_t index);
 
-struct InitSpec {
-  enum class Kind { kNormal, kZeros, kOnes };
-  Kind kind = Kind::kNormal;
-  float mean = 0.0f;  // kNormal only
-  float std = 1.0f;   // kNormal only
-  uint64_t seed = 0;
-  // Distinguishes the parameters of one model (the plan assigns one per
-  // parameter), so equal-shaped parameters get different values.
-  uint64_t stream_id = 0;
-};
+// The plan format's init spec (plan/init_spec.h).
+using InitSpec = plan::InitSpec;
 
 // Fills `out` (row-major, shard_shape) with the sub-box of the parameter of
 // `global_shape` that starts at `shard_offsets`. InvalidArgument when the

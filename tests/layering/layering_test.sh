@@ -14,7 +14,7 @@ if [[ -n "$bad" ]]; then
   echo "FAIL: the runtime and comm layers must not link the planner or LLVM/MLIR (a cluster"
   echo "node has no LLVM); these are in the closure of tests/layering:node_deps:"
   echo "$bad" | sed 's/^/  /'
-  echo "Move what they need into a package without MLIR (mesh/, runtime/plan/), or find the"
+  echo "Move what they need into a package without MLIR (mesh/, plan/), or find the"
   echo "path with: bazel query 'somepath(//tools/train:train, <target>)'"
   status=1
 fi

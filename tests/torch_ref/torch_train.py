@@ -79,14 +79,15 @@ def adamw_hyperparameters(args: argparse.Namespace,
     the defaults plan.json uses (torch's, with weight_decay 0.01)."""
     hp = dict(ADAMW_DEFAULTS)
     if plan is not None:
-        for instr in plan.get("phases", {}).get("optimizer", []):
+        instructions = [instr for program in plan.get("programs", [])
+                        for block in program.get("blocks", [])
+                        for instr in block.get("instructions", [])]
+        for instr in instructions:
             if instr.get("op") == "dist.optimizer_step":
                 attrs = instr.get("attrs", {})
-                for key in ("lr", "eps", "weight_decay"):
+                for key in hp:
                     if key in attrs:
                         hp[key] = float(attrs[key])
-                if "betas" in attrs:
-                    hp["beta1"], hp["beta2"] = map(float, attrs["betas"])
                 break
     for key in hp:
         value = getattr(args, key)

@@ -82,7 +82,7 @@ TEST(CostValidationTest, AnalyticModelMatchesThePipeline) {
                         .bucket_mb = s.bucket_mb};
     auto planned = planModule(**module, request);
     ASSERT_TRUE(planned.ok()) << planned.status();
-    const nlohmann::json& predicted = planned->plan["predicted"];
+    const loom::plan::Predicted& predicted = planned->plan.predicted;
 
     auto topology = topologyFor(request, s.devices());
     ASSERT_TRUE(topology.ok()) << topology.status();
@@ -97,9 +97,9 @@ TEST(CostValidationTest, AnalyticModelMatchesThePipeline) {
     auto estimate = cost::estimateStep(workload, s, *model);
     ASSERT_TRUE(estimate.ok()) << estimate.status();
 
-    const double peakPipe = predicted["peak_bytes"].get<double>();
-    const double commPipe = predicted["comm_bytes_per_rank"].get<double>();
-    const double stepPipe = predicted["step_time_s"].get<double>();
+    const double peakPipe = static_cast<double>(predicted.peak_bytes);
+    const double commPipe = static_cast<double>(predicted.comm_bytes_per_rank);
+    const double stepPipe = static_cast<double>(predicted.step_time_s);
     std::printf(
         "%-10s %-26s %-34s %14.0f %14lld %6.2f%% %14.0f %14lld %6.2f%% %10.5f %10.5f %6.2f%%\n",
         std::string(c.model).substr(0, 10).c_str(), s.meshSpec().c_str(), s.knobs().c_str(),
@@ -109,10 +109,10 @@ TEST(CostValidationTest, AnalyticModelMatchesThePipeline) {
         100 * relative(estimate->comm_bytes_per_rank, commPipe), stepPipe, estimate->step_time_s,
         100 * relative(estimate->step_time_s, stepPipe));
     std::printf("   compute %.6f/%.6f comm %.6f/%.6f exposed %.6f/%.6f opt %.6f/%.6f\n",
-                predicted["compute_s"].get<double>(), estimate->compute_s,
-                predicted["comm_s"].get<double>(), estimate->comm_s,
-                predicted["exposed_comm_s"].get<double>(), estimate->exposed_comm_s,
-                predicted["optimizer_s"].get<double>(), estimate->optimizer_s);
+                static_cast<double>(predicted.compute_s), estimate->compute_s,
+                static_cast<double>(predicted.comm_s), estimate->comm_s,
+                static_cast<double>(predicted.exposed_comm_s), estimate->exposed_comm_s,
+                static_cast<double>(predicted.optimizer_s), estimate->optimizer_s);
     EXPECT_LE(relative(estimate->peak_bytes, peakPipe), kPeakTolerance);
     EXPECT_LE(relative(estimate->comm_bytes_per_rank, commPipe), kCommTolerance);
     EXPECT_LE(relative(estimate->step_time_s, stepPipe), kTimeTolerance);

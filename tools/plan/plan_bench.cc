@@ -47,13 +47,12 @@ int main() {
       std::fprintf(stderr, "plan_bench: %s\n", std::string(plan.status().message()).c_str());
       return 1;
     }
-    const std::string json = plan->plan.dump(2);
+    const std::string json = loom::plan::writePlan(plan->plan);
     const std::string report = loom::planner::exporter::formatReport(plan->plan);
     const auto done = Clock::now();
     auto seconds = [](auto a, auto b) { return std::chrono::duration<double>(b - a).count(); };
     std::printf("%-12s %8s %-8s %6lld %5d %10.3f %10.3f %12.1f %10.3f\n", c.model, c.mesh, c.axes,
-                static_cast<long long>(plan->plan["topology"]["hosts"].get<int64_t>() *
-                                       plan->plan["topology"]["devices_per_host"].get<int64_t>()),
+                static_cast<long long>(plan->plan.worldSize()),
                 16, seconds(start, built), seconds(built, done),
                 static_cast<double>(json.size()) / 1e6, seconds(start, done));
   }

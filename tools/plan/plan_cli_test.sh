@@ -46,7 +46,7 @@ expect tiny-plan 0 '^# Plan: tiny' -- --model=tiny:layers=2 --seq=8 --batch=4 --
 for f in plan.json plan.mlir report.md trace.json; do
   if [[ -s "$out/$f" ]]; then echo "ok   wrote $f"; else echo "FAIL $f missing"; failures=$((failures + 1)); fi
 done
-if grep -q '"format_version": 1' "$out/plan.json" && grep -q '"tid": 2' "$out/trace.json"; then
+if grep -q '"format_version": 2' "$out/plan.json" && grep -q '"tid": 2' "$out/trace.json"; then
   echo "ok   plan.json version and trace comm track"
 else
   echo "FAIL plan.json or trace.json content"; failures=$((failures + 1))
@@ -71,7 +71,8 @@ plan, want = json.load(open(sys.argv[1])), sys.argv[2]
 size = {"bf16": 2, "f32": 4}
 buffers = plan["buffers"]
 errors = []
-ops = [i for phase in plan["phases"].values() for i in phase]
+blocks = {b["name"]: b["instructions"] for b in plan["programs"][0]["blocks"]}
+ops = [i for block in blocks.values() for i in block]
 scatters = [i for i in ops if i["op"].startswith("dist.reduce_scatter")]
 if not scatters:
     errors.append("no reduce_scatter")
@@ -89,7 +90,7 @@ for b in buffers:
     kind = b["name"].split(":")[0] if ":" in b["name"] else b["role"]
     if (kind == "param" and b["dtype"] != "bf16") or (kind == "master" and b["dtype"] != "f32"):
         errors.append(f"{b['name']}: {b['dtype']}")
-steps = [i for i in plan["phases"]["optimizer"] if i["op"] == "dist.optimizer_step"]
+steps = [i for i in blocks["optimizer"] if i["op"] == "dist.optimizer_step"]
 if len(steps) != 21 or any(len(i["operands"]) != 5 or buffers[i["operands"][1]]["dtype"] != want
                            for i in steps):
     errors.append("optimizer steps do not take [param, grad, exp_avg, exp_avg_sq, master] "

@@ -152,7 +152,7 @@ bool writeFile(const std::filesystem::path& path, const std::string& text) {
 // Writes the plan's files (plan.json, plan.mlir, report.md, trace.json,
 // report.html and, from a search, candidates.json and search.html) into
 // --out.
-int writeOutputs(mlir::ModuleOp module, const nlohmann::json& plan, const std::string& report,
+int writeOutputs(mlir::ModuleOp module, const loom::plan::Plan& plan, const std::string& report,
                  const nlohmann::json* candidates,
                  const std::vector<loom::planner::visual::SearchPoint>* points = nullptr) {
   if (out_flag.empty()) return 0;
@@ -163,7 +163,7 @@ int writeOutputs(mlir::ModuleOp module, const nlohmann::json& plan, const std::s
   std::string mlir;
   llvm::raw_string_ostream mlir_os(mlir);
   module.print(mlir_os);
-  bool ok = writeFile(dir / "plan.json", plan.dump(2) + "\n") &&
+  bool ok = writeFile(dir / "plan.json", loom::plan::writePlan(plan)) &&
             writeFile(dir / "plan.mlir", mlir + "\n") && writeFile(dir / "report.md", report) &&
             writeFile(dir / "trace.json",
                       loom::planner::exporter::chromeTrace(plan).dump(1) + "\n");

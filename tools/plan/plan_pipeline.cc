@@ -209,7 +209,7 @@ absl::StatusOr<PlanResult> planModule(mlir::ModuleOp module, const PlanRequest& 
       planner::memory::PlanMemoryPlanOptions{memoryGb}));
   if (absl::Status status = run(lower); !status.ok()) return status;
 
-  absl::StatusOr<nlohmann::json> plan = planner::exporter::exportPlan(module, *topology, options);
+  absl::StatusOr<loom::plan::Plan> plan = planner::exporter::exportPlan(module, *topology, options);
   if (!plan.ok()) return plan.status();
   if (request.profile) {
     // exportPlan prices with the datasheet; a profile re-prices the plan.

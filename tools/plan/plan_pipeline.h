@@ -14,7 +14,7 @@
 #include "absl/status/statusor.h"
 #include "mesh/topology.h"
 #include "mlir/IR/BuiltinOps.h"
-#include "nlohmann/json.hpp"
+#include "plan/plan.h"
 #include "planner/cost/machine_profile.h"
 
 namespace loom::tools::plan {
@@ -60,7 +60,7 @@ absl::StatusOr<std::vector<std::string>> checkMesh(const PlanRequest& request, i
                                                    bool allow_tp_across_hosts);
 
 struct PlanResult {
-  nlohmann::json plan;
+  loom::plan::Plan plan;
 };
 
 // Plans `module` in place (it ends as the per-rank program with the memory

@@ -11,7 +11,7 @@
 
 #include "gtest/gtest.h"
 #include "mlir/IR/MLIRContext.h"
-#include "nlohmann/json.hpp"
+#include "plan/plan.h"
 #include "tools/plan/model_loader.h"
 
 namespace loom::tools::plan {
@@ -78,7 +78,7 @@ TEST(PlanPipelineTest, TensorParallelismAcrossHostsIsRefusedOrWarned) {
 }
 
 // Plans the tiny bf16 Llama under fsdp=2 with `grad_reduce_dtype`.
-nlohmann::json planTinyBf16(const std::string& grad_reduce_dtype) {
+loom::plan::Plan planTinyBf16(const std::string& grad_reduce_dtype) {
   mlir::MLIRContext context;
   auto module = loadModel(
       context, {.model = "tiny:family=llama,layers=2,hidden=64,heads=4,kv_heads=2,ffn=128,"
@@ -94,29 +94,29 @@ nlohmann::json planTinyBf16(const std::string& grad_reduce_dtype) {
                       .grad_reduce_dtype = grad_reduce_dtype};
   auto result = planModule(**module, request);
   EXPECT_TRUE(result.ok()) << result.status();
-  return result.ok() ? result->plan : nlohmann::json();
+  return result.ok() ? result->plan : loom::plan::Plan();
 }
 
-int64_t reduceScatterBytes(const nlohmann::json& plan) {
-  for (const nlohmann::json& entry : plan["predicted"]["comm_volume"]) {
-    if (entry["kind"] == "reduce_scatter") return entry["bytes"].get<int64_t>();
+int64_t reduceScatterBytes(const loom::plan::Plan& plan) {
+  for (const loom::plan::CommVolume& entry : plan.predicted.comm_volume) {
+    if (entry.kind == "reduce_scatter") return entry.bytes;
   }
   return 0;
 }
 
 TEST(PlanPipelineTest, GradReduceDtypeWidensGradientsDownstream) {
-  const nlohmann::json bf16 = planTinyBf16("");
-  const nlohmann::json f32 = planTinyBf16("f32");
-  ASSERT_FALSE(bf16.is_null());
-  ASSERT_FALSE(f32.is_null());
+  const loom::plan::Plan bf16 = planTinyBf16("");
+  const loom::plan::Plan f32 = planTinyBf16("f32");
+  ASSERT_FALSE(bf16.buffers.empty());
+  ASSERT_FALSE(f32.buffers.empty());
   // Gradient buffers at the reduce type, twice the bytes of the bf16 ones.
   int64_t grads = 0, bf16Bytes = 0, f32Bytes = 0;
   for (const auto& [plan, dtype, bytes] :
        {std::tuple{&bf16, "bf16", &bf16Bytes}, std::tuple{&f32, "f32", &f32Bytes}}) {
-    for (const nlohmann::json& buffer : (*plan)["buffers"]) {
-      if (buffer["role"] != "grad") continue;
-      EXPECT_EQ(buffer["dtype"], dtype) << buffer["name"];
-      *bytes += buffer["bytes"].get<int64_t>();
+    for (const loom::plan::Buffer& buffer : plan->buffers) {
+      if (buffer.role != loom::plan::BufferRole::kGrad) continue;
+      EXPECT_EQ(comm::dtypeName(buffer.dtype), dtype) << buffer.name;
+      *bytes += buffer.bytes;
       if (plan == &f32) ++grads;
     }
   }
@@ -127,8 +127,7 @@ TEST(PlanPipelineTest, GradReduceDtypeWidensGradientsDownstream) {
   EXPECT_EQ(reduceScatterBytes(f32), 2 * reduceScatterBytes(bf16));
   // AdamW streams per element param 2 x 2, moments 4 x 4, master 2 x 4 and
   // the grad once: 30 bytes with a bf16 grad, 32 with an f32 one.
-  EXPECT_NEAR(f32["predicted"]["optimizer_s"].get<double>() /
-                  bf16["predicted"]["optimizer_s"].get<double>(),
+  EXPECT_NEAR(f32.predicted.optimizer_s / bf16.predicted.optimizer_s,
               32.0 / 30.0, 1e-12);
 }
 

@@ -39,7 +39,8 @@
 #include "runtime/data/token_feed.h"
 #include "runtime/executor/cuda_kernel_set.h"
 #include "runtime/executor/executor.h"
-#include "runtime/plan/plan.h"
+#include "plan/plan.h"
+#include "plan/shard_box.h"
 #include "tools/launch/launcher.h"
 #include "runtime/kernels/cpu/blas_threads.h"
 #include "tools/launch/rank_env.h"
@@ -234,20 +235,20 @@ void drawProgress(int step, int steps, double loss) {
 // Model FLOPs utilisation: the plan's nn FLOPs per rank over the median
 // step, against the planned device's dense peak for the params' dtype
 // (bf16 for a mixed-precision plan).
-void printMfu(const runtime::Plan& plan, double step_seconds) {
-  const runtime::PredictedFigures& p = plan.predicted;
+void printMfu(const plan::Plan& plan, double step_seconds) {
+  const plan::Predicted& p = plan.predicted;
   bool bf16 = false;
-  for (const runtime::BufferSpec& b : plan.buffers) {
-    if (b.role == runtime::BufferRole::kParam) bf16 |= b.dtype != comm::DType::kFloat32;
+  for (const plan::Buffer& b : plan.buffers) {
+    if (b.role == plan::BufferRole::kParam) bf16 |= b.dtype != comm::DType::kFloat32;
   }
-  const double peak = bf16 ? p.peak_flops_bf16 : p.peak_flops_fp32;
+  const double peak = bf16 ? plan.topology.peak_flops_bf16 : plan.topology.peak_flops_fp32;
   if (p.model_flops <= 0 || peak <= 0 || step_seconds <= 0) return;
   const double achieved = p.model_flops / step_seconds;
   // Significant digits, not decimals: a CPU rank's few GFLOP/s would print
   // as 0.0 TFLOP/s.
   std::printf("MFU %.3g%%: %.3g model FLOPs per rank per step, %.4g TFLOP/s per rank against the plan's %s "
               "%s peak of %.4g TFLOP/s\n",
-              100.0 * achieved / peak, p.model_flops, achieved / 1e12, p.device.c_str(), bf16 ? "bf16" : "fp32",
+              100.0 * achieved / peak, p.model_flops, achieved / 1e12, plan.topology.device.c_str(), bf16 ? "bf16" : "fp32",
               peak / 1e12);
 }
 
@@ -312,7 +313,7 @@ absl::Status train() {
         "--plan is required: make one with bazel run //tools:plan -- --out=DIR ..., then pass "
         "--plan=DIR/plan.json");
   }
-  absl::StatusOr<runtime::Plan> plan = runtime::loadPlan(planPath);
+  absl::StatusOr<plan::Plan> plan = plan::loadPlan(planPath);
   if (!plan.ok()) return plan.status();
   const absl::Duration timeout = absl::Seconds(absl::GetFlag(FLAGS_timeout_s));
   absl::StatusOr<Job> job = joinJob(timeout);

@@ -127,7 +127,7 @@ TEST_F(TimelineTest, AProfileRepricesAnExportedPlan) {
   options.model = "tiny";
   auto plan = exportPlan(*module_, *topology, options);
   ASSERT_TRUE(plan.ok()) << plan.status();
-  const double datasheet = (*plan)["predicted"]["step_time_s"].get<double>();
+  const double datasheet = plan->predicted.step_time_s;
   // A machine ten times slower in memory bandwidth and collectives.
   cost::MachineProfile profile;
   profile.name = "slow";
@@ -143,20 +143,16 @@ TEST_F(TimelineTest, AProfileRepricesAnExportedPlan) {
                                    .bus_bandwidth_bytes_per_s = 2.5e8,
                                    .points = {}});
   }
-  nlohmann::json repriced = *plan;
+  plan::Plan repriced = *plan;
   ASSERT_TRUE(repricePlan(*module_, *topology, {.profile = &profile}, repriced).ok());
-  EXPECT_EQ(repriced["predicted"]["machine_profile"], "slow");
-  EXPECT_GT(repriced["predicted"]["step_time_s"].get<double>(), 5 * datasheet);
+  EXPECT_EQ(repriced.predicted.machine_profile, "slow");
+  EXPECT_GT(repriced.predicted.step_time_s, 5 * datasheet);
   // Every timed instruction got the new times; the last ends at the step.
   double end = 0;
-  for (const char* phase : {"forward", "backward", "optimizer"}) {
-    for (const nlohmann::json& instruction : repriced["phases"][phase]) {
-      if (!instruction.contains("start_s")) continue;
-      end = std::max(
-          end, instruction["start_s"].get<double>() + instruction["duration_s"].get<double>());
-    }
+  for (const plan::Instruction* in : repriced.programs[0].instructions()) {
+    if (in->start_s) end = std::max(end, *in->start_s + *in->duration_s);
   }
-  EXPECT_NEAR(end, repriced["predicted"]["step_time_s"].get<double>(), 1e-12);
+  EXPECT_NEAR(end, repriced.predicted.step_time_s, 1e-12);
 }
 
 }  // namespace

@@ -1,0 +1,236 @@
+// The plan library: a planned layout reads, writes back to the same text
+// and reads again; every inconsistency is refused with the JSON path of the
+// field at fault; an old format version says how to re-plan.
+#include "plan/plan.h"
+
+#include <cstdlib>
+#include <fstream>
+#include <functional>
+#include <sstream>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
+#include "plan/lifetimes.h"
+#include "plan/shard_box.h"
+#include "tests/testing/status_matchers.h"
+
+namespace loom::plan {
+namespace {
+
+using ::loom::testutil::StatusIs;
+using ::nlohmann::json;
+using ::testing::AllOf;
+using ::testing::HasSubstr;
+
+std::string planPath(const std::string& name) {
+  return absl::StrCat(std::getenv("TEST_SRCDIR"), "/loom/runtime/executor/testdata/", name, "/plan.json");
+}
+
+std::string readText(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+TEST(PlanTest, LoadsAPlannedLayout) {
+  absl::StatusOr<Plan> plan = loadPlan(planPath("llama_fsdp2_tp2"));
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_EQ(plan->worldSize(), 4);
+  EXPECT_EQ(plan->mesh.axisNames(), (std::vector<std::string>{"fsdp", "tp"}));
+  ASSERT_EQ(plan->programs.size(), 1u);
+  const std::vector<const Instruction*> order = plan->programs[0].instructions();
+  EXPECT_GT(order.size(), 100u);
+  EXPECT_EQ(order.front()->phase, Phase::kForward);
+  EXPECT_EQ(order.back()->op, "dist.optimizer_step");
+  EXPECT_EQ(order.back()->attrs.beta2, 0.999);
+  for (size_t i = 0; i < order.size(); ++i) EXPECT_EQ(order[i]->order, static_cast<int64_t>(i));
+  EXPECT_EQ(plan->buffers[plan->interface.ids].dtype, comm::DType::kInt32);
+  EXPECT_TRUE(plan->buffers[plan->interface.loss].global_shape.empty());
+  EXPECT_GT(plan->predicted.peak_bytes, 0);
+  EXPECT_TRUE(checkPlanForJob(*plan, 4).ok());
+  EXPECT_THAT(checkPlanForJob(*plan, 8),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       AllOf(HasSubstr("the plan is for 4 ranks"), HasSubstr("--nproc=4"))));
+}
+
+// One reader, one writer: what the planner wrote is what the library
+// writes back, byte for byte.
+TEST(PlanTest, WritesBackTheTextItRead) {
+  for (const char* name : {"llama_fsdp2_tp2", "gpt2_v251_bf16_fsdp2_tp2", "llama_bf16_gradf32_hsdp2x2"}) {
+    const std::string text = readText(planPath(name));
+    absl::StatusOr<Plan> plan = parsePlan(text, name);
+    ASSERT_TRUE(plan.ok()) << plan.status();
+    EXPECT_EQ(writePlan(*plan), text) << name;
+  }
+}
+
+TEST(PlanTest, LifetimesEndAtTheWaitOfAnAsyncStart) {
+  absl::StatusOr<Plan> plan = loadPlan(planPath("llama_fsdp4"));
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  const std::vector<const Instruction*> order = plan->programs[0].instructions();
+  int checked = 0;
+  for (const Instruction* in : order) {
+    if (!in->info->async_start) continue;
+    const int64_t operand = in->operands[0];
+    int64_t waitAt = -1;
+    for (const Instruction* other : order) {
+      if (other->info->family == OpFamily::kWait && other->attrs.async_handle == in->attrs.async_handle) {
+        waitAt = other->order;
+      }
+    }
+    EXPECT_GE(plan->buffers[operand].live.last, waitAt) << plan->buffers[operand].name;
+    ++checked;
+  }
+  EXPECT_GT(checked, 5);
+  EXPECT_EQ(computeLifetimes(*plan, plan->programs[0])[plan->interface.ids].first, -1);
+}
+
+TEST(PlanTest, MissingFileSaysHowToMakeOne) {
+  EXPECT_THAT(loadPlan("/nonexistent/plan.json").status(),
+              StatusIs(absl::StatusCode::kNotFound, HasSubstr("//tools:plan")));
+}
+
+struct Corruption {
+  std::string name;
+  std::function<void(json&)> corrupt;
+  std::string message;
+};
+
+class CorruptPlanTest : public ::testing::TestWithParam<Corruption> {};
+
+json& instructions(json& plan, const char* block) {
+  for (json& b : plan["programs"][0]["blocks"]) {
+    if (b["name"] == block) return b["instructions"];
+  }
+  return plan["programs"][0]["blocks"][0]["instructions"];
+}
+
+json& firstOp(json& plan, const std::string& op) {
+  for (json& in : instructions(plan, "forward")) {
+    if (in["op"] == op) return in;
+  }
+  return instructions(plan, "forward")[0];
+}
+
+TEST_P(CorruptPlanTest, IsRefusedNamingTheField) {
+  json plan = json::parse(readText(planPath("llama_fsdp2_tp2")));
+  GetParam().corrupt(plan);
+  EXPECT_THAT(parsePlan(plan.dump(), "p.json").status(),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       AllOf(HasSubstr("p.json: "), HasSubstr(GetParam().message))));
+}
+
+constexpr char kForward0[] = "$.programs[0].blocks[0].instructions[0]";
+
+INSTANTIATE_TEST_SUITE_P(
+    Corruptions, CorruptPlanTest,
+    ::testing::Values(
+        Corruption{"OldVersion", [](json& p) { p["format_version"] = 1; },
+                   "$.format_version: is 1; this build reads version 2. Re-plan the model"},
+        Corruption{"NoMesh", [](json& p) { p.erase("mesh"); }, "$.mesh: is missing"},
+        Corruption{"Strategies", [](json& p) { p["strategies"] = {"fsdp"}; },
+                   "$.strategies: has 1 entries for a mesh of 2 axes"},
+        Corruption{"BufferId", [](json& p) { p["buffers"][3]["id"] = 4; },
+                   "$.buffers[3].id: is 4; ids must equal the index 3"},
+        Corruption{"Dtype", [](json& p) { p["buffers"][2]["dtype"] = "f8"; }, "$.buffers[2].dtype"},
+        Corruption{"LocalShape", [](json& p) { p["buffers"][2]["local_shape"] = {256, 32}; },
+                   "$.buffers[2].local_shape: dim 0 is 256, but global size 256 split 2 ways gives 128"},
+        Corruption{"Bytes", [](json& p) { p["buffers"][2]["bytes"] = 7; }, "$.buffers[2].bytes: is 7"},
+        Corruption{"Placement", [](json& p) { p["buffers"][2]["placement"][0] = "shard(x)"; },
+                   "$.buffers[2].placement[0]: bad placement 'shard(x)'"},
+        Corruption{"PlacementDim", [](json& p) { p["buffers"][2]["placement"][0] = "shard(5)"; },
+                   "shards dim 5 of a rank-2 tensor"},
+        Corruption{"ParamWithoutInit", [](json& p) { p["buffers"][2]["init"] = nullptr; },
+                   "$.buffers[2].init: is null, but a param needs an init spec"},
+        Corruption{"Live", [](json& p) { p["buffers"][40]["live"][1] = 3; },
+                   "$.buffers[40].live: is ["},
+        Corruption{"UnknownOp", [](json& p) { instructions(p, "forward")[0]["op"] = "nn.conv2d"; },
+                   absl::StrCat(kForward0, ".op: 'nn.conv2d' is not an op of this plan format")},
+        Corruption{"OperandRange",
+                   [](json& p) { instructions(p, "forward")[0]["operands"][0] = 99999; },
+                   absl::StrCat(kForward0, ".operands[0]: buffer 99999 does not exist")},
+        Corruption{"Arity", [](json& p) { firstOp(p, "nn.add")["operands"].push_back(0); },
+                   "nn.add takes 2 operands and 1 result; this one has 3 and 1"},
+        Corruption{"UnknownAttr", [](json& p) { firstOp(p, "nn.add")["attrs"]["epsilon"] = 1e-5; },
+                   ".attrs.epsilon: is not an attribute of nn.add"},
+        Corruption{"AttrType", [](json& p) { firstOp(p, "nn.rms_norm")["attrs"]["epsilon"] = "small"; },
+                   ".attrs.epsilon: must be a number, got \"small\""},
+        Corruption{"MissingAttr", [](json& p) { firstOp(p, "nn.rms_norm")["attrs"].erase("epsilon"); },
+                   ".attrs.epsilon: is missing; nn.rms_norm needs it"},
+        Corruption{"AxisNotInMesh",
+                   [](json& p) { firstOp(p, "dist.all_gather_start")["attrs"]["mesh_axes"] = {"dp"}; },
+                   "'dp' is not an axis of the mesh"},
+        Corruption{"GroupSize", [](json& p) { firstOp(p, "dist.all_gather_start")["attrs"]["group_size"] = 3; },
+                   ".attrs.group_size: is 3 but the axes' sizes multiply to 2"},
+        Corruption{"Reduction", [](json& p) {
+                     for (json& in : instructions(p, "backward")) {
+                       if (in["attrs"].contains("reduction")) {
+                         in["attrs"]["reduction"] = 0;
+                         return;
+                       }
+                     }
+                   },
+                   ".attrs.reduction: must be \"sum\", \"avg\", \"max\" or \"min\", got 0"},
+        Corruption{"UseBeforeDef",
+                   [](json& p) { firstOp(p, "nn.add")["operands"][0] = p["interface"]["loss"]; },
+                   "is used before any instruction defines it"},
+        Corruption{"DefinedTwice",
+                   [](json& p) {
+                     json& first = instructions(p, "forward")[0];
+                     firstOp(p, "nn.add")["results"][0] = first["results"][0];
+                   },
+                   "is defined twice"},
+        Corruption{"WaitWithoutStart",
+                   [](json& p) { firstOp(p, "dist.all_gather_start")["attrs"]["async_handle"] = "h999"; },
+                   "'h0' is waited without a start"},
+        Corruption{"Stream", [](json& p) { instructions(p, "forward")[0]["stream"] = "gpu"; },
+                   ".stream: is 'gpu'; dist.bucket runs on the compute stream"},
+        Corruption{"OptimizerInForward",
+                   [](json& p) { instructions(p, "forward").push_back(instructions(p, "optimizer")[0]); },
+                   "dist.optimizer_step cannot run in a forward block"},
+        Corruption{"UnscheduledBlock", [](json& p) { p["programs"][0]["schedule"].erase(2); },
+                   "'optimizer' never runs: the schedule does not name it"},
+        Corruption{"MicroBatch", [](json& p) { p["programs"][0]["schedule"][0]["micro_batch"] = 1; },
+                   "$.programs[0].schedule[0].micro_batch: is 1; micro-batches are 0 to 0"},
+        Corruption{"Programs", [](json& p) { p["programs"].push_back(p["programs"][0]); },
+                   "$.programs: has 2 programs; a plan with 1 pipeline stage has one per stage"},
+        Corruption{"NoInterface", [](json& p) { p.erase("interface"); }, "$.interface: is missing"},
+        Corruption{"LossNotScalar", [](json& p) { p["interface"]["loss"] = 2; },
+                   "$.interface.loss: the loss must be a scalar"}),
+    [](const auto& info) { return info.param.name; });
+
+TEST(PlanTest, ShardBoxesFollowThePaddingRule) {
+  absl::StatusOr<mesh::DeviceMesh> mesh = mesh::DeviceMesh::create({4, 2}, {"fsdp", "tp"});
+  ASSERT_TRUE(mesh.ok());
+  Buffer b;
+  b.global_shape = {10, 6};
+  b.local_shape = {3, 3};
+  b.placement = {*AxisPlacement::parse("shard(0,padded)"), *AxisPlacement::parse("shard(1)")};
+  // 10 rows over 4: 3, 3, 3, 1 real rows.
+  absl::StatusOr<ShardBox> box = shardBoxOf(b, *mesh, {3, 1});
+  ASSERT_TRUE(box.ok()) << box.status();
+  EXPECT_EQ(box->offsets, (std::vector<int64_t>{9, 3}));
+  EXPECT_EQ(box->valid, (std::vector<int64_t>{1, 3}));
+  box = shardBoxOf(b, *mesh, {1, 0});
+  ASSERT_TRUE(box.ok());
+  EXPECT_EQ(box->offsets, (std::vector<int64_t>{3, 0}));
+  EXPECT_EQ(box->valid, (std::vector<int64_t>{3, 3}));
+}
+
+TEST(PlanTest, PlacementsPrintAsTheyParse) {
+  for (const char* text : {"replicate", "shard(0)", "shard(3,padded)", "partial(sum)", "partial(max)"}) {
+    absl::StatusOr<AxisPlacement> p = AxisPlacement::parse(text);
+    ASSERT_TRUE(p.ok()) << text;
+    EXPECT_EQ(p->toString(), text);
+  }
+  for (const char* bad : {"shard()", "shard(1,pad)", "partial(prod)", "Replicate", "shard(99999999999)"}) {
+    EXPECT_FALSE(AxisPlacement::parse(bad).ok()) << bad;
+  }
+}
+
+}  // namespace
+}  // namespace loom::plan
