@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <tuple>
 #include <string>
 #include <utility>
 #include <vector>
@@ -233,7 +234,7 @@ class Exporter {
   absl::Status addInstructions(plan::Program& program);
   absl::StatusOr<plan::Instruction> instructionOf(mlir::Operation& op, int64_t index);
   void addOptimizerSteps(plan::Block& block, const std::vector<StateIds>& states);
-  void setInterface();
+  absl::Status setInterface();
   int64_t vocabOf();
   void setPredicted();
 
@@ -271,7 +272,7 @@ absl::StatusOr<plan::Plan> Exporter::run(mlir::ModuleOp module, const mesh::Topo
   if (absl::Status s = addBuffers(); !s.ok()) return s;
   plan::Program& program = plan_.programs.emplace_back();
   if (absl::Status s = addInstructions(program); !s.ok()) return s;
-  setInterface();
+  if (absl::Status s = setInterface(); !s.ok()) return s;
   setPredicted();
   program.assignOrder();
   const std::vector<plan::Lifetime> live = plan::computeLifetimes(plan_, program);
@@ -480,12 +481,23 @@ void Exporter::addOptimizerSteps(plan::Block& block, const std::vector<StateIds>
 // What the runtime feeds and reads: the token ids (operand 0 of the
 // embedding), the labels (operand 1 of the cross-entropy), the seed of the
 // loss's cotangent (autodiff's extra argument) and the returned loss.
-void Exporter::setInterface() {
+absl::Status Exporter::setInterface() {
   plan::Interface& io = plan_.interface;
+  // The argument an op's operand comes from, through the collectives and
+  // slices that reshard it on the way (labels all-to-all'd to the logits'
+  // layout, say).
   auto argFeeding = [&](llvm::StringRef opName, unsigned operand) -> int64_t {
     for (mlir::Operation& op : func_.getBody().front()) {
       if (op.getName().getStringRef() != opName || op.getNumOperands() <= operand) continue;
-      auto arg = llvm::dyn_cast<mlir::BlockArgument>(op.getOperand(operand));
+      mlir::Value value = op.getOperand(operand);
+      while (mlir::Operation* def = value.getDefiningOp()) {
+        if (def->getDialect() == nullptr || def->getDialect()->getNamespace() != "dist" ||
+            def->getNumOperands() != 1) {
+          break;
+        }
+        value = def->getOperand(0);
+      }
+      auto arg = llvm::dyn_cast<mlir::BlockArgument>(value);
       if (!arg) continue;
       if (auto it = ids_.find(arg); it != ids_.end()) return it->second;
     }
@@ -502,6 +514,7 @@ void Exporter::setInterface() {
   }
   if (io.ids < 0) io.ids = argFeeding("nn.embedding", 0);
   if (io.labels < 0) io.labels = argFeeding("nn.cross_entropy", 1);
+  if (io.labels < 0) io.labels = argFeeding("nn.vocab_stats", 1);
   io.vocab = vocabOf();
   if (auto seed = func_->getAttrOfType<mlir::IntegerAttr>(autodiff::kLossGradArgAttrName)) {
     if (auto it = ids_.find(func_.getArgument(seed.getInt())); it != ids_.end()) io.loss_grad_seed = it->second;
@@ -512,6 +525,17 @@ void Exporter::setInterface() {
     if (auto it = ids_.find(operand); it != ids_.end()) io.loss = it->second;
     break;
   }
+  for (auto [what, id, how] :
+       {std::tuple{"token ids", io.ids, "feed an argument to nn.embedding or give it loc(\"input_ids\")"},
+        std::tuple{"labels", io.labels, "feed an argument to nn.cross_entropy or give it loc(\"labels\")"},
+        std::tuple{"loss", io.loss, "return the scalar loss first (plan-autodiff does)"},
+        std::tuple{"loss cotangent seed", io.loss_grad_seed, "run plan-autodiff before exporting"}}) {
+    if (id < 0) {
+      return absl::InvalidArgumentError(absl::StrCat("@", func_.getSymName().str(), ": the ", what,
+                                                     " the runtime feeds or reads are not found; ", how));
+    }
+  }
+  return absl::OkStatus();
 }
 
 // The vocabulary: rows of the table parameter the ids index. Walk back from

@@ -237,6 +237,14 @@ absl::StatusOr<std::unique_ptr<Executor>> Executor::create(const plan::Plan& pla
             "the 1-rank run bit for bit"));
       }
     }
+    // Per-row sums follow the batch rows along dim 0 of every activation.
+    for (const plan::Instruction* in : e.instructions_) {
+      if (in->op == "nn.transpose" && in->attrs.permutation.front() != 0) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            plan.source, ": ", in->where(), ": deterministic mode keeps per-row sums along the batch "
+            "dim 0, and this transpose moves it; such a model has no bit-exact mode"));
+      }
+    }
   }
   e.seq_ = ids.global_shape[1];
   // The exporter's interface.vocab, else the first embedding's rows (a

@@ -108,8 +108,9 @@ absl::StatusOr<Executor::CollectiveCall> Executor::parseCollective(Site& site) {
     return site.fail(absl::StrCat("accumulation ", accumName,
                                   " wider than the wire: the runtime accumulates in f32"));
   }
+  // Integers move exactly; floats must stay f32 for the per-row sums.
   if (options_.deterministic &&
-      (c.operand_type != comm::DType::kFloat32 || c.wire != comm::DType::kFloat32)) {
+      (c.operand_type == comm::DType::kBFloat16 || c.wire == comm::DType::kBFloat16)) {
     return site.fail("deterministic mode runs f32 plans");
   }
   if (absl::Status st = checkCollectiveShapes(site, c); !st.ok()) return st;

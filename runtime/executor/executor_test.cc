@@ -133,7 +133,10 @@ INSTANTIATE_TEST_SUITE_P(
                       std::pair{"gpt2_single", "gpt2_fsdp2_tp2"},
                       std::pair{"gpt2_single", "gpt2_hsdp2x2"},
                       std::pair{"gpt2_v251_single", "gpt2_v251_fsdp4"},
-                      std::pair{"gpt2_v251_single", "gpt2_v251_fsdp2_tp2"}),
+                      std::pair{"gpt2_v251_single", "gpt2_v251_fsdp2_tp2"},
+                      // nn.transpose, and the labels resharded by a dist.all_to_all.
+                      std::pair{"swap_single", "swap_fsdp2"}, std::pair{"swap_single", "swap_hsdp2x2"},
+                      std::pair{"swap_single", "swap_fsdp2_tp2"}),
     [](const auto& info) { return info.param.second; });
 
 // Deterministic mode: the batch-split layouts reproduce the 1-rank run bit
@@ -237,6 +240,17 @@ TEST(MixedPrecision, DeterministicModeRefusesBf16Plans) {
     options.deterministic = true;
     EXPECT_THAT(Executor::create(*plan, group, options).status(),
                 StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("is bf16")));
+  });
+}
+
+TEST(ExecutorTest, DeterministicModeRefusesAModelThatMovesTheBatchDim) {
+  absl::StatusOr<plan::Plan> plan = plan::loadPlan(planPath("swap_fsdp2"));
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  comm::testing::runRanksShared(2, [&](std::shared_ptr<comm::ProcessGroup> group) {
+    ExecutorOptions options;
+    options.deterministic = true;
+    EXPECT_THAT(Executor::create(*plan, group, options).status(),
+                StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("this transpose moves it")));
   });
 }
 
