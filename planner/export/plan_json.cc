@@ -16,6 +16,7 @@
 #include "mlir/IR/BuiltinTypes.h"
 #include "mlir/IR/Location.h"
 #include "planner/dialect/dist/ir/dist_attrs.h"
+#include "planner/dialect/dist/ir/dist_interfaces.h"
 #include "planner/dialect/dist/ir/dist_ops.h"
 #include "planner/dialect/dist/ir/dist_types.h"
 #include "planner/dialect/nn/ir/nn_dialect.h"
@@ -23,7 +24,9 @@
 #include "planner/export/timeline.h"
 #include "planner/transforms/autodiff/passes.h"
 #include "planner/transforms/collectives/comm_volume.h"
+#include "planner/transforms/collectives/passes.h"
 #include "planner/transforms/memory/memory_plan.h"
+#include "planner/transforms/optimizer/passes.h"
 #include "planner/transforms/placement/passes.h"
 
 namespace loom::planner::exporter {
@@ -97,39 +100,22 @@ json attrJson(mlir::Attribute attr) {
   return printed(attr);
 }
 
-// The placement an op result has, from the op's placement attributes or,
-// for dist ops, from its operand's and what the op does on its axes.
-Placement derivePlacement(mlir::Operation* op, unsigned result, const mesh::DeviceMesh& mesh,
+// The placement an op result has: the op's result placement attribute or,
+// for dist ops, what PlacementTransferOpInterface makes of its operand's;
+// other ops keep their operand's.
+Placement derivePlacement(mlir::Operation* op, unsigned result, mlir::ArrayAttr meshAxes,
                           const llvm::DenseMap<mlir::Value, Placement>& placements) {
   if (auto results = op->getAttrOfType<mlir::ArrayAttr>(placement::kResultPlacementsAttrName)) {
     if (result < results.size()) return fromAttr(results[result]);
   }
-  Placement placement = op->getNumOperands() > 0 ? placements.lookup(op->getOperand(0))
-                                                  : Placement(mesh.ndim());
-  if (placement.empty()) placement.resize(mesh.ndim());
-  llvm::StringRef name = op->getName().getStringRef();
-  auto axes = op->getAttrOfType<mlir::ArrayAttr>("mesh_axes");
-  auto dimOf = [&](const char* attr) { return op->getAttrOfType<mlir::IntegerAttr>(attr).getInt(); };
-  const bool padded = op->hasAttr("padded");
-  auto setAxes = [&](dist::AxisPlacement entry) {
-    for (llvm::StringRef axis : axes.getAsValueRange<mlir::StringAttr>()) {
-      placement[*mesh.axisIndex(axis)] = entry;
-    }
-  };
-  if (name.starts_with("dist.all_gather") || name.starts_with("dist.all_reduce")) {
-    setAxes(dist::AxisPlacement::replicate());
-  } else if (name.starts_with("dist.reduce_scatter")) {
-    setAxes(dist::AxisPlacement::shard(dimOf("scatter_dim"), padded));
-  } else if (name.starts_with("dist.all_to_all")) {
-    setAxes(dist::AxisPlacement::shard(dimOf("split_dim")));
-  } else if (name == "dist.slice") {
-    setAxes(dist::AxisPlacement::shard(dimOf("slice_dim"), padded));
-  } else if (name == "dist.bucket") {
-    for (dist::AxisPlacement& entry : placement) {
-      if (entry.isShard()) entry = dist::AxisPlacement::shard(0);
-    }
+  Placement operand = op->getNumOperands() > 0 ? placements.lookup(op->getOperand(0)) : Placement();
+  operand.resize(meshAxes.size());
+  if (auto transfer = llvm::dyn_cast<dist::PlacementTransferOpInterface>(op)) {
+    llvm::SmallVector<dist::AxisPlacement> placement =
+        transfer.getResultPlacement(result, operand, meshAxes);
+    return Placement(placement.begin(), placement.end());
   }
-  return placement;
+  return operand;
 }
 
 // Local shape times the ranks that shard each dim.
@@ -144,107 +130,132 @@ std::vector<int64_t> globalShape(mlir::RankedTensorType local, const Placement& 
   return shape;
 }
 
-// The init a parameter starts from: norm scales ones, biases zeros, the
-// rest normal(0, 0.02) as GPT-2 and Llama initialise them.
-json initJson(llvm::StringRef name, uint64_t seed, int64_t stream) {
-  // A slice of a checkpoint tensor (GPT-2's c_attn split into q, k, v:
-  // "c_attn.bias[0:64]") is initialised as the tensor it is part of.
-  name = name.take_until([](char c) { return c == '['; });
-  std::string kind = "normal";
-  double stddev = 0.02;
-  if (name.ends_with("norm.weight") || name.ends_with("ln_1.weight") ||
-      name.ends_with("ln_2.weight") || name.ends_with("ln_f.weight")) {
-    kind = "ones";
-    stddev = 0;
-  } else if (name.ends_with(".bias")) {
-    kind = "zeros";
-    stddev = 0;
-  }
-  return {{"kind", kind}, {"mean", 0.0}, {"std", stddev}, {"seed", seed}, {"stream", stream}};
-}
-
-}  // namespace
-
-absl::StatusOr<json> exportPlan(mlir::ModuleOp module, const mesh::Topology& topology,
-                                const PlanExportOptions& options) {
-  absl::StatusOr<mesh::DeviceMesh> mesh = meshOf(module);
-  if (!mesh.ok()) return mesh.status();
-  auto funcs = module.getOps<mlir::func::FuncOp>();
-  if (funcs.empty()) return absl::InvalidArgumentError("the module has no function to export");
-  mlir::func::FuncOp func = *funcs.begin();
-  const memory::MemoryPlan memoryPlan = memory::computeMemoryPlan(func);
-  absl::StatusOr<Timeline> timeline =
-      predictTimeline(func, *mesh, topology, memoryPlan,
-                      {.compute_efficiency = options.compute_efficiency});
-  if (!timeline.ok()) return timeline.status();
-
-  json plan;
-  plan["format_version"] = kPlanFormatVersion;
-  plan["model"] = options.model;
-  plan["function"] = func.getSymName().str();
-  plan["mesh"] = {{"shape", mesh->shape()}, {"axes", mesh->axisNames()}};
-  json strategies = json::array();
-  for (auto meshOp : module.getOps<dist::MeshOp>()) {
-    if (auto attr = meshOp->getAttrOfType<mlir::ArrayAttr>(placement::kStrategiesAttrName)) {
-      strategies = attrJson(attr);
-    }
-    break;
-  }
-  plan["strategies"] = strategies;
+// The topology section: hosts, the device and the two link classes.
+json topologyJson(const mesh::Topology& topology) {
   auto linkJson = [](const mesh::Link& link) {
     return json{{"class", std::string(mesh::linkClassName(link.link_class))},
                 {"bandwidth_bytes_per_s", link.spec.bandwidth_bytes_per_s},
                 {"latency_s", link.spec.latency_s}};
   };
   const mesh::DeviceSpec& device = topology.device();
-  plan["topology"] = {
-      {"hosts", topology.numHosts()},
-      {"devices_per_host", topology.devicesPerHost()},
-      {"device",
-       {{"name", device.name},
-        {"peak_flops_bf16", device.peak_flops_bf16},
-        {"peak_flops_fp32", device.peak_flops_fp32},
-        {"memory_bytes", device.memory_bytes},
-        {"memory_bandwidth_bytes_per_s", device.memory_bandwidth_bytes_per_s}}},
-      {"links",
-       {{"intra_host", linkJson(topology.intraHostLink())},
-        {"inter_host", linkJson(topology.interHostLink())}}}};
+  return {{"hosts", topology.numHosts()},
+          {"devices_per_host", topology.devicesPerHost()},
+          {"device",
+           {{"name", device.name},
+            {"peak_flops_bf16", device.peak_flops_bf16},
+            {"peak_flops_fp32", device.peak_flops_fp32},
+            {"memory_bytes", device.memory_bytes},
+            {"memory_bandwidth_bytes_per_s", device.memory_bandwidth_bytes_per_s}}},
+          {"links",
+           {{"intra_host", linkJson(topology.intraHostLink())},
+            {"inter_host", linkJson(topology.interHostLink())}}}};
+}
 
-  // Buffers: the memory plan's values (arguments, then op results in
-  // program order), then the AdamW states of each parameter.
-  llvm::DenseMap<mlir::Value, Placement> placements;
+// What the buffer list is built from and what it leaves for the
+// instructions: the buffer id of every value.
+struct BufferContext {
+  mlir::func::FuncOp func;
+  mlir::ArrayAttr meshAxes;
+  const mesh::DeviceMesh& mesh;
+  uint64_t seed;
   llvm::DenseMap<mlir::Value, int64_t> ids;
+  llvm::DenseMap<mlir::Value, Placement> placements;
+};
+
+// The name of argument `n`: its nn.name, else its location's name (inputs:
+// "input_ids", "position_ids"), else "arg<n>". An optimizer state is named
+// after its kind and the parameter `paramOf` gives.
+std::string argName(mlir::func::FuncOp func, unsigned n,
+                    const llvm::DenseMap<mlir::Value, mlir::Value>& paramOf) {
+  if (auto kind = func.getArgAttrOfType<mlir::StringAttr>(n, optimizer::kOptimizerStateAttrName)) {
+    if (mlir::Value param = paramOf.lookup(func.getArgument(n))) {
+      return absl::StrCat(kind.getValue().str(), ":",
+                          argName(func, llvm::cast<mlir::BlockArgument>(param).getArgNumber(),
+                                  paramOf));
+    }
+  }
+  if (auto name = func.getArgAttrOfType<mlir::StringAttr>(n, nn::NnDialect::kNameAttrName)) {
+    return name.getValue().str();
+  }
+  if (auto loc = llvm::dyn_cast<mlir::NameLoc>(func.getArgument(n).getLoc())) {
+    return loc.getName().str();
+  }
+  return absl::StrCat("arg", n);
+}
+
+// The init spec of a parameter or optimizer state: its nn.init with the
+// plan's seed and its stream. Fails, naming the buffer and the fix, when
+// the argument has none.
+absl::StatusOr<json> initJson(mlir::func::FuncOp func, unsigned n, const std::string& name,
+                              uint64_t seed, int64_t stream) {
+  auto init = func.getArgAttrOfType<mlir::DictionaryAttr>(n, nn::NnDialect::kInitAttrName);
+  if (!init) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "argument #", n, " ('", name, "') of @", func.getSymName().str(), " has no ",
+        nn::NnDialect::kInitAttrName.str(),
+        "; give every parameter one, e.g. {nn.init = {kind = \"normal\", mean = 0.0, "
+        "std = 0.02}} (the model zoo and the PyTorch importer set it; optimizer states get "
+        "theirs from --plan-optimizer-step)"));
+  }
+  return json{{"kind", init.getAs<mlir::StringAttr>("kind").getValue().str()},
+              {"mean", init.getAs<mlir::FloatAttr>("mean").getValueAsDouble()},
+              {"std", init.getAs<mlir::FloatAttr>("std").getValueAsDouble()},
+              {"seed", seed},
+              {"stream", stream}};
+}
+
+// The buffers: the memory plan's values (arguments, then op results in
+// program order). Parameters draw their init from one stream each, in
+// argument order; an optimizer state draws from its parameter's.
+absl::StatusOr<json> buffersJson(const memory::MemoryPlan& memoryPlan, BufferContext& context) {
+  mlir::func::FuncOp func = context.func;
+  mlir::Block& body = func.getBody().front();
+  llvm::DenseMap<mlir::Value, mlir::Value> paramOf;
+  for (auto step : body.getOps<dist::OptimizerStepOp>()) {
+    for (mlir::Value state : {step.getExpAvg(), step.getExpAvgSq(), step.getMaster()}) {
+      if (state) paramOf[state] = step.getParam();
+    }
+  }
+  llvm::DenseMap<mlir::Value, int64_t> streams;
+  for (mlir::BlockArgument arg : func.getArguments()) {
+    if (func.getArgAttr(arg.getArgNumber(), nn::NnDialect::kParamAttrName)) {
+      streams[arg] = static_cast<int64_t>(streams.size());
+    }
+  }
   llvm::DenseMap<mlir::Operation*, int64_t> opIndex;
-  for (mlir::Operation& op : func.getBody().front()) opIndex[&op] = opIndex.size();
-  mlir::Operation* terminator = func.getBody().front().getTerminator();
+  for (mlir::Operation& op : body) opIndex[&op] = static_cast<int64_t>(opIndex.size());
+  mlir::Operation* terminator = body.getTerminator();
   llvm::DenseMap<mlir::Value, unsigned> returned;
   for (auto [i, operand] : llvm::enumerate(terminator->getOperands())) returned[operand] = i;
   json buffers = json::array();
-  llvm::DenseMap<unsigned, int64_t> paramStream;
   for (const memory::ValueLifetime& lifetime : memoryPlan.values) {
     mlir::Value value = lifetime.value;
     std::string name;
     Placement placement;
     std::vector<int64_t> global;
     const mlir::RankedTensorType local = tensorOf(value.getType());
+    json init = nullptr;
     if (auto arg = llvm::dyn_cast<mlir::BlockArgument>(value)) {
       const unsigned n = arg.getArgNumber();
-      auto argName = func.getArgAttrOfType<mlir::StringAttr>(n, nn::NnDialect::kNameAttrName);
-      name = argName ? argName.getValue().str() : absl::StrCat("arg", n);
-      // Inputs are named by their location ("input_ids", "position_ids").
-      if (auto loc = llvm::dyn_cast<mlir::NameLoc>(arg.getLoc()); loc && !argName) {
-        name = loc.getName().str();
-      }
+      name = argName(func, n, paramOf);
       placement = fromAttr(func.getArgAttr(n, placement::kPlacementAttrName));
-      if (auto it = options.global_arg_shapes.find(n); it != options.global_arg_shapes.end()) {
-        global = it->second;
+      if (auto shape = func.getArgAttrOfType<mlir::DenseI64ArrayAttr>(
+              n, collectives::kGlobalShapeAttrName)) {
+        global.assign(shape.asArrayRef().begin(), shape.asArrayRef().end());
+      }
+      if (lifetime.role == memory::BufferRole::kParam ||
+          lifetime.role == memory::BufferRole::kOptimizerState) {
+        const mlir::Value param = paramOf.lookup(arg) ? paramOf.lookup(arg) : value;
+        absl::StatusOr<json> spec = initJson(func, n, name, context.seed, streams.lookup(param));
+        if (!spec.ok()) return spec.status();
+        init = *std::move(spec);
       }
     } else {
       mlir::Operation* op = value.getDefiningOp();
       const unsigned resultNumber = llvm::cast<mlir::OpResult>(value).getResultNumber();
       name = absl::StrCat(op->getName().getStringRef().str(), "#", opIndex[op],
                           op->getNumResults() > 1 ? absl::StrCat(".", resultNumber) : "");
-      placement = derivePlacement(op, resultNumber, *mesh, placements);
+      placement = derivePlacement(op, resultNumber, context.meshAxes, context.placements);
       if (auto it = returned.find(value); it != returned.end()) {
         if (mlir::Attribute attr = func.getResultAttr(it->second, placement::kPlacementAttrName)) {
           placement = fromAttr(attr);
@@ -255,73 +266,75 @@ absl::StatusOr<json> exportPlan(mlir::ModuleOp module, const mesh::Topology& top
         }
       }
     }
-    if (placement.empty()) placement.resize(mesh->ndim());
-    placements[value] = placement;
-    if (global.empty()) global = globalShape(local, placement, *mesh);
+    if (placement.empty()) placement.resize(context.mesh.ndim());
+    context.placements[value] = placement;
+    if (global.empty()) global = globalShape(local, placement, context.mesh);
     const int64_t id = static_cast<int64_t>(buffers.size());
-    ids[value] = id;
-    json buffer = {{"id", id},
-                   {"name", name},
-                   {"dtype", printed(local.getElementType())},
-                   {"global_shape", global},
-                   {"local_shape", std::vector<int64_t>(local.getShape().begin(),
-                                                        local.getShape().end())},
-                   {"bytes", lifetime.bytes},
-                   {"role", memory::bufferRoleName(lifetime.role)},
-                   {"placement", placementJson(placement)},
-                   {"live", {lifetime.first, lifetime.last}},
-                   {"init", nullptr}};
-    if (lifetime.role == memory::BufferRole::kParam) {
-      const int64_t stream = static_cast<int64_t>(paramStream.size());
-      paramStream[llvm::cast<mlir::BlockArgument>(value).getArgNumber()] = stream;
-      buffer["init"] = initJson(name, options.seed, stream);
+    context.ids[value] = id;
+    buffers.push_back({{"id", id},
+                       {"name", name},
+                       {"dtype", printed(local.getElementType())},
+                       {"global_shape", global},
+                       {"local_shape", std::vector<int64_t>(local.getShape().begin(),
+                                                            local.getShape().end())},
+                       {"bytes", lifetime.bytes},
+                       {"role", memory::bufferRoleName(lifetime.role)},
+                       {"placement", placementJson(placement)},
+                       {"live", {lifetime.first, lifetime.last}},
+                       {"init", std::move(init)}});
+  }
+  // An optimizer step's results are its operands' buffers, updated in place.
+  for (auto step : body.getOps<dist::OptimizerStepOp>()) {
+    for (mlir::OpResult result : step->getResults()) {
+      context.ids[result] = context.ids.lookup(step.getInPlaceOperand(result.getResultNumber()));
     }
-    buffers.push_back(std::move(buffer));
   }
-  // Per parameter: exp_avg, exp_avg_sq and, for non-f32 params, the f32
-  // master copy (initialised like the param, so from the same values).
-  struct StateIds {
-    int64_t param, exp_avg, exp_avg_sq, master = -1;
-  };
-  std::vector<StateIds> stateIds;
-  for (const memory::ParamState& state : memoryPlan.params) {
-    // A copy: addState appends to `buffers`, which may reallocate it.
-    const json param = buffers[ids[func.getArgument(state.arg_number)]];
-    auto addState = [&](const std::string& prefix, int64_t bytes, json init) {
-      json buffer = param;
-      buffer["id"] = static_cast<int64_t>(buffers.size());
-      buffer["name"] = absl::StrCat(prefix, ":", param["name"].get<std::string>());
-      buffer["dtype"] = "f32";
-      buffer["bytes"] = bytes;
-      buffer["role"] = "optimizer_state";
-      buffer["init"] = std::move(init);
-      buffers.push_back(std::move(buffer));
-      return buffers.back()["id"].get<int64_t>();
-    };
-    json zeros = {{"kind", "zeros"}, {"mean", 0.0}, {"std", 0.0}, {"seed", options.seed},
-                  {"stream", param["init"]["stream"]}};
-    StateIds entry{.param = param["id"].get<int64_t>(),
-                   .exp_avg = addState("exp_avg", state.moment_bytes, zeros),
-                   .exp_avg_sq = addState("exp_avg_sq", state.moment_bytes, zeros)};
-    if (state.master_bytes > 0) entry.master = addState("master", state.master_bytes, param["init"]);
-    stateIds.push_back(entry);
-  }
-  plan["buffers"] = std::move(buffers);
+  return buffers;
+}
 
-  // Instructions per phase, with the predicted start and duration of each.
-  llvm::DenseMap<int64_t, const TimelineEvent*> eventOf;
-  for (const TimelineEvent& event : timeline->events) {
-    // Optimizer events are keyed by parameter, not by op: they have their own list.
-    if (event.phase != Phase::kOptimizer) eventOf[event.index] = &event;
+// An instruction's attributes: the op's (but its mesh), with what plan.json
+// adds to collectives and waits. An optimizer step's betas are one pair, as
+// torch.optim.AdamW takes them.
+json attrsJson(mlir::Operation& op, const mesh::DeviceMesh& mesh,
+               llvm::DenseMap<mlir::Value, std::string>& handles, std::string& stream) {
+  json attrs = json::object();
+  if (auto step = llvm::dyn_cast<dist::OptimizerStepOp>(op)) {
+    return {{"lr", step.getLr().convertToDouble()},
+            {"betas", {step.getBeta1().convertToDouble(), step.getBeta2().convertToDouble()}},
+            {"eps", step.getEps().convertToDouble()},
+            {"weight_decay", step.getWeightDecay().convertToDouble()}};
   }
+  for (mlir::NamedAttribute attr : op.getAttrs()) {
+    if (attr.getName() == "mesh") continue;
+    attrs[attr.getName().str()] = attrJson(attr.getValue());
+  }
+  if (std::optional<CollectiveInfo> info = describeCollective(&op, mesh)) {
+    stream = "comm";
+    attrs["kind"] = info->kind;
+    attrs["group_size"] = info->group_size;
+    attrs["bytes"] = info->bytes;
+    if (info->async) {
+      const std::string handle = absl::StrCat("h", handles.size());
+      handles[op.getResult(0)] = handle;
+      attrs["async_handle"] = handle;
+    }
+  } else if (auto wait = llvm::dyn_cast<dist::WaitOp>(op)) {
+    attrs["async_handle"] = handles.lookup(wait.getFuture());
+  }
+  return attrs;
+}
+
+// Instructions per phase, with the predicted start and duration of each.
+json phasesJson(mlir::func::FuncOp func, const mesh::DeviceMesh& mesh, const Timeline& timeline,
+                const llvm::DenseMap<mlir::Value, int64_t>& ids) {
+  llvm::DenseMap<int64_t, const TimelineEvent*> eventOf;
+  for (const TimelineEvent& event : timeline.events) eventOf[event.index] = &event;
   const std::vector<Phase> phases = assignPhases(func);
   json phaseLists = {{"forward", json::array()}, {"backward", json::array()},
                      {"optimizer", json::array()}};
   llvm::DenseMap<mlir::Value, std::string> handles;
-  for (mlir::Operation& op : func.getBody().front()) {
-    if (&op == terminator) break;
-    const int64_t index = opIndex[&op];
-    json instruction = {{"index", index}, {"op", op.getName().getStringRef().str()}};
+  int64_t index = 0;
+  for (mlir::Operation& op : func.getBody().front().without_terminator()) {
     json operands = json::array();
     for (mlir::Value operand : op.getOperands()) {
       if (auto it = ids.find(operand); it != ids.end()) operands.push_back(it->second);
@@ -330,71 +343,29 @@ absl::StatusOr<json> exportPlan(mlir::ModuleOp module, const mesh::Topology& top
     for (mlir::Value result : op.getResults()) {
       if (auto it = ids.find(result); it != ids.end()) results.push_back(it->second);
     }
-    json attrs = json::object();
-    for (mlir::NamedAttribute attr : op.getAttrs()) {
-      if (attr.getName() == "mesh") continue;
-      attrs[attr.getName().str()] = attrJson(attr.getValue());
-    }
     std::string stream = "compute";
-    if (std::optional<CollectiveInfo> info = describeCollective(&op, *mesh)) {
-      stream = "comm";
-      attrs["kind"] = info->kind;
-      attrs["group_size"] = info->group_size;
-      attrs["bytes"] = info->bytes;
-      if (info->async) {
-        const std::string handle = absl::StrCat("h", handles.size());
-        handles[op.getResult(0)] = handle;
-        attrs["async_handle"] = handle;
-      }
-    } else if (auto wait = llvm::dyn_cast<dist::WaitOp>(op)) {
-      attrs["async_handle"] = handles.lookup(wait.getFuture());
-    }
+    json instruction = {{"index", index}, {"op", op.getName().getStringRef().str()}};
+    instruction["attrs"] = attrsJson(op, mesh, handles, stream);
     instruction["stream"] = stream;
     instruction["operands"] = std::move(operands);
     instruction["results"] = std::move(results);
-    instruction["attrs"] = std::move(attrs);
     if (auto it = eventOf.find(index); it != eventOf.end()) {
       instruction["start_s"] = it->second->start_s;
       instruction["duration_s"] = it->second->duration_s;
     }
     phaseLists[phaseName(phases[index])].push_back(std::move(instruction));
+    ++index;
   }
-  // Without optimizer ops in the IR: one AdamW step per parameter with a
-  // gradient, updating param and states in place.
-  llvm::DenseMap<unsigned, int64_t> gradIds;
-  for (auto [i, operand] : llvm::enumerate(terminator->getOperands())) {
-    if (auto of = func.getResultAttrOfType<mlir::IntegerAttr>(i, autodiff::kGradOfAttrName)) {
-      if (auto it = ids.find(operand); it != ids.end()) gradIds[of.getInt()] = it->second;
-    }
-  }
-  for (const TimelineEvent& event : timeline->events) {
-    if (event.phase != Phase::kOptimizer || event.comm) continue;
-    const memory::ParamState& state = memoryPlan.params[event.index];
-    auto grad = gradIds.find(state.arg_number);
-    if (grad == gradIds.end()) continue;
-    const StateIds& s = stateIds[event.index];
-    json operands = {s.param, grad->second, s.exp_avg, s.exp_avg_sq};
-    json results = {s.param, s.exp_avg, s.exp_avg_sq};
-    if (s.master >= 0) {
-      operands.push_back(s.master);
-      results.push_back(s.master);
-    }
-    phaseLists["optimizer"].push_back(
-        {{"index", -1},
-         {"op", "dist.optimizer_step"},
-         {"stream", "compute"},
-         {"operands", operands},
-         {"results", results},
-         {"attrs",
-          {{"lr", 1e-3}, {"betas", {0.9, 0.999}}, {"eps", 1e-8}, {"weight_decay", 0.01}}},
-         {"start_s", event.start_s},
-         {"duration_s", event.duration_s}});
-  }
-  plan["phases"] = std::move(phaseLists);
+  return phaseLists;
+}
 
-  // What the runtime feeds and reads: the token ids (operand 0 of the
-  // embedding), the labels (operand 1 of the cross-entropy), the seed of the
-  // loss's cotangent (autodiff's extra argument) and the returned loss.
+// What the runtime feeds and reads: the token ids (operand 0 of the
+// embedding), the labels (operand 1 of the cross-entropy), the seed of the
+// loss's cotangent (autodiff's extra argument), the returned loss and the
+// vocabulary.
+json interfaceJson(mlir::func::FuncOp func, const llvm::DenseMap<mlir::Value, int64_t>& ids,
+                   const json& buffers) {
+  mlir::Operation* terminator = func.getBody().front().getTerminator();
   json interface = json::object();
   auto argFeeding = [&](llvm::StringRef opName, unsigned operand) -> std::optional<int64_t> {
     for (mlir::Operation& op : func.getBody().front()) {
@@ -448,7 +419,7 @@ absl::StatusOr<json> exportPlan(mlir::ModuleOp module, const mesh::Topology& top
       }
     }
     if (auto arg = llvm::dyn_cast<mlir::BlockArgument>(table)) {
-      interface["vocab"] = plan["buffers"][ids.lookup(arg)]["global_shape"][0];
+      interface["vocab"] = buffers[ids.lookup(arg)]["global_shape"][0];
     }
     break;
   }
@@ -462,8 +433,13 @@ absl::StatusOr<json> exportPlan(mlir::ModuleOp module, const mesh::Topology& top
     if (auto it = ids.find(operand); it != ids.end()) interface["loss"] = it->second;
     break;
   }
-  plan["interface"] = std::move(interface);
+  return interface;
+}
 
+// Predicted time and memory: the timeline's totals, the memory plan's
+// peak and breakdown, the collectives' volume and the model FLOPs.
+json predictedJson(mlir::func::FuncOp func, const Timeline& timeline,
+                   const memory::MemoryPlan& memoryPlan, double computeEfficiency) {
   json breakdown = json::object();
   for (int r = 0; r < memory::kNumRoles; ++r) {
     breakdown[memory::bufferRoleName(static_cast<memory::BufferRole>(r))] =
@@ -481,18 +457,61 @@ absl::StatusOr<json> exportPlan(mlir::ModuleOp module, const mesh::Topology& top
   // graph has them: no recomputation), what MFU divides by the step time.
   double modelFlops = 0;
   func.walk([&](nn::CostOpInterface op) { modelFlops += static_cast<double>(op.getFlops()); });
-  plan["predicted"] = {{"step_time_s", timeline->step_time_s},
+  return {{"step_time_s", timeline.step_time_s},
                        {"model_flops", modelFlops},
-                       {"compute_s", timeline->compute_s},
-                       {"comm_s", timeline->comm_s},
-                       {"exposed_comm_s", timeline->exposed_comm_s},
-                       {"optimizer_s", timeline->optimizer_s},
-                       {"compute_efficiency", options.compute_efficiency},
+                       {"compute_s", timeline.compute_s},
+                       {"comm_s", timeline.comm_s},
+                       {"exposed_comm_s", timeline.exposed_comm_s},
+                       {"optimizer_s", timeline.optimizer_s},
+                       {"compute_efficiency", computeEfficiency},
                        {"peak_bytes", memoryPlan.peak_bytes},
                        {"peak_index", memoryPlan.peak_index},
                        {"breakdown", breakdown},
                        {"comm_volume", volume},
                        {"comm_bytes_per_rank", comm.totalBytes()}};
+}
+
+}  // namespace
+
+absl::StatusOr<json> exportPlan(mlir::ModuleOp module, const mesh::Topology& topology,
+                                const PlanExportOptions& options) {
+  absl::StatusOr<mesh::DeviceMesh> mesh = meshOf(module);
+  if (!mesh.ok()) return mesh.status();
+  const mlir::ArrayAttr meshAxes = (*module.getOps<dist::MeshOp>().begin()).getAxes();
+  auto funcs = module.getOps<mlir::func::FuncOp>();
+  if (funcs.empty()) return absl::InvalidArgumentError("the module has no function to export");
+  mlir::func::FuncOp func = *funcs.begin();
+  const memory::MemoryPlan memoryPlan = memory::computeMemoryPlan(func);
+  absl::StatusOr<Timeline> timeline =
+      predictTimeline(func, *mesh, topology, {.compute_efficiency = options.compute_efficiency});
+  if (!timeline.ok()) return timeline.status();
+
+  json plan;
+  plan["format_version"] = kPlanFormatVersion;
+  plan["model"] = options.model;
+  plan["function"] = func.getSymName().str();
+  plan["mesh"] = {{"shape", mesh->shape()}, {"axes", mesh->axisNames()}};
+  json strategies = json::array();
+  for (auto meshOp : module.getOps<dist::MeshOp>()) {
+    if (auto attr = meshOp->getAttrOfType<mlir::ArrayAttr>(placement::kStrategiesAttrName)) {
+      strategies = attrJson(attr);
+    }
+    break;
+  }
+  plan["strategies"] = strategies;
+  plan["topology"] = topologyJson(topology);
+  BufferContext context{.func = func,
+                        .meshAxes = meshAxes,
+                        .mesh = *mesh,
+                        .seed = options.seed,
+                        .ids = llvm::DenseMap<mlir::Value, int64_t>(),
+                        .placements = llvm::DenseMap<mlir::Value, Placement>()};
+  absl::StatusOr<json> buffers = buffersJson(memoryPlan, context);
+  if (!buffers.ok()) return buffers.status();
+  plan["buffers"] = *std::move(buffers);
+  plan["phases"] = phasesJson(func, *mesh, *timeline, context.ids);
+  plan["interface"] = interfaceJson(func, context.ids, plan["buffers"]);
+  plan["predicted"] = predictedJson(func, *timeline, memoryPlan, options.compute_efficiency);
   return plan;
 }
 

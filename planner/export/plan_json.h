@@ -7,9 +7,7 @@
 #define LOOM_PLANNER_EXPORT_PLAN_JSON_H_
 
 #include <cstdint>
-#include <map>
 #include <string>
-#include <vector>
 
 #include "absl/status/statusor.h"
 #include "mesh/topology.h"
@@ -24,17 +22,16 @@ struct PlanExportOptions {
   std::string model;
   // The seed of every parameter's init spec.
   uint64_t seed = 0;
-  // Global shapes of arguments by argument number, taken before
-  // plan-insert-collectives localized them; an argument missing here gets
-  // its local shape times the ranks that shard each dim (exact unless the
-  // dim is padded).
-  std::map<unsigned, std::vector<int64_t>> global_arg_shapes;
   double compute_efficiency = 0.5;
 };
 
 // Exports the first function of a per-rank module (plan-insert-collectives
-// output, optionally bucketed and scheduled). Fails when the module has no
-// dist.mesh or function, or the mesh does not fit `topology`.
+// output, optionally bucketed and scheduled; its optimizer phase is the
+// dist.optimizer_step ops plan-optimizer-step added). It only reads the IR:
+// init specs from nn.init, argument global shapes from dist.global_shape,
+// result placements from PlacementTransferOpInterface. Fails when the module
+// has no dist.mesh or function, the mesh does not fit `topology`, or a
+// parameter or optimizer state has no nn.init.
 absl::StatusOr<nlohmann::json> exportPlan(mlir::ModuleOp module, const mesh::Topology& topology,
                                           const PlanExportOptions& options);
 
