@@ -6,10 +6,12 @@
 #include "mlir/Transforms/Passes.h"
 #include "planner/dialect/dist/ir/dist_dialect.h"
 #include "planner/dialect/nn/ir/nn_dialect.h"
+#include "planner/pipeline/plan_pipeline.h"
 #include "planner/transforms/autodiff/passes.h"
 #include "planner/transforms/bucketing/passes.h"
 #include "planner/transforms/collectives/passes.h"
 #include "planner/transforms/memory/passes.h"
+#include "planner/transforms/optimizer/passes.h"
 #include "planner/transforms/placement/passes.h"
 #include "planner/transforms/schedule/passes.h"
 
@@ -32,6 +34,8 @@ void registerAllPasses() {
   bucketing::registerBucketingPasses();
   memory::registerMemoryPasses();
   schedule::registerSchedulePasses();
+  optimizer::registerOptimizerPasses();
+  pipeline::registerPlanPipeline();
 }
 
 }  // namespace loom::planner

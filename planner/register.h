@@ -10,8 +10,9 @@ namespace loom::planner {
 // Inserts the dialects planner IR is written in into `registry`.
 void registerAllDialects(mlir::DialectRegistry& registry);
 
-// Registers every planner pass, and the upstream clean-up passes planner
-// pipelines use, with the global pass registry.
+// Registers every planner pass, the plan pipeline (`plan-pipeline`) and
+// the upstream clean-up passes planner pipelines use, with the global pass
+// registry.
 void registerAllPasses();
 
 }  // namespace loom::planner

@@ -21,6 +21,7 @@
 #include "plan/attrs_codec.h"
 #include "plan/lifetimes.h"
 #include "planner/dialect/dist/ir/dist_attrs.h"
+#include "planner/dialect/dist/ir/dist_interfaces.h"
 #include "planner/dialect/dist/ir/dist_ops.h"
 #include "planner/dialect/dist/ir/dist_types.h"
 #include "planner/dialect/nn/ir/nn_dialect.h"
@@ -28,7 +29,9 @@
 #include "planner/export/timeline.h"
 #include "planner/transforms/autodiff/passes.h"
 #include "planner/transforms/collectives/comm_volume.h"
+#include "planner/transforms/collectives/passes.h"
 #include "planner/transforms/memory/memory_plan.h"
+#include "planner/transforms/optimizer/passes.h"
 #include "planner/transforms/placement/passes.h"
 
 namespace loom::planner::exporter {
@@ -110,39 +113,21 @@ json attrJson(mlir::Attribute attr) {
   return printed(attr);
 }
 
-// The placement an op result has, from the op's placement attributes or,
-// for dist ops, from its operand's and what the op does on its axes.
-Placement derivePlacement(mlir::Operation* op, unsigned result, const mesh::DeviceMesh& mesh,
+// The placement an op result has: the op's result placement attribute or,
+// for dist ops, what PlacementTransferOpInterface makes of its operand's;
+// other ops keep their operand's.
+Placement derivePlacement(mlir::Operation* op, unsigned result, mlir::ArrayAttr meshAxes,
                           const llvm::DenseMap<mlir::Value, Placement>& placements) {
   if (auto results = op->getAttrOfType<mlir::ArrayAttr>(placement::kResultPlacementsAttrName)) {
     if (result < results.size()) return fromAttr(results[result]);
   }
-  Placement placement = op->getNumOperands() > 0 ? placements.lookup(op->getOperand(0))
-                                                  : Placement(mesh.ndim());
-  if (placement.empty()) placement.resize(mesh.ndim());
-  llvm::StringRef name = op->getName().getStringRef();
-  auto axes = op->getAttrOfType<mlir::ArrayAttr>("mesh_axes");
-  auto dimOf = [&](const char* attr) { return op->getAttrOfType<mlir::IntegerAttr>(attr).getInt(); };
-  const bool padded = op->hasAttr("padded");
-  auto setAxes = [&](dist::AxisPlacement entry) {
-    for (llvm::StringRef axis : axes.getAsValueRange<mlir::StringAttr>()) {
-      placement[*mesh.axisIndex(axis)] = entry;
-    }
-  };
-  if (name.starts_with("dist.all_gather") || name.starts_with("dist.all_reduce")) {
-    setAxes(dist::AxisPlacement::replicate());
-  } else if (name.starts_with("dist.reduce_scatter")) {
-    setAxes(dist::AxisPlacement::shard(dimOf("scatter_dim"), padded));
-  } else if (name.starts_with("dist.all_to_all")) {
-    setAxes(dist::AxisPlacement::shard(dimOf("split_dim")));
-  } else if (name == "dist.slice") {
-    setAxes(dist::AxisPlacement::shard(dimOf("slice_dim"), padded));
-  } else if (name == "dist.bucket") {
-    for (dist::AxisPlacement& entry : placement) {
-      if (entry.isShard()) entry = dist::AxisPlacement::shard(0);
-    }
+  Placement operand = op->getNumOperands() > 0 ? placements.lookup(op->getOperand(0)) : Placement();
+  operand.resize(meshAxes.size());
+  if (auto transfer = llvm::dyn_cast<dist::PlacementTransferOpInterface>(op)) {
+    llvm::SmallVector<dist::AxisPlacement> placement = transfer.getResultPlacement(result, operand, meshAxes);
+    return Placement(placement.begin(), placement.end());
   }
-  return placement;
+  return operand;
 }
 
 // Local shape times the ranks that shard each dim.
@@ -157,23 +142,47 @@ std::vector<int64_t> globalShape(mlir::RankedTensorType local, const Placement& 
   return shape;
 }
 
-// The init a parameter starts from: norm scales ones, biases zeros, the
-// rest normal(0, 0.02) as GPT-2 and Llama initialise them.
-plan::InitSpec initSpecFor(llvm::StringRef name, uint64_t seed, int64_t stream) {
-  // A slice of a checkpoint tensor (GPT-2's c_attn split into q, k, v:
-  // "c_attn.bias[0:64]") is initialised as the tensor it is part of.
-  name = name.take_until([](char c) { return c == '['; });
-  plan::InitSpec spec{.kind = plan::InitSpec::Kind::kNormal, .mean = 0.0f, .std = 0.02f,
-                      .seed = seed, .stream_id = static_cast<uint64_t>(stream)};
-  if (name.ends_with("norm.weight") || name.ends_with("ln_1.weight") ||
-      name.ends_with("ln_2.weight") || name.ends_with("ln_f.weight")) {
-    spec.kind = plan::InitSpec::Kind::kOnes;
-    spec.std = 0;
-  } else if (name.ends_with(".bias")) {
-    spec.kind = plan::InitSpec::Kind::kZeros;
-    spec.std = 0;
+// The init spec of a parameter or optimizer state: its nn.init with the
+// plan's seed and its stream. Fails, naming the buffer and the fix, when
+// the argument has none.
+absl::StatusOr<plan::InitSpec> initSpecOf(mlir::func::FuncOp func, unsigned n, const std::string& name,
+                                          uint64_t seed, int64_t stream) {
+  auto init = func.getArgAttrOfType<mlir::DictionaryAttr>(n, nn::NnDialect::kInitAttrName);
+  if (!init) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "argument #", n, " ('", name, "') of @", func.getSymName().str(), " has no ",
+        nn::NnDialect::kInitAttrName.str(),
+        "; give every parameter one, e.g. {nn.init = {kind = \"normal\", mean = 0.0, std = 0.02}} "
+        "(the model zoo and the PyTorch importer set it; optimizer states get theirs from "
+        "--plan-optimizer-step)"));
   }
-  return spec;
+  const llvm::StringRef kind = init.getAs<mlir::StringAttr>("kind").getValue();
+  return plan::InitSpec{
+      .kind = kind == "zeros"  ? plan::InitSpec::Kind::kZeros
+              : kind == "ones" ? plan::InitSpec::Kind::kOnes
+                               : plan::InitSpec::Kind::kNormal,
+      .mean = static_cast<float>(init.getAs<mlir::FloatAttr>("mean").getValueAsDouble()),
+      .std = static_cast<float>(init.getAs<mlir::FloatAttr>("std").getValueAsDouble()),
+      .seed = seed,
+      .stream_id = static_cast<uint64_t>(stream)};
+}
+
+// The name of argument `n`: its nn.name, else its location's name (inputs:
+// "input_ids", "position_ids"), else "arg<n>". An optimizer state is named
+// after its kind and the parameter `paramOf` gives ("exp_avg:NAME").
+std::string argName(mlir::func::FuncOp func, unsigned n,
+                    const llvm::DenseMap<mlir::Value, mlir::Value>& paramOf) {
+  if (auto kind = func.getArgAttrOfType<mlir::StringAttr>(n, optimizer::kOptimizerStateAttrName)) {
+    if (mlir::Value param = paramOf.lookup(func.getArgument(n))) {
+      return absl::StrCat(kind.getValue().str(), ":",
+                          argName(func, llvm::cast<mlir::BlockArgument>(param).getArgNumber(), paramOf));
+    }
+  }
+  if (auto name = func.getArgAttrOfType<mlir::StringAttr>(n, nn::NnDialect::kNameAttrName)) {
+    return name.getValue().str();
+  }
+  if (auto loc = llvm::dyn_cast<mlir::NameLoc>(func.getArgument(n).getLoc())) return loc.getName().str();
+  return absl::StrCat("arg", n);
 }
 
 plan::BufferRole roleOf(memory::BufferRole role) {
@@ -214,32 +223,31 @@ plan::Topology topologyOf(const mesh::Topology& topology) {
           .inter_host = link(topology.interHostLink())};
 }
 
-// The AdamW states of one parameter, as buffer ids (master: -1 for f32).
-struct StateIds {
-  int64_t param, exp_avg, exp_avg_sq, master = -1;
-};
-
 // One export: the module's function, its memory plan and timeline, and the
 // plan being built.
 class Exporter {
  public:
-  Exporter(mlir::func::FuncOp func, mesh::DeviceMesh mesh, const PlanExportOptions& options)
-      : func_(func), mesh_(std::move(mesh)), options_(options), memory_(memory::computeMemoryPlan(func)) {}
+  Exporter(mlir::func::FuncOp func, mesh::DeviceMesh mesh, mlir::ArrayAttr meshAxes,
+           const PlanExportOptions& options)
+      : func_(func),
+        mesh_(std::move(mesh)),
+        meshAxes_(meshAxes),
+        options_(options),
+        memory_(memory::computeMemoryPlan(func)) {}
 
   absl::StatusOr<plan::Plan> run(mlir::ModuleOp module, const mesh::Topology& topology);
 
  private:
   absl::Status addBuffers();
-  std::vector<StateIds> addOptimizerStates();
   absl::Status addInstructions(plan::Program& program);
   absl::StatusOr<plan::Instruction> instructionOf(mlir::Operation& op, int64_t index);
-  void addOptimizerSteps(plan::Block& block, const std::vector<StateIds>& states);
   absl::Status setInterface();
   int64_t vocabOf();
   void setPredicted();
 
   mlir::func::FuncOp func_;
   mesh::DeviceMesh mesh_;
+  mlir::ArrayAttr meshAxes_;
   const PlanExportOptions& options_;
   memory::MemoryPlan memory_;
   Timeline timeline_;
@@ -252,7 +260,7 @@ class Exporter {
 
 absl::StatusOr<plan::Plan> Exporter::run(mlir::ModuleOp module, const mesh::Topology& topology) {
   absl::StatusOr<Timeline> timeline =
-      predictTimeline(func_, mesh_, topology, memory_, {.compute_efficiency = options_.compute_efficiency});
+      predictTimeline(func_, mesh_, topology, {.compute_efficiency = options_.compute_efficiency});
   if (!timeline.ok()) return timeline.status();
   timeline_ = *std::move(timeline);
   plan_.source = "plan.json";
@@ -284,35 +292,51 @@ absl::StatusOr<plan::Plan> Exporter::run(mlir::ModuleOp module, const mesh::Topo
 }
 
 // The memory plan's values (arguments, then op results in program order).
+// Parameters draw their init from one stream each, in argument order; an
+// optimizer state draws from its parameter's. An optimizer step's results
+// are its operands' buffers, updated in place.
 absl::Status Exporter::addBuffers() {
-  mlir::Operation* terminator = func_.getBody().front().getTerminator();
+  mlir::Block& body = func_.getBody().front();
+  llvm::DenseMap<mlir::Value, mlir::Value> paramOf;
+  for (auto step : body.getOps<dist::OptimizerStepOp>()) {
+    for (mlir::Value state : {step.getExpAvg(), step.getExpAvgSq(), step.getMaster()}) {
+      if (state) paramOf[state] = step.getParam();
+    }
+  }
+  llvm::DenseMap<mlir::Value, int64_t> streams;
+  for (mlir::BlockArgument arg : func_.getArguments()) {
+    if (func_.getArgAttr(arg.getArgNumber(), nn::NnDialect::kParamAttrName)) {
+      streams[arg] = static_cast<int64_t>(streams.size());
+    }
+  }
   llvm::DenseMap<mlir::Value, unsigned> returned;
-  for (auto [i, operand] : llvm::enumerate(terminator->getOperands())) returned[operand] = i;
-  int64_t params = 0;
+  for (auto [i, operand] : llvm::enumerate(body.getTerminator()->getOperands())) returned[operand] = i;
   for (const memory::ValueLifetime& lifetime : memory_.values) {
     mlir::Value value = lifetime.value;
     plan::Buffer& b = plan_.buffers.emplace_back();
     b.id = static_cast<int64_t>(plan_.buffers.size()) - 1;
+    b.role = roleOf(lifetime.role);
     Placement placement;
     const mlir::RankedTensorType local = tensorOf(value.getType());
     if (auto arg = llvm::dyn_cast<mlir::BlockArgument>(value)) {
       const unsigned n = arg.getArgNumber();
-      auto argName = func_.getArgAttrOfType<mlir::StringAttr>(n, nn::NnDialect::kNameAttrName);
-      b.name = argName ? argName.getValue().str() : absl::StrCat("arg", n);
-      // Inputs are named by their location ("input_ids", "position_ids").
-      if (auto loc = llvm::dyn_cast<mlir::NameLoc>(arg.getLoc()); loc && !argName) {
-        b.name = loc.getName().str();
-      }
+      b.name = argName(func_, n, paramOf);
       placement = fromAttr(func_.getArgAttr(n, placement::kPlacementAttrName));
-      if (auto it = options_.global_arg_shapes.find(n); it != options_.global_arg_shapes.end()) {
-        b.global_shape = it->second;
+      if (auto shape = func_.getArgAttrOfType<mlir::DenseI64ArrayAttr>(n, collectives::kGlobalShapeAttrName)) {
+        b.global_shape.assign(shape.asArrayRef().begin(), shape.asArrayRef().end());
+      }
+      if (plan::persistentRole(b.role)) {
+        const mlir::Value param = paramOf.lookup(arg) ? paramOf.lookup(arg) : value;
+        absl::StatusOr<plan::InitSpec> init = initSpecOf(func_, n, b.name, options_.seed, streams.lookup(param));
+        if (!init.ok()) return init.status();
+        b.init = *init;
       }
     } else {
       mlir::Operation* op = value.getDefiningOp();
       const unsigned resultNumber = llvm::cast<mlir::OpResult>(value).getResultNumber();
       b.name = absl::StrCat(op->getName().getStringRef().str(), "#", opIndex_[op],
                             op->getNumResults() > 1 ? absl::StrCat(".", resultNumber) : "");
-      placement = derivePlacement(op, resultNumber, mesh_, placements_);
+      placement = derivePlacement(op, resultNumber, meshAxes_, placements_);
       if (auto it = returned.find(value); it != returned.end()) {
         if (mlir::Attribute attr = func_.getResultAttr(it->second, placement::kPlacementAttrName)) {
           placement = fromAttr(attr);
@@ -334,40 +358,14 @@ absl::Status Exporter::addBuffers() {
     if (b.global_shape.empty()) b.global_shape = globalShape(local, placement, mesh_);
     b.local_shape.assign(local.getShape().begin(), local.getShape().end());
     b.bytes = lifetime.bytes;
-    b.role = roleOf(lifetime.role);
     b.placement = toPlan(placement);
-    if (b.role == plan::BufferRole::kParam) b.init = initSpecFor(b.name, options_.seed, params++);
+  }
+  for (auto step : body.getOps<dist::OptimizerStepOp>()) {
+    for (mlir::OpResult result : step->getResults()) {
+      ids_[result] = ids_.lookup(step.getInPlaceOperand(result.getResultNumber()));
+    }
   }
   return absl::OkStatus();
-}
-
-// Per parameter: exp_avg, exp_avg_sq and, for non-f32 params, the f32
-// master copy (initialised like the param, so from the same values).
-std::vector<StateIds> Exporter::addOptimizerStates() {
-  std::vector<StateIds> states;
-  for (const memory::ParamState& state : memory_.params) {
-    const int64_t paramId = ids_[func_.getArgument(state.arg_number)];
-    auto addState = [&](const std::string& prefix, int64_t bytes, plan::InitSpec init) {
-      plan::Buffer b = plan_.buffers[paramId];
-      b.id = static_cast<int64_t>(plan_.buffers.size());
-      b.name = absl::StrCat(prefix, ":", b.name);
-      b.dtype = comm::DType::kFloat32;
-      b.bytes = bytes;
-      b.role = plan::BufferRole::kOptimizerState;
-      b.init = init;
-      plan_.buffers.push_back(std::move(b));
-      return plan_.buffers.back().id;
-    };
-    const plan::InitSpec paramInit = *plan_.buffers[paramId].init;
-    const plan::InitSpec zeros{.kind = plan::InitSpec::Kind::kZeros, .mean = 0, .std = 0,
-                               .seed = options_.seed, .stream_id = paramInit.stream_id};
-    StateIds entry{.param = paramId,
-                   .exp_avg = addState("exp_avg", state.moment_bytes, zeros),
-                   .exp_avg_sq = addState("exp_avg_sq", state.moment_bytes, zeros)};
-    if (state.master_bytes > 0) entry.master = addState("master", state.master_bytes, paramInit);
-    states.push_back(entry);
-  }
-  return states;
 }
 
 absl::StatusOr<plan::Instruction> Exporter::instructionOf(mlir::Operation& op, int64_t index) {
@@ -387,7 +385,9 @@ absl::StatusOr<plan::Instruction> Exporter::instructionOf(mlir::Operation& op, i
     if (auto it = ids_.find(result); it != ids_.end()) in.results.push_back(it->second);
   }
   for (mlir::NamedAttribute attr : op.getAttrs()) {
-    if (attr.getName() == "mesh") continue;
+    // The mesh is the plan's; segment sizes are in the operand lists.
+    const llvm::StringRef key = attr.getName().getValue();
+    if (key == "mesh" || key == "operandSegmentSizes" || key == "resultSegmentSizes") continue;
     if (absl::Status s = plan::setAttrFromJson(in, attr.getName().str(), attrJson(attr.getValue())); !s.ok()) {
       return absl::InvalidArgumentError(absl::StrCat(printed(op.getLoc()), ": ", s.message()));
     }
@@ -408,16 +408,12 @@ absl::StatusOr<plan::Instruction> Exporter::instructionOf(mlir::Operation& op, i
 // Instructions per phase, with the predicted start and duration of each.
 absl::Status Exporter::addInstructions(plan::Program& program) {
   llvm::DenseMap<int64_t, const TimelineEvent*> eventOf;
-  for (const TimelineEvent& event : timeline_.events) {
-    // Optimizer events are keyed by parameter, not by op: they have their own list.
-    if (event.phase != Phase::kOptimizer) eventOf[event.index] = &event;
-  }
+  for (const TimelineEvent& event : timeline_.events) eventOf[event.index] = &event;
   for (plan::Phase phase : {plan::Phase::kForward, plan::Phase::kBackward, plan::Phase::kOptimizer}) {
     program.blocks.push_back({.name = plan::phaseName(phase), .phase = phase, .instructions = {}});
     program.schedule.push_back(
         {.block = plan::phaseName(phase), .micro_batch = phase == plan::Phase::kOptimizer ? -1 : 0});
   }
-  const std::vector<StateIds> states = addOptimizerStates();
   const std::vector<Phase> phases = assignPhases(func_);
   mlir::Operation* terminator = func_.getBody().front().getTerminator();
   for (mlir::Operation& op : func_.getBody().front()) {
@@ -435,47 +431,7 @@ absl::Status Exporter::addInstructions(plan::Program& program) {
     in->position = static_cast<int64_t>(block.instructions.size());
     block.instructions.push_back(*std::move(in));
   }
-  addOptimizerSteps(program.blocks[2], states);
   return absl::OkStatus();
-}
-
-// Without optimizer ops in the IR: one AdamW step per parameter with a
-// gradient, updating param and states in place.
-void Exporter::addOptimizerSteps(plan::Block& block, const std::vector<StateIds>& states) {
-  mlir::Operation* terminator = func_.getBody().front().getTerminator();
-  llvm::DenseMap<unsigned, int64_t> gradIds;
-  for (auto [i, operand] : llvm::enumerate(terminator->getOperands())) {
-    if (auto of = func_.getResultAttrOfType<mlir::IntegerAttr>(i, autodiff::kGradOfAttrName)) {
-      if (auto it = ids_.find(operand); it != ids_.end()) gradIds[of.getInt()] = it->second;
-    }
-  }
-  for (const TimelineEvent& event : timeline_.events) {
-    if (event.phase != Phase::kOptimizer || event.comm) continue;
-    const memory::ParamState& state = memory_.params[event.index];
-    auto grad = gradIds.find(state.arg_number);
-    if (grad == gradIds.end()) continue;
-    const StateIds& s = states[event.index];
-    plan::Instruction in;
-    in.op = "dist.optimizer_step";
-    in.info = plan::findOp(in.op);
-    in.phase = block.phase;
-    in.block = block.name;
-    in.position = static_cast<int64_t>(block.instructions.size());
-    in.operands = {s.param, grad->second, s.exp_avg, s.exp_avg_sq};
-    in.results = {s.param, s.exp_avg, s.exp_avg_sq};
-    if (s.master >= 0) {
-      in.operands.push_back(s.master);
-      in.results.push_back(s.master);
-    }
-    in.attrs.lr = 1e-3;
-    in.attrs.beta1 = 0.9;
-    in.attrs.beta2 = 0.999;
-    in.attrs.eps = 1e-8;
-    in.attrs.weight_decay = 0.01;
-    in.start_s = event.start_s;
-    in.duration_s = event.duration_s;
-    block.instructions.push_back(std::move(in));
-  }
 }
 
 // What the runtime feeds and reads: the token ids (operand 0 of the
@@ -607,7 +563,8 @@ absl::StatusOr<plan::Plan> exportPlan(mlir::ModuleOp module, const mesh::Topolog
   if (!mesh.ok()) return mesh.status();
   auto funcs = module.getOps<mlir::func::FuncOp>();
   if (funcs.empty()) return absl::InvalidArgumentError("the module has no function to export");
-  return Exporter(*funcs.begin(), *std::move(mesh), options).run(module, topology);
+  const mlir::ArrayAttr meshAxes = (*module.getOps<dist::MeshOp>().begin()).getAxes();
+  return Exporter(*funcs.begin(), *std::move(mesh), meshAxes, options).run(module, topology);
 }
 
 }  // namespace loom::planner::exporter

@@ -1,15 +1,15 @@
-// The exporter: turns a per-rank module (plan-insert-collectives output,
-// optionally bucketed and scheduled) into the typed plan of plan/plan.h,
-// which plan/ writes as plan.json, the runtime's only input from the
-// planner. It reads what the passes decided and prices it; it does not
-// decide anything itself (docs/plan_json.md).
+// The exporter: turns a per-rank module (the plan pipeline's output) into
+// the typed plan of plan/plan.h, which plan/ writes as plan.json, the
+// runtime's only input from the planner. It reads what the passes decided
+// and prices it; it decides nothing itself: init specs come from nn.init,
+// argument global shapes from dist.global_shape, result placements from
+// PlacementTransferOpInterface, the optimizer phase from the
+// dist.optimizer_step ops of plan-optimizer-step (docs/plan_json.md).
 #ifndef LOOM_PLANNER_EXPORT_PLAN_JSON_H_
 #define LOOM_PLANNER_EXPORT_PLAN_JSON_H_
 
 #include <cstdint>
-#include <map>
 #include <string>
-#include <vector>
 
 #include "absl/status/statusor.h"
 #include "mesh/topology.h"
@@ -22,18 +22,14 @@ struct PlanExportOptions {
   std::string model;
   // The seed of every parameter's init spec.
   uint64_t seed = 0;
-  // Global shapes of arguments by argument number, taken before
-  // plan-insert-collectives localized them; an argument missing here gets
-  // its local shape times the ranks that shard each dim (exact unless the
-  // dim is padded).
-  std::map<unsigned, std::vector<int64_t>> global_arg_shapes;
   double compute_efficiency = 0.5;
 };
 
 // Exports the first function of a per-rank module. Fails when the module
 // has no dist.mesh or function, the mesh does not fit `topology`, an op has
 // no row in the plan op table (plan/op_table.cc) or an attribute the table
-// does not list, or the result fails plan::checkPlan (an exporter bug).
+// does not list, a parameter or optimizer state has no nn.init, or the
+// result fails plan::checkPlan (an exporter bug).
 absl::StatusOr<plan::Plan> exportPlan(mlir::ModuleOp module, const mesh::Topology& topology,
                                       const PlanExportOptions& options);
 

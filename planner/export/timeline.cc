@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -16,9 +17,9 @@
 #include "planner/cost/program.h"
 #include "planner/dialect/dist/ir/dist_ops.h"
 #include "planner/dialect/dist/ir/dist_types.h"
-#include "planner/dialect/nn/ir/nn_dialect.h"
 #include "planner/dialect/nn/ir/nn_interfaces.h"
 #include "planner/transforms/autodiff/passes.h"
+#include "planner/transforms/memory/memory_plan.h"
 
 namespace loom::planner::exporter {
 namespace {
@@ -34,6 +35,17 @@ cost::CollectiveKind kindOf(const std::string& kind) {
 int64_t elements(mlir::Type type) {
   if (auto future = llvm::dyn_cast<dist::FutureType>(type)) type = future.getValueType();
   return llvm::cast<mlir::RankedTensorType>(type).getNumElements();
+}
+
+// What one AdamW update streams: param, both moments and the master copy
+// read and written, the gradient read at its own type (which
+// grad-reduce-dtype may make wider or narrower than the parameter's).
+int64_t streamedBytes(dist::OptimizerStepOp step) {
+  int64_t bytes = memory::storageBytes(step.getGrad().getType());
+  for (mlir::Value updated : step->getResults()) {
+    bytes += 2 * memory::storageBytes(updated.getType());
+  }
+  return bytes;
 }
 
 }  // namespace
@@ -157,7 +169,6 @@ cost::ComputeCost computeCostOf(mlir::Operation* op) {
 
 absl::StatusOr<Timeline> predictTimeline(mlir::func::FuncOp func, const mesh::DeviceMesh& mesh,
                                          const mesh::Topology& topology,
-                                         const memory::MemoryPlan& memory,
                                          const TimelineOptions& options) {
   if (mesh.size() != topology.worldSize()) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -197,6 +208,7 @@ absl::StatusOr<Timeline> predictTimeline(mlir::func::FuncOp func, const mesh::De
   std::vector<cost::Instruction> program;
   std::vector<TimelineEvent> events;
   llvm::DenseMap<mlir::Value, int32_t> startOf;  // future -> its collective
+  std::vector<std::pair<int64_t, double>> optimizer;  // (op index, seconds)
   int64_t index = 0;
   for (mlir::Operation& op : func.getBody().front()) {
     const Phase phase = phases[index];
@@ -231,32 +243,11 @@ absl::StatusOr<Timeline> predictTimeline(mlir::func::FuncOp func, const mesh::De
       event.index = index;
       event.duration_s = seconds;
       events.push_back(std::move(event));
+    } else if (auto step = llvm::dyn_cast<dist::OptimizerStepOp>(op)) {
+      optimizer.push_back({index, model->streamSeconds(static_cast<double>(streamedBytes(step)))});
+      timeline.optimizer_s += optimizer.back().second;
     }
     ++index;
-  }
-  // Without dist.optimizer_step ops in the body, one AdamW update per
-  // parameter streams param, grad, both moments and the master copy.
-  const bool explicitOptimizer =
-      llvm::any_of(phases, [](Phase phase) { return phase == Phase::kOptimizer; });
-  std::vector<double> optimizer;
-  if (!explicitOptimizer && llvm::is_contained(phases, Phase::kBackward)) {
-    // The gradient is read at its own type, which grad-reduce-dtype may
-    // make wider or narrower than the parameter's.
-    llvm::DenseMap<int64_t, int64_t> gradBytes;
-    mlir::Operation* terminator = func.getBody().front().getTerminator();
-    for (auto [i, operand] : llvm::enumerate(terminator->getOperands())) {
-      if (auto of = func.getResultAttrOfType<mlir::IntegerAttr>(i, autodiff::kGradOfAttrName)) {
-        gradBytes[of.getInt()] = memory::storageBytes(operand.getType());
-      }
-    }
-    for (const memory::ParamState& param : memory.params) {
-      const auto grad = gradBytes.find(param.arg_number);
-      const int64_t read = grad == gradBytes.end() ? param.param_bytes : grad->second;
-      const int64_t streamed =
-          2 * param.param_bytes + read + 4 * param.moment_bytes + 2 * param.master_bytes;
-      optimizer.push_back(model->streamSeconds(static_cast<double>(streamed)));
-      timeline.optimizer_s += optimizer.back();
-    }
   }
   std::vector<double> starts;
   const cost::Timing timing = cost::simulate(program, timeline.optimizer_s, &starts);
@@ -265,12 +256,14 @@ absl::StatusOr<Timeline> predictTimeline(mlir::func::FuncOp func, const mesh::De
     events[i].start_s = starts[i];
     timeline.events.push_back(std::move(events[i]));
   }
+  // The optimizer steps run one after another once the rest of the step
+  // is done.
   double at = timing.step_time_s - timeline.optimizer_s;
-  for (auto [i, seconds] : llvm::enumerate(optimizer)) {
+  for (const auto& [stepIndex, seconds] : optimizer) {
     TimelineEvent event;
     event.name = "dist.optimizer_step";
     event.phase = Phase::kOptimizer;
-    event.index = static_cast<int64_t>(i);
+    event.index = stepIndex;
     event.start_s = at;
     event.duration_s = seconds;
     timeline.events.push_back(std::move(event));
@@ -290,35 +283,17 @@ absl::Status repricePlan(mlir::ModuleOp module, const mesh::Topology& topology,
   auto funcs = module.getOps<mlir::func::FuncOp>();
   if (funcs.empty()) return absl::InvalidArgumentError("the module has no function to price");
   mlir::func::FuncOp func = *funcs.begin();
-  const memory::MemoryPlan memory = memory::computeMemoryPlan(func);
-  absl::StatusOr<Timeline> timeline = predictTimeline(func, *mesh, topology, memory, options);
+  absl::StatusOr<Timeline> timeline = predictTimeline(func, *mesh, topology, options);
   if (!timeline.ok()) return timeline.status();
-  // Events by op index; optimizer steps by the name of their parameter.
   llvm::DenseMap<int64_t, const TimelineEvent*> byIndex;
-  std::map<std::string, const TimelineEvent*> byParam;
-  for (const TimelineEvent& event : timeline->events) {
-    if (event.phase != Phase::kOptimizer) {
-      byIndex[event.index] = &event;
-      continue;
-    }
-    const unsigned arg = memory.params[event.index].arg_number;
-    if (auto name = func.getArgAttrOfType<mlir::StringAttr>(arg, nn::NnDialect::kNameAttrName)) {
-      byParam[name.getValue().str()] = &event;
-    }
-  }
+  for (const TimelineEvent& event : timeline->events) byIndex[event.index] = &event;
   for (plan::Program& program : plan.programs) {
     for (plan::Block& block : program.blocks) {
       for (plan::Instruction& in : block.instructions) {
-        const TimelineEvent* event = nullptr;
-        if (in.phase == plan::Phase::kOptimizer && in.index < 0) {
-          auto it = byParam.find(plan.buffers[in.operands[0]].name);
-          if (it != byParam.end()) event = it->second;
-        } else if (auto it = byIndex.find(in.index); it != byIndex.end()) {
-          event = it->second;
-        }
-        if (!event) continue;
-        in.start_s = event->start_s;
-        in.duration_s = event->duration_s;
+        auto it = byIndex.find(in.index);
+        if (it == byIndex.end()) continue;
+        in.start_s = it->second->start_s;
+        in.duration_s = it->second->duration_s;
       }
     }
   }

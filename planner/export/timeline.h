@@ -22,7 +22,6 @@
 #include "plan/plan.h"
 #include "planner/cost/cost_model.h"
 #include "planner/cost/machine_profile.h"
-#include "planner/transforms/memory/memory_plan.h"
 
 namespace loom::planner::exporter {
 
@@ -62,8 +61,7 @@ struct TimelineEvent {
   std::string name;
   bool comm = false;
   Phase phase = Phase::kForward;
-  // The op's index in the body; for optimizer steps synthesized per
-  // parameter, the index into MemoryPlan::params.
+  // The op's index in the body.
   int64_t index = 0;
   double start_s = 0;
   double duration_s = 0;
@@ -99,13 +97,12 @@ struct TimelineOptions {
 cost::ComputeCost computeCostOf(mlir::Operation* op);
 
 // Predicts `func`'s step on `topology` (whose world must be `mesh`'s size).
-// Without dist.optimizer_step ops in the body, the optimizer phase is one
-// AdamW update per parameter of `memory`, priced by the bytes it streams
-// (param, grad, both moments and the master copy read, all but the grad
-// written) at the device's memory bandwidth.
+// The optimizer phase is the body's dist.optimizer_step ops (plan-optimizer-
+// step), run one after another at the end of the step, each priced by the
+// bytes it streams (param, grad, both moments and the master copy read,
+// all but the grad written) at the device's memory bandwidth.
 absl::StatusOr<Timeline> predictTimeline(mlir::func::FuncOp func, const mesh::DeviceMesh& mesh,
                                          const mesh::Topology& topology,
-                                         const memory::MemoryPlan& memory,
                                          const TimelineOptions& options = {});
 
 // Re-prices an exported plan of `module` (exportPlan's output for the same

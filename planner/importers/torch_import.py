@@ -2,7 +2,8 @@
 
 The module is traced with torch.fx, its example inputs are run through the
 trace to learn every tensor's shape, and each node becomes one nn op. The
-parameters become function arguments {nn.param, nn.name = "<PyTorch name>"};
+parameters become function arguments {nn.param, nn.name = "<PyTorch name>",
+nn.init = {...}} (the init GPT-2 and Llama use, see init_of);
 ops are located at their module path and Python source line. An operation
 without an nn counterpart stops the import with a message that names it.
 
@@ -200,6 +201,11 @@ class _Importer:
         self.param_names = {}
         for name, param in module.named_parameters():
             self.param_names.setdefault(id(param), name)
+        self.param_inits = {}  # id(param) -> nn.init text
+        for _, owner in module.named_modules():
+            for leaf, param in owner.named_parameters(recurse=False):
+                self.param_inits.setdefault(id(param), init_of(owner, leaf))
+        self.arg_inits = {}  # argument SSA name -> nn.init text
         self.used_names = set()
         self.counter = 0
 
@@ -292,6 +298,7 @@ class _Importer:
             data = data.t()
         value = _Value(self.ssa(name), data.shape, data.dtype)
         self.args.append((value, name, data))
+        self.arg_inits[value.name] = self.param_inits[id(param)]
         self.param_args[key] = value
         return value
 
@@ -654,7 +661,8 @@ class _Importer:
     def text(self, results, header):
         signature = ",\n    ".join(
             f"%{v.name}: {v.type}"
-            + (f" {{nn.param, nn.name = {mlir_string(name)}}}" if name else "")
+            + (f" {{nn.param, nn.name = {mlir_string(name)}, "
+               f"nn.init = {self.arg_inits[v.name]}}}" if name else "")
             for v, name, _ in self.args)
         types = ", ".join(v.type for v in results)
         names = ", ".join("%" + v.name for v in results)
@@ -664,6 +672,27 @@ class _Importer:
              f" -> ({types}) {{"]
             + [line for line in self.body if line is not None]
             + [f"  return {names} : {types}", "}", ""])
+
+
+def init_of(owner, leaf):
+    """The nn.init of parameter `leaf` of module `owner`.
+
+    A PyTorch module holds values, not the rule that made them, so the
+    importer gives every parameter the init GPT-2 and Llama use: a norm
+    module's (LayerNorm, RMSNorm, any class named *Norm) weight starts at
+    one and its bias at zero, any other bias at zero, every other parameter
+    from normal(0, 0.02). Plans start from it; imported checkpoints replace
+    it.
+    """
+    norm = isinstance(owner, (nn.LayerNorm, nn.GroupNorm)) or \
+        type(owner).__name__.lower().endswith("norm")
+    if norm and leaf == "weight":
+        kind, std = "ones", 0.0
+    elif leaf == "bias":
+        kind, std = "zeros", 0.0
+    else:
+        kind, std = "normal", 0.02
+    return f'{{kind = "{kind}", mean = 0.0, std = {std}}}'
 
 
 def _where(node):

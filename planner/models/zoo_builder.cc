@@ -28,6 +28,12 @@ namespace {
 
 using mlir::Value;
 
+// How a parameter starts, as GPT-2 and Llama initialise them: weights from
+// normal(0, 0.02), norm scales at one, biases at zero.
+enum class Init { kNormal, kOnes, kZeros };
+
+constexpr double kInitStd = 0.02;
+
 // Builds the body of the model function into a detached block and collects
 // the argument list as it goes, so parameters are declared where they are
 // first used and the function is created once with its final signature.
@@ -49,12 +55,19 @@ class GraphEmitter {
     return block_->addArgument(type, loc(name));
   }
 
-  // A parameter argument named after its checkpoint tensor.
-  Value param(const std::string& name, llvm::ArrayRef<int64_t> shape) {
+  // A parameter argument named after its checkpoint tensor, with its init.
+  Value param(const std::string& name, llvm::ArrayRef<int64_t> shape, Init init = Init::kNormal) {
     mlir::MLIRContext* context = builder_.getContext();
+    const char* kind = init == Init::kNormal ? "normal" : init == Init::kOnes ? "ones" : "zeros";
+    const mlir::DictionaryAttr initAttr = builder_.getDictionaryAttr({
+        builder_.getNamedAttr("kind", builder_.getStringAttr(kind)),
+        builder_.getNamedAttr("mean", builder_.getF64FloatAttr(0)),
+        builder_.getNamedAttr("std", builder_.getF64FloatAttr(init == Init::kNormal ? kInitStd : 0)),
+    });
     arg_attrs_.push_back(builder_.getDictionaryAttr({
         builder_.getNamedAttr(nn::NnDialect::kParamAttrName, mlir::UnitAttr::get(context)),
         builder_.getNamedAttr(nn::NnDialect::kNameAttrName, builder_.getStringAttr(name)),
+        builder_.getNamedAttr(nn::NnDialect::kInitAttrName, initAttr),
     }));
     return block_->addArgument(mlir::RankedTensorType::get(shape, element_type_), loc(name));
   }
@@ -124,8 +137,8 @@ Value emitGpt2(GraphEmitter& e, const TransformerConfig& c, Value input_ids, Val
   for (int64_t layer = 0; layer < c.num_layers; ++layer) {
     const std::string p = absl::StrCat("transformer.h.", layer, ".");
     auto norm = [&](const std::string& name, Value in) {
-      const Value gamma = e.param(p + name + ".weight", {h});
-      const Value beta = e.param(p + name + ".bias", {h});
+      const Value gamma = e.param(p + name + ".weight", {h}, Init::kOnes);
+      const Value beta = e.param(p + name + ".bias", {h}, Init::kZeros);
       return Value(nn::LayerNormOp::create(b, e.loc(p + name), in, gamma, beta, e.f64(eps)));
     };
     const Value ln1 = norm("ln_1", x);
@@ -133,27 +146,27 @@ Value emitGpt2(GraphEmitter& e, const TransformerConfig& c, Value input_ids, Val
     for (int64_t i = 0; i < 3; ++i) {
       const std::string cols = absl::StrCat(i * h, ":", (i + 1) * h);
       const Value w = e.param(absl::StrCat(p, "attn.c_attn.weight[:, ", cols, "]"), {h, h});
-      const Value bias = e.param(absl::StrCat(p, "attn.c_attn.bias[", cols, "]"), {h});
+      const Value bias = e.param(absl::StrCat(p, "attn.c_attn.bias[", cols, "]"), {h}, Init::kZeros);
       qkv[i] = e.splitHeads(p + "attn", e.linear(p + "attn.c_attn", ln1, w, bias), c.num_heads);
     }
     const Value attn = nn::AttentionOp::create(b, e.loc(p + "attn"), qkv[0], qkv[1], qkv[2]);
     const Value proj_w = e.param(p + "attn.c_proj.weight", {h, h});
-    const Value proj_b = e.param(p + "attn.c_proj.bias", {h});
+    const Value proj_b = e.param(p + "attn.c_proj.bias", {h}, Init::kZeros);
     const Value proj = e.linear(p + "attn.c_proj", e.mergeHeads(p + "attn", attn), proj_w, proj_b);
     x = nn::AddOp::create(b, e.loc(p + "attn"), x, proj);
 
     const Value ln2 = norm("ln_2", x);
     const Value fc_w = e.param(p + "mlp.c_fc.weight", {h, c.ffn_hidden});
-    const Value fc_b = e.param(p + "mlp.c_fc.bias", {c.ffn_hidden});
+    const Value fc_b = e.param(p + "mlp.c_fc.bias", {c.ffn_hidden}, Init::kZeros);
     const Value fc = e.linear(p + "mlp.c_fc", ln2, fc_w, fc_b);
     const Value act = nn::GeluOp::create(b, e.loc(p + "mlp.act"), fc);
     const Value out_w = e.param(p + "mlp.c_proj.weight", {c.ffn_hidden, h});
-    const Value out_b = e.param(p + "mlp.c_proj.bias", {h});
+    const Value out_b = e.param(p + "mlp.c_proj.bias", {h}, Init::kZeros);
     const Value out = e.linear(p + "mlp.c_proj", act, out_w, out_b);
     x = nn::AddOp::create(b, e.loc(p + "mlp"), x, out);
   }
-  const Value gamma = e.param("transformer.ln_f.weight", {h});
-  const Value beta = e.param("transformer.ln_f.bias", {h});
+  const Value gamma = e.param("transformer.ln_f.weight", {h}, Init::kOnes);
+  const Value beta = e.param("transformer.ln_f.bias", {h}, Init::kZeros);
   x = nn::LayerNormOp::create(b, e.loc("transformer.ln_f"), x, gamma, beta, e.f64(eps));
   // The LM head is tied: it reads the token table as [vocab, hidden].
   const Value logits = nn::MatmulOp::create(b, e.loc("lm_head"), x, wte,
@@ -175,7 +188,7 @@ Value emitLlama(GraphEmitter& e, const TransformerConfig& c, Value tokens, Value
   for (int64_t layer = 0; layer < c.num_layers; ++layer) {
     const std::string p = absl::StrCat("layers.", layer, ".");
     auto norm = [&](const std::string& name, Value in) {
-      const Value gamma = e.param(p + name + ".weight", {h});
+      const Value gamma = e.param(p + name + ".weight", {h}, Init::kOnes);
       return Value(nn::RmsNormOp::create(b, e.loc(p + name), in, gamma, e.f64(eps)));
     };
     auto weight = [&](const std::string& name, int64_t in, int64_t out) {
@@ -206,7 +219,7 @@ Value emitLlama(GraphEmitter& e, const TransformerConfig& c, Value tokens, Value
     const Value down = e.linear(ffn + ".w2", nn::MulOp::create(b, e.loc(ffn), gate, up), w2);
     x = nn::AddOp::create(b, e.loc(ffn), x, down);
   }
-  const Value gamma = e.param("norm.weight", {h});
+  const Value gamma = e.param("norm.weight", {h}, Init::kOnes);
   x = nn::RmsNormOp::create(b, e.loc("norm"), x, gamma, e.f64(eps));
   const Value output = e.param("output.weight", {h, c.vocab});
   const Value logits = e.linear("output", x, output);

@@ -46,6 +46,7 @@ absl::StatusOr<AutoResult> planAuto(mlir::MLIRContext& context, const AutoReques
                    .devices_per_host = request.devices_per_host,
                    .memory_gb = request.memory_gb,
                    .seed = request.seed,
+                   .adamw = request.adamw,
                    .profile = request.profile};
   absl::StatusOr<mesh::Topology> topology = topologyFor(base, request.devices);
   if (!topology.ok()) return topology.status();

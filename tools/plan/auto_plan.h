@@ -38,6 +38,8 @@ struct AutoRequest {
   // GiB per device; 0: the device's (or the profile's) memory.
   double memory_gb = 0;
   uint64_t seed = 0;
+  // The winner's AdamW hyperparameters (the search does not depend on them).
+  PlanRequest::AdamW adamw = {};
   planner::cost::Pins pins = {};
   int64_t max_tp = 0;
   bool allow_tp_across_hosts = false;

@@ -51,6 +51,35 @@ if grep -q '"format_version": 2' "$out/plan.json" && grep -q '"tid": 2' "$out/tr
 else
   echo "FAIL plan.json or trace.json content"; failures=$((failures + 1))
 fi
+# The AdamW hyperparameters reach every optimizer step; the defaults are
+# PyTorch's AdamW with lr 1e-3 and weight decay 0.01.
+adam_out="${TEST_TMPDIR:-/tmp}/adam_out"
+expect adam-flags 0 '^# Plan: tiny' -- --model=tiny:layers=2 --seq=8 --batch=2 --mesh=2 \
+  --axes=fsdp --device=cpu --devices-per-host=2 --adam-lr=0.0003 --adam-beta1=0.8 \
+  --adam-beta2=0.95 --adam-eps=1e-6 --weight-decay=0 --out="$adam_out/set"
+expect adam-defaults 0 '^# Plan: tiny' -- --model=tiny:layers=2 --seq=8 --batch=2 --mesh=2 \
+  --axes=fsdp --device=cpu --devices-per-host=2 --out="$adam_out/default"
+if python3 - "$adam_out" <<'PY'
+import json, sys
+def attrs(name):
+    plan = json.load(open(f"{sys.argv[1]}/{name}/plan.json"))
+    blocks = {b["name"]: b["instructions"] for b in plan["programs"][0]["blocks"]}
+    steps = blocks["optimizer"]
+    assert steps and all(i["op"] == "dist.optimizer_step" for i in steps)
+    return {json.dumps(i["attrs"], sort_keys=True) for i in steps}
+assert attrs("set") == {json.dumps({"beta1": 0.8, "beta2": 0.95, "eps": 1e-6, "lr": 0.0003,
+                                    "weight_decay": 0.0}, sort_keys=True)}, attrs("set")
+assert attrs("default") == {json.dumps({"beta1": 0.9, "beta2": 0.999, "eps": 1e-8, "lr": 0.001,
+                                        "weight_decay": 0.01}, sort_keys=True)}, attrs("default")
+PY
+then
+  echo "ok   adam flags in plan.json"
+else
+  echo "FAIL adam flags in plan.json"; failures=$((failures + 1))
+fi
+expect adam-bad-lr 2 "error: 'dist.optimizer_step' op lr must be positive, got: 0; use a learning rate such as 0.001" -- \
+  --model=tiny:layers=2 --seq=8 --batch=2 --mesh=2 --axes=fsdp --device=cpu --devices-per-host=2 \
+  --adam-lr=0
 # Mixed precision: bf16 params with f32 masters; --grad-reduce-dtype=f32
 # reduce-scatters the bf16 gradients in f32 into f32 gradient shards
 # (FSDP2's reduce_dtype), without it they travel and stay bf16.

@@ -132,6 +132,20 @@ cl::opt<int64_t> bucket_mb_flag("bucket-mb",
                                 cl::desc("largest gathered bucket in MiB (default 0: one per unit)"),
                                 cl::init(0), cl::cat(planCategory()));
 
+cl::opt<double> adam_lr_flag("adam-lr", cl::desc("AdamW learning rate (default 0.001)"),
+                             cl::init(1e-3), cl::cat(planCategory()));
+cl::opt<double> adam_beta1_flag("adam-beta1",
+                                cl::desc("AdamW decay of the first moment (default 0.9)"),
+                                cl::init(0.9), cl::cat(planCategory()));
+cl::opt<double> adam_beta2_flag("adam-beta2",
+                                cl::desc("AdamW decay of the second moment (default 0.999)"),
+                                cl::init(0.999), cl::cat(planCategory()));
+cl::opt<double> adam_eps_flag("adam-eps", cl::desc("AdamW epsilon (default 1e-8)"),
+                              cl::init(1e-8), cl::cat(planCategory()));
+cl::opt<double> weight_decay_flag("weight-decay",
+                                  cl::desc("AdamW decoupled weight decay (default 0.01)"),
+                                  cl::init(0.01), cl::cat(planCategory()));
+
 int fail(const std::string& message) {
   llvm::errs() << "plan: " << message << "\n";
   return 2;
@@ -141,6 +155,15 @@ template <typename T>
 std::optional<T> ifSet(const cl::opt<T>& flag) {
   if (flag.getNumOccurrences() == 0) return std::nullopt;
   return flag.getValue();
+}
+
+// The optimizer steps' hyperparameters (plan-optimizer-step's options).
+loom::tools::plan::PlanRequest::AdamW adamwFlags() {
+  return {.lr = adam_lr_flag,
+          .beta1 = adam_beta1_flag,
+          .beta2 = adam_beta2_flag,
+          .eps = adam_eps_flag,
+          .weight_decay = weight_decay_flag};
 }
 
 bool writeFile(const std::filesystem::path& path, const std::string& text) {
@@ -198,6 +221,7 @@ int plan(mlir::ModuleOp module, const loom::planner::cost::MachineProfile* profi
                                                .reshard_after_forward = reshard_flag,
                                                .bucket_mb = bucket_mb_flag,
                                                .grad_reduce_dtype = grad_reduce_dtype_flag,
+                                               .adamw = adamwFlags(),
                                                .profile = profile};
   for (const auto& [name, occurrences] :
        {std::pair{"pin", pin_flag.getNumOccurrences()},
@@ -269,6 +293,7 @@ int planAuto(const std::optional<int64_t>& batch, const std::optional<int64_t>& 
                 .devices_per_host = devices_per_host_flag,
                 .memory_gb = memory_gb_flag,
                 .seed = seed_flag,
+                .adamw = adamwFlags(),
                 .pins = pins,
                 .max_tp = max_tp_flag,
                 .allow_tp_across_hosts = allow_tp_across_hosts_flag,

@@ -19,12 +19,7 @@
 #include "mlir/Pass/PassManager.h"
 #include "planner/export/plan_json.h"
 #include "planner/export/timeline.h"
-#include "planner/transforms/autodiff/passes.h"
-#include "planner/transforms/bucketing/passes.h"
-#include "planner/transforms/collectives/passes.h"
-#include "planner/transforms/memory/passes.h"
-#include "planner/transforms/placement/passes.h"
-#include "planner/transforms/schedule/passes.h"
+#include "planner/pipeline/plan_pipeline.h"
 
 namespace loom::tools::plan {
 namespace {
@@ -165,50 +160,31 @@ absl::StatusOr<PlanResult> planModule(mlir::ModuleOp module, const PlanRequest& 
     diagnostics += text;
     return mlir::success();
   });
-  auto run = [&](mlir::PassManager& pm) -> absl::Status {
-    if (succeeded(pm.run(module))) return absl::OkStatus();
-    return absl::InvalidArgumentError(diagnostics.empty() ? "the plan pipeline failed" : diagnostics);
-  };
-
-  // Autodiff and placement first: the global argument shapes are read
-  // before plan-insert-collectives localizes them.
-  mlir::PassManager place(module.getContext());
-  place.addNestedPass<mlir::func::FuncOp>(planner::autodiff::createPlanAutodiff());
   std::string axes;
   for (const std::string& name : mesh->axisNames()) axes += (axes.empty() ? "" : ",") + name;
-  place.addPass(planner::placement::createPlanPlacement(
-      planner::placement::PlanPlacementOptions{*spec, request.axes.empty() ? axes : request.axes,
-                                               mesh->size()}));
-  if (absl::Status status = run(place); !status.ok()) return status;
+  planner::pipeline::PlanPipelineOptions pipelineOptions;
+  pipelineOptions.mesh = *spec;
+  pipelineOptions.axes = request.axes.empty() ? axes : request.axes;
+  pipelineOptions.devices = mesh->size();
+  pipelineOptions.reshardAfterForward = request.reshard_after_forward;
+  pipelineOptions.gradReduceDtype = request.grad_reduce_dtype;
+  pipelineOptions.bucketMb = request.bucket_mb;
+  pipelineOptions.prefetch = request.prefetch;
+  pipelineOptions.memoryGb = memoryGb;
+  pipelineOptions.lr = request.adamw.lr;
+  pipelineOptions.beta1 = request.adamw.beta1;
+  pipelineOptions.beta2 = request.adamw.beta2;
+  pipelineOptions.eps = request.adamw.eps;
+  pipelineOptions.weightDecay = request.adamw.weight_decay;
+  mlir::PassManager pm(module.getContext());
+  planner::pipeline::addPlanPipeline(pm, pipelineOptions);
+  if (failed(pm.run(module))) {
+    return absl::InvalidArgumentError(diagnostics.empty() ? "the plan pipeline failed" : diagnostics);
+  }
+
   planner::exporter::PlanExportOptions options;
   options.model = request.model_name;
   options.seed = request.seed;
-  for (auto func : module.getOps<mlir::func::FuncOp>()) {
-    for (mlir::BlockArgument arg : func.getArguments()) {
-      if (auto type = llvm::dyn_cast<mlir::RankedTensorType>(arg.getType())) {
-        options.global_arg_shapes[arg.getArgNumber()] =
-            std::vector<int64_t>(type.getShape().begin(), type.getShape().end());
-      }
-    }
-    break;
-  }
-  mlir::PassManager lower(module.getContext());
-  planner::collectives::PlanInsertCollectivesOptions collectiveOptions;
-  collectiveOptions.reshardAfterForward = request.reshard_after_forward;
-  collectiveOptions.gradReduceDtype = request.grad_reduce_dtype;
-  lower.addPass(planner::collectives::createPlanInsertCollectives(collectiveOptions));
-  // One collective per FSDP unit (or per bucket-mb), then async starts with
-  // `prefetch` units of prefetch; the SPMD check runs on what the runtime
-  // will execute.
-  lower.addPass(planner::bucketing::createPlanBucketing(
-      planner::bucketing::PlanBucketingOptions{request.bucket_mb}));
-  lower.addPass(planner::schedule::createPlanSchedule(
-      planner::schedule::PlanScheduleOptions{request.prefetch, 0}));
-  lower.addPass(planner::schedule::createPlanVerifySpmd());
-  lower.addPass(planner::memory::createPlanMemoryPlan(
-      planner::memory::PlanMemoryPlanOptions{memoryGb}));
-  if (absl::Status status = run(lower); !status.ok()) return status;
-
   absl::StatusOr<loom::plan::Plan> plan = planner::exporter::exportPlan(module, *topology, options);
   if (!plan.ok()) return plan.status();
   if (request.profile) {

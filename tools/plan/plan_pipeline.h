@@ -1,9 +1,8 @@
 // The plan tool's pipeline: from a verified nn module and the mesh,
 // strategy and device flags to the per-rank plan and its plan.json, running
-// plan-autodiff -> plan-placement -> plan-insert-collectives ->
-// plan-bucketing -> plan-schedule -> plan-verify-spmd -> plan-memory-plan,
-// then pricing it with the cost model (a machine profile when given). Pass
-// diagnostics come back as the error, with locations.
+// the registered plan pipeline (planner/pipeline/plan_pipeline.h), then
+// exporting and pricing it with the cost model (a machine profile when
+// given). Pass diagnostics come back as the error, with locations.
 #ifndef LOOM_TOOLS_PLAN_PLAN_PIPELINE_H_
 #define LOOM_TOOLS_PLAN_PLAN_PIPELINE_H_
 
@@ -38,6 +37,14 @@ struct PlanRequest {
   // plan-insert-collectives' grad-reduce-dtype: the type gradients are
   // reduced in and kept as (bf16 or f32); empty: the parameter's type.
   std::string grad_reduce_dtype = "";
+  // plan-optimizer-step's AdamW hyperparameters.
+  struct AdamW {
+    double lr = 1e-3;
+    double beta1 = 0.9;
+    double beta2 = 0.999;
+    double eps = 1e-8;
+    double weight_decay = 0.01;
+  } adamw = {};
   // Measured figures for the predicted timeline; borrowed, may be null.
   const planner::cost::MachineProfile* profile = nullptr;
 };

@@ -449,7 +449,13 @@ class PlanInsertCollectivesPass
       value.setType(mlir::RankedTensorType::get(*shape, type.getElementType()));
       return mlir::success();
     };
+    // An argument keeps its global shape as an attribute: the buffer the
+    // exporter describes is a shard of it, and a padded dim's global size
+    // does not follow from the local one.
     for (mlir::BlockArgument arg : func.getArguments()) {
+      func.setArgAttr(arg.getArgNumber(), kGlobalShapeAttrName,
+                      mlir::DenseI64ArrayAttr::get(func.getContext(),
+                                                   globalShape_[arg]));
       if (failed(localize(arg, func))) return mlir::failure();
     }
     for (mlir::Operation& op : func.front().without_terminator()) {

@@ -12,6 +12,10 @@
 
 namespace loom::planner::collectives {
 
+// The argument attribute plan-insert-collectives records the global shape
+// of every argument in (a dense i64 array) before it localizes the type.
+inline constexpr char kGlobalShapeAttrName[] = "dist.global_shape";
+
 #define GEN_PASS_DECL
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wunused-parameter"

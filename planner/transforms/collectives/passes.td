@@ -15,7 +15,9 @@ def PlanInsertCollectives : Pass<"plan-insert-collectives", "::mlir::ModuleOp"> 
 
     Output: the same functions as SPMD programs with local (per-rank)
     types. Every argument and op result has the local shape of its given
-    placement (`computeLocalShape`, padded shards rounded up). For every
+    placement (`computeLocalShape`, padded shards rounded up); every
+    argument records the global shape it had in `dist.global_shape`
+    (`array<i64: ...>`), which the exporter reports. For every
     use whose wanted placement differs from the given one, the pass inserts
     one conversion per (value, wanted placement), in mesh-axis order within
     each kind: `dist.reduce_scatter` (partial -> shard), `dist.all_reduce`
@@ -37,7 +39,8 @@ def PlanInsertCollectives : Pass<"plan-insert-collectives", "::mlir::ModuleOp"> 
       %y = nn.linear %x, %w {dist.operand_placements = [
           #dist.placement<@mesh, [shard<0>]>, #dist.placement<@mesh, [replicate]>], ...}
     // --plan-insert-collectives gives
-    func.func @f(%x: tensor<4x16xf32> {...}, %w: tensor<8x32xf32> {...})
+    func.func @f(%x: tensor<4x16xf32> {dist.global_shape = array<i64: 8, 16>, ...},
+                 %w: tensor<8x32xf32> {dist.global_shape = array<i64: 16, 32>, ...})
       %0 = dist.all_gather %w on @mesh axes = ["fsdp"] gather_dim = 0 wire = f32
           : tensor<8x32xf32> -> tensor<16x32xf32>
       %y = nn.linear %x, %0 {...} : (tensor<4x16xf32>, tensor<16x32xf32>) -> tensor<4x32xf32>

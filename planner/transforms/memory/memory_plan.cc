@@ -17,11 +17,10 @@
 #include "planner/dialect/nn/ir/nn_dialect.h"
 #include "planner/transforms/autodiff/passes.h"
 #include "planner/transforms/collectives/comm_volume.h"
+#include "planner/transforms/optimizer/passes.h"
 
 namespace loom::planner::memory {
 namespace {
-
-constexpr int64_t kF32Bytes = 4;
 
 int64_t elementCount(mlir::Type type) {
   if (auto future = llvm::dyn_cast<dist::FutureType>(type)) type = future.getValueType();
@@ -141,25 +140,24 @@ MemoryPlan computeMemoryPlan(mlir::func::FuncOp func) {
   for (mlir::BlockArgument arg : func.getArguments()) {
     const int64_t bytes = storageBytes(arg.getType());
     if (bytes == 0) continue;
-    const bool param = func.getArgAttr(arg.getArgNumber(), nn::NnDialect::kParamAttrName) != nullptr;
-    if (param) {
-      paramDerived.insert(arg);
-      const int64_t elements = elementCount(arg.getType());
-      const bool f32 = llvm::cast<mlir::RankedTensorType>(arg.getType()).getElementType().isF32();
-      plan.params.push_back({.arg_number = arg.getArgNumber(),
-                             .param_bytes = bytes,
-                             .moment_bytes = elements * kF32Bytes,
-                             .master_bytes = f32 ? 0 : elements * kF32Bytes,
-                             .elements = elements});
-    }
+    const unsigned n = arg.getArgNumber();
+    const bool param = func.getArgAttr(n, nn::NnDialect::kParamAttrName) != nullptr;
+    const bool state = func.getArgAttr(n, optimizer::kOptimizerStateAttrName) != nullptr;
+    if (param) paramDerived.insert(arg);
+    // Parameters and their optimizer states are resident all step.
     plan.values.push_back({.value = arg,
-                           .role = param ? BufferRole::kParam : BufferRole::kActivation,
+                           .role = param   ? BufferRole::kParam
+                                   : state ? BufferRole::kOptimizerState
+                                           : BufferRole::kActivation,
                            .bytes = bytes,
                            .first = -1,
-                           .last = param ? end : lastUse(arg, -1)});
+                           .last = param || state ? end : lastUse(arg, -1)});
   }
   std::vector<ValueLifetime> staged;
   for (mlir::Operation& op : body) {
+    // An optimizer step's results are its operands' buffers, updated in
+    // place.
+    if (llvm::isa<dist::OptimizerStepOp>(op)) continue;
     const bool fromParams =
         llvm::isa<dist::DistDialect>(op.getDialect()) && op.getNumOperands() > 0 &&
         llvm::all_of(op.getOperands(), [&](mlir::Value v) { return paramDerived.contains(v); });
@@ -193,18 +191,14 @@ MemoryPlan computeMemoryPlan(mlir::func::FuncOp func) {
       delta[value.last + 2][value.role] -= value.bytes;
     }
   }
-  int64_t optimizerBytes = 0;
-  for (const ParamState& param : plan.params) optimizerBytes += param.stateBytes();
   MemoryBreakdown live;
   plan.peak_bytes = -1;
   for (int64_t slot = 0; slot <= end + 1; ++slot) {
     for (int r = 0; r < kNumRoles; ++r) live.bytes[r] += delta[slot].bytes[r];
-    MemoryBreakdown now = live;
-    now[BufferRole::kOptimizerState] += optimizerBytes;
-    if (now.total() > plan.peak_bytes) {
-      plan.peak_bytes = now.total();
+    if (live.total() > plan.peak_bytes) {
+      plan.peak_bytes = live.total();
       plan.peak_index = slot - 1;
-      plan.at_peak = now;
+      plan.at_peak = live;
     }
   }
   if (plan.peak_index >= 0) {

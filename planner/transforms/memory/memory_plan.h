@@ -41,24 +41,13 @@ struct ValueLifetime {
   int64_t last = -1;
 };
 
-// The AdamW state of one parameter's local shard, resident all step.
-struct ParamState {
-  unsigned arg_number = 0;
-  int64_t param_bytes = 0;
-  // exp_avg and exp_avg_sq, f32 each.
-  int64_t moment_bytes = 0;
-  // The f32 master copy of a parameter that is not f32; 0 for f32.
-  int64_t master_bytes = 0;
-  int64_t elements = 0;
-  int64_t stateBytes() const { return 2 * moment_bytes + master_bytes; }
-};
-
 struct MemoryPlan {
   // Arguments in order, then op results in body order; values of types
-  // without storage (no tensor, no future) are left out.
+  // without storage (no tensor, no future) and the results of
+  // dist.optimizer_step (its operands' buffers, updated in place) are left
+  // out.
   std::vector<ValueLifetime> values;
-  std::vector<ParamState> params;
-  // Live bytes at the peak, by role (optimizer states included), and where:
+  // Live bytes at the peak, by role, and where:
   // the op index in the body (-1: on entry), null op on entry.
   int64_t peak_bytes = 0;
   int64_t peak_index = -1;

@@ -26,7 +26,12 @@ namespace {
 constexpr char kStep[] = R"mlir(
 dist.mesh @mesh shape = [2] axes = ["fsdp"]
 func.func @step(%x: tensor<4x8xf32>, %w: tensor<4x16xf32> {nn.param},
-                %b: tensor<8x16xbf16> {nn.param})
+                %b: tensor<8x16xbf16> {nn.param},
+                %mw: tensor<4x16xf32> {dist.optimizer_state = "exp_avg"},
+                %vw: tensor<4x16xf32> {dist.optimizer_state = "exp_avg_sq"},
+                %mb: tensor<8x16xf32> {dist.optimizer_state = "exp_avg"},
+                %vb: tensor<8x16xf32> {dist.optimizer_state = "exp_avg_sq"},
+                %pb: tensor<8x16xf32> {dist.optimizer_state = "master"})
     -> (tensor<4x16xf32>, tensor<4x16xf32> {nn.grad_of = 1 : i64}) {
   %g = dist.all_gather %w on @mesh axes = ["fsdp"] gather_dim = 0 wire = f32 : tensor<4x16xf32> -> tensor<8x16xf32>
   %y = nn.linear %x, %g : (tensor<4x8xf32>, tensor<8x16xf32>) -> tensor<4x16xf32>
@@ -56,9 +61,9 @@ TEST_F(MemoryPlanTest, StepPeakMatchesHandCount) {
   ASSERT_TRUE(module);
   const MemoryPlan plan = computeMemoryPlan(*module->getOps<mlir::func::FuncOp>().begin());
 
-  // Per value: x 4*8*4 = 128, w 4*16*4 = 256, b 8*16*2 = 256, g 512, y 256,
-  // s 256, p 512, r 256 bytes.
-  ASSERT_EQ(plan.values.size(), 8u);
+  // Per value: x 4*8*4 = 128, w 4*16*4 = 256, b 8*16*2 = 256, the five
+  // AdamW states, g 512, y 256, s 256, p 512, r 256 bytes.
+  ASSERT_EQ(plan.values.size(), 13u);
   const ValueLifetime& x = plan.values[0];
   EXPECT_EQ(x.role, BufferRole::kActivation);
   EXPECT_EQ(x.bytes, 128);
@@ -67,21 +72,24 @@ TEST_F(MemoryPlanTest, StepPeakMatchesHandCount) {
   EXPECT_EQ(plan.values[1].role, BufferRole::kParam);
   EXPECT_EQ(plan.values[1].last, 6);
   EXPECT_EQ(plan.values[2].bytes, 256);
-  const ValueLifetime& g = plan.values[3];
+  const ValueLifetime& g = plan.values[8];
   EXPECT_EQ(g.role, BufferRole::kGathered);
   EXPECT_EQ(g.bytes, 512);
   EXPECT_EQ(g.first, 0);
   EXPECT_EQ(g.last, 2);  // the free ends it
-  EXPECT_EQ(plan.values[4].last, 6);  // y is returned
-  EXPECT_EQ(plan.values[6].role, BufferRole::kActivation);
-  EXPECT_EQ(plan.values[7].role, BufferRole::kGrad);
+  EXPECT_EQ(plan.values[9].last, 6);  // y is returned
+  EXPECT_EQ(plan.values[11].role, BufferRole::kActivation);
+  EXPECT_EQ(plan.values[12].role, BufferRole::kGrad);
 
-  // AdamW: w (f32, 64 elements) 2 * 256 = 512 of moments; b (bf16, 128
-  // elements) 2 * 512 of moments + a 512-byte f32 master copy.
-  ASSERT_EQ(plan.params.size(), 2u);
-  EXPECT_EQ(plan.params[0].stateBytes(), 512);
-  EXPECT_EQ(plan.params[1].moment_bytes, 512);
-  EXPECT_EQ(plan.params[1].master_bytes, 512);
+  // AdamW states are resident: w (f32, 64 elements) 2 * 256 = 512 of
+  // moments; b (bf16, 128 elements) 2 * 512 of moments + a 512-byte f32
+  // master copy.
+  for (int i = 3; i < 8; ++i) {
+    EXPECT_EQ(plan.values[i].role, BufferRole::kOptimizerState);
+    EXPECT_EQ(plan.values[i].first, -1);
+    EXPECT_EQ(plan.values[i].last, 6);
+  }
+  EXPECT_EQ(plan.values[7].bytes, 512);
 
   // Resident: params 512 + optimizer states 2048 = 2560. Live at op 4
   // (matmul): x 128 + y 256 + s 256 + p 512 = 1152, the most of any op
@@ -121,9 +129,10 @@ func.func @step(%x: tensor<4x8xf32>, %w: tensor<4x16xf32> {nn.param}) -> tensor<
   EXPECT_EQ(gathered.role, BufferRole::kGathered);
   EXPECT_EQ(gathered.last, 4);
   // At the wait (op 2) the future and its tensor are both held: s 128 +
-  // 512 + 512 over params 256 + moments 512 (x died at the silu).
+  // 512 + 512 over params 256 (x died at the silu; no optimizer states in
+  // this IR).
   EXPECT_EQ(plan.peak_index, 2);
-  EXPECT_EQ(plan.peak_bytes, 768 + 128 + 1024);
+  EXPECT_EQ(plan.peak_bytes, 256 + 128 + 1024);
 }
 
 TEST_F(MemoryPlanTest, PassRecordsThePeakAndRefusesOverBudget) {

@@ -16,9 +16,11 @@ def PlanMemoryPlan : Pass<"plan-memory-plan", "::mlir::ModuleOp"> {
     `!dist.future`, sized by its tensor) lives from its definition to its
     last use; a returned value lives to the end, a `dist.free` is the last
     use of the buffer it frees. Parameters (`nn.param`) are resident, and so
-    are their AdamW states: exp_avg and exp_avg_sq in f32 plus an f32
-    master copy when the parameter is not f32. Each buffer has one role:
-    param, grad (a result with `nn.grad_of`), optimizer_state, gathered (a
+    are optimizer states (arguments with `dist.optimizer_state`, which
+    `plan-optimizer-step` adds); the results of `dist.optimizer_step` are
+    its operands' buffers, updated in place, so they take no memory. Each
+    buffer has one role: param, grad (a result with `nn.grad_of`),
+    optimizer_state (a state argument), gathered (a
     value made from parameters by dist ops only: gathers, waits, buckets,
     slices) or activation (everything else: inputs, nn results, collective
     temporaries).

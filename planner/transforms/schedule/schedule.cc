@@ -25,6 +25,7 @@
 #include "planner/transforms/autodiff/passes.h"
 #include "planner/transforms/bucketing/passes.h"
 #include "planner/transforms/memory/memory_plan.h"
+#include "planner/transforms/optimizer/passes.h"
 #include "planner/transforms/schedule/passes.h"
 
 namespace loom::planner::schedule {
@@ -383,6 +384,12 @@ class PlanSchedulePass : public impl::PlanScheduleBase<PlanSchedulePass> {
     auto peakAt = [&](int64_t k) {
       auto trial = llvm::cast<mlir::func::FuncOp>(func->clone());
       scheduleFunc(trial, k);
+      // The AdamW states plan-optimizer-step adds after the schedule are
+      // resident all step, so they count too. Adding them cannot fail on a
+      // function without optimizer steps, with the default options.
+      if (trial.getBody().front().getOps<dist::OptimizerStepOp>().empty()) {
+        (void)optimizer::addOptimizerSteps(trial, {});
+      }
       memory::MemoryPlan plan = memory::computeMemoryPlan(trial);
       trial->erase();
       return plan;

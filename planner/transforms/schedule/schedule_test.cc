@@ -24,6 +24,7 @@
 #include "planner/transforms/bucketing/passes.h"
 #include "planner/transforms/collectives/passes.h"
 #include "planner/transforms/memory/memory_plan.h"
+#include "planner/transforms/optimizer/passes.h"
 #include "planner/transforms/placement/passes.h"
 #include "planner/transforms/schedule/passes.h"
 
@@ -74,7 +75,8 @@ class ScheduleBudgetTest : public ::testing::Test {
   }
 
   // Runs the pipeline up to plan-schedule with `options` on `module`
-  // (fsdp over `mesh`) and returns the scheduled function's k and peak.
+  // (fsdp over `mesh`), then plan-optimizer-step, and returns the scheduled
+  // function's k and peak.
   std::pair<int64_t, int64_t> schedule(mlir::ModuleOp module,
                                        const std::string& mesh,
                                        const PlanScheduleOptions& options) {
@@ -85,6 +87,7 @@ class ScheduleBudgetTest : public ::testing::Test {
     pm.addPass(collectives::createPlanInsertCollectives());
     pm.addPass(bucketing::createPlanBucketing());
     pm.addPass(createPlanSchedule(options));
+    pm.addPass(optimizer::createPlanOptimizerStep());
     EXPECT_TRUE(succeeded(pm.run(module)));
     auto func = *module.getOps<mlir::func::FuncOp>().begin();
     auto k = func->getAttrOfType<mlir::IntegerAttr>(kPrefetchAttrName);

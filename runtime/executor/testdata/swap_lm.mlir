@@ -6,11 +6,11 @@
 // labels with a dist.all_to_all: the runtime tests train it to check the
 // transpose kernel and the all-to-all route against the 1-rank run.
 func.func @swap_lm(%ids: tensor<8x8xi32>, %labels: tensor<8x8xi32>,
-    %embed: tensor<64x64xf32> {nn.param, nn.name = "embed.weight"},
-    %w1: tensor<64x128xf32> {nn.param, nn.name = "blocks.0.fc1.weight"},
-    %w2: tensor<128x64xf32> {nn.param, nn.name = "blocks.0.fc2.weight"},
-    %gamma: tensor<64xf32> {nn.param, nn.name = "final_norm.weight"},
-    %head: tensor<64x64xf32> {nn.param, nn.name = "head.weight"}) -> tensor<f32> {
+    %embed: tensor<64x64xf32> {nn.param, nn.name = "embed.weight", nn.init = {kind = "normal", mean = 0.0, std = 2.0e-02}},
+    %w1: tensor<64x128xf32> {nn.param, nn.name = "blocks.0.fc1.weight", nn.init = {kind = "normal", mean = 0.0, std = 2.0e-02}},
+    %w2: tensor<128x64xf32> {nn.param, nn.name = "blocks.0.fc2.weight", nn.init = {kind = "normal", mean = 0.0, std = 2.0e-02}},
+    %gamma: tensor<64xf32> {nn.param, nn.name = "final_norm.weight", nn.init = {kind = "ones", mean = 0.0, std = 0.0}},
+    %head: tensor<64x64xf32> {nn.param, nn.name = "head.weight", nn.init = {kind = "normal", mean = 0.0, std = 2.0e-02}}) -> tensor<f32> {
   %h = nn.embedding %ids, %embed : (tensor<8x8xi32>, tensor<64x64xf32>) -> tensor<8x8x64xf32> loc("embed")
   %t = nn.transpose %h permutation [1, 0, 2] : (tensor<8x8x64xf32>) -> tensor<8x8x64xf32> loc("swap")
   %a = nn.linear %t, %w1 : (tensor<8x8x64xf32>, tensor<64x128xf32>) -> tensor<8x8x128xf32> loc("blocks.0.fc1")

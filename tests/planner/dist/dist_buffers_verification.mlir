@@ -230,80 +230,107 @@ func.func @unbucket_too_small(%b: tensor<48xf32>) -> tensor<64xf32> {
 // -----
 
 // Tests that the grad has the param's shape.
-func.func @grad_shape(%p: tensor<4x16xf32>, %g: tensor<4x8xf32>, %m: tensor<4x16xf32>, %v: tensor<4x16xf32>, %t: i64) {
+func.func @grad_shape(%p: tensor<4x16xf32>, %g: tensor<4x8xf32>, %m: tensor<4x16xf32>, %v: tensor<4x16xf32>) {
   // expected-error @+1 {{'dist.optimizer_step' op grad shape [4, 8] != param shape [4, 16]; every operand must have the param's shape}}
-  %p1, %m1, %v1 = dist.optimizer_step %p, %g, %m, %v step %t lr = 1.0e-3 betas = (0.9, 0.999) eps = 1.0e-8 weight_decay = 0.01 : tensor<4x16xf32>, tensor<4x8xf32>, tensor<4x16xf32>, tensor<4x16xf32>
+  %p1, %m1, %v1 = dist.optimizer_step %p, %g, %m, %v lr = 1.0e-3 betas = (0.9, 0.999) eps = 1.0e-8 weight_decay = 0.01 : tensor<4x16xf32>, tensor<4x8xf32>, tensor<4x16xf32>, tensor<4x16xf32>
   return
 }
 
 // -----
 
 // Tests that exp_avg has the param's shape.
-func.func @exp_avg_shape(%p: tensor<4xf32>, %g: tensor<4xf32>, %m: tensor<2xf32>, %v: tensor<4xf32>, %t: i64) {
+func.func @exp_avg_shape(%p: tensor<4xf32>, %g: tensor<4xf32>, %m: tensor<2xf32>, %v: tensor<4xf32>) {
   // expected-error @+1 {{'dist.optimizer_step' op exp_avg shape [2] != param shape [4]}}
-  %p1, %m1, %v1 = dist.optimizer_step %p, %g, %m, %v step %t lr = 1.0e-3 betas = (0.9, 0.999) eps = 1.0e-8 weight_decay = 0.01 : tensor<4xf32>, tensor<4xf32>, tensor<2xf32>, tensor<4xf32>
+  %p1, %m1, %v1 = dist.optimizer_step %p, %g, %m, %v lr = 1.0e-3 betas = (0.9, 0.999) eps = 1.0e-8 weight_decay = 0.01 : tensor<4xf32>, tensor<4xf32>, tensor<2xf32>, tensor<4xf32>
   return
 }
 
 // -----
 
 // Tests that exp_avg_sq has the param's shape.
-func.func @exp_avg_sq_shape(%p: tensor<4xf32>, %g: tensor<4xf32>, %m: tensor<4xf32>, %v: tensor<4x1xf32>, %t: i64) {
+func.func @exp_avg_sq_shape(%p: tensor<4xf32>, %g: tensor<4xf32>, %m: tensor<4xf32>, %v: tensor<4x1xf32>) {
   // expected-error @+1 {{'dist.optimizer_step' op exp_avg_sq shape [4, 1] != param shape [4]}}
-  %p1, %m1, %v1 = dist.optimizer_step %p, %g, %m, %v step %t lr = 1.0e-3 betas = (0.9, 0.999) eps = 1.0e-8 weight_decay = 0.01 : tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4x1xf32>
+  %p1, %m1, %v1 = dist.optimizer_step %p, %g, %m, %v lr = 1.0e-3 betas = (0.9, 0.999) eps = 1.0e-8 weight_decay = 0.01 : tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4x1xf32>
   return
 }
 
 // -----
 
 // Tests that the learning rate is positive.
-func.func @zero_lr(%p: tensor<4xf32>, %t: i64) {
+func.func @zero_lr(%p: tensor<4xf32>) {
   // expected-error @+1 {{'dist.optimizer_step' op lr must be positive, got: 0; use a learning rate such as 0.001}}
-  %p1, %m1, %v1 = dist.optimizer_step %p, %p, %p, %p step %t lr = 0.0 betas = (0.9, 0.999) eps = 1.0e-8 weight_decay = 0.01 : tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>
+  %p1, %m1, %v1 = dist.optimizer_step %p, %p, %p, %p lr = 0.0 betas = (0.9, 0.999) eps = 1.0e-8 weight_decay = 0.01 : tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>
   return
 }
 
 // -----
 
 // Tests that beta1 is below 1.
-func.func @beta1_one(%p: tensor<4xf32>, %t: i64) {
+func.func @beta1_one(%p: tensor<4xf32>) {
   // expected-error @+1 {{'dist.optimizer_step' op beta1 must be in [0, 1), got: 1}}
-  %p1, %m1, %v1 = dist.optimizer_step %p, %p, %p, %p step %t lr = 1.0e-3 betas = (1.0, 0.999) eps = 1.0e-8 weight_decay = 0.01 : tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>
+  %p1, %m1, %v1 = dist.optimizer_step %p, %p, %p, %p lr = 1.0e-3 betas = (1.0, 0.999) eps = 1.0e-8 weight_decay = 0.01 : tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>
   return
 }
 
 // -----
 
 // Tests that beta2 is not negative.
-func.func @beta2_negative(%p: tensor<4xf32>, %t: i64) {
+func.func @beta2_negative(%p: tensor<4xf32>) {
   // expected-error @+1 {{'dist.optimizer_step' op beta2 must be in [0, 1), got: -0.5}}
-  %p1, %m1, %v1 = dist.optimizer_step %p, %p, %p, %p step %t lr = 1.0e-3 betas = (0.9, -0.5) eps = 1.0e-8 weight_decay = 0.01 : tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>
+  %p1, %m1, %v1 = dist.optimizer_step %p, %p, %p, %p lr = 1.0e-3 betas = (0.9, -0.5) eps = 1.0e-8 weight_decay = 0.01 : tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>
   return
 }
 
 // -----
 
 // Tests that eps is positive.
-func.func @zero_eps(%p: tensor<4xf32>, %t: i64) {
+func.func @zero_eps(%p: tensor<4xf32>) {
   // expected-error @+1 {{'dist.optimizer_step' op eps must be positive, got: 0; use a small value such as 1e-08}}
-  %p1, %m1, %v1 = dist.optimizer_step %p, %p, %p, %p step %t lr = 1.0e-3 betas = (0.9, 0.999) eps = 0.0 weight_decay = 0.01 : tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>
+  %p1, %m1, %v1 = dist.optimizer_step %p, %p, %p, %p lr = 1.0e-3 betas = (0.9, 0.999) eps = 0.0 weight_decay = 0.01 : tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>
   return
 }
 
 // -----
 
 // Tests that weight decay is not negative.
-func.func @negative_weight_decay(%p: tensor<4xf32>, %t: i64) {
+func.func @negative_weight_decay(%p: tensor<4xf32>) {
   // expected-error @+1 {{'dist.optimizer_step' op weight_decay must be non-negative, got: -0.25; use 0 to turn weight decay off}}
-  %p1, %m1, %v1 = dist.optimizer_step %p, %p, %p, %p step %t lr = 1.0e-3 betas = (0.9, 0.999) eps = 1.0e-8 weight_decay = -0.25 : tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>
+  %p1, %m1, %v1 = dist.optimizer_step %p, %p, %p, %p lr = 1.0e-3 betas = (0.9, 0.999) eps = 1.0e-8 weight_decay = -0.25 : tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>
   return
 }
 
 // -----
 
 // Tests that AdamW runs on float tensors only.
-func.func @integer_param(%p: tensor<4xi32>, %g: tensor<4xf32>, %t: i64) {
+func.func @integer_param(%p: tensor<4xi32>, %g: tensor<4xf32>) {
   // expected-error @+1 {{'dist.optimizer_step' op operand #0 must be statically shaped tensor of floating-point values, but got 'tensor<4xi32>'}}
-  %p1, %m1, %v1 = dist.optimizer_step %p, %g, %g, %g step %t lr = 1.0e-3 betas = (0.9, 0.999) eps = 1.0e-8 weight_decay = 0.01 : tensor<4xi32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>
+  %p1, %m1, %v1 = dist.optimizer_step %p, %g, %g, %g lr = 1.0e-3 betas = (0.9, 0.999) eps = 1.0e-8 weight_decay = 0.01 : tensor<4xi32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>
+  return
+}
+
+// -----
+
+// Tests that a bf16 param needs an f32 master copy.
+func.func @bf16_without_master(%p: tensor<4xbf16>, %m: tensor<4xf32>) {
+  // expected-error @+1 {{'dist.optimizer_step' op updates a 'bf16' param without a master copy; add `master %m` with an f32 tensor of the param's shape}}
+  %p1, %m1, %v1 = dist.optimizer_step %p, %p, %m, %m lr = 1.0e-3 betas = (0.9, 0.999) eps = 1.0e-8 weight_decay = 0.01 : tensor<4xbf16>, tensor<4xbf16>, tensor<4xf32>, tensor<4xf32>
+  return
+}
+
+// -----
+
+// Tests that an f32 param has no master copy.
+func.func @f32_with_master(%p: tensor<4xf32>) {
+  // expected-error @+1 {{'dist.optimizer_step' op has a master copy of an f32 param; drop `master`, the param is its own master}}
+  %p1, %m1, %v1, %w1 = dist.optimizer_step %p, %p, %p, %p master %p lr = 1.0e-3 betas = (0.9, 0.999) eps = 1.0e-8 weight_decay = 0.01 : tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>
+  return
+}
+
+// -----
+
+// Tests that the master copy has the param's shape.
+func.func @master_shape(%p: tensor<4xbf16>, %m: tensor<4xf32>, %w: tensor<2xf32>) {
+  // expected-error @+1 {{'dist.optimizer_step' op master shape [2] != param shape [4]; every operand must have the param's shape}}
+  %p1, %m1, %v1, %w1 = dist.optimizer_step %p, %p, %m, %m master %w lr = 1.0e-3 betas = (0.9, 0.999) eps = 1.0e-8 weight_decay = 0.01 : tensor<4xbf16>, tensor<4xbf16>, tensor<4xf32>, tensor<4xf32>, tensor<2xf32>
   return
 }

@@ -169,24 +169,33 @@ func.func @padded_bucket(%u: tensor<3x16xf32>, %b: tensor<16xf32>) -> tensor<256
 // CHECK: %[[BUCKET:.*]] = dist.bucket %{{.*}}, %{{.*}} offsets = [0, 64] chunks = 4 : tensor<8x16xbf16>, tensor<64xbf16> -> tensor<320xbf16>
 // CHECK-NEXT: %[[SHARDS:.*]] = dist.reduce_scatter %[[BUCKET]] on @mesh axes = ["tp"] scatter_dim = 0 reduction = avg wire = bf16 accum = f32 : tensor<320xbf16> -> tensor<80xf32>
 // CHECK-NEXT: %[[G:.*]]:2 = dist.unbucket %[[SHARDS]] offsets = [0, 64] : tensor<80xf32> -> tensor<2x16xf32>, tensor<16xf32>
-// CHECK-NEXT: dist.optimizer_step %{{.*}}, %[[G]]#0, %{{.*}}, %{{.*}} step %{{.*}} lr = 1.000000e-03 betas = (9.000000e-01, {{[0-9.e+-]+}}) eps = 1.000000e-08 weight_decay = 1.000000e-01 : tensor<2x16xf32>, tensor<2x16xf32>, tensor<2x16xf32>, tensor<2x16xf32>
-// CHECK-NEXT: dist.optimizer_step %{{.*}}, %[[G]]#1, %{{.*}}, %{{.*}} step %{{.*}} lr = 1.000000e-03 betas = (9.000000e-01, {{[0-9.e+-]+}}) eps = 1.000000e-08 weight_decay = 0.000000e+00 : tensor<16xf32>, tensor<16xf32>, tensor<16xf32>, tensor<16xf32>
+// CHECK-NEXT: dist.optimizer_step %{{.*}}, %[[G]]#0, %{{.*}}, %{{.*}} lr = 1.000000e-03 betas = (9.000000e-01, {{[0-9.e+-]+}}) eps = 1.000000e-08 weight_decay = 1.000000e-01 : tensor<2x16xf32>, tensor<2x16xf32>, tensor<2x16xf32>, tensor<2x16xf32>
+// CHECK-NEXT: dist.optimizer_step %{{.*}}, %[[G]]#1, %{{.*}}, %{{.*}} lr = 1.000000e-03 betas = (9.000000e-01, {{[0-9.e+-]+}}) eps = 1.000000e-08 weight_decay = 0.000000e+00 : tensor<16xf32>, tensor<16xf32>, tensor<16xf32>, tensor<16xf32>
 func.func @grad_bucket_and_step(%gw: tensor<8x16xbf16>, %gb: tensor<64xbf16>,
                                 %w: tensor<2x16xf32>, %mw: tensor<2x16xf32>, %vw: tensor<2x16xf32>,
-                                %b: tensor<16xf32>, %mb: tensor<16xf32>, %vb: tensor<16xf32>, %t: i64) {
+                                %b: tensor<16xf32>, %mb: tensor<16xf32>, %vb: tensor<16xf32>) {
   %bucket = dist.bucket %gw, %gb offsets = [0, 64] chunks = 4 : tensor<8x16xbf16>, tensor<64xbf16> -> tensor<320xbf16>
   %shards = dist.reduce_scatter %bucket on @mesh axes = ["tp"] scatter_dim = 0 reduction = avg wire = bf16 accum = f32 : tensor<320xbf16> -> tensor<80xf32>
   %g:2 = dist.unbucket %shards offsets = [0, 64] : tensor<80xf32> -> tensor<2x16xf32>, tensor<16xf32>
-  %w1, %mw1, %vw1 = dist.optimizer_step %w, %g#0, %mw, %vw step %t lr = 1.0e-3 betas = (0.9, 0.95) eps = 1.0e-8 weight_decay = 0.1 : tensor<2x16xf32>, tensor<2x16xf32>, tensor<2x16xf32>, tensor<2x16xf32>
-  %b1, %mb1, %vb1 = dist.optimizer_step %b, %g#1, %mb, %vb step %t lr = 1.0e-3 betas = (0.9, 0.95) eps = 1.0e-8 weight_decay = 0.0 : tensor<16xf32>, tensor<16xf32>, tensor<16xf32>, tensor<16xf32>
+  %w1, %mw1, %vw1 = dist.optimizer_step %w, %g#0, %mw, %vw lr = 1.0e-3 betas = (0.9, 0.95) eps = 1.0e-8 weight_decay = 0.1 : tensor<2x16xf32>, tensor<2x16xf32>, tensor<2x16xf32>, tensor<2x16xf32>
+  %b1, %mb1, %vb1 = dist.optimizer_step %b, %g#1, %mb, %vb lr = 1.0e-3 betas = (0.9, 0.95) eps = 1.0e-8 weight_decay = 0.0 : tensor<16xf32>, tensor<16xf32>, tensor<16xf32>, tensor<16xf32>
   return
 }
 
 // Tests that the grad may have another float type than the param and its
 // states.
 // CHECK-LABEL: func.func @mixed_precision_step
-// CHECK-NEXT: dist.optimizer_step %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} step %{{.*}} lr = {{.*}} : tensor<4xf32>, tensor<4xbf16>, tensor<4xf32>, tensor<4xf32>
-func.func @mixed_precision_step(%p: tensor<4xf32>, %g: tensor<4xbf16>, %m: tensor<4xf32>, %v: tensor<4xf32>, %t: i64) {
-  %p1, %m1, %v1 = dist.optimizer_step %p, %g, %m, %v step %t lr = 1.0e-3 betas = (0.9, 0.999) eps = 1.0e-8 weight_decay = 0.01 : tensor<4xf32>, tensor<4xbf16>, tensor<4xf32>, tensor<4xf32>
+// CHECK-NEXT: dist.optimizer_step %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} lr = {{.*}} : tensor<4xf32>, tensor<4xbf16>, tensor<4xf32>, tensor<4xf32>
+func.func @mixed_precision_step(%p: tensor<4xf32>, %g: tensor<4xbf16>, %m: tensor<4xf32>, %v: tensor<4xf32>) {
+  %p1, %m1, %v1 = dist.optimizer_step %p, %g, %m, %v lr = 1.0e-3 betas = (0.9, 0.999) eps = 1.0e-8 weight_decay = 0.01 : tensor<4xf32>, tensor<4xbf16>, tensor<4xf32>, tensor<4xf32>
+  return
+}
+
+// Tests that a bf16 param is updated through its f32 master copy, which is
+// also a result.
+// CHECK-LABEL: func.func @master_step
+// CHECK-NEXT: %{{.*}}, %{{.*}}, %{{.*}}, %new_master = dist.optimizer_step %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} master %{{.*}} lr = {{.*}} : tensor<4xbf16>, tensor<4xbf16>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>
+func.func @master_step(%p: tensor<4xbf16>, %g: tensor<4xbf16>, %m: tensor<4xf32>, %v: tensor<4xf32>, %w: tensor<4xf32>) {
+  %p1, %m1, %v1, %w1 = dist.optimizer_step %p, %g, %m, %v master %w lr = 1.0e-3 betas = (0.9, 0.999) eps = 1.0e-8 weight_decay = 0.01 : tensor<4xbf16>, tensor<4xbf16>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>
   return
 }

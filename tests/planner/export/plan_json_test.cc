@@ -15,6 +15,7 @@
 #include "nlohmann/json.hpp"
 #include "plan/plan.h"
 #include "planner/dialect/dist/ir/dist_dialect.h"
+#include "planner/dialect/nn/ir/nn_dialect.h"
 #include "planner/export/plan_json.h"
 #include "planner/export/report.h"
 #include "planner/models/model_config.h"
@@ -22,6 +23,7 @@
 #include "planner/transforms/autodiff/passes.h"
 #include "planner/transforms/collectives/comm_volume.h"
 #include "planner/transforms/collectives/passes.h"
+#include "planner/transforms/optimizer/passes.h"
 #include "planner/transforms/placement/passes.h"
 
 namespace loom::planner::exporter {
@@ -49,6 +51,7 @@ class PlanJsonTest : public ::testing::Test {
     pm.addNestedPass<mlir::func::FuncOp>(autodiff::createPlanAutodiff());
     pm.addPass(placement::createPlanPlacement(placement::PlanPlacementOptions{"fsdp=8", "fsdp", 0}));
     pm.addPass(collectives::createPlanInsertCollectives());
+    pm.addPass(optimizer::createPlanOptimizerStep());
     ASSERT_TRUE(succeeded(pm.run(*module_)));
     auto topology = mesh::Topology::dgxH100(1);
     ASSERT_TRUE(topology.ok()) << topology.status();
@@ -119,6 +122,21 @@ TEST_F(PlanJsonTest, ParametersCarryPlacementsAndInitSpecs) {
   EXPECT_EQ(static_cast<int64_t>(streams.size()), params);  // one stream per param
   EXPECT_EQ(states, 2 * params);                            // f32: exp_avg, exp_avg_sq
   EXPECT_EQ(block("optimizer").size(), 291u);
+}
+
+TEST_F(PlanJsonTest, AParameterWithoutAnInitIsAnError) {
+  auto func = *module_->getOps<mlir::func::FuncOp>().begin();
+  unsigned param = 0;
+  while (!func.getArgAttr(param, nn::NnDialect::kParamAttrName)) ++param;
+  func.removeArgAttr(param, nn::NnDialect::kInitAttrName);
+  auto plan = exportPlan(*module_, *mesh::Topology::dgxH100(1), options());
+  EXPECT_EQ(std::string(plan.status().message()),
+            "argument #" + std::to_string(param) + " ('tok_embeddings.weight') of @" +
+                func.getSymName().str() +
+                " has no nn.init; give every parameter "
+                "one, e.g. {nn.init = {kind = \"normal\", mean = 0.0, std = 0.02}} (the model "
+                "zoo and the PyTorch importer set it; optimizer states get theirs from "
+                "--plan-optimizer-step)");
 }
 
 TEST_F(PlanJsonTest, CollectivesSumToTheZero3VolumeAndTheReportShowsIt) {

@@ -23,7 +23,6 @@
 #include "planner/transforms/autodiff/passes.h"
 #include "planner/transforms/bucketing/passes.h"
 #include "planner/transforms/collectives/passes.h"
-#include "planner/transforms/memory/memory_plan.h"
 #include "planner/transforms/placement/passes.h"
 #include "planner/transforms/schedule/passes.h"
 
@@ -101,8 +100,7 @@ TEST_F(TimelineTest, CollectivesOfOtherAxesDoNotQueueBehindEachOther) {
   auto mesh = meshOf(*module_);
   ASSERT_TRUE(mesh.ok()) << mesh.status();
   auto topology = mesh::Topology::cpuHost(4);
-  const memory::MemoryPlan memory = memory::computeMemoryPlan(func_);
-  auto timeline = predictTimeline(func_, *mesh, *topology, memory);
+  auto timeline = predictTimeline(func_, *mesh, *topology);
   ASSERT_TRUE(timeline.ok()) << timeline.status();
   // A tp collective may start while an fsdp one runs: streams are per axes.
   double fsdpStart = -1, fsdpEnd = -1;

@@ -30,7 +30,9 @@ done
 # Names stay PyTorch's; nn.Linear weights are stored [in, out]; a fused
 # projection that is split imports as one nn.linear per chunk.
 check "linear weight transposed" has "$out/llama_block.mlir" \
-  '%attention.wk.weight: tensor<64x32xf32> \{nn.param, nn.name = "attention.wk.weight"\}'
+  '%attention.wk.weight: tensor<64x32xf32> \{nn.param, nn.name = "attention.wk.weight", nn.init = \{kind = "normal", mean = 0.0, std = 0.02\}\}'
+check "norm scale init" has "$out/llama_block.mlir" \
+  'nn.name = "attention_norm.weight", nn.init = \{kind = "ones", mean = 0.0, std = 0.0\}'
 check "fused qkv chunks" has "$out/gpt2_block.mlir" \
   'nn.name = "attn.c_attn.weight\[64:128, :\]"'
 check "tied head" has "$out/gpt2_lm.mlir" \

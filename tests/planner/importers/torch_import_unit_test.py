@@ -42,7 +42,10 @@ class ImportTest(unittest.TestCase):
         module = Lambda(lambda m, x: m.fc(x), fc=nn.Linear(4, 3))
         text, reference = imported(module, torch.randn(2, 5, 4))
         self.assertIn('%fc.weight: tensor<4x3xf32> {nn.param, nn.name = '
-                      '"fc.weight"}', text)
+                      '"fc.weight", nn.init = {kind = "normal", mean = 0.0, '
+                      'std = 0.02}}', text)
+        self.assertIn('{nn.param, nn.name = "fc.bias", nn.init = {kind = '
+                      '"zeros", mean = 0.0, std = 0.0}}', text)
         self.assertIn("nn.linear %x, %fc.weight, %fc.bias", text)
         weight = reference["arguments"][1]
         self.assertEqual(weight["shape"], [4, 3])

@@ -59,8 +59,32 @@ func.func @name_without_param(%w: tensor<8xf32> {nn.name = "w"}) {
 
 // -----
 
+// Tests that nn.init names one of the three kinds.
+// expected-error @+1 {{'func.func' op 'nn.init' on argument #0 must be {kind = "normal" | "zeros" | "ones", mean = f64, std = f64}, got: {kind = "uniform", mean = 0.000000e+00 : f64, std = 1.000000e+00 : f64}; e.g. {nn.init = {kind = "normal", mean = 0.0, std = 0.02}}}}
+func.func @init_kind(%w: tensor<8xf32> {nn.param, nn.init = {kind = "uniform", mean = 0.0, std = 1.0}}) {
+  return
+}
+
+// -----
+
+// Tests that a normal init has a positive std.
+// expected-error @+1 {{'func.func' op 'nn.init' on argument #0 is a normal init with std 0.000000e+00; give it a positive std, or use kind "zeros"}}
+func.func @init_normal_std(%w: tensor<8xf32> {nn.param, nn.init = {kind = "normal", mean = 0.0, std = 0.0}}) {
+  return
+}
+
+// -----
+
+// Tests that nn.init initialises float tensors only.
+// expected-error @+1 {{'func.func' op 'nn.init' on argument #0 of type 'tensor<8xi32>' initialises a value that is not a float tensor; drop it from token ids and labels}}
+func.func @init_on_ids(%ids: tensor<8xi32> {nn.init = {kind = "zeros", mean = 0.0, std = 0.0}}) {
+  return
+}
+
+// -----
+
 // Tests that unknown nn argument attributes are rejected.
-// expected-error @+1 {{'func.func' op unknown argument attribute 'nn.parameter' on argument #0; the nn dialect defines 'nn.param' and 'nn.name'}}
+// expected-error @+1 {{'func.func' op unknown argument attribute 'nn.parameter' on argument #0; the nn dialect defines 'nn.param', 'nn.name' and 'nn.init'}}
 func.func @unknown_arg_attr(%w: tensor<8xf32> {nn.parameter}) {
   return
 }

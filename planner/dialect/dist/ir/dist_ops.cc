@@ -804,19 +804,52 @@ mlir::LogicalResult UnbucketOp::verify() {
                             getSplitDims(), getPadded());
 }
 
+mlir::LogicalResult OptimizerStepOp::inferReturnTypes(
+    mlir::MLIRContext*, std::optional<mlir::Location>, mlir::ValueRange operands,
+    mlir::DictionaryAttr, mlir::OpaqueProperties, mlir::RegionRange,
+    llvm::SmallVectorImpl<mlir::Type>& inferred) {
+  if (operands.size() < 4) return mlir::failure();
+  // param, exp_avg, exp_avg_sq and the optional master, skipping the grad.
+  for (auto [i, operand] : llvm::enumerate(operands)) {
+    if (i != 1) inferred.push_back(operand.getType());
+  }
+  return mlir::success();
+}
+
+mlir::Value OptimizerStepOp::getInPlaceOperand(unsigned result) {
+  // Results follow the operands without the grad.
+  return getOperand(result == 0 ? 0 : result + 1);
+}
+
 mlir::LogicalResult OptimizerStepOp::verify() {
-  const llvm::ArrayRef<int64_t> shape = getParam().getType().getShape();
-  const std::pair<llvm::StringRef, mlir::RankedTensorType> operands[] = {
+  const mlir::RankedTensorType param = getParam().getType();
+  const llvm::ArrayRef<int64_t> shape = param.getShape();
+  llvm::SmallVector<std::pair<llvm::StringRef, mlir::RankedTensorType>, 4> operands = {
       {"grad", getGrad().getType()},
       {"exp_avg", getExpAvg().getType()},
       {"exp_avg_sq", getExpAvgSq().getType()},
   };
+  if (getMaster()) operands.push_back({"master", getMaster().getType()});
   for (const auto& [name, type] : operands) {
     if (type.getShape() != shape) {
       return emitOpError() << name << " shape " << formatShape(type.getShape())
                            << " != param shape " << formatShape(shape)
                            << "; every operand must have the param's shape";
     }
+  }
+  const bool f32 = param.getElementType().isF32();
+  if (!f32 && !getMaster()) {
+    return emitOpError() << "updates a " << param.getElementType()
+                         << " param without a master copy; add `master %m` "
+                            "with an f32 tensor of the param's shape";
+  }
+  if (f32 && getMaster()) {
+    return emitOpError() << "has a master copy of an f32 param; drop "
+                            "`master`, the param is its own master";
+  }
+  if (getMaster() && !getMaster().getType().getElementType().isF32()) {
+    return emitOpError() << "master must be f32, got: "
+                         << getMaster().getType().getElementType();
   }
   const double lr = getLr().convertToDouble();
   if (!(lr > 0.0)) {

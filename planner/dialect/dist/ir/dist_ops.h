@@ -14,9 +14,11 @@
 #include "mlir/IR/OpDefinition.h"
 #include "mlir/IR/OpImplementation.h"
 #include "mlir/IR/SymbolTable.h"
+#include "mlir/Interfaces/InferTypeOpInterface.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 #include "planner/dialect/dist/ir/dist_attrs.h"
 #include "planner/dialect/dist/ir/dist_dialect.h"
+#include "planner/dialect/dist/ir/dist_interfaces.h"
 #include "planner/dialect/dist/ir/dist_types.h"
 
 #pragma GCC diagnostic push

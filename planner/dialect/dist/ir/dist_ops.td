@@ -6,9 +6,11 @@
 include "mlir/IR/CommonAttrConstraints.td"
 include "mlir/IR/CommonTypeConstraints.td"
 include "mlir/IR/SymbolInterfaces.td"
+include "mlir/Interfaces/InferTypeOpInterface.td"
 include "mlir/Interfaces/SideEffectInterfaces.td"
 include "planner/dialect/dist/ir/dist_attrs.td"
 include "planner/dialect/dist/ir/dist_base.td"
+include "planner/dialect/dist/ir/dist_interfaces.td"
 include "planner/dialect/dist/ir/dist_types.td"
 
 // Element types a collective can put on the wire or accumulate in.
@@ -88,7 +90,11 @@ def Dist_AnnotateOp : Dist_Op<"annotate", [
 //===----------------------------------------------------------------------===//
 
 class Dist_CollectiveOp<string mnemonic, Type resultType>
-    : Dist_Op<mnemonic, [DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
+    : Dist_Op<mnemonic, [
+        DeclareOpInterfaceMethods<SymbolUserOpInterface>,
+        DeclareOpInterfaceMethods<Dist_PlacementTransferOpInterface,
+                                  ["getResultPlacement"]>
+      ]> {
   dag meshArgs = (ins FlatSymbolRefAttr:$mesh, StrArrayAttr:$mesh_axes);
   let results = (outs resultType:$result);
   let hasVerifier = 1;
@@ -300,6 +306,7 @@ def Dist_AllToAllStartOp
 }
 
 def Dist_WaitOp : Dist_Op<"wait", [
+    Dist_PlacementTransferOpInterface,
     TypesMatchWith<"result type is the tensor type the future carries",
                    "future", "result",
                    "::llvm::cast<FutureType>($_self).getValueType()">
@@ -330,6 +337,8 @@ def Dist_WaitOp : Dist_Op<"wait", [
 // other rank waits for it.
 def Dist_SliceOp : Dist_Op<"slice", [
     Pure,
+    DeclareOpInterfaceMethods<Dist_PlacementTransferOpInterface,
+                              ["getResultPlacement"]>,
     DeclareOpInterfaceMethods<SymbolUserOpInterface>
   ]> {
   let summary = "keeps this rank's shard of one dim; no communication";
@@ -386,7 +395,11 @@ def Dist_FreeOp : Dist_Op<"free"> {
   let hasVerifier = 1;
 }
 
-def Dist_BucketOp : Dist_Op<"bucket", [Pure]> {
+def Dist_BucketOp : Dist_Op<"bucket", [
+    Pure,
+    DeclareOpInterfaceMethods<Dist_PlacementTransferOpInterface,
+                              ["getResultPlacement"]>
+  ]> {
   let summary = "packs several tensors into one flat buffer";
   let description = [{
     The result is a 1-d buffer made of `chunks` equal consecutive segments
@@ -438,7 +451,10 @@ def Dist_BucketOp : Dist_Op<"bucket", [Pure]> {
   let hasVerifier = 1;
 }
 
-def Dist_UnbucketOp : Dist_Op<"unbucket", [Pure]> {
+def Dist_UnbucketOp : Dist_Op<"unbucket", [
+    Pure,
+    Dist_PlacementTransferOpInterface
+  ]> {
   let summary = "reads tensors back out of a flat buffer";
   let description = [{
     The inverse of `dist.bucket`, with the same layout rule: result `i` is
@@ -488,30 +504,41 @@ def Dist_UnbucketOp : Dist_Op<"unbucket", [Pure]> {
 }
 
 def Dist_OptimizerStepOp : Dist_Op<"optimizer_step", [
-    AllTypesMatch<["param", "new_param"]>,
-    AllTypesMatch<["exp_avg", "new_exp_avg"]>,
-    AllTypesMatch<["exp_avg_sq", "new_exp_avg_sq"]>
+    DeclareOpInterfaceMethods<InferTypeOpInterface>
   ]> {
   let summary = "one AdamW update of a (local shard of a) parameter";
   let description = [{
     Decoupled weight decay Adam (Loshchilov & Hutter), as PyTorch's
-    `torch.optim.AdamW` with `amsgrad=False`: with `t = step` (1 on the first
-    update),
+    `torch.optim.AdamW` with `amsgrad=False`: with `t` the number of the
+    update (1 on the first),
 
         m = beta1 * exp_avg + (1 - beta1) * grad
         v = beta2 * exp_avg_sq + (1 - beta2) * grad^2
         p = param * (1 - lr * weight_decay)
             - lr * (m / (1 - beta1^t)) / (sqrt(v / (1 - beta2^t)) + eps)
 
-    All four tensors must have the same shape; the grad may have another
-    float element type (it is converted). Returns the new param, exp_avg and
-    exp_avg_sq, of the operands' types.
+    `t` is no operand: the runtime counts the updates it has run, so one
+    plan serves every step. All tensors must have the same shape; the grad
+    may have another float element type (it is converted). A parameter
+    that is not f32 is updated through `master`, its f32 copy (required
+    then, refused for an f32 parameter): the update above runs on the
+    master and the parameter becomes its rounded value. The moments and
+    the master are f32.
+
+    Returns the new param, exp_avg, exp_avg_sq (and master), of the
+    operands' types. The runtime updates in place: result `i` is the
+    buffer of operand `getInPlaceOperand(i)` (param, exp_avg, exp_avg_sq,
+    master), which plan.json lists as the instruction's results.
 
     ```mlir
-    %p1, %m1, %v1 = dist.optimizer_step %p, %g, %m, %v step %t
+    %p1, %m1, %v1 = dist.optimizer_step %p, %g, %m, %v
         lr = 1.0e-03 betas = (0.9, 0.999) eps = 1.0e-08 weight_decay = 0.01
         : tensor<4x16xf32>, tensor<4x16xbf16>, tensor<4x16xf32>,
           tensor<4x16xf32>
+    %q1, %n1, %u1, %w1 = dist.optimizer_step %q, %h, %n, %u master %w
+        lr = 1.0e-03 betas = (0.9, 0.999) eps = 1.0e-08 weight_decay = 0.01
+        : tensor<4x16xbf16>, tensor<4x16xbf16>, tensor<4x16xf32>,
+          tensor<4x16xf32>, tensor<4x16xf32>
     ```
   }];
   let arguments = (ins
@@ -519,7 +546,7 @@ def Dist_OptimizerStepOp : Dist_Op<"optimizer_step", [
     Dist_FloatTensor:$grad,
     Dist_FloatTensor:$exp_avg,
     Dist_FloatTensor:$exp_avg_sq,
-    I64:$step,
+    Optional<Dist_FloatTensor>:$master,
     F64Attr:$lr,
     F64Attr:$beta1,
     F64Attr:$beta2,
@@ -529,13 +556,19 @@ def Dist_OptimizerStepOp : Dist_Op<"optimizer_step", [
   let results = (outs
     Dist_FloatTensor:$new_param,
     Dist_FloatTensor:$new_exp_avg,
-    Dist_FloatTensor:$new_exp_avg_sq
+    Dist_FloatTensor:$new_exp_avg_sq,
+    Optional<Dist_FloatTensor>:$new_master
   );
   let assemblyFormat = [{
-    $param `,` $grad `,` $exp_avg `,` $exp_avg_sq `step` $step
+    $param `,` $grad `,` $exp_avg `,` $exp_avg_sq (`master` $master^)?
     `lr` `=` $lr `betas` `=` `(` $beta1 `,` $beta2 `)` `eps` `=` $eps
     `weight_decay` `=` $weight_decay attr-dict `:` type($param) `,`
     type($grad) `,` type($exp_avg) `,` type($exp_avg_sq)
+    (`,` type($master)^)?
+  }];
+  let extraClassDeclaration = [{
+    // The operand whose buffer result `result` updates in place.
+    ::mlir::Value getInPlaceOperand(unsigned result);
   }];
   let hasVerifier = 1;
 }

@@ -15,6 +15,8 @@ def Nn_Dialect : Dialect {
     A model is a `func.func` of `nn` ops on statically shaped tensors. Function
     arguments are inputs (token ids, labels) or parameters, marked with the
     argument attribute `nn.param` and optionally named with `nn.name`.
+    A parameter's initial values are `nn.init` (`{kind = "normal", mean =
+    0.0, std = 0.02}`, or kind "zeros" or "ones").
     Every op declares its shape inference, cost, sharding rule and (for the
     forward ops) its vector-Jacobian product; see docs/planner_nn.md.
   }];
@@ -25,6 +27,10 @@ def Nn_Dialect : Dialect {
     static constexpr ::llvm::StringLiteral kParamAttrName = "nn.param";
     // Argument attribute naming a parameter, e.g. "layers.0.attn.wq".
     static constexpr ::llvm::StringLiteral kNameAttrName = "nn.name";
+    // Argument attribute giving the values a parameter (or another float
+    // argument the runtime allocates, such as an optimizer state) starts
+    // from: {kind = "normal" | "zeros" | "ones", mean = f64, std = f64}.
+    static constexpr ::llvm::StringLiteral kInitAttrName = "nn.init";
   }];
 }
 

@@ -1,5 +1,5 @@
 // Registration of the `nn` dialect and the verifier of its argument
-// attributes (`nn.param`, `nn.name`).
+// attributes (`nn.param`, `nn.name`, `nn.init`).
 #include "planner/dialect/nn/ir/nn_dialect.h"
 
 #include "mlir/IR/BuiltinAttributes.h"
@@ -13,6 +13,48 @@
 #pragma GCC diagnostic pop
 
 namespace loom::planner::nn {
+namespace {
+
+// `nn.init`: {kind = "normal" | "zeros" | "ones", mean = f64, std = f64} on
+// a float tensor argument; a normal init has a positive std.
+mlir::LogicalResult verifyInit(mlir::Operation* op, unsigned argIndex,
+                               mlir::FunctionOpInterface func,
+                               mlir::NamedAttribute attribute) {
+  const llvm::StringRef name = attribute.getName().getValue();
+  auto fix = [&] {
+    return op->emitOpError()
+           << "'" << name << "' on argument #" << argIndex << " must be {kind = "
+           << "\"normal\" | \"zeros\" | \"ones\", mean = f64, std = f64}, got: "
+           << attribute.getValue() << "; e.g. {" << name
+           << " = {kind = \"normal\", mean = 0.0, std = 0.02}}";
+  };
+  auto dict = llvm::dyn_cast<mlir::DictionaryAttr>(attribute.getValue());
+  if (!dict || dict.size() != 3) return fix();
+  auto kind = dict.getAs<mlir::StringAttr>("kind");
+  auto mean = dict.getAs<mlir::FloatAttr>("mean");
+  auto stddev = dict.getAs<mlir::FloatAttr>("std");
+  if (!kind || !mean || !stddev ||
+      !llvm::is_contained({"normal", "zeros", "ones"}, kind.getValue())) {
+    return fix();
+  }
+  if (kind.getValue() == "normal" && !(stddev.getValueAsDouble() > 0)) {
+    return op->emitOpError()
+           << "'" << name << "' on argument #" << argIndex
+           << " is a normal init with std " << stddev.getValueAsDouble()
+           << "; give it a positive std, or use kind \"zeros\"";
+  }
+  const mlir::Type type = func.getArgumentTypes()[argIndex];
+  auto tensor = llvm::dyn_cast<mlir::RankedTensorType>(type);
+  if (!tensor || !llvm::isa<mlir::FloatType>(tensor.getElementType())) {
+    return op->emitOpError()
+           << "'" << name << "' on argument #" << argIndex << " of type " << type
+           << " initialises a value that is not a float tensor; drop it from "
+              "token ids and labels";
+  }
+  return mlir::success();
+}
+
+}  // namespace
 
 void NnDialect::initialize() {
   addOperations<
@@ -66,10 +108,12 @@ mlir::LogicalResult NnDialect::verifyRegionArgAttribute(
     }
     return mlir::success();
   }
+  if (name == kInitAttrName) return verifyInit(op, argIndex, func, attribute);
   return op->emitOpError() << "unknown argument attribute '" << name
                            << "' on argument #" << argIndex
                            << "; the nn dialect defines '" << kParamAttrName
-                           << "' and '" << kNameAttrName << "'";
+                           << "', '" << kNameAttrName << "' and '"
+                           << kInitAttrName << "'";
 }
 
 }  // namespace loom::planner::nn

@@ -10,9 +10,10 @@ dist.mesh @mesh shape = [2] axes = ["fsdp"] {dist.strategies = ["fsdp"]}
 // forward use and again before its first backward use (fc1's weight has none),
 // frees every gathered copy after its last use in the pass, all-reduces the
 // loss (avg) and reduce-scatters each gradient right after it is final.
+// Arguments keep their global shape in dist.global_shape.
 // CHECK-LABEL: func.func @fsdp_step(
-// CHECK-SAME: %arg0: tensor<4x16xf32> {dist.placement = #dist.placement<@mesh, [shard<0>]>}
-// CHECK-SAME: %arg2: tensor<8x16xf32> {dist.placement = #dist.placement<@mesh, [shard<0>]>, nn.name = "fc1.weight", nn.param}
+// CHECK-SAME: %arg0: tensor<4x16xf32> {dist.global_shape = array<i64: 8, 16>, dist.placement = #dist.placement<@mesh, [shard<0>]>}
+// CHECK-SAME: %arg2: tensor<8x16xf32> {dist.global_shape = array<i64: 16, 16>, dist.placement = #dist.placement<@mesh, [shard<0>]>, nn.name = "fc1.weight", nn.param}
 // CHECK-SAME: -> (tensor<f32> {dist.placement = #dist.placement<@mesh, [replicate]>}, tensor<8x16xf32> {dist.placement = #dist.placement<@mesh, [shard<0>]>, nn.grad_of = 2 : i64, nn.name = "fc1.weight"}
 // CHECK-NEXT: %[[V0:[a-z0-9_]+]] = dist.all_gather %arg2 on @mesh axes = ["fsdp"] gather_dim = 0 wire = f32 : tensor<8x16xf32> -> tensor<16x16xf32>
 // CHECK-NEXT: %[[V1:[a-z0-9_]+]] = nn.linear %arg0, %[[V0]]

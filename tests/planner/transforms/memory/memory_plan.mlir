@@ -1,10 +1,10 @@
-// RUN: plan-opt %s -split-input-file --plan-memory-plan | FileCheck %s
+// RUN: plan-opt %s -split-input-file --plan-optimizer-step --plan-memory-plan | FileCheck %s
 
 dist.mesh @mesh shape = [2] axes = ["fsdp"]
 
-// Tests that an fsdp=2 step records its peak: at the matmul, params 512 +
-// AdamW moments 512 + activations x, y, s, p (128 + 256 + 256 + 512); the
-// gathered weight was freed before.
+// Tests that an fsdp=2 step records its peak: at the matmul, params 256 +
+// AdamW moments 512 (added by plan-optimizer-step) + activations x, y, s,
+// p (128 + 256 + 256 + 512); the gathered weight was freed before.
 // CHECK-LABEL: func.func @step(
 // CHECK-SAME: plan.memory = {activation = 1152 : i64, gathered = 0 : i64, grad = 0 : i64, optimizer_state = 512 : i64, param = 256 : i64, peak_op = 4 : i64}
 // CHECK-SAME: plan.peak_bytes = 1920 : i64
@@ -23,13 +23,17 @@ func.func @step(%x: tensor<4x8xf32>, %w: tensor<4x16xf32> {nn.param})
 
 dist.mesh @mesh shape = [2] axes = ["fsdp"]
 
-// Tests that a bf16 parameter also holds an f32 master copy: 64 elements,
+// Tests that optimizer-state arguments (a bf16 parameter's moments and f32
+// master copy, as plan-optimizer-step adds them) are resident: 64 elements,
 // params 128 + moments 2 * 256 + master 256; the peak is at the silu,
 // which holds x and s (128 bytes each).
 // CHECK-LABEL: func.func @bf16(
 // CHECK-SAME: plan.memory = {activation = 256 : i64, gathered = 0 : i64, grad = 0 : i64, optimizer_state = 768 : i64, param = 128 : i64, peak_op = 0 : i64}
 // CHECK-SAME: plan.peak_bytes = 1152 : i64
-func.func @bf16(%x: tensor<4x16xbf16>, %w: tensor<4x16xbf16> {nn.param}) -> tensor<4x16xbf16> {
+func.func @bf16(%x: tensor<4x16xbf16>, %w: tensor<4x16xbf16> {nn.param},
+                %m: tensor<4x16xf32> {dist.optimizer_state = "exp_avg"},
+                %v: tensor<4x16xf32> {dist.optimizer_state = "exp_avg_sq"},
+                %master: tensor<4x16xf32> {dist.optimizer_state = "master"}) -> tensor<4x16xbf16> {
   %s = nn.silu %x : (tensor<4x16xbf16>) -> tensor<4x16xbf16>
   return %s : tensor<4x16xbf16>
 }

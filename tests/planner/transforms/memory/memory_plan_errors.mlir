@@ -1,4 +1,4 @@
-// RUN: plan-opt %s -split-input-file --plan-memory-plan="memory-budget-gb=0.000001" -verify-diagnostics
+// RUN: plan-opt %s -split-input-file --plan-optimizer-step --plan-memory-plan="memory-budget-gb=0.000001" -verify-diagnostics
 
 dist.mesh @mesh shape = [2] axes = ["fsdp"]
 

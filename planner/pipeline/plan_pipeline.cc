@@ -1,0 +1,44 @@
+// The plan pipeline (see plan_pipeline.h).
+#include "planner/pipeline/plan_pipeline.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Pass/PassRegistry.h"
+#include "planner/transforms/autodiff/passes.h"
+#include "planner/transforms/bucketing/passes.h"
+#include "planner/transforms/collectives/passes.h"
+#include "planner/transforms/memory/passes.h"
+#include "planner/transforms/optimizer/passes.h"
+#include "planner/transforms/placement/passes.h"
+#include "planner/transforms/schedule/passes.h"
+
+namespace loom::planner::pipeline {
+
+void addPlanPipeline(mlir::OpPassManager& pm, const PlanPipelineOptions& options) {
+  pm.addNestedPass<mlir::func::FuncOp>(autodiff::createPlanAutodiff());
+  pm.addPass(placement::createPlanPlacement(
+      placement::PlanPlacementOptions{options.mesh, options.axes, options.devices}));
+  collectives::PlanInsertCollectivesOptions collectiveOptions;
+  collectiveOptions.reshardAfterForward = options.reshardAfterForward;
+  collectiveOptions.gradReduceDtype = options.gradReduceDtype;
+  pm.addPass(collectives::createPlanInsertCollectives(collectiveOptions));
+  // One collective per FSDP unit (or per bucket-mb), then async starts with
+  // `prefetch` units of prefetch; the SPMD check runs on what the runtime
+  // will execute. The optimizer steps come after the schedule, which
+  // places gradient reductions by their only use, the return.
+  pm.addPass(bucketing::createPlanBucketing(bucketing::PlanBucketingOptions{options.bucketMb}));
+  pm.addPass(schedule::createPlanSchedule(schedule::PlanScheduleOptions{options.prefetch, 0}));
+  pm.addPass(schedule::createPlanVerifySpmd());
+  pm.addPass(optimizer::createPlanOptimizerStep(optimizer::PlanOptimizerStepOptions{
+      options.lr, options.beta1, options.beta2, options.eps, options.weightDecay}));
+  pm.addPass(memory::createPlanMemoryPlan(memory::PlanMemoryPlanOptions{options.memoryGb}));
+}
+
+void registerPlanPipeline() {
+  mlir::PassPipelineRegistration<PlanPipelineOptions>(
+      "plan-pipeline",
+      "plans a verified nn module: autodiff, placement, collectives, bucketing, schedule, "
+      "SPMD check, optimizer steps and the memory plan",
+      addPlanPipeline);
+}
+
+}  // namespace loom::planner::pipeline

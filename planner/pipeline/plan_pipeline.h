@@ -1,0 +1,67 @@
+// The plan pipeline: from a verified nn module to the per-rank program with
+// its collectives, schedule, optimizer steps and memory plan, as one
+// registered pass pipeline (`plan-opt --plan-pipeline="mesh=fsdp=2 ..."`)
+// that //tools:plan runs too.
+#ifndef LOOM_PLANNER_PIPELINE_PLAN_PIPELINE_H_
+#define LOOM_PLANNER_PIPELINE_PLAN_PIPELINE_H_
+
+#include <cstdint>
+#include <string>
+
+#include "mlir/Pass/PassManager.h"
+#include "mlir/Pass/PassOptions.h"
+
+namespace loom::planner::pipeline {
+
+// The options of the passes the pipeline runs, under their pass options'
+// names (defaults as the passes').
+struct PlanPipelineOptions : public mlir::PassPipelineOptions<PlanPipelineOptions> {
+  Option<std::string> mesh{*this, "mesh",
+                           llvm::cl::desc("plan-placement's mesh, e.g. fsdp=2,tp=2")};
+  Option<std::string> axes{*this, "axes",
+                           llvm::cl::desc("plan-placement's strategy per mesh axis, e.g. fsdp,tp "
+                                          "(default: the axis names)")};
+  Option<int64_t> devices{*this, "devices",
+                        llvm::cl::desc("plan-placement: the device count the mesh must fill (0: any)"),
+                        llvm::cl::init(0)};
+  Option<bool> reshardAfterForward{
+      *this, "reshard-after-forward",
+      llvm::cl::desc("plan-insert-collectives: gather parameters again for the backward pass"),
+      llvm::cl::init(true)};
+  Option<std::string> gradReduceDtype{
+      *this, "grad-reduce-dtype",
+      llvm::cl::desc("plan-insert-collectives: the type gradients are reduced in (bf16, f32; "
+                     "default: the parameter's)")};
+  Option<int64_t> bucketMb{*this, "bucket-mb",
+                           llvm::cl::desc("plan-bucketing: largest bucket in MiB (0: one per unit)"),
+                           llvm::cl::init(0)};
+  Option<int64_t> prefetch{*this, "prefetch",
+                           llvm::cl::desc("plan-schedule: gather steps prefetched ahead"),
+                           llvm::cl::init(1)};
+  Option<double> memoryGb{*this, "memory-gb",
+                          llvm::cl::desc("plan-memory-plan: device memory in GiB (0: no check)"),
+                          llvm::cl::init(0)};
+  Option<double> lr{*this, "lr", llvm::cl::desc("plan-optimizer-step: AdamW learning rate"),
+                    llvm::cl::init(1e-3)};
+  Option<double> beta1{*this, "beta1", llvm::cl::desc("plan-optimizer-step: AdamW beta1"),
+                       llvm::cl::init(0.9)};
+  Option<double> beta2{*this, "beta2", llvm::cl::desc("plan-optimizer-step: AdamW beta2"),
+                       llvm::cl::init(0.999)};
+  Option<double> eps{*this, "eps", llvm::cl::desc("plan-optimizer-step: AdamW eps"),
+                     llvm::cl::init(1e-8)};
+  Option<double> weightDecay{*this, "weight-decay",
+                             llvm::cl::desc("plan-optimizer-step: AdamW weight decay"),
+                             llvm::cl::init(0.01)};
+};
+
+// Adds plan-autodiff -> plan-placement -> plan-insert-collectives ->
+// plan-bucketing -> plan-schedule -> plan-verify-spmd ->
+// plan-optimizer-step -> plan-memory-plan to `pm` (a module pass manager).
+void addPlanPipeline(mlir::OpPassManager& pm, const PlanPipelineOptions& options);
+
+// Registers `plan-pipeline` with the global pass registry.
+void registerPlanPipeline();
+
+}  // namespace loom::planner::pipeline
+
+#endif  // LOOM_PLANNER_PIPELINE_PLAN_PIPELINE_H_

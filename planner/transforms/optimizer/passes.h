@@ -1,0 +1,36 @@
+// The optimizer stage's passes: plan-optimizer-step makes each parameter's
+// AdamW states and update explicit in the per-rank program.
+#ifndef LOOM_PLANNER_TRANSFORMS_OPTIMIZER_PASSES_H_
+#define LOOM_PLANNER_TRANSFORMS_OPTIMIZER_PASSES_H_
+
+#include <memory>
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/Pass/Pass.h"
+#include "planner/dialect/dist/ir/dist_dialect.h"
+
+namespace loom::planner::optimizer {
+
+// The argument attribute that marks an AdamW state and names its kind:
+// "exp_avg", "exp_avg_sq" or "master".
+inline constexpr char kOptimizerStateAttrName[] = "dist.optimizer_state";
+
+#define GEN_PASS_DECL
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wunused-parameter"
+#include "planner/transforms/optimizer/passes.h.inc"
+
+#define GEN_PASS_REGISTRATION
+#include "planner/transforms/optimizer/passes.h.inc"
+#pragma GCC diagnostic pop
+
+// What plan-optimizer-step does to one function, for passes that price a
+// function as it will be after it (plan-schedule's memory budget). Fails
+// with a diagnostic at `func` when it already has optimizer steps.
+mlir::LogicalResult addOptimizerSteps(mlir::func::FuncOp func,
+                                      const PlanOptimizerStepOptions& options);
+
+}  // namespace loom::planner::optimizer
+
+#endif  // LOOM_PLANNER_TRANSFORMS_OPTIMIZER_PASSES_H_
