@@ -176,11 +176,6 @@ absl::StatusOr<std::unique_ptr<Executor>> Executor::create(const plan::Plan& pla
   }
   e.instructions_ = plan::programFor(e.plan_, e.coords_).instructions();
   if (options.device == ExecutorDevice::kCuda) {
-    if (options.deterministic) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          plan.source, ": deterministic mode is a CPU debugging mode (per-row partial sums, host "
-          "reductions in global row order); run it with --device=cpu"));
-    }
     absl::StatusOr<std::unique_ptr<KernelSet>> kernels = cudaKernelSet(options.cuda_device);
     if (!kernels.ok()) {
       return absl::Status(kernels.status().code(), absl::StrCat("rank ", e.rank_, ": ", kernels.status().message()));
@@ -221,32 +216,9 @@ absl::StatusOr<std::unique_ptr<Executor>> Executor::create(const plan::Plan& pla
   }
   e.rows_ = {rows->offsets[0], ids.local_shape[0]};
   e.global_batch_ = ids.global_shape[0];
-  if (options.deterministic) {
-    for (const plan::Buffer& b : e.plan_.buffers) {
-      if (b.dtype == comm::DType::kBFloat16) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            plan.source, ": deterministic mode sums f32 per-row contributions; ", b.name,
-            " is bf16 (plan with --dtype=f32 for a bit-exact comparison)"));
-      }
-    }
-    for (const std::string& strategy : e.plan_.strategies) {
-      if (strategy == "tp") {
-        return absl::InvalidArgumentError(absl::StrCat(
-            plan.source, ": deterministic mode covers layouts that split the batch (fsdp, dp, hsdp); "
-            "tensor parallelism splits each token's sums across ranks, so its results cannot match "
-            "the 1-rank run bit for bit"));
-      }
-    }
-    // Per-row sums follow the batch rows along dim 0 of every activation.
-    for (const plan::Instruction* in : e.instructions_) {
-      if (in->op == "nn.transpose" && in->attrs.permutation.front() != 0) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            plan.source, ": ", in->where(), ": deterministic mode keeps per-row sums along the batch "
-            "dim 0, and this transpose moves it; such a model has no bit-exact mode"));
-      }
-    }
-  }
   e.seq_ = ids.global_shape[1];
+  e.order_ = std::make_unique<RowOrder>(options.deterministic, e.rows_.count, e.seq_);
+  if (absl::Status s = e.order_->checkPlan(e.plan_, e.instructions_, options.device); !s.ok()) return s;
   // The exporter's interface.vocab, else the first embedding's rows (a
   // gathered padded table would count its padding: plans from before
   // interface.vocab).

@@ -139,6 +139,7 @@ class Executor {
  private:
   struct Bound;     // an instruction bound to its kernel
   struct Pending;   // an async collective between its start and its wait
+  class RowOrder;   // deterministic mode's strategy (executor_internal.h)
   Executor(const plan::Plan& plan, std::shared_ptr<comm::ProcessGroup> world, ExecutorOptions options);
 
   // One instruction being bound: where it is, what it binds into, and the
@@ -282,6 +283,7 @@ class Executor {
   std::vector<bool> persistent_;   // params and optimizer states
   std::vector<Stack> stacks_;      // deterministic mode
   int64_t global_batch_ = 0;
+  std::unique_ptr<RowOrder> order_;  // deterministic mode or not
   std::vector<std::unique_ptr<Bound>> bound_;
   std::map<std::string, std::shared_ptr<Pending>> pending_;
   std::atomic<int> callbacks_outstanding_{0};

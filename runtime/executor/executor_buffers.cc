@@ -15,7 +15,6 @@ namespace loom::runtime {
 absl::Status Executor::bindBucket(Site& site) {
   const plan::Instruction& in = site.in;
   const auto& [o, r] = site.io();
-  const bool det = options_.deterministic;
   const bool pack = in.op == "dist.bucket";
   const std::vector<int64_t>& entries = pack ? o : r;
   const int64_t flat = pack ? r.at(0) : o.at(0);
@@ -54,7 +53,7 @@ absl::Status Executor::bindBucket(Site& site) {
     }
     parts.push_back(part);
   }
-  if (det) site.bound.stack_rule = Bound::StackRule::kPropagate;
+  order_->carryRows(site.bound);
   const int64_t flatCount = numel(flat);
   site.bound.body = [=, this](int64_t) {
     const int64_t stackRows = std::max<int64_t>(1, stacks_[flat].rows);

@@ -108,10 +108,8 @@ absl::StatusOr<Executor::CollectiveCall> Executor::parseCollective(Site& site) {
     return site.fail(absl::StrCat("accumulation ", accumName,
                                   " wider than the wire: the runtime accumulates in f32"));
   }
-  // Integers move exactly; floats must stay f32 for the per-row sums.
-  if (options_.deterministic &&
-      (c.operand_type == comm::DType::kBFloat16 || c.wire == comm::DType::kBFloat16)) {
-    return site.fail("deterministic mode runs f32 plans");
+  if (absl::Status st = order_->checkCollective(c.operand_type, c.wire); !st.ok()) {
+    return site.fail(std::string(st.message()));
   }
   if (absl::Status st = checkCollectiveShapes(site, c); !st.ok()) return st;
   c.bytes = in.attrs.bytes.value_or(0);
@@ -399,14 +397,13 @@ absl::Status Executor::issueCollective(const CollectiveCall& c, Launch launch, i
   p->index = c.in->index;
   p->issued_us = TraceRecorder::nowUs();
   CollectiveRun run{c, p, ref(c.operand), ref(c.result), kernels_->device()};
-  const bool det = options_.deterministic;
-  if (!det && c.operand_type != c.wire) {
+  if (order_->convertsToWire() && c.operand_type != c.wire) {
     absl::StatusOr<Ref> wire = stage(run, c.wire, c.in_count);
     if (!wire.ok()) return wire.status();
     if (absl::Status s = kernels_->convert(run.src, *wire, c.in_count); !s.ok()) return s;
     run.src = *wire;
   }
-  if (det && stacks_[c.operand].rows > 0) launch = &Executor::launchStacked;
+  if (stacks_[c.operand].rows > 0) launch = &Executor::launchStacked;
   WorkOr work = (this->*launch)(run);
   const plan::Instruction& in = *c.in;
   if (!work.ok()) {

@@ -39,7 +39,6 @@ absl::Status Executor::bindEmbedding(Site& site) {
 
 absl::Status Executor::bindEmbeddingGrad(Site& site) {
   const auto& [o, r] = site.io();
-  const bool det = options_.deterministic;
   if (absl::Status st = site.need(2, 1); !st.ok()) return st;
   const int64_t hidden = shape(r[0]).back();
   const int64_t tokens = numel(o[0]);
@@ -47,11 +46,9 @@ absl::Status Executor::bindEmbeddingGrad(Site& site) {
   if (!box.ok()) return box.status();
   if (numel(o[1]) != tokens * hidden) return site.fail("dy is not ids x hidden");
   const int64_t rowBegin = box->offsets[0], tableRows = box->valid[0];
-  const int64_t batch = det ? rows_.count : 1;
-  if (det) {
-    if (tokens % batch) return site.fail("deterministic mode: the ids do not split by batch row");
-    site.bound.stack_rule = Bound::StackRule::kRowReduce;
-    site.bound.stacked_results = {true};
+  const int64_t batch = order_->partials();
+  if (absl::Status st = order_->reduceOverRows(site.bound, tokens, {true}); !st.ok()) {
+    return site.fail(std::string(st.message()));
   }
   const int64_t table = numel(r[0]);
   site.bound.body = [=, this](int64_t) {
@@ -68,7 +65,6 @@ absl::Status Executor::bindEmbeddingGrad(Site& site) {
 
 absl::Status Executor::bindLinear(Site& site) {
   const auto& [o, r] = site.io();
-  const bool det = options_.deterministic;
   if (o.size() != 2 && o.size() != 3) return site.fail("expected x, w and an optional bias");
   if (shape(o[1]).size() != 2) return site.fail("w must be rank 2");
   const int64_t inF = shape(o[1])[0], outF = shape(o[1])[1];
@@ -79,9 +75,7 @@ absl::Status Executor::bindLinear(Site& site) {
   if (numel(r[0]) != rows * outF) return site.fail("result size");
   const bool bias = o.size() == 3;
   if (bias && numel(o[2]) != outF) return site.fail("bias size");
-  // Deterministic: one sequence per GEMM, so a row's arithmetic does
-  // not depend on how many rows the rank holds.
-  const int64_t chunk = det && rows % seq_ == 0 ? seq_ : rows;
+  const int64_t chunk = order_->gemmChunk(rows);
   site.bound.body = [=, this](int64_t) {
     absl::Status s;
     for (int64_t c = 0; c < rows; c += chunk) {
@@ -96,7 +90,6 @@ absl::Status Executor::bindLinear(Site& site) {
 absl::Status Executor::bindMatmul(Site& site) {
   const plan::Instruction& in = site.in;
   const auto& [o, r] = site.io();
-  const bool det = options_.deterministic;
   if (absl::Status st = site.need(2, 1); !st.ok()) return st;
   const bool tl = in.attrs.transpose_lhs, tr = in.attrs.transpose_rhs;
   if (tl && tr) return site.fail("transpose_lhs and transpose_rhs together are not supported");
@@ -107,16 +100,11 @@ absl::Status Executor::bindMatmul(Site& site) {
     if (shape(o[0]).back() != m || shape(o[1]).back() != n || numel(o[1]) != rows * n) {
       return site.fail("lhs^T rhs shapes disagree");
     }
-    const int64_t batch = rows_.count;
-    if (det) {
-      if (rows % batch) return site.fail("deterministic mode: the rows do not split by batch row");
-      site.bound.stack_rule = Bound::StackRule::kRowReduce;
-      site.bound.stacked_results = {true};
+    const int64_t batch = order_->partials();
+    if (absl::Status st = order_->reduceOverRows(site.bound, rows, {true}); !st.ok()) {
+      return site.fail(std::string(st.message()));
     }
     site.bound.body = [=, this](int64_t) {
-      if (!det) {
-        return kernels_->matmulTransposeLhs(ref(o[0]), ref(o[1]), ref(r[0]), rows, m, n);
-      }
       const int64_t per = rows / batch;
       absl::Status s;
       for (int64_t b = 0; b < batch; ++b) {
@@ -132,7 +120,7 @@ absl::Status Executor::bindMatmul(Site& site) {
     if ((tr ? shape(o[1])[1] : shape(o[1])[0]) != k) return site.fail("contraction dims disagree");
     const int64_t rows = numel(o[0]) / k;
     if (numel(r[0]) != rows * n) return site.fail("result size");
-    const int64_t chunk = det && rows % seq_ == 0 ? seq_ : rows;
+    const int64_t chunk = order_->gemmChunk(rows);
     site.bound.body = [=, this](int64_t) {
       absl::Status s;
       for (int64_t c = 0; c < rows; c += chunk) {
@@ -163,18 +151,15 @@ absl::Status Executor::bindNorm(Site& site) {
 absl::Status Executor::bindNormGrad(Site& site) {
   const plan::Instruction& in = site.in;
   const auto& [o, r] = site.io();
-  const bool det = options_.deterministic;
   const bool layer = in.op == "nn.layer_norm_grad";
   if (absl::Status st = site.need(3, layer ? 3 : 2); !st.ok()) return st;
   const int64_t hidden = shape(o[0]).back(), rows = numel(o[0]) / hidden;
   if (numel(o[1]) != hidden || numel(o[2]) != numel(o[0])) return site.fail("shapes disagree");
   const float eps = static_cast<float>(*in.attrs.epsilon);
-  const int64_t batch = det ? rows_.count : 1;
-  if (det) {
-    if (rows % batch) return site.fail("deterministic mode: the rows do not split by batch row");
-    site.bound.stack_rule = Bound::StackRule::kRowReduce;
-    site.bound.stacked_results = layer ? std::vector<bool>{false, true, true} : std::vector<bool>{false, true};
-  }
+  const int64_t batch = order_->partials();
+  absl::Status rowsSplit = order_->reduceOverRows(
+      site.bound, rows, layer ? std::vector<bool>{false, true, true} : std::vector<bool>{false, true});
+  if (!rowsSplit.ok()) return site.fail(std::string(rowsSplit.message()));
   site.bound.body = [=, this](int64_t) {
     const int64_t per = rows / batch;
     absl::Status s;
@@ -262,12 +247,11 @@ absl::Status Executor::bindActivationGrad(Site& site) {
 absl::Status Executor::bindElementwise(Site& site) {
   const plan::Instruction& in = site.in;
   const auto& [o, r] = site.io();
-  const bool det = options_.deterministic;
   if (absl::Status st = site.need(2, 1); !st.ok()) return st;
   const int64_t n = numel(o[0]);
   if (numel(o[1]) != n || numel(r[0]) != n) return site.fail("operands differ in size (no broadcasting)");
   const bool mul = in.op == "nn.mul";
-  if (det) site.bound.stack_rule = Bound::StackRule::kPropagate;
+  order_->carryRows(site.bound);
   site.bound.body = [=, this](int64_t) {
     const int64_t count = n * std::max<int64_t>(1, stacks_[r[0]].rows);
     if (mul) return kernels_->mul(ref(o[0]), ref(o[1]), ref(r[0]), count);
@@ -331,7 +315,6 @@ absl::Status Executor::bindTranspose(Site& site) {
 absl::Status Executor::bindReduceSum(Site& site) {
   const plan::Instruction& in = site.in;
   const auto& [o, r] = site.io();
-  const bool det = options_.deterministic;
   if (absl::Status st = site.need(1, 1); !st.ok()) return st;
   const std::vector<int64_t>& dims = in.attrs.dims;
   const std::vector<int64_t> s = shape(o[0]);
@@ -341,11 +324,12 @@ absl::Status Executor::bindReduceSum(Site& site) {
     }
   }
   if (absl::Status st = kernels_->checkReduceSum(s.size()); !st.ok()) return site.fail(std::string(st.message()));
-  // Deterministic: a sum over the batch dim is kept per batch row.
-  const bool perRow = det && !dims.empty() && dims[0] == 0 && s[0] == rows_.count;
+  // A sum over the batch dim may be kept per batch row.
+  const bool perRow = order_->keepsRows(dims, s);
   if (perRow) {
-    site.bound.stack_rule = Bound::StackRule::kRowReduce;
-    site.bound.stacked_results = {true};
+    if (absl::Status st = order_->reduceOverRows(site.bound, s[0], {true}); !st.ok()) {
+      return site.fail(std::string(st.message()));
+    }
   }
   std::vector<int64_t> rowShape = s;
   rowShape[0] = perRow ? 1 : s[0];
@@ -366,7 +350,6 @@ absl::Status Executor::bindReduceSum(Site& site) {
 absl::Status Executor::bindCrossEntropy(Site& site) {
   const plan::Instruction& in = site.in;
   const auto& [o, r] = site.io();
-  const bool det = options_.deterministic;
   const bool grad = in.op == "nn.cross_entropy_grad";
   if (absl::Status st = site.need(grad ? 3 : 2, 1); !st.ok()) return st;
   const int64_t vocab = shape(o[0]).back(), tokens = numel(o[0]) / vocab;
@@ -381,12 +364,12 @@ absl::Status Executor::bindCrossEntropy(Site& site) {
   const float scale = static_cast<float>(in.attrs.scale.value_or(1.0));
   const bool seedConstant = !kernels_->hostAddressable();
   if (grad && seedConstant && o[2] != plan_.interface.loss_grad_seed) return site.fail(kDlossNotSeed);
-  // Deterministic: the loss is kept as one mean per batch row.
-  const int64_t batch = det && !grad ? rows_.count : 1;
-  if (det && !grad) {
-    site.bound.stack_rule = Bound::StackRule::kRowReduce;
-    site.bound.stacked_results = {true};
-    site.bound.stack_mean = true;
+  // The loss may be kept as one mean per batch row.
+  const int64_t batch = grad ? 1 : order_->partials();
+  if (!grad) {
+    if (absl::Status st = order_->reduceOverRows(site.bound, tokens, {true}, /*mean=*/true); !st.ok()) {
+      return site.fail(std::string(st.message()));
+    }
   }
   site.bound.body = [=, this](int64_t) {
     if (grad) {

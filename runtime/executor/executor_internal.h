@@ -67,6 +67,49 @@ struct Executor::Bound {
   std::vector<int64_t> release_after;
 };
 
+// How sums over batch rows are ordered: the one strategy object of
+// deterministic mode (docs/runtime.md, "Deterministic mode"). Off, an op
+// that sums over rows sums all of this rank's rows at once, in the kernels'
+// order, and collectives reduce in the engine's order. On, such an op keeps
+// one partial result per batch row (a stack), GEMMs run one sequence at a
+// time so a row's arithmetic does not depend on how many rows the rank
+// holds, stacks travel by all-gather (launchStacked), and each is summed
+// over the global rows in row order before use (finalize): the 1-rank
+// run's bits on every batch-splitting layout. Binders ask it; none tests
+// the mode themselves.
+class Executor::RowOrder {
+ public:
+  RowOrder() = default;
+  RowOrder(bool exact, int64_t rows, int64_t seq) : exact_(exact), rows_(rows), seq_(seq) {}
+  bool exact() const { return exact_; }
+  // The plans the mode can make exact: CPU, f32, no tp, batch along dim 0.
+  absl::Status checkPlan(const plan::Plan& plan, const std::vector<const plan::Instruction*>& program,
+                         ExecutorDevice device) const;
+  absl::Status checkCollective(comm::DType operand, comm::DType wire) const;
+  // How many partial results an op that sums over this rank's rows makes:
+  // one per batch row, or one total.
+  int64_t partials() const { return exact_ ? rows_ : 1; }
+  // Marks `bound` as summing its `rows` over batch rows into the results
+  // flagged in `stacked` (by their mean when `mean`).
+  absl::Status reduceOverRows(Bound& bound, int64_t rows, std::vector<bool> stacked, bool mean = false) const;
+  // Marks `bound` as carrying its operands' per-row partials to its results.
+  void carryRows(Bound& bound) const;
+  // The rows one GEMM call covers, of `rows`.
+  int64_t gemmChunk(int64_t rows) const { return exact_ && rows % seq_ == 0 ? seq_ : rows; }
+  // Whether a reduce_sum over `dims` of `shape` keeps one result per batch row.
+  bool keepsRows(const std::vector<int64_t>& dims, const std::vector<int64_t>& shape) const {
+    return exact_ && !dims.empty() && dims[0] == 0 && shape[0] == rows_;
+  }
+  // Whether a collective's operand travels converted to its wire type
+  // (deterministic plans are f32 throughout).
+  bool convertsToWire() const { return !exact_; }
+
+ private:
+  bool exact_ = false;
+  int64_t rows_ = 1;  // this rank's batch rows
+  int64_t seq_ = 1;
+};
+
 // An async collective between its start and its wait.
 struct Executor::Pending {
   std::shared_ptr<comm::Work> work;

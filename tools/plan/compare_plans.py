@@ -14,6 +14,16 @@ for instead:
   * every other top-level field (mesh, topology, strategies, predicted, ...)
     as it is.
 
+Plans of format 1 and 2 compare: both are first put in one form
+(`normalized`). Format 2's blocks `forward`, `backward` and `optimizer` of
+its one program become format 1's phases; what format 2 states differently
+without changing its meaning is mapped back: a collective's `kind` (now the
+op table's), AdamW's `betas` pair (now `beta1`, `beta2`), a reduction's
+number (now its name), flags written as false (now left out), and
+`format_version`, `micro_batches`. `live` changed meaning (format 1: op
+indices of the function; format 2: positions in the program's instruction
+order), so compare it with `--ignore buffer.live` across formats.
+
 Usage:
 
   /usr/bin/python3 tools/plan/compare_plans.py BEFORE AFTER [--ignore FIELD]...
@@ -71,6 +81,38 @@ class Comparison:
             a, b = before.get(key), after.get(key)
             if not numbers_equal(a, b, self.rtol):
                 self.differ(where, f"{kind}.{key}", a, b)
+
+
+REDUCTIONS = ["sum", "avg", "max", "min"]
+
+
+def normalized_attrs(attrs):
+    out = {}
+    for key, value in attrs.items():
+        if key == "kind" or value is False:
+            continue
+        if key == "betas":
+            out["beta1"], out["beta2"] = value
+        elif key == "reduction" and isinstance(value, int):
+            out[key] = REDUCTIONS[value]
+        else:
+            out[key] = value
+    return out
+
+
+def normalized(plan):
+    """Format 1 and 2 in one form: format 1's phases, normalized attrs."""
+    plan = dict(plan)
+    if "programs" in plan:
+        (program,) = plan.pop("programs")
+        plan["phases"] = {block["phase"]: block["instructions"] for block in program["blocks"]}
+    for key in ("format_version", "micro_batches"):
+        plan.pop(key, None)
+    plan["phases"] = {
+        phase: [dict(instruction, attrs=normalized_attrs(instruction.get("attrs", {})))
+                for instruction in instructions]
+        for phase, instructions in plan["phases"].items()}
+    return plan
 
 
 def named_buffers(plan, where):
@@ -161,7 +203,7 @@ def main():
             plan_before = json.load(f)
         with open(path_after) as f:
             plan_after = json.load(f)
-        compare_plans(where, plan_before, plan_after, comparison)
+        compare_plans(where, normalized(plan_before), normalized(plan_after), comparison)
         compared += 1
     print(f"compared {compared} plan(s)")
     if not comparison.counts:
