@@ -279,23 +279,6 @@ absl::StatusOr<SearchResult> searchMesh(const Workload& workload, const CostMode
   return result;
 }
 
-std::vector<visual::SearchPoint> searchPoints(const SearchResult& result) {
-  std::vector<visual::SearchPoint> points;
-  for (size_t i = 0; i < result.ranked.size(); ++i) {
-    const Candidate& c = result.ranked[i];
-    points.push_back({.label = c.label(),
-                      .step_time_s = c.estimate.step_time_s,
-                      .tokens_per_s_per_device = c.estimate.tokens_per_s_per_device,
-                      .mfu = c.estimate.mfu,
-                      .peak_bytes = c.estimate.peak_bytes,
-                      .memory_limit_bytes = result.memory_cap_bytes,
-                      .exposed_comm_s = c.estimate.exposed_comm_s,
-                      .fits = c.fits,
-                      .winner = i == 0 && c.fits});
-  }
-  return points;
-}
-
 std::string formatRanking(const SearchResult& result, int64_t rows) {
   std::string out =
       "| rank | mesh | knobs | step (s) | tokens/s/device | MFU | peak memory | exposed comm (s) "

@@ -19,7 +19,6 @@
 #include "nlohmann/json.hpp"
 #include "planner/cost/cost_model.h"
 #include "planner/cost/transformer_model.h"
-#include "planner/export/visual_report.h"
 
 namespace loom::planner::cost {
 
@@ -86,9 +85,6 @@ struct SearchResult {
 
 absl::StatusOr<SearchResult> searchMesh(const Workload& workload, const CostModel& model,
                                         const SearchOptions& options);
-
-// Every candidate as the visual report's search chart draws it.
-std::vector<visual::SearchPoint> searchPoints(const SearchResult& result);
 
 // The ranked table (markdown), `rows` rows, the winner first.
 std::string formatRanking(const SearchResult& result, int64_t rows);

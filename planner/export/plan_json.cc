@@ -185,26 +185,6 @@ std::string argName(mlir::func::FuncOp func, unsigned n,
   return absl::StrCat("arg", n);
 }
 
-plan::BufferRole roleOf(memory::BufferRole role) {
-  switch (role) {
-    case memory::BufferRole::kParam: return plan::BufferRole::kParam;
-    case memory::BufferRole::kGrad: return plan::BufferRole::kGrad;
-    case memory::BufferRole::kOptimizerState: return plan::BufferRole::kOptimizerState;
-    case memory::BufferRole::kActivation: return plan::BufferRole::kActivation;
-    case memory::BufferRole::kGathered: return plan::BufferRole::kGathered;
-  }
-  return plan::BufferRole::kActivation;
-}
-
-plan::Phase phaseOf(Phase phase) {
-  switch (phase) {
-    case Phase::kForward: return plan::Phase::kForward;
-    case Phase::kBackward: return plan::Phase::kBackward;
-    case Phase::kOptimizer: return plan::Phase::kOptimizer;
-  }
-  return plan::Phase::kForward;
-}
-
 plan::Topology topologyOf(const mesh::Topology& topology) {
   auto link = [](const mesh::Link& l) {
     return plan::Link{.link_class = std::string(mesh::linkClassName(l.link_class)),
@@ -315,7 +295,7 @@ absl::Status Exporter::addBuffers() {
     mlir::Value value = lifetime.value;
     plan::Buffer& b = plan_.buffers.emplace_back();
     b.id = static_cast<int64_t>(plan_.buffers.size()) - 1;
-    b.role = roleOf(lifetime.role);
+    b.role = lifetime.role;
     Placement placement;
     const mlir::RankedTensorType local = tensorOf(value.getType());
     if (auto arg = llvm::dyn_cast<mlir::BlockArgument>(value)) {
@@ -425,7 +405,7 @@ absl::Status Exporter::addInstructions(plan::Program& program) {
       in->start_s = it->second->start_s;
       in->duration_s = it->second->duration_s;
     }
-    plan::Block& block = program.blocks[static_cast<int>(phaseOf(phases[index]))];
+    plan::Block& block = program.blocks[static_cast<int>(phases[index])];
     in->phase = block.phase;
     in->block = block.name;
     in->position = static_cast<int64_t>(block.instructions.size());
@@ -540,7 +520,7 @@ void Exporter::setPredicted() {
   p.peak_bytes = memory_.peak_bytes;
   p.peak_index = memory_.peak_index;
   for (int r = 0; r < memory::kNumRoles; ++r) {
-    p.breakdown[memory::bufferRoleName(static_cast<memory::BufferRole>(r))] = memory_.at_peak.bytes[r];
+    p.breakdown[plan::roleName(static_cast<plan::BufferRole>(r))] = memory_.at_peak.bytes[r];
   }
   const collectives::CommVolume comm = collectives::computeCommVolume(func_);
   for (const auto& [key, entry] : comm.entries) {

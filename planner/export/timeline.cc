@@ -50,18 +50,6 @@ int64_t streamedBytes(dist::OptimizerStepOp step) {
 
 }  // namespace
 
-const char* phaseName(Phase phase) {
-  switch (phase) {
-    case Phase::kForward:
-      return "forward";
-    case Phase::kBackward:
-      return "backward";
-    case Phase::kOptimizer:
-      return "optimizer";
-  }
-  return "unknown";
-}
-
 std::vector<Phase> assignPhases(mlir::func::FuncOp func) {
   mlir::Block& body = func.getBody().front();
   mlir::Operation* terminator = body.getTerminator();

@@ -25,10 +25,8 @@
 
 namespace loom::planner::exporter {
 
-enum class Phase { kForward, kBackward, kOptimizer };
-
-// "forward", "backward", "optimizer".
-const char* phaseName(Phase phase);
+// A step's phases are the plan format's (plan/plan.h).
+using Phase = plan::Phase;
 
 // The phase of each op of `func`'s body, by index. dist.optimizer_step ops
 // are the optimizer phase; of the others, the ops up to the one that defines

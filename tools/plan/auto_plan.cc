@@ -152,4 +152,21 @@ std::string formatSearch(const AutoResult& result, int64_t rows) {
   return out;
 }
 
+std::vector<planner::visual::SearchPoint> searchPoints(const planner::cost::SearchResult& result) {
+  std::vector<planner::visual::SearchPoint> points;
+  for (size_t i = 0; i < result.ranked.size(); ++i) {
+    const planner::cost::Candidate& c = result.ranked[i];
+    points.push_back({.label = c.label(),
+                      .step_time_s = c.estimate.step_time_s,
+                      .tokens_per_s_per_device = c.estimate.tokens_per_s_per_device,
+                      .mfu = c.estimate.mfu,
+                      .peak_bytes = c.estimate.peak_bytes,
+                      .memory_limit_bytes = result.memory_cap_bytes,
+                      .exposed_comm_s = c.estimate.exposed_comm_s,
+                      .fits = c.fits,
+                      .winner = i == 0 && c.fits});
+  }
+  return points;
+}
+
 }  // namespace loom::tools::plan

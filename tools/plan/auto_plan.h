@@ -19,6 +19,7 @@
 #include "planner/cost/machine_profile.h"
 #include "planner/cost/search.h"
 #include "planner/cost/transformer_model.h"
+#include "planner/export/visual_report.h"
 #include "tools/plan/plan_pipeline.h"
 
 namespace loom::tools::plan {
@@ -72,6 +73,10 @@ absl::StatusOr<AutoResult> planAuto(mlir::MLIRContext& context, const AutoReques
 // The markdown the tool prints and report.md starts with: the search's
 // inputs and counts, the ranked table (`rows` rows) and why the winner won.
 std::string formatSearch(const AutoResult& result, int64_t rows);
+
+// Every candidate of a search as plan-html's search chart draws it: the
+// tool joins the search and the page, so neither depends on the other.
+std::vector<planner::visual::SearchPoint> searchPoints(const planner::cost::SearchResult& result);
 
 }  // namespace loom::tools::plan
 

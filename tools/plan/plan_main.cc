@@ -310,7 +310,7 @@ int planAuto(const std::optional<int64_t>& batch, const std::optional<int64_t>& 
                              loom::planner::exporter::formatReport(result->plan.plan);
   llvm::outs() << report;
   const std::vector<loom::planner::visual::SearchPoint> points =
-      loom::planner::cost::searchPoints(result->search);
+      loom::tools::plan::searchPoints(result->search);
   return writeOutputs(*result->module, result->plan.plan, report, &result->candidates, &points);
 }
 

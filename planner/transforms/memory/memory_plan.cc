@@ -80,22 +80,6 @@ int64_t dtypeStagingBytes(mlir::Operation* op) {
 
 }  // namespace
 
-const char* bufferRoleName(BufferRole role) {
-  switch (role) {
-    case BufferRole::kParam:
-      return "param";
-    case BufferRole::kGrad:
-      return "grad";
-    case BufferRole::kOptimizerState:
-      return "optimizer_state";
-    case BufferRole::kActivation:
-      return "activation";
-    case BufferRole::kGathered:
-      return "gathered";
-  }
-  return "unknown";
-}
-
 int64_t MemoryBreakdown::total() const {
   int64_t sum = 0;
   for (int64_t b : bytes) sum += b;

@@ -11,15 +11,14 @@
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Value.h"
+#include "plan/plan.h"
 
 namespace loom::planner::memory {
 
-enum class BufferRole { kParam, kGrad, kOptimizerState, kActivation, kGathered };
-inline constexpr int kNumRoles = 5;
-
-// "param", "grad", "optimizer_state", "activation", "gathered": the names
-// plan.json and the report use.
-const char* bufferRoleName(BufferRole role);
+// A buffer's role is the plan format's (plan/plan.h): one enum, one set of
+// names, for the memory plan, the cost model and plan.json.
+using BufferRole = plan::BufferRole;
+inline constexpr int kNumRoles = plan::kNumRoles;
 
 // Bytes per role, indexed by BufferRole.
 struct MemoryBreakdown {

@@ -40,7 +40,7 @@ class PlanMemoryPlanPass : public impl::PlanMemoryPlanBase<PlanMemoryPlanPass> {
       mlir::Builder builder(func.getContext());
       llvm::SmallVector<mlir::NamedAttribute> entries;
       for (int r = 0; r < kNumRoles; ++r) {
-        entries.push_back(builder.getNamedAttr(bufferRoleName(static_cast<BufferRole>(r)),
+        entries.push_back(builder.getNamedAttr(plan::roleName(static_cast<BufferRole>(r)),
                                                builder.getI64IntegerAttr(plan.at_peak.bytes[r])));
       }
       entries.push_back(builder.getNamedAttr("peak_op", builder.getI64IntegerAttr(plan.peak_index)));
