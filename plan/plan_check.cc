@@ -70,8 +70,9 @@ absl::Status Checker::run() const {
 
 absl::Status Checker::checkMesh() const {
   if (static_cast<int64_t>(plan_.strategies.size()) != plan_.mesh.ndim()) {
-    return error("$.strategies", absl::StrCat("has ", plan_.strategies.size(), " entries for a mesh of ",
-                                              plan_.mesh.ndim(), " axes"));
+    return error("$.strategies",
+                 absl::StrCat("has ", plan_.strategies.size(), " entries for a mesh of ",
+                              plan_.mesh.ndim(), " axes"));
   }
   for (size_t a = 0; a < plan_.strategies.size(); ++a) {
     const std::string& s = plan_.strategies[a];
@@ -94,14 +95,17 @@ absl::Status Checker::checkBuffer(const Buffer& b, size_t i) const {
                                     shapeText(b.local_shape), " differ in rank"));
   }
   if (static_cast<int64_t>(b.placement.size()) != plan_.mesh.ndim()) {
-    return error(path + ".placement", absl::StrCat("has ", b.placement.size(), " entries for a mesh of ",
-                                                   plan_.mesh.ndim(), " axes"));
+    return error(path + ".placement",
+                 absl::StrCat("has ", b.placement.size(), " entries for a mesh of ",
+                              plan_.mesh.ndim(), " axes"));
   }
   for (size_t a = 0; a < b.placement.size(); ++a) {
     const AxisPlacement& p = b.placement[a];
-    if (p.kind == AxisPlacement::Kind::kShard && p.dim >= static_cast<int64_t>(b.global_shape.size())) {
-      return error(absl::StrCat(path, ".placement[", a, "]"),
-                   absl::StrCat("shards dim ", p.dim, " of a rank-", b.global_shape.size(), " tensor"));
+    if (p.kind == AxisPlacement::Kind::kShard &&
+        p.dim >= static_cast<int64_t>(b.global_shape.size())) {
+      return error(
+          absl::StrCat(path, ".placement[", a, "]"),
+          absl::StrCat("shards dim ", p.dim, " of a rank-", b.global_shape.size(), " tensor"));
     }
   }
   for (size_t d = 0; d < b.global_shape.size(); ++d) {
@@ -116,17 +120,19 @@ absl::Status Checker::checkBuffer(const Buffer& b, size_t i) const {
     const int64_t expected = mesh::shardSize(b.global_shape[d], ways);
     if (expected != b.local_shape[d]) {
       return error(path + ".local_shape",
-                   absl::StrCat("dim ", d, " is ", b.local_shape[d], ", but global size ", b.global_shape[d],
-                                " split ", ways, " ways gives ", expected));
+                   absl::StrCat("dim ", d, " is ", b.local_shape[d], ", but global size ",
+                                b.global_shape[d], " split ", ways, " ways gives ", expected));
     }
   }
   const int64_t bytes = b.numel() * static_cast<int64_t>(comm::dtypeSize(b.dtype));
   if (b.bytes != bytes) {
-    return error(path + ".bytes", absl::StrCat("is ", b.bytes, " but local_shape ", shapeText(b.local_shape),
-                                               " of ", std::string(comm::dtypeName(b.dtype)), " holds ", bytes));
+    return error(path + ".bytes",
+                 absl::StrCat("is ", b.bytes, " but local_shape ", shapeText(b.local_shape), " of ",
+                              std::string(comm::dtypeName(b.dtype)), " holds ", bytes));
   }
   if (persistentRole(b.role) && !b.init) {
-    return error(path + ".init", absl::StrCat("is null, but a ", roleName(b.role), " needs an init spec"));
+    return error(path + ".init",
+                 absl::StrCat("is null, but a ", roleName(b.role), " needs an init spec"));
   }
   return absl::OkStatus();
 }
@@ -134,8 +140,9 @@ absl::Status Checker::checkBuffer(const Buffer& b, size_t i) const {
 absl::Status Checker::checkInterface() const {
   const Interface& io = plan_.interface;
   const int64_t n = static_cast<int64_t>(plan_.buffers.size());
-  for (auto [key, id] : {std::pair{"ids", io.ids}, std::pair{"labels", io.labels},
-                         std::pair{"loss_grad_seed", io.loss_grad_seed}, std::pair{"loss", io.loss}}) {
+  for (auto [key, id] :
+       {std::pair{"ids", io.ids}, std::pair{"labels", io.labels},
+        std::pair{"loss_grad_seed", io.loss_grad_seed}, std::pair{"loss", io.loss}}) {
     if (id < 0 || id >= n) {
       return error(absl::StrCat("$.interface.", key),
                    absl::StrCat("buffer ", id, " does not exist (the plan has ", n, " buffers)"));
@@ -145,19 +152,21 @@ absl::Status Checker::checkInterface() const {
     const Buffer& b = plan_.buffers[id];
     if (b.dtype != comm::DType::kInt32 || b.global_shape.size() != 2) {
       return error(absl::StrCat("$.interface.", key),
-                   absl::StrCat("buffer ", id, " is ", std::string(comm::dtypeName(b.dtype)), " ", shapeText(b.global_shape),
-                                "; expected i32 [batch, seq]"));
+                   absl::StrCat("buffer ", id, " is ", std::string(comm::dtypeName(b.dtype)), " ",
+                                shapeText(b.global_shape), "; expected i32 [batch, seq]"));
     }
   }
   if (io.positions != -1) {
-    if (io.positions < 0 || io.positions >= n) return error("$.interface.positions", "must name a buffer");
+    if (io.positions < 0 || io.positions >= n)
+      return error("$.interface.positions", "must name a buffer");
     const Buffer& pos = plan_.buffers[io.positions];
     if (pos.local_shape != plan_.buffers[io.ids].local_shape || pos.dtype != comm::DType::kInt32) {
       return error("$.interface.positions", "must be i32 and shaped like the ids");
     }
   }
   if (io.vocab < 0) return error("$.interface.vocab", "must be a positive integer");
-  if (!plan_.buffers[io.loss].global_shape.empty()) return error("$.interface.loss", "the loss must be a scalar");
+  if (!plan_.buffers[io.loss].global_shape.empty())
+    return error("$.interface.loss", "the loss must be a scalar");
   return absl::OkStatus();
 }
 
@@ -167,16 +176,17 @@ absl::Status Checker::checkPrograms() const {
     if (plan_.strategies[a] == "pp") stages = plan_.mesh.shape()[a];
   }
   if (static_cast<int64_t>(plan_.programs.size()) != stages) {
-    return error("$.programs", absl::StrCat("has ", plan_.programs.size(), " programs; a plan with ", stages,
-                                            " pipeline stage", stages == 1 ? "" : "s", " has one per stage"));
+    return error("$.programs",
+                 absl::StrCat("has ", plan_.programs.size(), " programs; a plan with ", stages,
+                              " pipeline stage", stages == 1 ? "" : "s", " has one per stage"));
   }
   std::set<int64_t> seen;
   for (size_t p = 0; p < plan_.programs.size(); ++p) {
     const Program& program = plan_.programs[p];
     const std::string path = absl::StrCat("$.programs[", p, "]");
     if (program.stage < 0 || program.stage >= stages || !seen.insert(program.stage).second) {
-      return error(path + ".stage", absl::StrCat("is ", program.stage, "; stages are 0 to ", stages - 1,
-                                                 ", each once"));
+      return error(path + ".stage", absl::StrCat("is ", program.stage, "; stages are 0 to ",
+                                                 stages - 1, ", each once"));
     }
     LOOM_RETURN_IF_ERROR(checkSchedule(program, path));
     for (size_t b = 0; b < program.blocks.size(); ++b) {
@@ -206,21 +216,25 @@ absl::Status Checker::checkSchedule(const Program& program, const std::string& p
     const std::string spath = absl::StrCat(path, ".schedule[", s, "]");
     const Block* block = program.block(entry.block);
     if (block == nullptr) {
-      return error(spath + ".block", absl::StrCat("'", entry.block, "' is not a block of this program"));
+      return error(spath + ".block",
+                   absl::StrCat("'", entry.block, "' is not a block of this program"));
     }
     const bool once = block->phase == Phase::kOptimizer;
-    if (once ? entry.micro_batch != -1 : entry.micro_batch < 0 || entry.micro_batch >= plan_.micro_batches) {
-      return error(spath + ".micro_batch",
-                   once ? absl::StrCat("the ", entry.block, " block runs once per step, for no micro-batch")
-                        : absl::StrCat("is ", entry.micro_batch, "; micro-batches are 0 to ",
-                                       plan_.micro_batches - 1));
+    if (once ? entry.micro_batch != -1
+             : entry.micro_batch < 0 || entry.micro_batch >= plan_.micro_batches) {
+      return error(
+          spath + ".micro_batch",
+          once ? absl::StrCat("the ", entry.block, " block runs once per step, for no micro-batch")
+               : absl::StrCat("is ", entry.micro_batch, "; micro-batches are 0 to ",
+                              plan_.micro_batches - 1));
     }
     run.insert(entry.block);
   }
   for (size_t b = 0; b < program.blocks.size(); ++b) {
     if (!run.count(program.blocks[b].name)) {
-      return error(absl::StrCat(path, ".blocks[", b, "]"),
-                   absl::StrCat("'", program.blocks[b].name, "' never runs: the schedule does not name it"));
+      return error(
+          absl::StrCat(path, ".blocks[", b, "]"),
+          absl::StrCat("'", program.blocks[b].name, "' never runs: the schedule does not name it"));
     }
   }
   return absl::OkStatus();
@@ -233,21 +247,25 @@ absl::Status Checker::checkInstruction(const Instruction& in, const std::string&
   };
   if (!fits(in.operands.size(), info.min_operands, info.max_operands) ||
       !fits(in.results.size(), info.min_results, info.max_results)) {
-    return error(path, absl::StrCat(in.op, " takes ", countRange(info.min_operands, info.max_operands, "operand"),
-                                    " and ", countRange(info.min_results, info.max_results, "result"),
-                                    "; this one has ", in.operands.size(), " and ", in.results.size(),
-                                    " (re-plan with this build's //tools:plan)"));
+    return error(
+        path,
+        absl::StrCat(in.op, " takes ", countRange(info.min_operands, info.max_operands, "operand"),
+                     " and ", countRange(info.min_results, info.max_results, "result"),
+                     "; this one has ", in.operands.size(), " and ", in.results.size(),
+                     " (re-plan with this build's //tools:plan)"));
   }
   const bool optimizer = in.phase == Phase::kOptimizer;
-  if ((info.phases == PhaseSet::kModel && optimizer) || (info.phases == PhaseSet::kOptimizer && !optimizer)) {
+  if ((info.phases == PhaseSet::kModel && optimizer) ||
+      (info.phases == PhaseSet::kOptimizer && !optimizer)) {
     return error(path, absl::StrCat(in.op, " cannot run in a ", phaseName(in.phase), " block"));
   }
   const int64_t n = static_cast<int64_t>(plan_.buffers.size());
   for (auto [key, ids] : {std::pair{"operands", &in.operands}, std::pair{"results", &in.results}}) {
     for (size_t k = 0; k < ids->size(); ++k) {
       if ((*ids)[k] < 0 || (*ids)[k] >= n) {
-        return error(absl::StrCat(path, ".", key, "[", k, "]"),
-                     absl::StrCat("buffer ", (*ids)[k], " does not exist (the plan has ", n, " buffers)"));
+        return error(
+            absl::StrCat(path, ".", key, "[", k, "]"),
+            absl::StrCat("buffer ", (*ids)[k], " does not exist (the plan has ", n, " buffers)"));
       }
     }
   }
@@ -260,10 +278,12 @@ absl::Status Checker::checkAttrs(const Instruction& in, const std::string& path)
     const AttrUse* use = in.info->findAttr(id);
     const bool has = internal::hasAttr(id, in.attrs);
     if (use == nullptr && has) {
-      return error(absl::StrCat(path, ".attrs.", attrName(id)), absl::StrCat("is not an attribute of ", in.op));
+      return error(absl::StrCat(path, ".attrs.", attrName(id)),
+                   absl::StrCat("is not an attribute of ", in.op));
     }
     if (use != nullptr && use->required && !has) {
-      return error(absl::StrCat(path, ".attrs.", attrName(id)), absl::StrCat("is missing; ", in.op, " needs it"));
+      return error(absl::StrCat(path, ".attrs.", attrName(id)),
+                   absl::StrCat("is missing; ", in.op, " needs it"));
     }
   }
   int64_t group = 1;
@@ -276,8 +296,9 @@ absl::Status Checker::checkAttrs(const Instruction& in, const std::string& path)
     group *= plan_.mesh.shape()[*a];
   }
   if (in.attrs.group_size && *in.attrs.group_size != group) {
-    return error(path + ".attrs.group_size",
-                 absl::StrCat("is ", *in.attrs.group_size, " but the axes' sizes multiply to ", group));
+    return error(
+        path + ".attrs.group_size",
+        absl::StrCat("is ", *in.attrs.group_size, " but the axes' sizes multiply to ", group));
   }
   return absl::OkStatus();
 }
@@ -289,35 +310,42 @@ absl::Status Checker::checkDataflow(const Program& program, const std::string& p
   for (size_t id = 0; id < defined.size(); ++id) defined[id] = onEntry(plan_, id);
   std::map<std::string, int64_t> open;  // handle -> the buffer its start defined
   for (const Instruction* in : program.instructions()) {
-    const std::string where = pathOf(program, *in);
+    // Only an error needs the path, and building it for every instruction
+    // would cost more than the checks.
+    auto where = [&] { return pathOf(program, *in); };
     for (size_t k = 0; k < in->operands.size(); ++k) {
       const int64_t id = in->operands[k];
       if (!defined[id]) {
-        return error(absl::StrCat(where, ".operands[", k, "]"),
-                     absl::StrCat("buffer ", id, " (", plan_.buffers[id].name, ") is used before any instruction defines it"));
+        return error(absl::StrCat(where(), ".operands[", k, "]"),
+                     absl::StrCat("buffer ", id, " (", plan_.buffers[id].name,
+                                  ") is used before any instruction defines it"));
       }
     }
     for (size_t k = 0; k < in->results.size(); ++k) {
       const int64_t id = in->results[k];
       if (defined[id] && !in->info->in_place) {
-        return error(absl::StrCat(where, ".results[", k, "]"),
-                     absl::StrCat("buffer ", id, " (", plan_.buffers[id].name, ") is defined twice"));
+        return error(
+            absl::StrCat(where(), ".results[", k, "]"),
+            absl::StrCat("buffer ", id, " (", plan_.buffers[id].name, ") is defined twice"));
       }
       defined[id] = true;
     }
     const std::string& handle = in->attrs.async_handle;
     if (in->info->async_start) {
       if (!open.emplace(handle, in->results[0]).second) {
-        return error(where + ".attrs.async_handle", absl::StrCat("'", handle, "' is started twice"));
+        return error(where() + ".attrs.async_handle",
+                     absl::StrCat("'", handle, "' is started twice"));
       }
     } else if (in->info->family == OpFamily::kWait) {
       auto it = open.find(handle);
       if (it == open.end()) {
-        return error(where + ".attrs.async_handle", absl::StrCat("'", handle, "' is waited without a start"));
+        return error(where() + ".attrs.async_handle",
+                     absl::StrCat("'", handle, "' is waited without a start"));
       }
       if (it->second != in->operands[0]) {
-        return error(where + ".operands[0]", absl::StrCat("waits on buffer ", in->operands[0], " but '", handle,
-                                                          "' started buffer ", it->second));
+        return error(where() + ".operands[0]",
+                     absl::StrCat("waits on buffer ", in->operands[0], " but '", handle,
+                                  "' started buffer ", it->second));
       }
       open.erase(it);
     }
@@ -340,8 +368,8 @@ absl::Status Checker::checkLifetimes(const Program& program) const {
     if (live != expected[id]) {
       return error(absl::StrCat("$.buffers[", id, "].live"),
                    absl::StrCat("is [", live.first, ", ", live.last, "] but the instructions hold ",
-                                plan_.buffers[id].name, " over [", expected[id].first, ", ", expected[id].last,
-                                "]; re-plan with this build's //tools:plan"));
+                                plan_.buffers[id].name, " over [", expected[id].first, ", ",
+                                expected[id].last, "]; re-plan with this build's //tools:plan"));
     }
   }
   return absl::OkStatus();
@@ -366,9 +394,9 @@ absl::Status checkPlan(const Plan& plan) { return Checker(plan).run(); }
 absl::Status checkPlanForJob(const Plan& plan, int64_t world_size) {
   if (plan.worldSize() != world_size) {
     return absl::InvalidArgumentError(absl::StrCat(
-        plan.source, ": $.mesh: the plan is for ", plan.worldSize(), " ranks (mesh ", plan.mesh.toString(),
-        ") but the job has ", world_size, "; start it with --nproc=", plan.worldSize(),
-        " or re-plan with --mesh for ", world_size, " ranks"));
+        plan.source, ": $.mesh: the plan is for ", plan.worldSize(), " ranks (mesh ",
+        plan.mesh.toString(), ") but the job has ", world_size, "; start it with --nproc=",
+        plan.worldSize(), " or re-plan with --mesh for ", world_size, " ranks"));
   }
   return absl::OkStatus();
 }
