@@ -39,9 +39,10 @@ std::string_view deviceTypeName(Device::Type type) {
 }  // namespace
 
 absl::Status Backend::unsupported(const CollectiveInfo& info) const {
-  return makeError(ErrorKind::kBackend, absl::StatusCode::kUnimplemented,
-                   absl::StrCat("backend ", std::string(name()), " does not support ", info.op, " (",
-                                info.describe(), "); use a backend that does, see docs/comm.md"));
+  return makeError(
+      ErrorKind::kBackend, absl::StatusCode::kUnimplemented,
+      absl::StrCat("backend ", std::string(name()), " does not support ", info.op, " (",
+                   info.describe(), "); use a backend that does, see docs/comm.md"));
 }
 
 #define LOOM_UNSUPPORTED(signature) \

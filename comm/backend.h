@@ -130,8 +130,8 @@ class Backend {
   // split lists have size() entries (already resolved when the caller gave
   // none: equal splits).
   virtual WorkOr allToAllSingle(Tensor output, Tensor input, std::vector<int64_t> output_splits,
-                                std::vector<int64_t> input_splits,
-                                const AllToAllOptions& options, const CollectiveInfo& info);
+                                std::vector<int64_t> input_splits, const AllToAllOptions& options,
+                                const CollectiveInfo& info);
   virtual WorkOr barrier(const BarrierOptions& options, const CollectiveInfo& info);
   virtual WorkOr send(Tensor tensor, int dst, const P2POptions& options,
                       const CollectiveInfo& info);

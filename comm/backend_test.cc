@@ -61,9 +61,9 @@ TEST(BackendTest, RegistryCreatesByNameAndDevice) {
   ASSERT_TRUE(backend.ok()) << backend.status();
   EXPECT_EQ((*backend)->size(), 2);
 
-  EXPECT_THAT(createBackend("barrier-only", Device::Type::kCuda, context()).status(),
-              StatusIs(absl::StatusCode::kInvalidArgument,
-                       HasSubstr("does not serve cuda tensors")));
+  EXPECT_THAT(
+      createBackend("barrier-only", Device::Type::kCuda, context()).status(),
+      StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("does not serve cuda tensors")));
   EXPECT_THAT(createBackend("ucc", Device::Type::kCpu, context()).status(),
               StatusIs(absl::StatusCode::kInvalidArgument,
                        AllOf(HasSubstr("unknown backend 'ucc'"), HasSubstr("barrier-only"))));

@@ -23,8 +23,8 @@ class Deadline {
     const Clock::time_point now = Clock::now();
     if (timeout >= kForever) return Deadline(Clock::time_point::max());
     if (timeout <= absl::ZeroDuration()) return Deadline(now);
-    return Deadline(now + std::chrono::duration_cast<Clock::duration>(
-                              absl::ToChronoNanoseconds(timeout)));
+    return Deadline(
+        now + std::chrono::duration_cast<Clock::duration>(absl::ToChronoNanoseconds(timeout)));
   }
 
   bool expired() const { return Clock::now() >= when_; }

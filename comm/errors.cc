@@ -16,9 +16,8 @@ absl::string_view toAbsl(std::string_view text) {
 }
 
 std::optional<ErrorKind> kindFromName(absl::string_view name) {
-  for (ErrorKind kind :
-       {ErrorKind::kTimeout, ErrorKind::kNetwork, ErrorKind::kStore,
-        ErrorKind::kBackend, ErrorKind::kInvalidArgument}) {
+  for (ErrorKind kind : {ErrorKind::kTimeout, ErrorKind::kNetwork, ErrorKind::kStore,
+                         ErrorKind::kBackend, ErrorKind::kInvalidArgument}) {
     if (errorKindName(kind) == name) return kind;
   }
   return std::nullopt;
@@ -46,22 +45,18 @@ absl::string_view errorKindName(ErrorKind kind) {
   return "unknown";
 }
 
-absl::Status makeError(ErrorKind kind, absl::StatusCode code,
-                       std::string_view message) {
+absl::Status makeError(ErrorKind kind, absl::StatusCode code, std::string_view message) {
   absl::Status status(code, toAbsl(message));
-  status.SetPayload(kErrorKindPayloadUrl,
-                    absl::Cord(errorKindName(kind)));
+  status.SetPayload(kErrorKindPayloadUrl, absl::Cord(errorKindName(kind)));
   return status;
 }
 
 absl::Status timeoutError(std::string_view message) {
-  return makeError(ErrorKind::kTimeout, absl::StatusCode::kDeadlineExceeded,
-                   message);
+  return makeError(ErrorKind::kTimeout, absl::StatusCode::kDeadlineExceeded, message);
 }
 
 absl::Status networkError(std::string_view message) {
-  return makeError(ErrorKind::kNetwork, absl::StatusCode::kUnavailable,
-                   message);
+  return makeError(ErrorKind::kNetwork, absl::StatusCode::kUnavailable, message);
 }
 
 absl::Status storeError(std::string_view message, absl::StatusCode code) {
@@ -73,14 +68,12 @@ absl::Status backendError(std::string_view message) {
 }
 
 absl::Status invalidArgumentError(std::string_view message) {
-  return makeError(ErrorKind::kInvalidArgument,
-                   absl::StatusCode::kInvalidArgument, message);
+  return makeError(ErrorKind::kInvalidArgument, absl::StatusCode::kInvalidArgument, message);
 }
 
 ErrorKind errorKind(const absl::Status& status) {
   if (status.ok()) return ErrorKind::kOk;
-  if (absl::optional<absl::Cord> payload =
-          status.GetPayload(kErrorKindPayloadUrl)) {
+  if (absl::optional<absl::Cord> payload = status.GetPayload(kErrorKindPayloadUrl)) {
     if (std::optional<ErrorKind> kind = kindFromName(std::string(*payload))) {
       return *kind;
     }

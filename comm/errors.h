@@ -34,8 +34,7 @@ inline constexpr char kErrorKindPayloadUrl[] = "type.loom.dev/comm.ErrorKind";
 
 // Builds a status of `kind` with `code` and `message`; the helpers below pick
 // the conventional code for each kind.
-absl::Status makeError(ErrorKind kind, absl::StatusCode code,
-                       std::string_view message);
+absl::Status makeError(ErrorKind kind, absl::StatusCode code, std::string_view message);
 
 // kDeadlineExceeded: a blocking call ran out of time.
 absl::Status timeoutError(std::string_view message);
@@ -45,8 +44,7 @@ absl::Status networkError(std::string_view message);
 // configuration does not allow the operation (kPermissionDenied for a
 // rejected token, kInternal for a corrupt store).
 absl::Status storeError(std::string_view message,
-                        absl::StatusCode code =
-                            absl::StatusCode::kFailedPrecondition);
+                        absl::StatusCode code = absl::StatusCode::kFailedPrecondition);
 // kInternal: a communication backend failed.
 absl::Status backendError(std::string_view message);
 // kInvalidArgument: the caller passed something unusable.

@@ -17,15 +17,12 @@ TEST(ErrorsTest, HelpersPickTheConventionalCodeAndKeepTheKind) {
   EXPECT_EQ(errorKind(storeError("s")), ErrorKind::kStore);
   EXPECT_EQ(backendError("b").code(), absl::StatusCode::kInternal);
   EXPECT_EQ(errorKind(backendError("b")), ErrorKind::kBackend);
-  EXPECT_EQ(invalidArgumentError("i").code(),
-            absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(errorKind(invalidArgumentError("i")),
-            ErrorKind::kInvalidArgument);
+  EXPECT_EQ(invalidArgumentError("i").code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(errorKind(invalidArgumentError("i")), ErrorKind::kInvalidArgument);
 }
 
 TEST(ErrorsTest, ThePayloadDistinguishesKindsThatShareACode) {
-  const absl::Status corrupt =
-      storeError("corrupt", absl::StatusCode::kInternal);
+  const absl::Status corrupt = storeError("corrupt", absl::StatusCode::kInternal);
   EXPECT_EQ(corrupt.code(), absl::StatusCode::kInternal);
   EXPECT_EQ(errorKind(corrupt), ErrorKind::kStore);
   EXPECT_EQ(errorKind(backendError("x")), ErrorKind::kBackend);
@@ -36,8 +33,7 @@ TEST(ErrorsTest, ForeignStatusesAreClassifiedByCode) {
   EXPECT_EQ(errorKind(absl::OkStatus()), ErrorKind::kOk);
   EXPECT_EQ(errorKind(absl::DeadlineExceededError("x")), ErrorKind::kTimeout);
   EXPECT_EQ(errorKind(absl::UnavailableError("x")), ErrorKind::kNetwork);
-  EXPECT_EQ(errorKind(absl::InvalidArgumentError("x")),
-            ErrorKind::kInvalidArgument);
+  EXPECT_EQ(errorKind(absl::InvalidArgumentError("x")), ErrorKind::kInvalidArgument);
   EXPECT_EQ(errorKind(absl::PermissionDeniedError("x")), ErrorKind::kStore);
   EXPECT_EQ(errorKind(absl::UnknownError("x")), ErrorKind::kUnknown);
 }

@@ -58,8 +58,7 @@ uint32_t getU32(const char* in) {
   return value;
 }
 
-void putRecord(std::string& out, RecordType type, std::string_view key,
-               std::string_view value) {
+void putRecord(std::string& out, RecordType type, std::string_view key, std::string_view value) {
   out.push_back(static_cast<char>(type));
   putU32(out, static_cast<uint32_t>(key.size()));
   putU32(out, static_cast<uint32_t>(value.size()));
@@ -73,28 +72,27 @@ std::string errnoText(int error) { return std::strerror(error); }
 absl::Status checkSizes(const std::string& key, size_t value_size) {
   constexpr size_t kMax = UINT32_MAX;
   if (key.size() <= kMax && value_size <= kMax) return absl::OkStatus();
-  return invalidArgumentError(absl::StrFormat(
-      "file store cannot hold key %s: keys and values are limited to %d bytes",
-      describeKey(key), kMax));
+  return invalidArgumentError(
+      absl::StrFormat("file store cannot hold key %s: keys and values are limited to %d bytes",
+                      describeKey(key), kMax));
 }
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<FileStore>> FileStore::open(
-    const std::string& path, absl::Duration timeout) {
+absl::StatusOr<std::unique_ptr<FileStore>> FileStore::open(const std::string& path,
+                                                           absl::Duration timeout) {
   if (path.empty()) {
-    return invalidArgumentError(
-        "file store path is empty; pass a file that every rank can reach");
+    return invalidArgumentError("file store path is empty; pass a file that every rank can reach");
   }
   const Deadline deadline = Deadline::after(timeout);
   while (true) {
     const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
     if (fd < 0) {
       const int error = errno;
-      return storeError(absl::StrFormat(
-          "cannot open file store %s: %s; check that the directory exists and "
-          "is writable",
-          path, errnoText(error)));
+      return storeError(
+          absl::StrFormat("cannot open file store %s: %s; check that the directory exists and "
+                          "is writable",
+                          path, errnoText(error)));
     }
     std::unique_ptr<FileStore> store(new FileStore(path, fd, timeout));
     // The last user of an earlier job may have removed the file between our
@@ -115,10 +113,10 @@ absl::StatusOr<std::unique_ptr<FileStore>> FileStore::open(
     if (status.ok()) return store;
     if (status.code() != absl::StatusCode::kAborted) return status;
     if (deadline.expired()) {
-      return timeoutError(absl::StrFormat(
-          "could not join file store %s within %s: it kept being removed and "
-          "recreated; is another job using the same path?",
-          path, absl::FormatDuration(timeout)));
+      return timeoutError(
+          absl::StrFormat("could not join file store %s within %s: it kept being removed and "
+                          "recreated; is another job using the same path?",
+                          path, absl::FormatDuration(timeout)));
     }
   }
 }
@@ -146,8 +144,7 @@ FileStore::~FileStore() {
 template <typename Body>
 auto FileStore::locked(LockMode mode, Body&& body) -> decltype(body()) {
   absl::MutexLock lock(&mu_);
-  if (absl::Status status = lockFile(mode, Deadline::after(timeout()));
-      !status.ok()) {
+  if (absl::Status status = lockFile(mode, Deadline::after(timeout())); !status.ok()) {
     return status;
   }
   if (absl::Status status = refreshLocked(mode); !status.ok()) {
@@ -160,21 +157,19 @@ auto FileStore::locked(LockMode mode, Body&& body) -> decltype(body()) {
 }
 
 absl::Status FileStore::lockFile(LockMode mode, const Deadline& deadline) {
-  const int operation =
-      (mode == LockMode::kExclusive ? LOCK_EX : LOCK_SH) | LOCK_NB;
+  const int operation = (mode == LockMode::kExclusive ? LOCK_EX : LOCK_SH) | LOCK_NB;
   absl::Duration pause = kFirstLockPoll;
   while (::flock(fd_, operation) != 0) {
     const int error = errno;
     if (error == EINTR) continue;
     if (error != EWOULDBLOCK) {
-      return storeError(absl::StrFormat("cannot lock file store %s: %s", path_,
-                                        errnoText(error)));
+      return storeError(absl::StrFormat("cannot lock file store %s: %s", path_, errnoText(error)));
     }
     if (deadline.expired()) {
-      return timeoutError(absl::StrFormat(
-          "could not lock file store %s within %s: another process holds the "
-          "lock; is one of the ranks stuck?",
-          path_, absl::FormatDuration(timeout())));
+      return timeoutError(
+          absl::StrFormat("could not lock file store %s within %s: another process holds the "
+                          "lock; is one of the ranks stuck?",
+                          path_, absl::FormatDuration(timeout())));
     }
     absl::SleepFor(std::min(pause, deadline.remaining()));
     pause = std::min(pause * 2, kMaxLockPoll);
@@ -188,8 +183,7 @@ absl::Status FileStore::refreshLocked(LockMode mode) {
   struct stat info;
   if (::fstat(fd_, &info) != 0) {
     const int error = errno;
-    return storeError(absl::StrFormat("cannot stat file store %s: %s", path_,
-                                      errnoText(error)));
+    return storeError(absl::StrFormat("cannot stat file store %s: %s", path_, errnoText(error)));
   }
   const int64_t size = info.st_size;
   if (size <= read_offset_) return absl::OkStatus();
@@ -201,37 +195,33 @@ absl::Status FileStore::refreshLocked(LockMode mode) {
     if (got < 0 && errno == EINTR) continue;
     if (got <= 0) {
       const int error = got < 0 ? errno : EIO;
-      return storeError(absl::StrFormat("cannot read file store %s: %s", path_,
-                                        errnoText(error)));
+      return storeError(absl::StrFormat("cannot read file store %s: %s", path_, errnoText(error)));
     }
     done += static_cast<size_t>(got);
   }
   std::string_view rest(data);
   if (read_offset_ == 0) {
     const std::string_view magic(kMagic, kMagicSize);
-    if (rest.size() < kMagicSize &&
-        magic.substr(0, rest.size()) == rest) {
+    if (rest.size() < kMagicSize && magic.substr(0, rest.size()) == rest) {
       // A creator died while writing the header: the file is as good as new.
       if (mode == LockMode::kExclusive && ::ftruncate(fd_, 0) != 0) {
         const int error = errno;
-        return storeError(absl::StrFormat("cannot repair file store %s: %s",
-                                          path_, errnoText(error)));
+        return storeError(
+            absl::StrFormat("cannot repair file store %s: %s", path_, errnoText(error)));
       }
       return absl::OkStatus();
     }
     if (rest.substr(0, kMagicSize) != magic) {
-      if (rest.substr(0, kMagicPrefixSize) ==
-          magic.substr(0, kMagicPrefixSize)) {
+      if (rest.substr(0, kMagicPrefixSize) == magic.substr(0, kMagicPrefixSize)) {
         return storeError(absl::StrFormat(
             "file store %s has format %s but this build reads %s; run every "
             "rank from the same build, or remove the file",
-            path_, absl::CHexEscape(std::string(rest.substr(0, kMagicSize))),
-            kMagic));
+            path_, absl::CHexEscape(std::string(rest.substr(0, kMagicSize))), kMagic));
       }
-      return storeError(absl::StrFormat(
-          "%s is not a loom file store (it does not start with %s); pick a "
-          "path that no other program uses, or remove the file",
-          path_, kMagic));
+      return storeError(
+          absl::StrFormat("%s is not a loom file store (it does not start with %s); pick a "
+                          "path that no other program uses, or remove the file",
+                          path_, kMagic));
     }
     read_offset_ = kMagicSize;
     rest.remove_prefix(kMagicSize);
@@ -245,15 +235,14 @@ absl::Status FileStore::refreshLocked(LockMode mode) {
     // land behind it.
     if (::ftruncate(fd_, read_offset_) != 0) {
       const int error = errno;
-      return storeError(absl::StrFormat("cannot repair file store %s: %s",
-                                        path_, errnoText(error)));
+      return storeError(
+          absl::StrFormat("cannot repair file store %s: %s", path_, errnoText(error)));
     }
   }
   return absl::OkStatus();
 }
 
-absl::StatusOr<size_t> FileStore::applyRecordsLocked(std::string_view data,
-                                                     int64_t file_offset) {
+absl::StatusOr<size_t> FileStore::applyRecordsLocked(std::string_view data, int64_t file_offset) {
   size_t at = 0;
   while (data.size() - at >= kRecordHeaderSize) {
     const uint8_t type = static_cast<uint8_t>(data[at]);
@@ -261,17 +250,15 @@ absl::StatusOr<size_t> FileStore::applyRecordsLocked(std::string_view data,
     const size_t value_size = getU32(data.data() + at + 5);
     if (type != kSet && type != kDelete && type != kUsers) {
       return storeError(
-          absl::StrFormat(
-              "file store %s is corrupt at byte %d (record type %d); remove "
-              "the file and restart the job",
-              path_, file_offset + static_cast<int64_t>(at), type),
+          absl::StrFormat("file store %s is corrupt at byte %d (record type %d); remove "
+                          "the file and restart the job",
+                          path_, file_offset + static_cast<int64_t>(at), type),
           absl::StatusCode::kDataLoss);
     }
     const size_t end = at + kRecordHeaderSize + key_size + value_size;
     if (end > data.size()) break;
     const std::string_view key = data.substr(at + kRecordHeaderSize, key_size);
-    const std::string_view value =
-        data.substr(at + kRecordHeaderSize + key_size, value_size);
+    const std::string_view value = data.substr(at + kRecordHeaderSize + key_size, value_size);
     switch (type) {
       case kSet:
         cache_[std::string(key)] = Bytes(value.begin(), value.end());
@@ -280,13 +267,11 @@ absl::StatusOr<size_t> FileStore::applyRecordsLocked(std::string_view data,
         cache_.erase(std::string(key));
         break;
       case kUsers:
-        if (!absl::SimpleAtoi(absl::string_view(value.data(), value.size()),
-                              &users_)) {
-          return storeError(
-              absl::StrFormat("file store %s is corrupt at byte %d (bad user "
-                              "count); remove the file and restart the job",
-                              path_, file_offset + static_cast<int64_t>(at)),
-              absl::StatusCode::kDataLoss);
+        if (!absl::SimpleAtoi(absl::string_view(value.data(), value.size()), &users_)) {
+          return storeError(absl::StrFormat("file store %s is corrupt at byte %d (bad user "
+                                            "count); remove the file and restart the job",
+                                            path_, file_offset + static_cast<int64_t>(at)),
+                            absl::StatusCode::kDataLoss);
         }
         break;
     }
@@ -308,11 +293,11 @@ absl::Status FileStore::appendLocked(const std::string& records) {
       const int error = wrote < 0 ? errno : EIO;
       // Leave no torn record behind; failing that, the next writer cuts it.
       const bool cut = ::ftruncate(fd_, read_offset_) == 0;
-      return storeError(absl::StrFormat(
-          "cannot write file store %s: %s%s; free space or fix the file "
-          "system, then restart the job",
-          path_, errnoText(error),
-          cut ? "" : " (a partial record is left for the next writer to cut)"));
+      return storeError(
+          absl::StrFormat("cannot write file store %s: %s%s; free space or fix the file "
+                          "system, then restart the job",
+                          path_, errnoText(error),
+                          cut ? "" : " (a partial record is left for the next writer to cut)"));
     }
     done += static_cast<size_t>(wrote);
   }
@@ -340,9 +325,7 @@ absl::StatusOr<Bytes> FileStore::get(const std::string& key) {
   Bytes value;
   absl::Status status = waitForKeys(
       "get", {key}, timeout(),
-      [&](const absl::flat_hash_map<std::string, Bytes>& cache) {
-        value = cache.at(key);
-      });
+      [&](const absl::flat_hash_map<std::string, Bytes>& cache) { value = cache.at(key); });
   if (!status.ok()) return status;
   return value;
 }
@@ -364,8 +347,7 @@ absl::StatusOr<int64_t> FileStore::add(const std::string& key, int64_t delta) {
   });
 }
 
-absl::StatusOr<Bytes> FileStore::compareSet(const std::string& key,
-                                            const Bytes& expected,
+absl::StatusOr<Bytes> FileStore::compareSet(const std::string& key, const Bytes& expected,
                                             const Bytes& desired) {
   if (absl::Status status = checkSizes(key, desired.size()); !status.ok()) {
     return status;
@@ -397,22 +379,18 @@ absl::StatusOr<bool> FileStore::deleteKey(const std::string& key) {
 
 absl::StatusOr<bool> FileStore::check(const std::vector<std::string>& keys) {
   return locked(LockMode::kShared, [&]() -> absl::StatusOr<bool> {
-    return std::all_of(keys.begin(), keys.end(), [&](const std::string& key) {
-      return cache_.contains(key);
-    });
+    return std::all_of(keys.begin(), keys.end(),
+                       [&](const std::string& key) { return cache_.contains(key); });
   });
 }
 
 absl::StatusOr<int64_t> FileStore::numKeys() {
-  return locked(LockMode::kShared, [&]() -> absl::StatusOr<int64_t> {
-    return static_cast<int64_t>(cache_.size());
-  });
+  return locked(LockMode::kShared,
+                [&]() -> absl::StatusOr<int64_t> { return static_cast<int64_t>(cache_.size()); });
 }
 
-absl::Status FileStore::wait(const std::vector<std::string>& keys,
-                             absl::Duration timeout) {
-  return waitForKeys("wait", keys, timeout,
-                     [](const absl::flat_hash_map<std::string, Bytes>&) {});
+absl::Status FileStore::wait(const std::vector<std::string>& keys, absl::Duration timeout) {
+  return waitForKeys("wait", keys, timeout, [](const absl::flat_hash_map<std::string, Bytes>&) {});
 }
 
 absl::Status FileStore::append(const std::string& key, const Bytes& value) {
@@ -431,15 +409,14 @@ absl::Status FileStore::append(const std::string& key, const Bytes& value) {
   });
 }
 
-absl::StatusOr<std::vector<Bytes>> FileStore::multiGet(
-    const std::vector<std::string>& keys) {
+absl::StatusOr<std::vector<Bytes>> FileStore::multiGet(const std::vector<std::string>& keys) {
   std::vector<Bytes> values;
-  absl::Status status = waitForKeys(
-      "multiGet", keys, timeout(),
-      [&](const absl::flat_hash_map<std::string, Bytes>& cache) {
-        values.reserve(keys.size());
-        for (const std::string& key : keys) values.push_back(cache.at(key));
-      });
+  absl::Status status = waitForKeys("multiGet", keys, timeout(),
+                                    [&](const absl::flat_hash_map<std::string, Bytes>& cache) {
+                                      values.reserve(keys.size());
+                                      for (const std::string& key : keys)
+                                        values.push_back(cache.at(key));
+                                    });
   if (!status.ok()) return status;
   return values;
 }
@@ -451,8 +428,7 @@ absl::Status FileStore::multiSet(const std::vector<std::string>& keys,
   }
   std::string records;
   for (size_t i = 0; i < keys.size(); ++i) {
-    if (absl::Status status = checkSizes(keys[i], values[i].size());
-        !status.ok()) {
+    if (absl::Status status = checkSizes(keys[i], values[i].size()); !status.ok()) {
       return status;
     }
     putRecord(records, kSet, keys[i], asStringView(values[i]));
@@ -461,10 +437,8 @@ absl::Status FileStore::multiSet(const std::vector<std::string>& keys,
 }
 
 absl::Status FileStore::waitForKeys(
-    std::string_view operation, const std::vector<std::string>& keys,
-    absl::Duration timeout,
-    const std::function<void(const absl::flat_hash_map<std::string, Bytes>&)>&
-        read) {
+    std::string_view operation, const std::vector<std::string>& keys, absl::Duration timeout,
+    const std::function<void(const absl::flat_hash_map<std::string, Bytes>&)>& read) {
   const Deadline deadline = Deadline::after(timeout);
   absl::Duration pause = kFirstPoll;
   while (true) {

@@ -50,17 +50,14 @@ class FileStore : public Store {
   absl::Status set(const std::string& key, const Bytes& value) override;
   absl::StatusOr<Bytes> get(const std::string& key) override;
   absl::StatusOr<int64_t> add(const std::string& key, int64_t delta) override;
-  absl::StatusOr<Bytes> compareSet(const std::string& key,
-                                   const Bytes& expected,
+  absl::StatusOr<Bytes> compareSet(const std::string& key, const Bytes& expected,
                                    const Bytes& desired) override;
   absl::StatusOr<bool> deleteKey(const std::string& key) override;
   absl::StatusOr<bool> check(const std::vector<std::string>& keys) override;
   absl::StatusOr<int64_t> numKeys() override;
-  absl::Status wait(const std::vector<std::string>& keys,
-                    absl::Duration timeout) override;
+  absl::Status wait(const std::vector<std::string>& keys, absl::Duration timeout) override;
   absl::Status append(const std::string& key, const Bytes& value) override;
-  absl::StatusOr<std::vector<Bytes>> multiGet(
-      const std::vector<std::string>& keys) override;
+  absl::StatusOr<std::vector<Bytes>> multiGet(const std::vector<std::string>& keys) override;
   absl::Status multiSet(const std::vector<std::string>& keys,
                         const std::vector<Bytes>& values) override;
 
@@ -77,10 +74,8 @@ class FileStore : public Store {
   // Waits (polling the file) until all `keys` exist, then calls `read` with
   // the cache still locked, so that what it reads is one consistent view.
   absl::Status waitForKeys(
-      std::string_view operation, const std::vector<std::string>& keys,
-      absl::Duration timeout,
-      const std::function<void(const absl::flat_hash_map<std::string, Bytes>&)>&
-          read);
+      std::string_view operation, const std::vector<std::string>& keys, absl::Duration timeout,
+      const std::function<void(const absl::flat_hash_map<std::string, Bytes>&)>& read);
 
   absl::Status lockFile(LockMode mode, const Deadline& deadline);
   void unlockFile();
@@ -89,12 +84,10 @@ class FileStore : public Store {
   absl::Status refreshLocked(LockMode mode) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Appends `records` (already encoded) at the end of the file and applies
   // them to the cache; needs the exclusive lock.
-  absl::Status appendLocked(const std::string& records)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status appendLocked(const std::string& records) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Applies the complete records in `data`; returns how many bytes they
   // span, or an error for a record no writer could have produced.
-  absl::StatusOr<size_t> applyRecordsLocked(std::string_view data,
-                                            int64_t file_offset)
+  absl::StatusOr<size_t> applyRecordsLocked(std::string_view data, int64_t file_offset)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const std::string path_;

@@ -30,15 +30,12 @@ using ::testing::HasSubstr;
 constexpr absl::Duration kTimeout = absl::Seconds(20);
 
 std::string tempPath(const std::string& name) {
-  return (std::filesystem::path(::testing::TempDir()) /
-          absl::StrCat(name, "_", ::getpid()))
+  return (std::filesystem::path(::testing::TempDir()) / absl::StrCat(name, "_", ::getpid()))
       .string();
 }
 
-std::unique_ptr<FileStore> openOrDie(const std::string& path,
-                                     absl::Duration timeout = kTimeout) {
-  absl::StatusOr<std::unique_ptr<FileStore>> store =
-      FileStore::open(path, timeout);
+std::unique_ptr<FileStore> openOrDie(const std::string& path, absl::Duration timeout = kTimeout) {
+  absl::StatusOr<std::unique_ptr<FileStore>> store = FileStore::open(path, timeout);
   EXPECT_TRUE(store.ok()) << store.status();
   return store.ok() ? std::move(*store) : nullptr;
 }
@@ -107,7 +104,9 @@ TEST(FileStoreTest, ATornTailIsIgnoredByReadersAndCutByTheNextWriter) {
   // A set record cut off inside its key, as a writer killed mid-write leaves.
   // "\x00" "ab", not "\x00ab": a hex escape takes every hex digit after it,
   // so the latter is one byte 0xab (AddressSanitizer caught the overread).
-  appendRaw(path, std::string("\x01\x05\x00\x00\x00\x02\x00\x00\x00" "ab", 11));
+  appendRaw(path, std::string("\x01\x05\x00\x00\x00\x02\x00\x00\x00"
+                              "ab",
+                              11));
   std::unique_ptr<FileStore> reader = openOrDie(path);
   absl::StatusOr<std::string> before = reader->getString("before");
   ASSERT_TRUE(before.ok()) << before.status();
@@ -138,8 +137,7 @@ TEST(FileStoreTest, AForeignFileIsRefused) {
   absl::StatusOr<std::unique_ptr<FileStore>> store = FileStore::open(path);
   ASSERT_FALSE(store.ok());
   EXPECT_EQ(errorKind(store.status()), ErrorKind::kStore);
-  EXPECT_THAT(std::string(store.status().message()),
-              HasSubstr("not a loom file store"));
+  EXPECT_THAT(std::string(store.status().message()), HasSubstr("not a loom file store"));
   std::filesystem::remove(path);
 }
 
@@ -175,8 +173,7 @@ TEST(FileStoreTest, BadPathsAreReportedClearly) {
       FileStore::open(tempPath("no_such_dir") + "/store");
   ASSERT_FALSE(missing_dir.ok());
   EXPECT_EQ(errorKind(missing_dir.status()), ErrorKind::kStore);
-  EXPECT_THAT(std::string(missing_dir.status().message()),
-              HasSubstr("no_such_dir"));
+  EXPECT_THAT(std::string(missing_dir.status().message()), HasSubstr("no_such_dir"));
 }
 
 }  // namespace

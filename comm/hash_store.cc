@@ -17,8 +17,7 @@ absl::Status HashStore::set(const std::string& key, const Bytes& value) {
 
 absl::StatusOr<Bytes> HashStore::get(const std::string& key) {
   absl::MutexLock lock(&mu_);
-  if (absl::Status status = waitLocked("get", {key}, timeout());
-      !status.ok()) {
+  if (absl::Status status = waitLocked("get", {key}, timeout()); !status.ok()) {
     return status;
   }
   return map_.at(key);
@@ -36,8 +35,7 @@ absl::StatusOr<int64_t> HashStore::add(const std::string& key, int64_t delta) {
   return *sum;
 }
 
-absl::StatusOr<Bytes> HashStore::compareSet(const std::string& key,
-                                            const Bytes& expected,
+absl::StatusOr<Bytes> HashStore::compareSet(const std::string& key, const Bytes& expected,
                                             const Bytes& desired) {
   absl::MutexLock lock(&mu_);
   auto it = map_.find(key);
@@ -68,8 +66,7 @@ absl::StatusOr<int64_t> HashStore::numKeys() {
   return static_cast<int64_t>(map_.size());
 }
 
-absl::Status HashStore::wait(const std::vector<std::string>& keys,
-                             absl::Duration timeout) {
+absl::Status HashStore::wait(const std::vector<std::string>& keys, absl::Duration timeout) {
   absl::MutexLock lock(&mu_);
   return waitLocked("wait", keys, timeout);
 }
@@ -82,11 +79,9 @@ absl::Status HashStore::append(const std::string& key, const Bytes& value) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::vector<Bytes>> HashStore::multiGet(
-    const std::vector<std::string>& keys) {
+absl::StatusOr<std::vector<Bytes>> HashStore::multiGet(const std::vector<std::string>& keys) {
   absl::MutexLock lock(&mu_);
-  if (absl::Status status = waitLocked("multiGet", keys, timeout());
-      !status.ok()) {
+  if (absl::Status status = waitLocked("multiGet", keys, timeout()); !status.ok()) {
     return status;
   }
   std::vector<Bytes> values;
@@ -106,8 +101,7 @@ absl::Status HashStore::multiSet(const std::vector<std::string>& keys,
   return absl::OkStatus();
 }
 
-absl::Status HashStore::waitLocked(std::string_view operation,
-                                   const std::vector<std::string>& keys,
+absl::Status HashStore::waitLocked(std::string_view operation, const std::vector<std::string>& keys,
                                    absl::Duration timeout) {
   const Deadline deadline = Deadline::after(timeout);
   while (true) {
@@ -120,8 +114,7 @@ absl::Status HashStore::waitLocked(std::string_view operation,
   }
 }
 
-std::vector<std::string> HashStore::missingLocked(
-    const std::vector<std::string>& keys) const {
+std::vector<std::string> HashStore::missingLocked(const std::vector<std::string>& keys) const {
   std::vector<std::string> missing;
   for (const std::string& key : keys) {
     if (!map_.contains(key)) missing.push_back(key);

@@ -17,12 +17,12 @@ absl::StatusOr<MeshGroups> MeshGroups::create(std::shared_ptr<ProcessGroup> worl
                                               std::vector<std::vector<std::string>> axis_sets,
                                               const std::string& prefix) {
   if (world == nullptr) return invalidArgumentError("MeshGroups::create: the world group is null");
-  const std::string who = absl::StrCat("mesh groups of ", mesh.toString(), " over group ",
-                                       world->name(), ": ");
+  const std::string who =
+      absl::StrCat("mesh groups of ", mesh.toString(), " over group ", world->name(), ": ");
   for (int64_t rank : mesh.ranks()) {
     if (rank >= world->size()) {
-      return invalidArgumentError(absl::StrCat(who, "mesh rank ", rank,
-                                               " is outside the group's ", world->size(),
+      return invalidArgumentError(absl::StrCat(who, "mesh rank ", rank, " is outside the group's ",
+                                               world->size(),
                                                " ranks; build the mesh over ranks of the group"));
     }
   }
@@ -74,10 +74,9 @@ absl::StatusOr<std::shared_ptr<ProcessGroup>> MeshGroups::groupFor(
       continue;
     }
     if (group == nullptr) {
-      return invalidArgumentError(absl::StrCat("rank ", world_->rank(), " of group ",
-                                               world_->name(), " is not in ", mesh_.toString(),
-                                               ", so it has no group over [",
-                                               absl::StrJoin(axes, ", "), "]"));
+      return invalidArgumentError(absl::StrCat(
+          "rank ", world_->rank(), " of group ", world_->name(), " is not in ", mesh_.toString(),
+          ", so it has no group over [", absl::StrJoin(axes, ", "), "]"));
     }
     return group;
   }

@@ -9,16 +9,13 @@
 namespace loom::comm {
 
 PrefixStore::PrefixStore(std::string prefix, std::shared_ptr<Store> store)
-    : Store(store->timeout()),
-      prefix_(std::move(prefix)),
-      store_(std::move(store)) {}
+    : Store(store->timeout()), prefix_(std::move(prefix)), store_(std::move(store)) {}
 
 std::string PrefixStore::full(const std::string& key) const {
   return absl::StrCat(prefix_, "/", key);
 }
 
-std::vector<std::string> PrefixStore::full(
-    const std::vector<std::string>& keys) const {
+std::vector<std::string> PrefixStore::full(const std::vector<std::string>& keys) const {
   std::vector<std::string> result;
   result.reserve(keys.size());
   for (const std::string& key : keys) result.push_back(full(key));
@@ -29,17 +26,13 @@ absl::Status PrefixStore::set(const std::string& key, const Bytes& value) {
   return store_->set(full(key), value);
 }
 
-absl::StatusOr<Bytes> PrefixStore::get(const std::string& key) {
-  return store_->get(full(key));
-}
+absl::StatusOr<Bytes> PrefixStore::get(const std::string& key) { return store_->get(full(key)); }
 
-absl::StatusOr<int64_t> PrefixStore::add(const std::string& key,
-                                         int64_t delta) {
+absl::StatusOr<int64_t> PrefixStore::add(const std::string& key, int64_t delta) {
   return store_->add(full(key), delta);
 }
 
-absl::StatusOr<Bytes> PrefixStore::compareSet(const std::string& key,
-                                              const Bytes& expected,
+absl::StatusOr<Bytes> PrefixStore::compareSet(const std::string& key, const Bytes& expected,
                                               const Bytes& desired) {
   return store_->compareSet(full(key), expected, desired);
 }
@@ -54,8 +47,7 @@ absl::StatusOr<bool> PrefixStore::check(const std::vector<std::string>& keys) {
 
 absl::StatusOr<int64_t> PrefixStore::numKeys() { return store_->numKeys(); }
 
-absl::Status PrefixStore::wait(const std::vector<std::string>& keys,
-                               absl::Duration timeout) {
+absl::Status PrefixStore::wait(const std::vector<std::string>& keys, absl::Duration timeout) {
   return store_->wait(full(keys), timeout);
 }
 
@@ -63,8 +55,7 @@ absl::Status PrefixStore::append(const std::string& key, const Bytes& value) {
   return store_->append(full(key), value);
 }
 
-absl::StatusOr<std::vector<Bytes>> PrefixStore::multiGet(
-    const std::vector<std::string>& keys) {
+absl::StatusOr<std::vector<Bytes>> PrefixStore::multiGet(const std::vector<std::string>& keys) {
   return store_->multiGet(full(keys));
 }
 

@@ -29,24 +29,19 @@ class PrefixStore : public Store {
   const std::shared_ptr<Store>& underlying() const { return store_; }
 
   absl::Duration timeout() const override { return store_->timeout(); }
-  void setTimeout(absl::Duration timeout) override {
-    store_->setTimeout(timeout);
-  }
+  void setTimeout(absl::Duration timeout) override { store_->setTimeout(timeout); }
 
   absl::Status set(const std::string& key, const Bytes& value) override;
   absl::StatusOr<Bytes> get(const std::string& key) override;
   absl::StatusOr<int64_t> add(const std::string& key, int64_t delta) override;
-  absl::StatusOr<Bytes> compareSet(const std::string& key,
-                                   const Bytes& expected,
+  absl::StatusOr<Bytes> compareSet(const std::string& key, const Bytes& expected,
                                    const Bytes& desired) override;
   absl::StatusOr<bool> deleteKey(const std::string& key) override;
   absl::StatusOr<bool> check(const std::vector<std::string>& keys) override;
   absl::StatusOr<int64_t> numKeys() override;
-  absl::Status wait(const std::vector<std::string>& keys,
-                    absl::Duration timeout) override;
+  absl::Status wait(const std::vector<std::string>& keys, absl::Duration timeout) override;
   absl::Status append(const std::string& key, const Bytes& value) override;
-  absl::StatusOr<std::vector<Bytes>> multiGet(
-      const std::vector<std::string>& keys) override;
+  absl::StatusOr<std::vector<Bytes>> multiGet(const std::vector<std::string>& keys) override;
   absl::Status multiSet(const std::vector<std::string>& keys,
                         const std::vector<Bytes>& values) override;
 

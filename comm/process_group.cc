@@ -58,10 +58,9 @@ absl::StatusOr<CollectiveChecks> checksFromEnv(CollectiveChecks fallback) {
 
 // What every rank of a group must agree on when creating it.
 std::string describeOptions(const ProcessGroupOptions& options, int size) {
-  return absl::StrCat("size=", size, " cpu_backend=", options.cpu_backend,
-                      " cuda_backend=", options.cuda_backend,
-                      " timeout=", absl::FormatDuration(options.timeout),
-                      " checks=", checksName(options.checks));
+  return absl::StrCat(
+      "size=", size, " cpu_backend=", options.cpu_backend, " cuda_backend=", options.cuda_backend,
+      " timeout=", absl::FormatDuration(options.timeout), " checks=", checksName(options.checks));
 }
 
 // One call as the front end sees it, before it has a sequence number.
@@ -188,8 +187,7 @@ class ProcessGroup::Impl {
   }
 
   absl::Status checkEach(const std::string& op, const std::vector<Tensor>& tensors,
-                         const std::string& what, DType dtype, int64_t numel,
-                         Device device) const {
+                         const std::string& what, DType dtype, int64_t numel, Device device) const {
     for (size_t r = 0; r < tensors.size(); ++r) {
       if (absl::Status status =
               checkOne(op, tensors[r], absl::StrCat(what, " ", r), dtype, numel, device);
@@ -294,10 +292,9 @@ class ProcessGroup::Impl {
       if (issuer != nullptr && !call.device.isCuda()) {
         auto work = std::make_shared<debug::CheckedWork>(info, options.timeout);
         recordEndOnCompletion(*work, id);
-        issuer->submit(std::move(fingerprint), work,
-                       [run = std::move(run), backend = *backend, info] {
-                         return run(*backend, info);
-                       });
+        issuer->submit(
+            std::move(fingerprint), work,
+            [run = std::move(run), backend = *backend, info] { return run(*backend, info); });
         return work;
       }
       if (absl::Status status = checker->check(fingerprint); !status.ok()) {
@@ -329,8 +326,8 @@ absl::StatusOr<std::shared_ptr<ProcessGroup>> ProcessGroup::Impl::create(
         who, "rank must be in [0, size) and size at least 1; got rank ", rank, ", size ", size));
   }
   if (options.timeout <= absl::ZeroDuration()) {
-    return invalidArgumentError(absl::StrCat(who, "timeout must be positive; got ",
-                                             absl::FormatDuration(options.timeout)));
+    return invalidArgumentError(
+        absl::StrCat(who, "timeout must be positive; got ", absl::FormatDuration(options.timeout)));
   }
   absl::StatusOr<CollectiveChecks> checks = checksFromEnv(options.checks);
   if (!checks.ok()) return withContext(checks.status(), who);
@@ -342,8 +339,8 @@ absl::StatusOr<std::shared_ptr<ProcessGroup>> ProcessGroup::Impl::create(
   impl->size = size;
   impl->global_ranks = std::move(global_ranks);
   impl->base_store = base_store;
-  impl->store = std::make_shared<PrefixStore>(absl::StrCat("loom/pg/", options.group_name),
-                                              base_store);
+  impl->store =
+      std::make_shared<PrefixStore>(absl::StrCat("loom/pg/", options.group_name), base_store);
   {
     absl::MutexLock lock(&impl->mu);
     impl->sends.assign(size, 0);
@@ -356,10 +353,10 @@ absl::StatusOr<std::shared_ptr<ProcessGroup>> ProcessGroup::Impl::create(
   absl::StatusOr<int64_t> joined = store.add(absl::StrCat("join/", rank), 1);
   if (!joined.ok()) return withContext(joined.status(), who);
   if (*joined > 1) {
-    return storeError(absl::StrCat(who, "this rank already created a group named '",
-                                   options.group_name,
-                                   "' on this store; give each group a unique name"),
-                      absl::StatusCode::kAlreadyExists);
+    return storeError(
+        absl::StrCat(who, "this rank already created a group named '", options.group_name,
+                     "' on this store; give each group a unique name"),
+        absl::StatusCode::kAlreadyExists);
   }
 
   // Every rank publishes its options and reads everyone's: a mismatch is
@@ -388,9 +385,9 @@ absl::StatusOr<std::shared_ptr<ProcessGroup>> ProcessGroup::Impl::create(
   for (int r = 0; r < size; ++r) {
     const std::string theirs = toString((*all)[r]);
     if (theirs != mine) {
-      return invalidArgumentError(absl::StrCat(who, "rank ", r, " created it with ", theirs,
-                                               " but this rank with ", mine,
-                                               "; create a group with the same options everywhere"));
+      return invalidArgumentError(
+          absl::StrCat(who, "rank ", r, " created it with ", theirs, " but this rank with ", mine,
+                       "; create a group with the same options everywhere"));
     }
   }
 
@@ -459,8 +456,7 @@ absl::StatusOr<std::shared_ptr<ProcessGroup>> ProcessGroup::newGroup(
   for (int r : ranks) {
     if (absl::Status status = impl.checkRank(op, "a listed rank", r); !status.ok()) return status;
     if (std::find(seen.begin(), seen.end(), r) != seen.end()) {
-      return invalidArgumentError(absl::StrCat(impl.where(op), "rank ", r,
-                                               " is listed twice in [",
+      return invalidArgumentError(absl::StrCat(impl.where(op), "rank ", r, " is listed twice in [",
                                                absl::StrJoin(ranks, ", "), "]"));
     }
     seen.push_back(r);
@@ -470,21 +466,21 @@ absl::StatusOr<std::shared_ptr<ProcessGroup>> ProcessGroup::newGroup(
     absl::MutexLock lock(&impl.mu);
     index = ++impl.new_groups;
   }
-  const std::string group_name =
-      name.value_or(absl::StrCat(impl.options.group_name, "/", index));
+  const std::string group_name = name.value_or(absl::StrCat(impl.options.group_name, "/", index));
 
   // Every rank of this group makes the same newGroup calls in the same
   // order; the first to arrive records what call `index` is.
-  const std::string call = absl::StrCat("ranks [", absl::StrJoin(ranks, ", "), "] named ",
-                                        group_name);
+  const std::string call =
+      absl::StrCat("ranks [", absl::StrJoin(ranks, ", "), "] named ", group_name);
   absl::StatusOr<Bytes> agreed =
       impl.store->compareSet(absl::StrCat("new_group/", index), {}, toBytes(call));
   if (!agreed.ok()) return withContext(agreed.status(), impl.where(op));
   if (toString(*agreed) != call) {
-    return invalidArgumentError(absl::StrCat(
-        impl.where(op), "call #", index, " here asks for ", call, " but another rank asked for ",
-        toString(*agreed), "; every rank must call newGroup with the same ranks, in the same "
-        "order"));
+    return invalidArgumentError(
+        absl::StrCat(impl.where(op), "call #", index, " here asks for ", call,
+                     " but another rank asked for ", toString(*agreed),
+                     "; every rank must call newGroup with the same ranks, in the same "
+                     "order"));
   }
 
   const auto it = std::find(ranks.begin(), ranks.end(), impl.rank);
@@ -494,8 +490,7 @@ absl::StatusOr<std::shared_ptr<ProcessGroup>> ProcessGroup::newGroup(
   std::vector<int> global_ranks;
   for (int r : ranks) global_ranks.push_back(impl.global_ranks[r]);
   return Impl::create(impl.base_store, static_cast<int>(it - ranks.begin()),
-                      static_cast<int>(ranks.size()), std::move(options),
-                      std::move(global_ranks));
+                      static_cast<int>(ranks.size()), std::move(options), std::move(global_ranks));
 }
 
 namespace {
@@ -506,8 +501,9 @@ Options withTimeout(Options options, absl::Duration group_timeout) {
   return options;
 }
 
-std::vector<std::vector<int64_t>> shapesOf(std::initializer_list<const Tensor*> singles,
-                                           std::initializer_list<const std::vector<Tensor>*> lists) {
+std::vector<std::vector<int64_t>> shapesOf(
+    std::initializer_list<const Tensor*> singles,
+    std::initializer_list<const std::vector<Tensor>*> lists) {
   std::vector<std::vector<int64_t>> shapes;
   for (const Tensor* tensor : singles) shapes.push_back(tensor->shape());
   for (const std::vector<Tensor>* list : lists) {
@@ -580,8 +576,8 @@ ProcessGroup::WorkOr ProcessGroup::allGather(std::vector<Tensor> outputs, Tensor
   const std::string op = "all_gather";
   if (absl::Status s = impl.checkSelf(op, input, "input"); !s.ok()) return s;
   if (absl::Status s = impl.checkCount(op, "outputs", outputs.size()); !s.ok()) return s;
-  if (absl::Status s = impl.checkEach(op, outputs, "output", input.dtype(), input.numel(),
-                                      input.device());
+  if (absl::Status s =
+          impl.checkEach(op, outputs, "output", input.dtype(), input.numel(), input.device());
       !s.ok()) {
     return s;
   }
@@ -602,8 +598,8 @@ ProcessGroup::WorkOr ProcessGroup::allGatherIntoTensor(Tensor output, Tensor inp
   Impl& impl = *impl_;
   const std::string op = "all_gather_into_tensor";
   if (absl::Status s = impl.checkSelf(op, input, "input"); !s.ok()) return s;
-  if (absl::Status s = impl.checkOne(op, output, "output", input.dtype(),
-                                     input.numel() * impl.size, input.device());
+  if (absl::Status s = impl.checkOne(op, output, "output", input.dtype(), input.numel() * impl.size,
+                                     input.device());
       !s.ok()) {
     return s;
   }
@@ -669,8 +665,8 @@ ProcessGroup::WorkOr ProcessGroup::reduceScatter(Tensor output, std::vector<Tens
   const std::string op = "reduce_scatter";
   if (absl::Status s = impl.checkSelf(op, output, "output"); !s.ok()) return s;
   if (absl::Status s = impl.checkCount(op, "inputs", inputs.size()); !s.ok()) return s;
-  if (absl::Status s = impl.checkEach(op, inputs, "input", output.dtype(), output.numel(),
-                                      output.device());
+  if (absl::Status s =
+          impl.checkEach(op, inputs, "input", output.dtype(), output.numel(), output.device());
       !s.ok()) {
     return s;
   }
@@ -693,8 +689,8 @@ ProcessGroup::WorkOr ProcessGroup::reduceScatterTensor(Tensor output, Tensor inp
   Impl& impl = *impl_;
   const std::string op = "reduce_scatter_tensor";
   if (absl::Status s = impl.checkSelf(op, output, "output"); !s.ok()) return s;
-  if (absl::Status s = impl.checkOne(op, input, "input", output.dtype(),
-                                     output.numel() * impl.size, output.device());
+  if (absl::Status s = impl.checkOne(op, input, "input", output.dtype(), output.numel() * impl.size,
+                                     output.device());
       !s.ok()) {
     return s;
   }
@@ -712,8 +708,7 @@ ProcessGroup::WorkOr ProcessGroup::reduceScatterTensor(Tensor output, Tensor inp
                     });
 }
 
-ProcessGroup::WorkOr ProcessGroup::allToAll(std::vector<Tensor> outputs,
-                                            std::vector<Tensor> inputs,
+ProcessGroup::WorkOr ProcessGroup::allToAll(std::vector<Tensor> outputs, std::vector<Tensor> inputs,
                                             const AllToAllOptions& options) {
   Impl& impl = *impl_;
   const std::string op = "all_to_all";
@@ -737,13 +732,11 @@ ProcessGroup::WorkOr ProcessGroup::allToAll(std::vector<Tensor> outputs,
   }
   const AllToAllOptions resolved = withTimeout(options, impl.options.timeout);
   // Sizes may differ per peer, so only the dtype is compared across ranks.
-  return impl.issue({.op = op,
-                     .device = device,
-                     .dtype = dtype,
-                     .shapes = shapesOf({}, {&inputs, &outputs})},
-                    [=](Backend& backend, const CollectiveInfo& info) {
-                      return backend.allToAll(outputs, inputs, resolved, info);
-                    });
+  return impl.issue(
+      {.op = op, .device = device, .dtype = dtype, .shapes = shapesOf({}, {&inputs, &outputs})},
+      [=](Backend& backend, const CollectiveInfo& info) {
+        return backend.allToAll(outputs, inputs, resolved, info);
+      });
 }
 
 ProcessGroup::WorkOr ProcessGroup::allToAllSingle(Tensor output, Tensor input,
@@ -753,8 +746,8 @@ ProcessGroup::WorkOr ProcessGroup::allToAllSingle(Tensor output, Tensor input,
   Impl& impl = *impl_;
   const std::string op = "all_to_all_single";
   if (absl::Status s = impl.checkSelf(op, input, "input"); !s.ok()) return s;
-  if (absl::Status s = impl.checkOne(op, output, "output", input.dtype(), output.numel(),
-                                     input.device());
+  if (absl::Status s =
+          impl.checkOne(op, output, "output", input.dtype(), output.numel(), input.device());
       !s.ok()) {
     return s;
   }
@@ -776,17 +769,18 @@ ProcessGroup::WorkOr ProcessGroup::allToAllSingle(Tensor output, Tensor input,
     if (splits.empty()) {
       if (rows % impl.size != 0) {
         return invalidArgumentError(absl::StrCat(impl.where(op), what, " ", tensor.toString(),
-                                                 " has ", rows, " rows, which do not split "
-                                                 "evenly over ", impl.size,
-                                                 " ranks; pass ", what, "_splits"));
+                                                 " has ", rows,
+                                                 " rows, which do not split "
+                                                 "evenly over ",
+                                                 impl.size, " ranks; pass ", what, "_splits"));
       }
       splits.assign(impl.size, rows / impl.size);
       return absl::OkStatus();
     }
     if (splits.size() != static_cast<size_t>(impl.size)) {
-      return invalidArgumentError(absl::StrCat(impl.where(op), what, "_splits has ",
-                                               splits.size(), " entries but the group has ",
-                                               impl.size, " ranks; pass one per rank"));
+      return invalidArgumentError(absl::StrCat(impl.where(op), what, "_splits has ", splits.size(),
+                                               " entries but the group has ", impl.size,
+                                               " ranks; pass one per rank"));
     }
     int64_t sum = 0;
     for (int64_t split : splits) {
@@ -798,10 +792,9 @@ ProcessGroup::WorkOr ProcessGroup::allToAllSingle(Tensor output, Tensor input,
       sum += split;
     }
     if (sum != rows) {
-      return invalidArgumentError(absl::StrCat(impl.where(op), what, "_splits [",
-                                               absl::StrJoin(splits, ", "), "] sum to ", sum,
-                                               " but ", what, " ", tensor.toString(), " has ",
-                                               rows, " rows; make them sum to dim 0"));
+      return invalidArgumentError(absl::StrCat(
+          impl.where(op), what, "_splits [", absl::StrJoin(splits, ", "), "] sum to ", sum, " but ",
+          what, " ", tensor.toString(), " has ", rows, " rows; make them sum to dim 0"));
     }
     return absl::OkStatus();
   };
@@ -812,17 +805,17 @@ ProcessGroup::WorkOr ProcessGroup::allToAllSingle(Tensor output, Tensor input,
   // With even splits every rank holds the same number of elements; with
   // explicit ones they may differ, and only the dtype is compared.
   const bool even = !explicit_splits;
-  return impl.issue({.op = op,
-                     .device = input.device(),
-                     .dtype = input.dtype(),
-                     .shapes = shapesOf({&input, &output}, {}),
-                     .numel = even ? input.numel() : 0,
-                     .common_shapes = even ? shapesOf({&input, &output}, {})
-                                           : std::vector<std::vector<int64_t>>{}},
-                    [=](Backend& backend, const CollectiveInfo& info) {
-                      return backend.allToAllSingle(output, input, output_splits, input_splits,
-                                                    resolved, info);
-                    });
+  return impl.issue(
+      {.op = op,
+       .device = input.device(),
+       .dtype = input.dtype(),
+       .shapes = shapesOf({&input, &output}, {}),
+       .numel = even ? input.numel() : 0,
+       .common_shapes =
+           even ? shapesOf({&input, &output}, {}) : std::vector<std::vector<int64_t>>{}},
+      [=](Backend& backend, const CollectiveInfo& info) {
+        return backend.allToAllSingle(output, input, output_splits, input_splits, resolved, info);
+      });
 }
 
 ProcessGroup::WorkOr ProcessGroup::barrier(const BarrierOptions& options) {
@@ -883,8 +876,8 @@ absl::StatusOr<std::vector<std::shared_ptr<Work>>> ProcessGroup::batchIsendIrecv
   for (size_t i = 0; i < ops.size(); ++i) {
     const P2POp& p = ops[i];
     const bool is_send = p.kind == P2POp::Kind::kSend;
-    const std::string op = absl::StrCat("batch_isend_irecv op ", i, " (",
-                                        is_send ? "send" : "recv", ")");
+    const std::string op =
+        absl::StrCat("batch_isend_irecv op ", i, " (", is_send ? "send" : "recv", ")");
     if (absl::Status s = impl.checkPeer(op, "peer", p.peer); !s.ok()) return s;
     if (absl::Status s = impl.checkSelf(op, p.tensor, "tensor"); !s.ok()) return s;
     if (p.tag < 0) {
@@ -897,7 +890,7 @@ absl::StatusOr<std::vector<std::shared_ptr<Work>>> ProcessGroup::batchIsendIrecv
     P2POptions options;
     options.tag = p.tag;
     WorkOr work = p.kind == P2POp::Kind::kSend ? send(p.tensor, p.peer, options)
-                                                : recv(p.tensor, p.peer, options);
+                                               : recv(p.tensor, p.peer, options);
     if (!work.ok()) {
       // The batch is all or nothing: give up on what was already posted.
       for (const std::shared_ptr<Work>& issued : works) issued->abort();
@@ -925,8 +918,8 @@ absl::Status ProcessGroup::monitoredBarrier(std::optional<absl::Duration> timeou
 // state the backend is in: every rank but 0 leaves an arrival key; rank 0
 // waits for them up to the timeout and publishes a verdict naming the
 // missing ranks, which every rank returns.
-absl::Status ProcessGroup::Impl::monitoredBarrier(const CollectiveInfo& info,
-                                                  absl::Duration limit, bool wait_all_ranks) {
+absl::Status ProcessGroup::Impl::monitoredBarrier(const CollectiveInfo& info, absl::Duration limit,
+                                                  bool wait_all_ranks) {
   const std::string base = absl::StrCat("monitored_barrier/", info.seq, "/");
   const std::string verdict_key = base + "verdict";
   if (rank != 0) {
@@ -965,9 +958,8 @@ absl::Status ProcessGroup::Impl::monitoredBarrier(const CollectiveInfo& info,
     }
     // Empty when the last ranks arrived just after the wait gave up.
     if (!missing.empty()) {
-      verdict = absl::StrCat(missing.size() == 1 ? "rank " : "ranks ",
-                             absl::StrJoin(missing, ", "), " did not arrive within ",
-                             absl::FormatDuration(limit),
+      verdict = absl::StrCat(missing.size() == 1 ? "rank " : "ranks ", absl::StrJoin(missing, ", "),
+                             " did not arrive within ", absl::FormatDuration(limit),
                              wait_all_ranks ? "" : " (the first missing rank; others not checked)",
                              "; check that they are alive and reach this barrier");
     }

@@ -61,8 +61,8 @@ class ProcessGroup {
   // A group of `size` ranks that meet through `store`; every rank calls this
   // with the same options (checked through the store).
   static absl::StatusOr<std::shared_ptr<ProcessGroup>> create(std::shared_ptr<Store> store,
-                                                             int rank, int size,
-                                                             ProcessGroupOptions options);
+                                                              int rank, int size,
+                                                              ProcessGroupOptions options);
   ~ProcessGroup();
 
   int rank() const;
@@ -80,22 +80,20 @@ class ProcessGroup {
   // "<this group's name>/<k>" for the k-th newGroup call and must be unique
   // on the store.
   absl::StatusOr<std::shared_ptr<ProcessGroup>> newGroup(std::vector<int> ranks,
-                                                        std::optional<std::string> name = {});
+                                                         std::optional<std::string> name = {});
 
   using WorkOr = absl::StatusOr<std::shared_ptr<Work>>;
 
   WorkOr broadcast(Tensor tensor, const BroadcastOptions& options = {});
   WorkOr allReduce(Tensor tensor, const AllReduceOptions& options = {});
   WorkOr reduce(Tensor tensor, const ReduceOptions& options = {});
-  WorkOr allGather(std::vector<Tensor> outputs, Tensor input,
-                   const AllGatherOptions& options = {});
+  WorkOr allGather(std::vector<Tensor> outputs, Tensor input, const AllGatherOptions& options = {});
   WorkOr allGatherIntoTensor(Tensor output, Tensor input, const AllGatherOptions& options = {});
   WorkOr gather(std::vector<Tensor> outputs, Tensor input, const GatherOptions& options = {});
   WorkOr scatter(Tensor output, std::vector<Tensor> inputs, const ScatterOptions& options = {});
   WorkOr reduceScatter(Tensor output, std::vector<Tensor> inputs,
                        const ReduceScatterOptions& options = {});
-  WorkOr reduceScatterTensor(Tensor output, Tensor input,
-                             const ReduceScatterOptions& options = {});
+  WorkOr reduceScatterTensor(Tensor output, Tensor input, const ReduceScatterOptions& options = {});
   WorkOr allToAll(std::vector<Tensor> outputs, std::vector<Tensor> inputs,
                   const AllToAllOptions& options = {});
   // Empty split lists mean equal splits of dim 0, as in PyTorch.

@@ -43,8 +43,7 @@ class Job {
     ASSERT_NE(server_, nullptr);
     for (int rank = 0; rank < size; ++rank) {
       std::vector<std::string> args = {absl::StrCat("--port=", server_->port()),
-                                       absl::StrCat("--rank=", rank),
-                                       absl::StrCat("--size=", size),
+                                       absl::StrCat("--rank=", rank), absl::StrCat("--size=", size),
                                        absl::StrCat("--scenario=", scenario)};
       args.insert(args.end(), flags.begin(), flags.end());
       absl::StatusOr<testing::Subprocess> process = testing::Subprocess::start(
@@ -125,8 +124,8 @@ TEST(ProcessGroupMultiprocessTest, ACallOneRankSkipsTimesOutAndDumpsTheRecorder)
   for (int r : {0, 2}) {
     const std::string error = job.readLine(r, absl::Seconds(20));
     EXPECT_THAT(error, StartsWith("error timeout")) << "rank " << r;
-    EXPECT_THAT(error, HasSubstr(absl::StrCat("all_reduce #2 in group default (rank ", r,
-                                              " of 3)")));
+    EXPECT_THAT(error,
+                HasSubstr(absl::StrCat("all_reduce #2 in group default (rank ", r, " of 3)")));
     EXPECT_EQ(job.exitCode(r), 2);
     std::ifstream dump(absl::StrCat(dir, "/default_rank", r, ".json"));
     ASSERT_TRUE(dump.good()) << "rank " << r << " left no dump in " << dir;
@@ -147,7 +146,8 @@ TEST(ProcessGroupMultiprocessTest, ChecksNameTheRankThatSkippedACall) {
   for (int r : {0, 2}) {
     const std::string error = job.readLine(r, absl::Seconds(20));
     EXPECT_THAT(error, StartsWith("error timeout")) << "rank " << r;
-    EXPECT_THAT(error, HasSubstr(absl::StrCat("rank ", r, " of 3: all_reduce #2 in group "
+    EXPECT_THAT(error, HasSubstr(absl::StrCat("rank ", r,
+                                              " of 3: all_reduce #2 in group "
                                               "default")));
     EXPECT_THAT(error, HasSubstr("rank 1 did not reach it"));
     EXPECT_EQ(job.exitCode(r), 2);

@@ -65,8 +65,8 @@ absl::Status waitFor(const absl::StatusOr<std::shared_ptr<Work>>& work) {
 absl::Status expectValues(const std::string& what, const Buffer& got,
                           const std::vector<double>& want) {
   if (got.values() == want) return absl::OkStatus();
-  return backendError(absl::StrCat(what, ": got [", absl::StrJoin(got.values(), ", "),
-                                   "], want [", absl::StrJoin(want, ", "), "]"));
+  return backendError(absl::StrCat(what, ": got [", absl::StrJoin(got.values(), ", "), "], want [",
+                                   absl::StrJoin(want, ", "), "]"));
 }
 
 // One call of each kind, checked against values computed here.
@@ -112,8 +112,7 @@ absl::Status collectives(ProcessGroup& group) {
   const absl::StatusOr<std::shared_ptr<Work>> sent = group.send(out.tensor(), (me + 1) % n);
   if (absl::Status s = waitFor(group.recv(in.tensor(), (me + n - 1) % n)); !s.ok()) return s;
   if (absl::Status s = waitFor(sent); !s.ok()) return s;
-  if (absl::Status s = expectValues("recv", in, {static_cast<double>((me + n - 1) % n)});
-      !s.ok()) {
+  if (absl::Status s = expectValues("recv", in, {static_cast<double>((me + n - 1) % n)}); !s.ok()) {
     return s;
   }
   return waitFor(group.barrier());
@@ -125,8 +124,7 @@ int loop(ProcessGroup& group) {
   for (int i = 0;; ++i) {
     const absl::Time start = absl::Now();
     if (absl::Status s = waitFor(group.allReduce(buffer.tensor())); !s.ok()) {
-      report(absl::StrCat("failed after ", absl::ToInt64Milliseconds(absl::Now() - start),
-                          " ms"));
+      report(absl::StrCat("failed after ", absl::ToInt64Milliseconds(absl::Now() - start), " ms"));
       return fail(s);
     }
     if (i == 0) report("looping");

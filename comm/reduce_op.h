@@ -24,9 +24,9 @@ enum class ReduceOp : uint8_t {
   kBxor,
 };
 
-inline constexpr ReduceOp kAllReduceOps[] = {ReduceOp::kSum,  ReduceOp::kProduct, ReduceOp::kMin,
-                                             ReduceOp::kMax,  ReduceOp::kAvg,     ReduceOp::kBand,
-                                             ReduceOp::kBor,  ReduceOp::kBxor};
+inline constexpr ReduceOp kAllReduceOps[] = {ReduceOp::kSum, ReduceOp::kProduct, ReduceOp::kMin,
+                                             ReduceOp::kMax, ReduceOp::kAvg,     ReduceOp::kBand,
+                                             ReduceOp::kBor, ReduceOp::kBxor};
 
 // "sum", "product", "min", "max", "avg", "band", "bor", "bxor".
 std::string_view reduceOpName(ReduceOp op);

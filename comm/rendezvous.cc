@@ -55,34 +55,29 @@ struct ParsedUrl {
   std::optional<int> world_size;
 };
 
-absl::string_view av(std::string_view text) {
-  return absl::string_view(text.data(), text.size());
-}
+absl::string_view av(std::string_view text) { return absl::string_view(text.data(), text.size()); }
 
 absl::StatusOr<int> parseInt(std::string_view field, std::string_view value,
                              std::string_view where) {
   int parsed = 0;
   if (!absl::SimpleAtoi(av(value), &parsed)) {
-    return invalidArgumentError(absl::StrFormat(
-        "%s=%s in %s is not an integer; set it to a number such as 0",
-        av(field), av(value), av(where)));
+    return invalidArgumentError(
+        absl::StrFormat("%s=%s in %s is not an integer; set it to a number such as 0", av(field),
+                        av(value), av(where)));
   }
   return parsed;
 }
 
-absl::StatusOr<uint16_t> parsePort(std::string_view value,
-                                   std::string_view where) {
+absl::StatusOr<uint16_t> parsePort(std::string_view value, std::string_view where) {
   int port = 0;
   if (!absl::SimpleAtoi(av(value), &port) || port < 1 || port > 65535) {
     return invalidArgumentError(absl::StrFormat(
-        "port '%s' in %s is not a port number in [1, 65535]", av(value),
-        av(where)));
+        "port '%s' in %s is not a port number in [1, 65535]", av(value), av(where)));
   }
   return static_cast<uint16_t>(port);
 }
 
-absl::Status parseQuery(std::string_view query, std::string_view url,
-                        ParsedUrl& parsed) {
+absl::Status parseQuery(std::string_view query, std::string_view url, ParsedUrl& parsed) {
   if (query.empty()) return absl::OkStatus();
   for (absl::string_view item : absl::StrSplit(av(query), '&')) {
     if (item.empty()) continue;
@@ -91,10 +86,10 @@ absl::Status parseQuery(std::string_view query, std::string_view url,
     const std::string_view name(pair.first.data(), pair.first.size());
     const std::string_view value(pair.second.data(), pair.second.size());
     if (name != "rank" && name != "world_size") {
-      return invalidArgumentError(absl::StrFormat(
-          "unknown parameter '%s' in %s; the init method accepts rank and "
-          "world_size",
-          av(name), av(url)));
+      return invalidArgumentError(
+          absl::StrFormat("unknown parameter '%s' in %s; the init method accepts rank and "
+                          "world_size",
+                          av(name), av(url)));
     }
     absl::StatusOr<int> number = parseInt(name, value, url);
     if (!number.ok()) return number.status();
@@ -106,10 +101,10 @@ absl::Status parseQuery(std::string_view query, std::string_view url,
 absl::StatusOr<ParsedUrl> parseUrl(const std::string& url) {
   const size_t scheme_end = url.find("://");
   if (scheme_end == std::string::npos) {
-    return invalidArgumentError(absl::StrFormat(
-        "init method '%s' has no scheme; use env://, tcp://host:port or "
-        "file:///path",
-        url));
+    return invalidArgumentError(
+        absl::StrFormat("init method '%s' has no scheme; use env://, tcp://host:port or "
+                        "file:///path",
+                        url));
   }
   ParsedUrl parsed;
   parsed.scheme = url.substr(0, scheme_end);
@@ -121,35 +116,32 @@ absl::StatusOr<ParsedUrl> parseUrl(const std::string& url) {
   }
   if (parsed.scheme == "env") {
     if (!rest.empty()) {
-      return invalidArgumentError(absl::StrFormat(
-          "env:// takes its address from MASTER_ADDR and MASTER_PORT, but %s "
-          "names one; use tcp://host:port to give it in the url",
-          url));
+      return invalidArgumentError(
+          absl::StrFormat("env:// takes its address from MASTER_ADDR and MASTER_PORT, but %s "
+                          "names one; use tcp://host:port to give it in the url",
+                          url));
     }
   } else if (parsed.scheme == "tcp") {
     std::string_view host;
     std::string_view port;
     if (!rest.empty() && rest.front() == '[') {
       const size_t close = rest.find(']');
-      if (close == std::string_view::npos ||
-          rest.substr(close + 1, 1) != ":") {
-        return invalidArgumentError(absl::StrFormat(
-            "cannot parse '%s'; write tcp://[ipv6]:port", url));
+      if (close == std::string_view::npos || rest.substr(close + 1, 1) != ":") {
+        return invalidArgumentError(
+            absl::StrFormat("cannot parse '%s'; write tcp://[ipv6]:port", url));
       }
       host = rest.substr(1, close - 1);
       port = rest.substr(close + 2);
     } else {
       const size_t colon = rest.rfind(':');
       if (colon == std::string_view::npos) {
-        return invalidArgumentError(absl::StrFormat(
-            "%s has no port; write tcp://host:port", url));
+        return invalidArgumentError(absl::StrFormat("%s has no port; write tcp://host:port", url));
       }
       host = rest.substr(0, colon);
       port = rest.substr(colon + 1);
     }
     if (host.empty()) {
-      return invalidArgumentError(absl::StrFormat(
-          "%s has no host; write tcp://host:port", url));
+      return invalidArgumentError(absl::StrFormat("%s has no host; write tcp://host:port", url));
     }
     absl::StatusOr<uint16_t> number = parsePort(port, url);
     if (!number.ok()) return number.status();
@@ -157,15 +149,15 @@ absl::StatusOr<ParsedUrl> parseUrl(const std::string& url) {
     parsed.port = *number;
   } else if (parsed.scheme == "file") {
     if (rest.empty()) {
-      return invalidArgumentError(absl::StrFormat(
-          "%s has no path; write file:///path/to/shared/file", url));
+      return invalidArgumentError(
+          absl::StrFormat("%s has no path; write file:///path/to/shared/file", url));
     }
     parsed.path = std::string(rest);
   } else {
-    return invalidArgumentError(absl::StrFormat(
-        "unsupported init method '%s://'; use env://, tcp://host:port or "
-        "file:///path",
-        parsed.scheme));
+    return invalidArgumentError(
+        absl::StrFormat("unsupported init method '%s://'; use env://, tcp://host:port or "
+                        "file:///path",
+                        parsed.scheme));
   }
   if (absl::Status status = parseQuery(query, url, parsed); !status.ok()) {
     return status;
@@ -174,15 +166,13 @@ absl::StatusOr<ParsedUrl> parseUrl(const std::string& url) {
 }
 
 // Combines the places a value may come from; they must agree.
-absl::StatusOr<std::optional<int>> merge(std::string_view name,
-                                         std::optional<int> first,
-                                         std::string_view first_source,
-                                         std::optional<int> second,
+absl::StatusOr<std::optional<int>> merge(std::string_view name, std::optional<int> first,
+                                         std::string_view first_source, std::optional<int> second,
                                          std::string_view second_source) {
   if (first.has_value() && second.has_value() && *first != *second) {
-    return invalidArgumentError(absl::StrFormat(
-        "%s is %d in %s but %d in %s; give it once, or the same in both",
-        av(name), *first, av(first_source), *second, av(second_source)));
+    return invalidArgumentError(
+        absl::StrFormat("%s is %d in %s but %d in %s; give it once, or the same in both", av(name),
+                        *first, av(first_source), *second, av(second_source)));
   }
   return first.has_value() ? first : second;
 }
@@ -193,8 +183,7 @@ std::string makeClaim() {
   std::random_device device;
   const uint64_t nonce =
       (static_cast<uint64_t>(device()) << 32) ^ device() ^
-      static_cast<uint64_t>(
-          std::chrono::steady_clock::now().time_since_epoch().count());
+      static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count());
   return absl::StrFormat("pid %d on host %s (%016x)", ::getpid(), host, nonce);
 }
 
@@ -216,10 +205,8 @@ void markSeen(Store& store) {
 // last rank arrived just as this one gave up).
 absl::Status publish(Store& store, int rank, absl::Status error) {
   const std::string outcome =
-      absl::StrCat("error\n", static_cast<int>(error.code()), "\n", rank,
-                   "\n", error.message());
-  absl::StatusOr<Bytes> decided =
-      store.compareSet(kOutcomeKey, {}, toBytes(outcome));
+      absl::StrCat("error\n", static_cast<int>(error.code()), "\n", rank, "\n", error.message());
+  absl::StatusOr<Bytes> decided = store.compareSet(kOutcomeKey, {}, toBytes(outcome));
   if (decided.ok() && toString(*decided) == kOk) return absl::OkStatus();
   markSeen(store);
   return error;
@@ -227,17 +214,15 @@ absl::Status publish(Store& store, int rank, absl::Status error) {
 
 // The error of a failure that another rank published.
 absl::Status publishedError(absl::string_view outcome) {
-  const std::vector<absl::string_view> parts =
-      absl::StrSplit(outcome, absl::MaxSplits('\n', 3));
+  const std::vector<absl::string_view> parts = absl::StrSplit(outcome, absl::MaxSplits('\n', 3));
   int code = 0;
   int rank = -1;
-  if (parts.size() != 4 || parts[0] != "error" ||
-      !absl::SimpleAtoi(parts[1], &code) || !absl::SimpleAtoi(parts[2], &rank)) {
-    return storeError(
-        absl::StrFormat("the rendezvous outcome '%s' is not one this build "
-                        "writes; run every rank from the same build",
-                        absl::CHexEscape(outcome)),
-        absl::StatusCode::kInternal);
+  if (parts.size() != 4 || parts[0] != "error" || !absl::SimpleAtoi(parts[1], &code) ||
+      !absl::SimpleAtoi(parts[2], &rank)) {
+    return storeError(absl::StrFormat("the rendezvous outcome '%s' is not one this build "
+                                      "writes; run every rank from the same build",
+                                      absl::CHexEscape(outcome)),
+                      absl::StatusCode::kInternal);
   }
   const auto status_code = static_cast<absl::StatusCode>(code);
   return makeError(errorKind(absl::Status(status_code, "failed")), status_code,
@@ -256,8 +241,7 @@ std::vector<int> missingRanks(Store& store, int world_size) {
 
 std::string describeRanks(const std::vector<int>& ranks) {
   constexpr size_t kShown = 16;
-  std::vector<int> shown(ranks.begin(),
-                         ranks.begin() + std::min(ranks.size(), kShown));
+  std::vector<int> shown(ranks.begin(), ranks.begin() + std::min(ranks.size(), kShown));
   std::string text = absl::StrCat("[", absl::StrJoin(shown, ", "));
   if (ranks.size() > kShown) {
     absl::StrAppend(&text, ", and ", ranks.size() - kShown, " more");
@@ -265,53 +249,45 @@ std::string describeRanks(const std::vector<int>& ranks) {
   return absl::StrCat(text, "]");
 }
 
-absl::Status joinAndAwaitOutcome(Store& store, const std::string& url,
-                                 int rank, int world_size,
-                                 const Deadline& deadline,
-                                 absl::Duration timeout) {
+absl::Status joinAndAwaitOutcome(Store& store, const std::string& url, int rank, int world_size,
+                                 const Deadline& deadline, absl::Duration timeout) {
   const std::string my_size = absl::StrCat(world_size);
-  absl::StatusOr<Bytes> agreed =
-      store.compareSet(kWorldSizeKey, {}, toBytes(my_size));
+  absl::StatusOr<Bytes> agreed = store.compareSet(kWorldSizeKey, {}, toBytes(my_size));
   if (!agreed.ok()) return agreed.status();
   if (toString(*agreed) != my_size) {
-    return publish(store, rank,
-                   storeError(absl::StrFormat(
-                       "world size mismatch at %s: rank %d was started with "
-                       "world_size %d but the ranks before it use world_size "
-                       "%s; give every rank the same WORLD_SIZE",
-                       url, rank, world_size, toString(*agreed))));
+    return publish(
+        store, rank,
+        storeError(absl::StrFormat("world size mismatch at %s: rank %d was started with "
+                                   "world_size %d but the ranks before it use world_size "
+                                   "%s; give every rank the same WORLD_SIZE",
+                                   url, rank, world_size, toString(*agreed))));
   }
   const std::string claim = makeClaim();
-  absl::StatusOr<Bytes> owner =
-      store.compareSet(rankKey(rank), {}, toBytes(claim));
+  absl::StatusOr<Bytes> owner = store.compareSet(rankKey(rank), {}, toBytes(claim));
   if (!owner.ok()) return owner.status();
   if (toString(*owner) != claim) {
     return publish(store, rank,
-                   storeError(absl::StrFormat(
-                                  "duplicate rank at %s: rank %d is claimed by "
-                                  "%s and again by %s; give every process its "
-                                  "own RANK in [0, %d)",
-                                  url, rank, toString(*owner), claim,
-                                  world_size),
+                   storeError(absl::StrFormat("duplicate rank at %s: rank %d is claimed by "
+                                              "%s and again by %s; give every process its "
+                                              "own RANK in [0, %d)",
+                                              url, rank, toString(*owner), claim, world_size),
                               absl::StatusCode::kAlreadyExists));
   }
   absl::StatusOr<int64_t> arrived = store.add(kArrivedKey, 1);
   if (!arrived.ok()) return arrived.status();
   if (*arrived == world_size) {
-    absl::StatusOr<Bytes> set =
-        store.compareSet(kOutcomeKey, {}, toBytes(std::string(kOk)));
+    absl::StatusOr<Bytes> set = store.compareSet(kOutcomeKey, {}, toBytes(std::string(kOk)));
     if (!set.ok()) return set.status();
   }
   absl::Status waited = store.wait({kOutcomeKey}, deadline.remaining());
   if (errorKind(waited) == ErrorKind::kTimeout) {
-    return publish(
-        store, rank,
-        timeoutError(absl::StrFormat(
-            "rendezvous at %s timed out after %s: rank(s) %s of world_size %d "
-            "never arrived; start them with the same init method and world "
-            "size, or raise the timeout",
-            url, absl::FormatDuration(timeout),
-            describeRanks(missingRanks(store, world_size)), world_size)));
+    return publish(store, rank,
+                   timeoutError(absl::StrFormat(
+                       "rendezvous at %s timed out after %s: rank(s) %s of world_size %d "
+                       "never arrived; start them with the same init method and world "
+                       "size, or raise the timeout",
+                       url, absl::FormatDuration(timeout),
+                       describeRanks(missingRanks(store, world_size)), world_size)));
   }
   if (!waited.ok()) return waited;
   absl::StatusOr<Bytes> outcome = store.get(kOutcomeKey);
@@ -328,11 +304,9 @@ absl::Status joinAndAwaitOutcome(Store& store, const std::string& url,
 // failure, or until shortly after the deadline. Taking it down at once
 // would leave a late rank with "connection refused", or a fresh empty file,
 // instead of the cause.
-absl::Status runProtocol(Store& store, const std::string& url, int rank,
-                         int world_size, const Deadline& deadline,
-                         absl::Duration timeout, bool keeps_store_alive) {
-  absl::Status status =
-      joinAndAwaitOutcome(store, url, rank, world_size, deadline, timeout);
+absl::Status runProtocol(Store& store, const std::string& url, int rank, int world_size,
+                         const Deadline& deadline, absl::Duration timeout, bool keeps_store_alive) {
+  absl::Status status = joinAndAwaitOutcome(store, url, rank, world_size, deadline, timeout);
   if (!status.ok() && keeps_store_alive) {
     // Before the deadline, ranks yet to come should learn the cause too;
     // after it, only those already waiting for the outcome.
@@ -343,8 +317,7 @@ absl::Status runProtocol(Store& store, const std::string& url, int rank,
       if (waiting.ok()) ranks_to_tell = *waiting;
       linger = kLingerGrace;
     }
-    store.wait({absl::StrCat(kSeenKey, "/", ranks_to_tell)}, linger)
-        .IgnoreError();
+    store.wait({absl::StrCat(kSeenKey, "/", ranks_to_tell)}, linger).IgnoreError();
   }
   return status;
 }
@@ -379,8 +352,7 @@ absl::StatusOr<RendezvousResult> rendezvous(const std::string& url,
           "env:// rendezvous needs MASTER_PORT (the store port on rank 0); set "
           "it, as torchrun does, or use tcp://host:port");
     }
-    absl::StatusOr<uint16_t> port_number =
-        parsePort(*port, "environment variable MASTER_PORT");
+    absl::StatusOr<uint16_t> port_number = parsePort(*port, "environment variable MASTER_PORT");
     if (!port_number.ok()) return port_number.status();
     parsed->host = *addr;
     parsed->port = *port_number;
@@ -399,44 +371,41 @@ absl::StatusOr<RendezvousResult> rendezvous(const std::string& url,
       merge("rank", parsed->rank, "the url", options.rank, "the options");
   if (!rank.ok()) return rank.status();
   absl::StatusOr<std::optional<int>> world_size =
-      merge("world_size", parsed->world_size, "the url", options.world_size,
-            "the options");
+      merge("world_size", parsed->world_size, "the url", options.world_size, "the options");
   if (!world_size.ok()) return world_size.status();
   if (parsed->scheme == "env") {
     rank = merge("rank", *rank, "the url or options", env_rank, "RANK");
     if (!rank.ok()) return rank.status();
-    world_size = merge("world_size", *world_size, "the url or options",
-                       env_world_size, "WORLD_SIZE");
+    world_size =
+        merge("world_size", *world_size, "the url or options", env_world_size, "WORLD_SIZE");
     if (!world_size.ok()) return world_size.status();
   }
-  const std::string where = parsed->scheme == "env"
-                                ? "set RANK and WORLD_SIZE, as torchrun does"
-                                : "add ?rank=R&world_size=N to the url";
+  const std::string where = parsed->scheme == "env" ? "set RANK and WORLD_SIZE, as torchrun does"
+                                                    : "add ?rank=R&world_size=N to the url";
   if (!world_size->has_value()) {
-    return invalidArgumentError(absl::StrFormat(
-        "%s:// rendezvous needs the world size; %s or pass it in the options",
-        parsed->scheme, where));
+    return invalidArgumentError(
+        absl::StrFormat("%s:// rendezvous needs the world size; %s or pass it in the options",
+                        parsed->scheme, where));
   }
   if (!rank->has_value()) {
-    return invalidArgumentError(absl::StrFormat(
-        "%s:// rendezvous needs this process's rank; %s or pass it in the "
-        "options",
-        parsed->scheme, where));
+    return invalidArgumentError(
+        absl::StrFormat("%s:// rendezvous needs this process's rank; %s or pass it in the "
+                        "options",
+                        parsed->scheme, where));
   }
   result.rank = **rank;
   result.world_size = **world_size;
   if (result.world_size < 1) {
-    return invalidArgumentError(absl::StrFormat(
-        "world_size is %d; it must be at least 1", result.world_size));
+    return invalidArgumentError(
+        absl::StrFormat("world_size is %d; it must be at least 1", result.world_size));
   }
   if (result.rank < 0 || result.rank >= result.world_size) {
-    return invalidArgumentError(absl::StrFormat(
-        "rank %d is outside [0, %d) for world_size %d", result.rank,
-        result.world_size, result.world_size));
+    return invalidArgumentError(absl::StrFormat("rank %d is outside [0, %d) for world_size %d",
+                                                result.rank, result.world_size, result.world_size));
   }
   if (result.local_rank.has_value() && *result.local_rank < 0) {
-    return invalidArgumentError(absl::StrFormat(
-        "LOCAL_RANK is %d; it must be at least 0", *result.local_rank));
+    return invalidArgumentError(
+        absl::StrFormat("LOCAL_RANK is %d; it must be at least 0", *result.local_rank));
   }
 
   if (parsed->scheme == "file") {
@@ -454,14 +423,13 @@ absl::StatusOr<RendezvousResult> rendezvous(const std::string& url,
     if (store_options.token.empty()) {
       store_options.token = getenv("LOOM_STORE_TOKEN").value_or("");
     }
-    absl::StatusOr<std::unique_ptr<TCPStore>> store =
-        TCPStore::create(store_options);
+    absl::StatusOr<std::unique_ptr<TCPStore>> store = TCPStore::create(store_options);
     if (!store.ok()) {
       if (result.rank == 0 && errorKind(store.status()) == ErrorKind::kNetwork) {
-        return networkError(absl::StrFormat(
-            "rank 0 cannot serve the store for %s: %s; is another job, or a "
-            "second rank 0, using that port?",
-            url, store.status().message()));
+        return networkError(
+            absl::StrFormat("rank 0 cannot serve the store for %s: %s; is another job, or a "
+                            "second rank 0, using that port?",
+                            url, store.status().message()));
       }
       return store.status();
     }
@@ -469,11 +437,9 @@ absl::StatusOr<RendezvousResult> rendezvous(const std::string& url,
   }
 
   PrefixStore protocol_store(kRendezvousPrefix, result.store);
-  if (absl::Status status =
-          runProtocol(protocol_store, url, result.rank, result.world_size,
-                      deadline, options.timeout,
-                      /*keeps_store_alive=*/parsed->scheme == "file" ||
-                          result.rank == 0);
+  if (absl::Status status = runProtocol(
+          protocol_store, url, result.rank, result.world_size, deadline, options.timeout,
+          /*keeps_store_alive=*/parsed->scheme == "file" || result.rank == 0);
       !status.ok()) {
     return status;
   }

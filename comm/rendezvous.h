@@ -48,8 +48,8 @@ struct RendezvousResult {
 // the field or rank at fault: a missing or malformed field (invalid
 // argument), ranks that disagree on the world size or claim the same rank
 // (store error), and ranks that never arrive (timeout, listing them).
-absl::StatusOr<RendezvousResult> rendezvous(
-    const std::string& url, const RendezvousOptions& options = {});
+absl::StatusOr<RendezvousResult> rendezvous(const std::string& url,
+                                            const RendezvousOptions& options = {});
 
 }  // namespace loom::comm
 

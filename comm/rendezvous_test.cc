@@ -46,20 +46,17 @@ uint16_t unusedPort() {
 }
 
 std::string tempPath(const std::string& name) {
-  return (std::filesystem::path(::testing::TempDir()) /
-          absl::StrCat(name, "_", ::getpid()))
+  return (std::filesystem::path(::testing::TempDir()) / absl::StrCat(name, "_", ::getpid()))
       .string();
 }
 
 using Environment = std::map<std::string, std::string>;
 
-RendezvousOptions withEnvironment(Environment environment,
-                                  absl::Duration timeout = kTimeout) {
+RendezvousOptions withEnvironment(Environment environment, absl::Duration timeout = kTimeout) {
   RendezvousOptions options;
   options.timeout = timeout;
-  options.getenv =
-      [environment = std::move(environment)](
-          const std::string& name) -> std::optional<std::string> {
+  options.getenv = [environment = std::move(environment)](
+                       const std::string& name) -> std::optional<std::string> {
     auto it = environment.find(name);
     if (it == environment.end()) return std::nullopt;
     return it->second;
@@ -71,13 +68,11 @@ RendezvousOptions withEnvironment(Environment environment,
 // own thread as the ranks of one job, and returns their results in order.
 std::vector<absl::StatusOr<RendezvousResult>> runRanks(
     const std::vector<std::pair<std::string, RendezvousOptions>>& ranks) {
-  std::vector<absl::StatusOr<RendezvousResult>> results(
-      ranks.size(), absl::UnknownError("not run"));
+  std::vector<absl::StatusOr<RendezvousResult>> results(ranks.size(),
+                                                        absl::UnknownError("not run"));
   std::vector<std::thread> threads;
   for (size_t i = 0; i < ranks.size(); ++i) {
-    threads.emplace_back([&, i] {
-      results[i] = rendezvous(ranks[i].first, ranks[i].second);
-    });
+    threads.emplace_back([&, i] { results[i] = rendezvous(ranks[i].first, ranks[i].second); });
   }
   for (std::thread& thread : threads) thread.join();
   return results;
@@ -90,8 +85,7 @@ RendezvousOptions timeoutOptions(absl::Duration timeout) {
 }
 
 std::string tcpUrl(uint16_t port, int rank, int world_size) {
-  return absl::StrCat("tcp://127.0.0.1:", port, "?rank=", rank,
-                      "&world_size=", world_size);
+  return absl::StrCat("tcp://127.0.0.1:", port, "?rank=", rank, "&world_size=", world_size);
 }
 
 TEST(RendezvousTest, EnvInitMethodAcrossProcessesAsTorchrunSetsIt) {
@@ -100,19 +94,16 @@ TEST(RendezvousTest, EnvInitMethodAcrossProcessesAsTorchrunSetsIt) {
   std::vector<testing::Subprocess> ranks;
   for (int rank = 0; rank < kWorld; ++rank) {
     absl::StatusOr<testing::Subprocess> process = testing::Subprocess::start(
-        testing::runfilePath("comm/store_test_helper"),
-        {"--mode=rendezvous", "--url=env://"},
-        {"MASTER_ADDR=127.0.0.1", absl::StrCat("MASTER_PORT=", port),
-         absl::StrCat("RANK=", rank), absl::StrCat("WORLD_SIZE=", kWorld),
-         absl::StrCat("LOCAL_RANK=", rank)});
+        testing::runfilePath("comm/store_test_helper"), {"--mode=rendezvous", "--url=env://"},
+        {"MASTER_ADDR=127.0.0.1", absl::StrCat("MASTER_PORT=", port), absl::StrCat("RANK=", rank),
+         absl::StrCat("WORLD_SIZE=", kWorld), absl::StrCat("LOCAL_RANK=", rank)});
     ASSERT_TRUE(process.ok()) << process.status();
     ranks.push_back(std::move(*process));
   }
   for (int rank = 0; rank < kWorld; ++rank) {
     absl::StatusOr<std::string> line = ranks[rank].readLine(absl::Seconds(60));
     ASSERT_TRUE(line.ok()) << line.status();
-    EXPECT_EQ(*line, absl::StrCat("rank ", rank, " world_size ", kWorld,
-                                  " local_rank ", rank));
+    EXPECT_EQ(*line, absl::StrCat("rank ", rank, " world_size ", kWorld, " local_rank ", rank));
   }
   for (testing::Subprocess& process : ranks) {
     absl::StatusOr<int> code = process.wait(absl::Seconds(30));
@@ -129,16 +120,14 @@ TEST(RendezvousTest, FileInitMethodAcrossProcesses) {
     absl::StatusOr<testing::Subprocess> process = testing::Subprocess::start(
         testing::runfilePath("comm/store_test_helper"),
         {"--mode=rendezvous",
-         absl::StrCat("--url=file://", path, "?rank=", rank,
-                      "&world_size=", kWorld)});
+         absl::StrCat("--url=file://", path, "?rank=", rank, "&world_size=", kWorld)});
     ASSERT_TRUE(process.ok()) << process.status();
     ranks.push_back(std::move(*process));
   }
   for (int rank = 0; rank < kWorld; ++rank) {
     absl::StatusOr<std::string> line = ranks[rank].readLine(absl::Seconds(60));
     ASSERT_TRUE(line.ok()) << line.status();
-    EXPECT_EQ(*line, absl::StrCat("rank ", rank, " world_size ", kWorld,
-                                  " local_rank -1"));
+    EXPECT_EQ(*line, absl::StrCat("rank ", rank, " world_size ", kWorld, " local_rank -1"));
   }
   for (testing::Subprocess& process : ranks) {
     absl::StatusOr<int> code = process.wait(absl::Seconds(30));
@@ -184,39 +173,28 @@ TEST(RendezvousTest, RankAndWorldSizeMayComeFromTheOptions) {
 }
 
 TEST(RendezvousTest, EnvInitMethodNamesEachMissingOrMalformedVariable) {
-  const Environment complete = {{"MASTER_ADDR", "127.0.0.1"},
-                                {"MASTER_PORT", "29500"},
-                                {"RANK", "0"},
-                                {"WORLD_SIZE", "1"}};
+  const Environment complete = {
+      {"MASTER_ADDR", "127.0.0.1"}, {"MASTER_PORT", "29500"}, {"RANK", "0"}, {"WORLD_SIZE", "1"}};
   const std::vector<std::pair<Environment, std::string>> cases = {
-      {{{"MASTER_PORT", "29500"}, {"RANK", "0"}, {"WORLD_SIZE", "1"}},
-       "MASTER_ADDR"},
-      {{{"MASTER_ADDR", "127.0.0.1"}, {"RANK", "0"}, {"WORLD_SIZE", "1"}},
-       "MASTER_PORT"},
-      {{{"MASTER_ADDR", "127.0.0.1"}, {"MASTER_PORT", "29500"}, {"RANK", "0"}},
-       "WORLD_SIZE"},
-      {{{"MASTER_ADDR", "127.0.0.1"},
-        {"MASTER_PORT", "29500"},
-        {"WORLD_SIZE", "1"}},
-       "RANK"},
+      {{{"MASTER_PORT", "29500"}, {"RANK", "0"}, {"WORLD_SIZE", "1"}}, "MASTER_ADDR"},
+      {{{"MASTER_ADDR", "127.0.0.1"}, {"RANK", "0"}, {"WORLD_SIZE", "1"}}, "MASTER_PORT"},
+      {{{"MASTER_ADDR", "127.0.0.1"}, {"MASTER_PORT", "29500"}, {"RANK", "0"}}, "WORLD_SIZE"},
+      {{{"MASTER_ADDR", "127.0.0.1"}, {"MASTER_PORT", "29500"}, {"WORLD_SIZE", "1"}}, "RANK"},
   };
   for (const auto& [environment, missing] : cases) {
-    absl::StatusOr<RendezvousResult> result =
-        rendezvous("env://", withEnvironment(environment));
+    absl::StatusOr<RendezvousResult> result = rendezvous("env://", withEnvironment(environment));
     ASSERT_FALSE(result.ok()) << missing;
     EXPECT_EQ(errorKind(result.status()), ErrorKind::kInvalidArgument);
     EXPECT_THAT(std::string(result.status().message()), HasSubstr(missing));
   }
   const std::vector<std::pair<std::string, std::string>> malformed = {
-      {"MASTER_PORT", "abc"},  {"MASTER_PORT", "70000"},
-      {"MASTER_PORT", "0"},    {"RANK", "one"},
-      {"WORLD_SIZE", "2.5"},   {"LOCAL_RANK", "x"},
+      {"MASTER_PORT", "abc"}, {"MASTER_PORT", "70000"}, {"MASTER_PORT", "0"},
+      {"RANK", "one"},        {"WORLD_SIZE", "2.5"},    {"LOCAL_RANK", "x"},
   };
   for (const auto& [name, value] : malformed) {
     Environment environment = complete;
     environment[name] = value;
-    absl::StatusOr<RendezvousResult> result =
-        rendezvous("env://", withEnvironment(environment));
+    absl::StatusOr<RendezvousResult> result = rendezvous("env://", withEnvironment(environment));
     ASSERT_FALSE(result.ok()) << name << "=" << value;
     EXPECT_EQ(errorKind(result.status()), ErrorKind::kInvalidArgument);
     EXPECT_THAT(std::string(result.status().message()), HasSubstr(value));
@@ -239,12 +217,10 @@ TEST(RendezvousTest, MalformedUrlsAndValuesAreInvalidArguments) {
       {"env://somehost:1234", "MASTER_ADDR"},
   };
   for (const auto& [url, expected] : cases) {
-    absl::StatusOr<RendezvousResult> result =
-        rendezvous(url, timeoutOptions(absl::Seconds(1)));
+    absl::StatusOr<RendezvousResult> result = rendezvous(url, timeoutOptions(absl::Seconds(1)));
     ASSERT_FALSE(result.ok()) << url;
     EXPECT_EQ(errorKind(result.status()), ErrorKind::kInvalidArgument) << url;
-    EXPECT_THAT(std::string(result.status().message()), HasSubstr(expected))
-        << url;
+    EXPECT_THAT(std::string(result.status().message()), HasSubstr(expected)) << url;
   }
   RendezvousOptions options = timeoutOptions(absl::Seconds(1));
   options.rank = 1;
@@ -264,32 +240,25 @@ TEST(RendezvousTest, AWorldSizeMismatchFailsEveryRank) {
   });
   for (const absl::StatusOr<RendezvousResult>& result : results) {
     ASSERT_FALSE(result.ok());
-    EXPECT_EQ(errorKind(result.status()), ErrorKind::kStore)
-        << result.status();
-    EXPECT_THAT(std::string(result.status().message()),
-                HasSubstr("world size mismatch"));
+    EXPECT_EQ(errorKind(result.status()), ErrorKind::kStore) << result.status();
+    EXPECT_THAT(std::string(result.status().message()), HasSubstr("world size mismatch"));
   }
 }
 
 TEST(RendezvousTest, ADuplicateRankIsNamed) {
   const std::string path = tempPath("rendezvous_duplicate");
-  const std::string url =
-      absl::StrCat("file://", path, "?rank=1&world_size=3");
+  const std::string url = absl::StrCat("file://", path, "?rank=1&world_size=3");
   const std::vector<absl::StatusOr<RendezvousResult>> results = runRanks({
-      {absl::StrCat("file://", path, "?rank=0&world_size=3"),
-       timeoutOptions(kTimeout)},
+      {absl::StrCat("file://", path, "?rank=0&world_size=3"), timeoutOptions(kTimeout)},
       {url, timeoutOptions(kTimeout)},
       {url, timeoutOptions(kTimeout)},
   });
   int named = 0;
   for (const absl::StatusOr<RendezvousResult>& result : results) {
     ASSERT_FALSE(result.ok());
-    EXPECT_EQ(errorKind(result.status()), ErrorKind::kStore)
-        << result.status();
-    if (absl::StrContains(result.status().message(),
-                          "duplicate rank at file://")) {
-      EXPECT_THAT(std::string(result.status().message()),
-                  HasSubstr("rank 1 is claimed by pid"));
+    EXPECT_EQ(errorKind(result.status()), ErrorKind::kStore) << result.status();
+    if (absl::StrContains(result.status().message(), "duplicate rank at file://")) {
+      EXPECT_THAT(std::string(result.status().message()), HasSubstr("rank 1 is claimed by pid"));
       ++named;
     }
   }
@@ -305,8 +274,7 @@ TEST(RendezvousTest, ATimeoutNamesTheRanksThatNeverArrived) {
   });
   for (const absl::StatusOr<RendezvousResult>& result : results) {
     ASSERT_FALSE(result.ok());
-    EXPECT_EQ(errorKind(result.status()), ErrorKind::kTimeout)
-        << result.status();
+    EXPECT_EQ(errorKind(result.status()), ErrorKind::kTimeout) << result.status();
     EXPECT_THAT(std::string(result.status().message()),
                 HasSubstr("rank(s) [1, 3] of world_size 4 never arrived"));
     EXPECT_THAT(std::string(result.status().message()), HasSubstr("500ms"));
@@ -319,8 +287,7 @@ TEST(RendezvousTest, AnAbsentRankZeroIsATimeoutNamingTheServer) {
       rendezvous(tcpUrl(port, 1, 2), timeoutOptions(absl::Milliseconds(300)));
   ASSERT_FALSE(result.ok());
   EXPECT_EQ(errorKind(result.status()), ErrorKind::kTimeout);
-  EXPECT_THAT(std::string(result.status().message()),
-              HasSubstr(absl::StrCat("127.0.0.1:", port)));
+  EXPECT_THAT(std::string(result.status().message()), HasSubstr(absl::StrCat("127.0.0.1:", port)));
   EXPECT_THAT(std::string(result.status().message()), HasSubstr("rank 0"));
 }
 
@@ -346,13 +313,12 @@ TEST(RendezvousTest, TheTokenMayComeFromTheEnvironment) {
   const uint16_t port = unusedPort();
   std::vector<std::pair<std::string, RendezvousOptions>> ranks;
   for (int rank = 0; rank < 2; ++rank) {
-    ranks.emplace_back(
-        "env://", withEnvironment({{"MASTER_ADDR", "127.0.0.1"},
-                                   {"MASTER_PORT", absl::StrCat(port)},
-                                   {"RANK", absl::StrCat(rank)},
-                                   {"WORLD_SIZE", "2"},
-                                   {"LOCAL_RANK", absl::StrCat(rank)},
-                                   {"LOOM_STORE_TOKEN", "from-env"}}));
+    ranks.emplace_back("env://", withEnvironment({{"MASTER_ADDR", "127.0.0.1"},
+                                                  {"MASTER_PORT", absl::StrCat(port)},
+                                                  {"RANK", absl::StrCat(rank)},
+                                                  {"WORLD_SIZE", "2"},
+                                                  {"LOCAL_RANK", absl::StrCat(rank)},
+                                                  {"LOOM_STORE_TOKEN", "from-env"}}));
   }
   for (const absl::StatusOr<RendezvousResult>& result : runRanks(ranks)) {
     ASSERT_TRUE(result.ok()) << result.status();

@@ -57,8 +57,7 @@ std::string formatHostPort(std::string_view host, uint16_t port) {
   return absl::StrCat(name, ":", port);
 }
 
-absl::StatusOr<std::vector<SocketAddress>> resolveHost(const std::string& host,
-                                                       uint16_t port,
+absl::StatusOr<std::vector<SocketAddress>> resolveHost(const std::string& host, uint16_t port,
                                                        bool passive) {
   addrinfo hints{};
   hints.ai_family = AF_UNSPEC;
@@ -66,18 +65,15 @@ absl::StatusOr<std::vector<SocketAddress>> resolveHost(const std::string& host,
   hints.ai_flags = AI_NUMERICSERV | (passive ? AI_PASSIVE : 0);
   addrinfo* results = nullptr;
   const std::string service = absl::StrCat(port);
-  const int error = ::getaddrinfo(host.empty() ? nullptr : host.c_str(),
-                                  service.c_str(), &hints, &results);
+  const int error =
+      ::getaddrinfo(host.empty() ? nullptr : host.c_str(), service.c_str(), &hints, &results);
   if (error != 0) {
-    const std::string reason =
-        error == EAI_SYSTEM ? errnoMessage(errno) : ::gai_strerror(error);
+    const std::string reason = error == EAI_SYSTEM ? errnoMessage(errno) : ::gai_strerror(error);
     const std::string message = absl::StrFormat(
-        "cannot resolve host '%s': %s; check the host name (MASTER_ADDR)",
-        host, reason);
+        "cannot resolve host '%s': %s; check the host name (MASTER_ADDR)", host, reason);
     // A resolver that is down may come back; a name that does not exist
     // will not.
-    return error == EAI_AGAIN ? networkError(message)
-                              : invalidArgumentError(message);
+    return error == EAI_AGAIN ? networkError(message) : invalidArgumentError(message);
   }
   std::vector<SocketAddress> addresses;
   for (const addrinfo* it = results; it != nullptr; it = it->ai_next) {
@@ -89,21 +85,17 @@ absl::StatusOr<std::vector<SocketAddress>> resolveHost(const std::string& host,
   }
   ::freeaddrinfo(results);
   if (addresses.empty()) {
-    return invalidArgumentError(
-        absl::StrFormat("host '%s' has no TCP address", host));
+    return invalidArgumentError(absl::StrFormat("host '%s' has no TCP address", host));
   }
   return addresses;
 }
 
-absl::StatusOr<std::pair<UniqueFd, uint16_t>> listenTcp(const std::string& host,
-                                                        uint16_t port) {
-  absl::StatusOr<std::vector<SocketAddress>> addresses =
-      resolveHost(host, port, /*passive=*/true);
+absl::StatusOr<std::pair<UniqueFd, uint16_t>> listenTcp(const std::string& host, uint16_t port) {
+  absl::StatusOr<std::vector<SocketAddress>> addresses = resolveHost(host, port, /*passive=*/true);
   if (!addresses.ok()) return addresses.status();
   int last_error = 0;
   for (const SocketAddress& address : *addresses) {
-    UniqueFd fd(::socket(address.family,
-                         SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
+    UniqueFd fd(::socket(address.family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
     if (!fd.valid()) {
       last_error = errno;
       continue;
@@ -112,16 +104,15 @@ absl::StatusOr<std::pair<UniqueFd, uint16_t>> listenTcp(const std::string& host,
     // TIME_WAIT; it does not let two live servers share the port.
     const int one = 1;
     ::setsockopt(fd.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-    if (::bind(fd.get(), reinterpret_cast<const sockaddr*>(&address.storage),
-               address.length) != 0 ||
+    if (::bind(fd.get(), reinterpret_cast<const sockaddr*>(&address.storage), address.length) !=
+            0 ||
         ::listen(fd.get(), SOMAXCONN) != 0) {
       last_error = errno;
       continue;
     }
     sockaddr_storage bound{};
     socklen_t length = sizeof(bound);
-    if (::getsockname(fd.get(), reinterpret_cast<sockaddr*>(&bound),
-                      &length) != 0) {
+    if (::getsockname(fd.get(), reinterpret_cast<sockaddr*>(&bound), &length) != 0) {
       last_error = errno;
       continue;
     }
@@ -131,23 +122,21 @@ absl::StatusOr<std::pair<UniqueFd, uint16_t>> listenTcp(const std::string& host,
             : ntohs(reinterpret_cast<const sockaddr_in*>(&bound)->sin_port);
     return std::make_pair(std::move(fd), bound_port);
   }
-  return networkError(absl::StrFormat(
-      "cannot listen on %s: %s; pick a free port (0 lets the system choose) "
-      "and an address of this host",
-      formatHostPort(host, port), errnoMessage(last_error)));
+  return networkError(
+      absl::StrFormat("cannot listen on %s: %s; pick a free port (0 lets the system choose) "
+                      "and an address of this host",
+                      formatHostPort(host, port), errnoMessage(last_error)));
 }
 
-ConnectAttempt connectTcp(const SocketAddress& address,
-                          const Deadline& deadline) {
+ConnectAttempt connectTcp(const SocketAddress& address, const Deadline& deadline) {
   ConnectAttempt attempt;
-  UniqueFd fd(
-      ::socket(address.family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
+  UniqueFd fd(::socket(address.family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
   if (!fd.valid()) {
     attempt.error = errno;
     return attempt;
   }
-  if (::connect(fd.get(), reinterpret_cast<const sockaddr*>(&address.storage),
-                address.length) != 0) {
+  if (::connect(fd.get(), reinterpret_cast<const sockaddr*>(&address.storage), address.length) !=
+      0) {
     if (errno != EINPROGRESS) {
       attempt.error = errno;
       return attempt;
@@ -180,8 +169,8 @@ void setNoDelay(int fd) {
 absl::Status sendAll(int fd, std::string_view data, const Deadline& deadline) {
   size_t done = 0;
   while (done < data.size()) {
-    const ssize_t sent = ::send(fd, data.data() + done, data.size() - done,
-                                MSG_NOSIGNAL | MSG_DONTWAIT);
+    const ssize_t sent =
+        ::send(fd, data.data() + done, data.size() - done, MSG_NOSIGNAL | MSG_DONTWAIT);
     if (sent > 0) {
       done += static_cast<size_t>(sent);
       continue;
@@ -200,8 +189,7 @@ absl::Status sendAll(int fd, std::string_view data, const Deadline& deadline) {
   return absl::OkStatus();
 }
 
-absl::Status receiveSome(int fd, std::string& buffer, size_t max_bytes,
-                         const Deadline& deadline) {
+absl::Status receiveSome(int fd, std::string& buffer, size_t max_bytes, const Deadline& deadline) {
   char chunk[64 * 1024];
   while (true) {
     // Poll first: a caller receives when it expects a reply that is usually
@@ -209,8 +197,7 @@ absl::Status receiveSome(int fd, std::string& buffer, size_t max_bytes,
     const int ready = pollFor(fd, POLLIN, deadline);
     if (ready == 0) return timeoutError("no reply before the deadline");
     if (ready < 0) return networkError(errnoMessage(errno));
-    const ssize_t got = ::recv(fd, chunk, std::min(sizeof(chunk), max_bytes),
-                               MSG_DONTWAIT);
+    const ssize_t got = ::recv(fd, chunk, std::min(sizeof(chunk), max_bytes), MSG_DONTWAIT);
     if (got > 0) {
       buffer.append(chunk, static_cast<size_t>(got));
       return absl::OkStatus();

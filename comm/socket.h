@@ -53,14 +53,12 @@ std::string formatHostPort(std::string_view host, uint16_t port);
 
 // The addresses of `host` for TCP (IPv4 and IPv6), in resolver order. An
 // empty host means every local interface (passive) or loopback.
-absl::StatusOr<std::vector<SocketAddress>> resolveHost(const std::string& host,
-                                                       uint16_t port,
+absl::StatusOr<std::vector<SocketAddress>> resolveHost(const std::string& host, uint16_t port,
                                                        bool passive);
 
 // A non-blocking listening socket on `host`:`port` (0: the kernel picks a
 // free port); returns the socket and the port it got.
-absl::StatusOr<std::pair<UniqueFd, uint16_t>> listenTcp(const std::string& host,
-                                                        uint16_t port);
+absl::StatusOr<std::pair<UniqueFd, uint16_t>> listenTcp(const std::string& host, uint16_t port);
 
 // The result of one non-blocking connect attempt: a connected socket, or the
 // errno that refused it (ECONNREFUSED while the server is not up yet, ...),
@@ -69,8 +67,7 @@ struct ConnectAttempt {
   UniqueFd fd;
   int error = 0;
 };
-ConnectAttempt connectTcp(const SocketAddress& address,
-                          const Deadline& deadline);
+ConnectAttempt connectTcp(const SocketAddress& address, const Deadline& deadline);
 
 // Disables Nagle's algorithm: every store message is a small request that
 // waits for its reply, so batching would only add latency.
@@ -84,8 +81,7 @@ absl::Status sendAll(int fd, std::string_view data, const Deadline& deadline);
 // Receives at least one byte into the end of `buffer` (up to `max_bytes`).
 // Errors as sendAll; a clean close by the peer is kUnavailable "connection
 // closed by peer".
-absl::Status receiveSome(int fd, std::string& buffer, size_t max_bytes,
-                         const Deadline& deadline);
+absl::Status receiveSome(int fd, std::string& buffer, size_t max_bytes, const Deadline& deadline);
 
 // The text of errno value `error`, e.g. "connection refused".
 std::string errnoMessage(int error);

@@ -26,8 +26,7 @@ Bytes toBytes(std::string_view text);
 std::string toString(const Bytes& bytes);
 // The bytes seen as characters, without a copy.
 inline std::string_view asStringView(const Bytes& bytes) {
-  return std::string_view(reinterpret_cast<const char*>(bytes.data()),
-                          bytes.size());
+  return std::string_view(reinterpret_cast<const char*>(bytes.data()), bytes.size());
 }
 
 // A key-value store shared by the ranks of one job. All methods are safe to
@@ -52,15 +51,13 @@ class Store {
 
   // Atomically adds `delta` to the integer stored at `key` (decimal text; a
   // missing key counts as 0) and returns the new value.
-  virtual absl::StatusOr<int64_t> add(const std::string& key,
-                                      int64_t delta) = 0;
+  virtual absl::StatusOr<int64_t> add(const std::string& key, int64_t delta) = 0;
 
   // Atomically sets `key` to `desired` if its value equals `expected`, or if
   // the key is missing and `expected` is empty. Returns the value now stored
   // when the swap happened or the key exists, and `expected` when the key is
   // missing and `expected` is not empty (c10d's contract).
-  virtual absl::StatusOr<Bytes> compareSet(const std::string& key,
-                                           const Bytes& expected,
+  virtual absl::StatusOr<Bytes> compareSet(const std::string& key, const Bytes& expected,
                                            const Bytes& desired) = 0;
 
   // Removes `key`; returns whether it existed.
@@ -73,18 +70,14 @@ class Store {
   virtual absl::StatusOr<int64_t> numKeys() = 0;
 
   // Waits until every one of `keys` exists, up to `timeout`.
-  virtual absl::Status wait(const std::vector<std::string>& keys,
-                            absl::Duration timeout) = 0;
-  absl::Status wait(const std::vector<std::string>& keys) {
-    return wait(keys, timeout());
-  }
+  virtual absl::Status wait(const std::vector<std::string>& keys, absl::Duration timeout) = 0;
+  absl::Status wait(const std::vector<std::string>& keys) { return wait(keys, timeout()); }
 
   // Appends `value` to the value of `key`, creating the key if missing.
   virtual absl::Status append(const std::string& key, const Bytes& value) = 0;
 
   // Returns the values of `keys` in order, waiting up to timeout() for all.
-  virtual absl::StatusOr<std::vector<Bytes>> multiGet(
-      const std::vector<std::string>& keys) = 0;
+  virtual absl::StatusOr<std::vector<Bytes>> multiGet(const std::vector<std::string>& keys) = 0;
 
   // Sets `keys[i]` to `values[i]` for every i, atomically where the store
   // allows (HashStore, FileStore and TCPStore all do).
@@ -114,10 +107,8 @@ std::string describeKeys(const std::vector<std::string>& keys);
 
 // The timeout error of a blocking call: names the operation, the keys still
 // missing and the timeout, and says what usually causes it.
-absl::Status keysTimeoutError(std::string_view operation,
-                              const std::vector<std::string>& missing,
+absl::Status keysTimeoutError(std::string_view operation, const std::vector<std::string>& missing,
                               absl::Duration timeout);
-
 
 // Checks that multiSet was given as many values as keys.
 absl::Status checkMultiSetArgs(const std::vector<std::string>& keys,
@@ -128,8 +119,7 @@ absl::Status checkMultiSetArgs(const std::vector<std::string>& keys,
 // store error when the value is not an integer or the sum overflows. Shared
 // so that every store keeps counters alike.
 absl::StatusOr<int64_t> addToCounter(const std::string& key,
-                                     std::optional<std::string_view> current,
-                                     int64_t delta);
+                                     std::optional<std::string_view> current, int64_t delta);
 std::string formatCounter(int64_t value);
 
 }  // namespace loom::comm

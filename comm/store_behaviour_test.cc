@@ -80,8 +80,7 @@ class TcpHandles : public StoreHandles {
     TCPStoreOptions options;
     options.is_server = true;
     options.timeout = kTestTimeout;
-    absl::StatusOr<std::unique_ptr<TCPStore>> server =
-        TCPStore::create(options);
+    absl::StatusOr<std::unique_ptr<TCPStore>> server = TCPStore::create(options);
     EXPECT_TRUE(server.ok()) << server.status();
     port_ = (*server)->port();
     first_ = std::move(*server);
@@ -91,8 +90,7 @@ class TcpHandles : public StoreHandles {
     TCPStoreOptions options;
     options.port = port_;
     options.timeout = kTestTimeout;
-    absl::StatusOr<std::unique_ptr<TCPStore>> client =
-        TCPStore::create(options);
+    absl::StatusOr<std::unique_ptr<TCPStore>> client = TCPStore::create(options);
     EXPECT_TRUE(client.ok()) << client.status();
     return std::move(*client);
   }
@@ -106,8 +104,7 @@ class TcpHandles : public StoreHandles {
 // puts a decoy key outside it to show that the namespace holds.
 class PrefixHandles : public StoreHandles {
  public:
-  explicit PrefixHandles(std::unique_ptr<StoreHandles> inner)
-      : inner_(std::move(inner)) {
+  explicit PrefixHandles(std::unique_ptr<StoreHandles> inner) : inner_(std::move(inner)) {
     EXPECT_TRUE(inner_->first()->setString("a", "outside").ok());
     first_ = std::make_shared<PrefixStore>("job", inner_->first());
   }
@@ -135,19 +132,13 @@ std::vector<StoreKind> storeKinds() {
       {"File", [] { return std::make_unique<FileHandles>(); }},
       {"Tcp", [] { return std::make_unique<TcpHandles>(); }},
       {"PrefixOverHash",
-       [] {
-         return std::make_unique<PrefixHandles>(std::make_unique<HashHandles>());
-       },
+       [] { return std::make_unique<PrefixHandles>(std::make_unique<HashHandles>()); },
        PrefixHandles::kDecoyKeys},
       {"PrefixOverFile",
-       [] {
-         return std::make_unique<PrefixHandles>(std::make_unique<FileHandles>());
-       },
+       [] { return std::make_unique<PrefixHandles>(std::make_unique<FileHandles>()); },
        PrefixHandles::kDecoyKeys},
       {"PrefixOverTcp",
-       [] {
-         return std::make_unique<PrefixHandles>(std::make_unique<TcpHandles>());
-       },
+       [] { return std::make_unique<PrefixHandles>(std::make_unique<TcpHandles>()); },
        PrefixHandles::kDecoyKeys},
   };
 }
@@ -265,23 +256,19 @@ TEST_P(StoreBehaviourTest, ConcurrentAddsFromSeveralHandlesAreAtomic) {
 
 TEST_P(StoreBehaviourTest, CompareSetFollowsTheC10dContract) {
   // Missing key, empty expectation: the swap happens.
-  absl::StatusOr<Bytes> created =
-      store_->compareSet("cas", {}, toBytes("first"));
+  absl::StatusOr<Bytes> created = store_->compareSet("cas", {}, toBytes("first"));
   ASSERT_TRUE(created.ok()) << created.status();
   EXPECT_EQ(toString(*created), "first");
   // Existing key, wrong expectation: the current value comes back.
-  absl::StatusOr<Bytes> refused =
-      store_->compareSet("cas", toBytes("nope"), toBytes("second"));
+  absl::StatusOr<Bytes> refused = store_->compareSet("cas", toBytes("nope"), toBytes("second"));
   ASSERT_TRUE(refused.ok()) << refused.status();
   EXPECT_EQ(toString(*refused), "first");
   // Existing key, right expectation: the swap happens.
-  absl::StatusOr<Bytes> swapped =
-      store_->compareSet("cas", toBytes("first"), toBytes("second"));
+  absl::StatusOr<Bytes> swapped = store_->compareSet("cas", toBytes("first"), toBytes("second"));
   ASSERT_TRUE(swapped.ok()) << swapped.status();
   EXPECT_EQ(toString(*swapped), "second");
   // Missing key, non-empty expectation: the expectation comes back, no key.
-  absl::StatusOr<Bytes> absent =
-      store_->compareSet("absent", toBytes("x"), toBytes("y"));
+  absl::StatusOr<Bytes> absent = store_->compareSet("absent", toBytes("x"), toBytes("y"));
   ASSERT_TRUE(absent.ok()) << absent.status();
   EXPECT_EQ(toString(*absent), "x");
   absl::StatusOr<bool> exists = store_->check({"absent"});
@@ -339,8 +326,7 @@ TEST_P(StoreBehaviourTest, WaitReturnsOnceEveryKeyExists) {
 
 TEST_P(StoreBehaviourTest, WaitTimeoutNamesOnlyTheMissingKeys) {
   ASSERT_TRUE(store_->setString("present", "x").ok());
-  absl::Status status =
-      store_->wait({"present", "missing1", "missing2"}, kShortTimeout);
+  absl::Status status = store_->wait({"present", "missing1", "missing2"}, kShortTimeout);
   ASSERT_FALSE(status.ok());
   EXPECT_EQ(errorKind(status), ErrorKind::kTimeout);
   const std::string message(status.message());
@@ -359,10 +345,8 @@ TEST_P(StoreBehaviourTest, AppendCreatesThenExtends) {
 }
 
 TEST_P(StoreBehaviourTest, MultiSetThenMultiGetKeepsTheOrder) {
-  ASSERT_TRUE(store_
-                  ->multiSet({"m1", "m2", "m3"},
-                             {toBytes("one"), toBytes(""), toBytes("three")})
-                  .ok());
+  ASSERT_TRUE(
+      store_->multiSet({"m1", "m2", "m3"}, {toBytes("one"), toBytes(""), toBytes("three")}).ok());
   absl::StatusOr<std::vector<Bytes>> got = store_->multiGet({"m3", "m1", "m2"});
   ASSERT_TRUE(got.ok()) << got.status();
   ASSERT_EQ(got->size(), 3u);
@@ -389,8 +373,7 @@ TEST_P(StoreBehaviourTest, MultiSetWithMismatchedSizesIsAnInvalidArgument) {
   EXPECT_FALSE(*exists);
 }
 
-INSTANTIATE_TEST_SUITE_P(AllStores, StoreBehaviourTest,
-                         ::testing::ValuesIn(storeKinds()),
+INSTANTIATE_TEST_SUITE_P(AllStores, StoreBehaviourTest, ::testing::ValuesIn(storeKinds()),
                          [](const ::testing::TestParamInfo<StoreKind>& info) {
                            return info.param.name;
                          });

@@ -64,13 +64,12 @@ double secondsSince(Clock::time_point start) {
 
 absl::Duration timeout() { return absl::Seconds(absl::GetFlag(FLAGS_timeout_s)); }
 
-bool readExactly(int fd, size_t count, Clock::time_point deadline,
-                 std::string* out = nullptr) {
+bool readExactly(int fd, size_t count, Clock::time_point deadline, std::string* out = nullptr) {
   size_t got = 0;
   char buffer[256];
   while (got < count) {
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-        deadline - Clock::now());
+    const auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
     if (left.count() <= 0) return false;
     pollfd entry{fd, POLLIN, 0};
     if (::poll(&entry, 1, static_cast<int>(left.count())) <= 0) continue;
@@ -82,9 +81,7 @@ bool readExactly(int fd, size_t count, Clock::time_point deadline,
   return true;
 }
 
-void writeByte(int fd, char byte) {
-  [[maybe_unused]] const ssize_t n = ::write(fd, &byte, 1);
-}
+void writeByte(int fd, char byte) { [[maybe_unused]] const ssize_t n = ::write(fd, &byte, 1); }
 
 [[noreturn]] void outOfDescriptors() {
   std::fprintf(stderr,
@@ -122,9 +119,8 @@ class Clients {
         std::string port;
         bool ok = readExactly(start[0], 2, deadline, &port);
         if (ok) {
-          const uint16_t number = static_cast<uint16_t>(
-              static_cast<uint8_t>(port[0]) |
-              (static_cast<uint8_t>(port[1]) << 8));
+          const uint16_t number = static_cast<uint16_t>(static_cast<uint8_t>(port[0]) |
+                                                        (static_cast<uint8_t>(port[1]) << 8));
           ok = body(
               i, number, [&] { writeByte(ready[1], 'r'); },
               [&] { return readExactly(start[0], 1, deadline); });
@@ -149,8 +145,7 @@ class Clients {
   }
 
   void sendPort(uint16_t port) {
-    const char bytes[2] = {static_cast<char>(port & 0xff),
-                           static_cast<char>(port >> 8)};
+    const char bytes[2] = {static_cast<char>(port & 0xff), static_cast<char>(port >> 8)};
     for (int fd : starts_) {
       [[maybe_unused]] const ssize_t n = ::write(fd, bytes, 2);
     }
@@ -161,9 +156,7 @@ class Clients {
   bool awaitReady(Clock::time_point deadline) {
     return readExactly(ready_, pids_.size(), deadline);
   }
-  bool awaitDone(Clock::time_point deadline) {
-    return readExactly(done_, pids_.size(), deadline);
-  }
+  bool awaitDone(Clock::time_point deadline) { return readExactly(done_, pids_.size(), deadline); }
 
  private:
   std::vector<pid_t> pids_;
@@ -220,17 +213,13 @@ std::optional<double> storeRendezvous(int n) {
 
 // The full rendezvous of the tcp:// init method: n ranks, rank 0 serving.
 std::optional<double> urlRendezvous(int n) {
-  Clients clients(n, [n](int rank, uint16_t port, const auto& ready,
-                         const auto& wait_start) {
+  Clients clients(n, [n](int rank, uint16_t port, const auto& ready, const auto& wait_start) {
     RendezvousOptions options;
     options.timeout = timeout();
     absl::StatusOr<RendezvousResult> result = rendezvous(
-        absl::StrCat("tcp://127.0.0.1:", port, "?rank=", rank,
-                     "&world_size=", n),
-        options);
+        absl::StrCat("tcp://127.0.0.1:", port, "?rank=", rank, "&world_size=", n), options);
     if (!result.ok()) {
-      std::fprintf(stderr, "rank %d: %s\n", rank,
-                   result.status().ToString().c_str());
+      std::fprintf(stderr, "rank %d: %s\n", rank, result.status().ToString().c_str());
       return false;
     }
     // Rank 0 serves the store; everyone stays until all are through.
@@ -252,8 +241,7 @@ std::optional<double> urlRendezvous(int n) {
 }
 
 std::optional<double> throughput(const std::string& op, int count, int ops) {
-  Clients clients(count, [&](int index, uint16_t port, const auto& ready,
-                             const auto& wait_start) {
+  Clients clients(count, [&](int index, uint16_t port, const auto& ready, const auto& wait_start) {
     std::unique_ptr<TCPStore> store = connect(port);
     if (store == nullptr) return false;
     const std::string key = absl::StrCat("key/", index);
@@ -313,14 +301,12 @@ class TorchPeer {
   TorchPeer() {
     int to_peer[2];
     int from_peer[2];
-    if (::pipe2(to_peer, O_CLOEXEC) != 0 ||
-        ::pipe2(from_peer, O_CLOEXEC) != 0) {
+    if (::pipe2(to_peer, O_CLOEXEC) != 0 || ::pipe2(from_peer, O_CLOEXEC) != 0) {
       return;
     }
     const std::string python = absl::GetFlag(FLAGS_python);
     const std::string script = absl::GetFlag(FLAGS_torch_script);
-    const std::string timeout =
-        absl::StrCat("--timeout_s=", absl::GetFlag(FLAGS_timeout_s));
+    const std::string timeout = absl::StrCat("--timeout_s=", absl::GetFlag(FLAGS_timeout_s));
     pid_ = ::fork();
     if (pid_ == 0) {
       ::dup2(to_peer[0], STDIN_FILENO);
@@ -338,8 +324,8 @@ class TorchPeer {
     if (hello.has_value() && absl::StartsWith(*hello, "version ")) {
       version_ = hello->substr(8);
     } else {
-      std::fprintf(stderr, "%s %s did not start; skipping PyTorch\n",
-                   python.c_str(), script.c_str());
+      std::fprintf(stderr, "%s %s did not start; skipping PyTorch\n", python.c_str(),
+                   script.c_str());
       stop();
     }
   }
@@ -352,8 +338,7 @@ class TorchPeer {
   std::optional<double> ask(const std::string& command) {
     if (!running()) return std::nullopt;
     const std::string line = command + "\n";
-    if (::write(to_, line.data(), line.size()) !=
-        static_cast<ssize_t>(line.size())) {
+    if (::write(to_, line.data(), line.size()) != static_cast<ssize_t>(line.size())) {
       return std::nullopt;
     }
     const std::optional<std::string> answer = readLine(runDeadline());
@@ -399,8 +384,7 @@ class TorchPeer {
 };
 
 std::string millis(std::optional<double> seconds) {
-  return seconds.has_value() ? absl::StrFormat("%.1f ms", *seconds * 1e3)
-                             : "failed";
+  return seconds.has_value() ? absl::StrFormat("%.1f ms", *seconds * 1e3) : "failed";
 }
 
 std::string rate(std::optional<double> ops) {
@@ -444,8 +428,7 @@ int run() {
       for (int i = 0; i < repeats; ++i) {
         row.loom.push_back(throughput(op, count, ops));
         if (torch != nullptr) {
-          row.torch.push_back(askTorch(
-              absl::StrCat("throughput ", op, " ", count, " ", ops)));
+          row.torch.push_back(askTorch(absl::StrCat("throughput ", op, " ", count, " ", ops)));
         }
       }
     }
@@ -454,8 +437,8 @@ int run() {
   std::printf(
       "TCPStore benchmark: loom vs torch.distributed (torch %s), %ld CPUs, "
       "median of %d runs, loom and torch runs alternating\n\n",
-      torch != nullptr ? torch->version().c_str() : "not run",
-      ::sysconf(_SC_NPROCESSORS_ONLN), repeats);
+      torch != nullptr ? torch->version().c_str() : "not run", ::sysconf(_SC_NPROCESSORS_ONLN),
+      repeats);
   std::printf(
       "Rendezvous: N client processes connect, add 1 to a counter and wait "
       "for the last to set \"go\"; and loom's full tcp:// rendezvous of N "
@@ -481,11 +464,9 @@ int run() {
       const std::optional<double> mine = median(row.loom);
       const std::optional<double> theirs = median(row.torch);
       const std::string ratio =
-          mine.has_value() && theirs.has_value()
-              ? absl::StrFormat("%.2fx", *mine / *theirs)
-              : "-";
-      std::printf("| %s | %d | %s | %s | %s |\n", op, count,
-                  rate(mine).c_str(), rate(theirs).c_str(), ratio.c_str());
+          mine.has_value() && theirs.has_value() ? absl::StrFormat("%.2fx", *mine / *theirs) : "-";
+      std::printf("| %s | %d | %s | %s | %s |\n", op, count, rate(mine).c_str(),
+                  rate(theirs).c_str(), ratio.c_str());
     }
   }
   return 0;

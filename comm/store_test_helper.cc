@@ -44,14 +44,11 @@ void report(const std::string& line) {
 }
 
 int fail(const absl::Status& status) {
-  report(absl::StrCat("error ", errorKindName(errorKind(status)), " ",
-                      status.message()));
+  report(absl::StrCat("error ", errorKindName(errorKind(status)), " ", status.message()));
   return 2;
 }
 
-absl::Duration timeout() {
-  return absl::Milliseconds(absl::GetFlag(FLAGS_timeout_ms));
-}
+absl::Duration timeout() { return absl::Milliseconds(absl::GetFlag(FLAGS_timeout_ms)); }
 
 // Lives until the test closes our stdin (or dies), bounded by the timeout.
 void waitForStdinToClose() {
@@ -87,8 +84,7 @@ int work() {
     options.port = static_cast<uint16_t>(absl::GetFlag(FLAGS_port));
     options.token = absl::GetFlag(FLAGS_token);
     options.timeout = timeout();
-    absl::StatusOr<std::unique_ptr<TCPStore>> opened =
-        TCPStore::create(options);
+    absl::StatusOr<std::unique_ptr<TCPStore>> opened = TCPStore::create(options);
     if (!opened.ok()) return fail(opened.status());
     store = std::move(*opened);
   }
@@ -98,9 +94,7 @@ int work() {
       return fail(sum.status());
     }
   }
-  if (absl::Status status =
-          store->setString(absl::StrCat("worker/", rank), "here");
-      !status.ok()) {
+  if (absl::Status status = store->setString(absl::StrCat("worker/", rank), "here"); !status.ok()) {
     return fail(status);
   }
   std::vector<std::string> everyone;
@@ -117,11 +111,9 @@ int work() {
 int joinRendezvous() {
   RendezvousOptions options;
   options.timeout = timeout();
-  absl::StatusOr<RendezvousResult> result =
-      rendezvous(absl::GetFlag(FLAGS_url), options);
+  absl::StatusOr<RendezvousResult> result = rendezvous(absl::GetFlag(FLAGS_url), options);
   if (!result.ok()) return fail(result.status());
-  report(absl::StrCat("rank ", result->rank, " world_size ",
-                      result->world_size, " local_rank ",
+  report(absl::StrCat("rank ", result->rank, " world_size ", result->world_size, " local_rank ",
                       result->local_rank.value_or(-1)));
   // Everyone meets once more over the store, which exercises it.
   Store& store = *result->store;
@@ -129,8 +121,7 @@ int joinRendezvous() {
   for (int i = 0; i < result->world_size; ++i) {
     everyone.push_back(absl::StrCat("done/", i));
   }
-  if (absl::Status status =
-          store.setString(absl::StrCat("done/", result->rank), "1");
+  if (absl::Status status = store.setString(absl::StrCat("done/", result->rank), "1");
       !status.ok()) {
     return fail(status);
   }
@@ -141,8 +132,7 @@ int joinRendezvous() {
   // are leaving as their final call, and the server answers that call in
   // the same step in which it releases rank 0.
   if (result->rank != 0) {
-    absl::Status status =
-        store.setString(absl::StrCat("left/", result->rank), "1");
+    absl::Status status = store.setString(absl::StrCat("left/", result->rank), "1");
     return status.ok() ? 0 : fail(status);
   }
   std::vector<std::string> others;
@@ -162,7 +152,6 @@ int main(int argc, char** argv) {
   if (mode == "server") return loom::comm::serve();
   if (mode == "worker") return loom::comm::work();
   if (mode == "rendezvous") return loom::comm::joinRendezvous();
-  std::fprintf(stderr, "unknown --mode '%s'; use server, worker or rendezvous\n",
-               mode.c_str());
+  std::fprintf(stderr, "unknown --mode '%s'; use server, worker or rendezvous\n", mode.c_str());
   return 64;
 }

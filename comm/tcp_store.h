@@ -59,8 +59,7 @@ struct TCPStoreOptions {
 // effect (a lost connection surfaces at the next call).
 class TCPStore : public Store {
  public:
-  static absl::StatusOr<std::unique_ptr<TCPStore>> create(
-      const TCPStoreOptions& options);
+  static absl::StatusOr<std::unique_ptr<TCPStore>> create(const TCPStoreOptions& options);
 
   ~TCPStore() override;
 
@@ -74,23 +73,19 @@ class TCPStore : public Store {
   absl::Status set(const std::string& key, const Bytes& value) override;
   absl::StatusOr<Bytes> get(const std::string& key) override;
   absl::StatusOr<int64_t> add(const std::string& key, int64_t delta) override;
-  absl::StatusOr<Bytes> compareSet(const std::string& key,
-                                   const Bytes& expected,
+  absl::StatusOr<Bytes> compareSet(const std::string& key, const Bytes& expected,
                                    const Bytes& desired) override;
   absl::StatusOr<bool> deleteKey(const std::string& key) override;
   absl::StatusOr<bool> check(const std::vector<std::string>& keys) override;
   absl::StatusOr<int64_t> numKeys() override;
-  absl::Status wait(const std::vector<std::string>& keys,
-                    absl::Duration timeout) override;
+  absl::Status wait(const std::vector<std::string>& keys, absl::Duration timeout) override;
   absl::Status append(const std::string& key, const Bytes& value) override;
-  absl::StatusOr<std::vector<Bytes>> multiGet(
-      const std::vector<std::string>& keys) override;
+  absl::StatusOr<std::vector<Bytes>> multiGet(const std::vector<std::string>& keys) override;
   absl::Status multiSet(const std::vector<std::string>& keys,
                         const std::vector<Bytes>& values) override;
 
  private:
-  TCPStore(const TCPStoreOptions& options,
-           std::unique_ptr<TCPStoreServer> server, uint16_t port);
+  TCPStore(const TCPStoreOptions& options, std::unique_ptr<TCPStoreServer> server, uint16_t port);
 
   // The reply of a call: its status byte and the body after it.
   struct Reply {
@@ -99,28 +94,21 @@ class TCPStore : public Store {
   };
 
   std::string address() const;
-  absl::Status connect(const Deadline& deadline)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status connect(const Deadline& deadline) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // One handshake on a fresh connection; kAborted means "retry".
-  absl::Status handshake(const Deadline& deadline)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status handshake(const Deadline& deadline) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status join(int workers, bool wait);
 
   // Sends `frame` and waits for the reply until `reply_deadline`. A
   // transport failure breaks the connection for good: every later call
   // reports it instead of guessing which reply belongs to which request.
-  absl::StatusOr<Reply> call(std::string_view operation,
-                             const std::string& frame,
-                             const Deadline& reply_deadline)
-      ABSL_LOCKS_EXCLUDED(mu_);
+  absl::StatusOr<Reply> call(std::string_view operation, const std::string& frame,
+                             const Deadline& reply_deadline) ABSL_LOCKS_EXCLUDED(mu_);
   // Sends a request that gets no reply (set); a transport failure breaks
   // the connection as in call().
-  absl::Status send(std::string_view operation, const std::string& frame)
-      ABSL_LOCKS_EXCLUDED(mu_);
-  absl::Status failLocked(absl::Status failure)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  absl::StatusOr<Reply> exchangeLocked(std::string_view operation,
-                                       const std::string& frame,
+  absl::Status send(std::string_view operation, const std::string& frame) ABSL_LOCKS_EXCLUDED(mu_);
+  absl::Status failLocked(absl::Status failure) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::StatusOr<Reply> exchangeLocked(std::string_view operation, const std::string& frame,
                                        const Deadline& reply_deadline)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::StatusOr<std::string> readFrameLocked(const Deadline& deadline)
@@ -136,8 +124,7 @@ class TCPStore : public Store {
                           absl::Duration timeout) const;
   absl::Status checkSize(const std::string& key, size_t value_size) const;
   // Refuses a request frame over the message limit before it is sent.
-  absl::Status checkFrame(std::string_view operation,
-                          const std::string& frame) const;
+  absl::Status checkFrame(std::string_view operation, const std::string& frame) const;
 
   const TCPStoreOptions options_;
   std::unique_ptr<TCPStoreServer> server_;

@@ -11,13 +11,8 @@ namespace loom::comm::wire {
 namespace {
 
 TEST(TcpStoreProtocolTest, FieldsRoundTripLittleEndian) {
-  const std::string frame = Writer(Op::kAdd)
-                                .bytes("key")
-                                .i64(-5)
-                                .u16(0x0102)
-                                .u32(0xa0b0c0d0)
-                                .u8(7)
-                                .finish();
+  const std::string frame =
+      Writer(Op::kAdd).bytes("key").i64(-5).u16(0x0102).u32(0xa0b0c0d0).u8(7).finish();
   ASSERT_EQ(peekFrameLength(frame), frame.size() - kFrameHeaderSize);
   EXPECT_EQ(frame.substr(kFrameHeaderSize, 1), std::string(1, 4));
   Reader reader(std::string_view(frame).substr(kFrameHeaderSize));
@@ -32,7 +27,10 @@ TEST(TcpStoreProtocolTest, FieldsRoundTripLittleEndian) {
 
 TEST(TcpStoreProtocolTest, ReadingPastTheEndFailsForGood) {
   // Reader keeps a view: the body must outlive it.
-  const std::string body("\x05\x00\x00\x00" "ab", 6);
+  const std::string body(
+      "\x05\x00\x00\x00"
+      "ab",
+      6);
   Reader reader(body);
   EXPECT_EQ(reader.bytes(), "");
   EXPECT_FALSE(reader.ok());

@@ -67,9 +67,7 @@ constexpr int64_t kMaxTimeoutMs = int64_t{1} << 40;
 constexpr int kLogBurst = 20;
 constexpr auto kLogWindow = std::chrono::seconds(60);
 
-absl::string_view av(std::string_view text) {
-  return absl::string_view(text.data(), text.size());
-}
+absl::string_view av(std::string_view text) { return absl::string_view(text.data(), text.size()); }
 
 // Compares tokens in time independent of where they differ, so that the
 // reply time does not leak the token's prefix.
@@ -139,8 +137,8 @@ struct Waiter {
 
 class TCPStoreServer::Loop {
  public:
-  Loop(const TCPStoreServerOptions& options, std::string address,
-       UniqueFd listener, UniqueFd epoll, UniqueFd wake)
+  Loop(const TCPStoreServerOptions& options, std::string address, UniqueFd listener, UniqueFd epoll,
+       UniqueFd wake)
       : options_(options),
         address_(std::move(address)),
         listener_(std::move(listener)),
@@ -162,8 +160,7 @@ class TCPStoreServer::Loop {
     const uint64_t one = 1;
     // The eventfd counter cannot overflow from one write; a failed write
     // would only mean the loop is already awake.
-    [[maybe_unused]] const ssize_t written =
-        ::write(wake_.get(), &one, sizeof(one));
+    [[maybe_unused]] const ssize_t written = ::write(wake_.get(), &one, sizeof(one));
   }
 
  private:
@@ -182,8 +179,7 @@ class TCPStoreServer::Loop {
   void reply(Connection& conn, std::string frame);
   void replyStoreError(Connection& conn, const absl::Status& status);
   // Sends a final reply, logs the refusal and drops the connection.
-  void rejectAndClose(Connection& conn, ReplyStatus status,
-                      std::string_view message);
+  void rejectAndClose(Connection& conn, ReplyStatus status, std::string_view message);
   // Writes one line about a refused or dropped client to stderr, within
   // the log's rate limit.
   void logClient(std::string_view what);
@@ -206,8 +202,7 @@ class TCPStoreServer::Loop {
 
   Connection* find(uint64_t id) {
     auto it = connections_.find(id);
-    return it == connections_.end() || it->second->closed ? nullptr
-                                                          : it->second.get();
+    return it == connections_.end() || it->second->closed ? nullptr : it->second.get();
   }
 
   const TCPStoreServerOptions options_;
@@ -246,23 +241,20 @@ class TCPStoreServer::Loop {
 absl::StatusOr<std::unique_ptr<TCPStoreServer>> TCPStoreServer::start(
     const TCPStoreServerOptions& options) {
   if (options.token.size() > wire::kMaxTokenBytes) {
-    return invalidArgumentError(absl::StrFormat(
-        "store token has %d bytes; the limit is %d", options.token.size(),
-        wire::kMaxTokenBytes));
+    return invalidArgumentError(absl::StrFormat("store token has %d bytes; the limit is %d",
+                                                options.token.size(), wire::kMaxTokenBytes));
   }
   if (options.max_message_bytes < wire::kMinMaxMessageBytes) {
-    return invalidArgumentError(absl::StrFormat(
-        "max_message_bytes %d is below the minimum of %d",
-        options.max_message_bytes, wire::kMinMaxMessageBytes));
+    return invalidArgumentError(absl::StrFormat("max_message_bytes %d is below the minimum of %d",
+                                                options.max_message_bytes,
+                                                wire::kMinMaxMessageBytes));
   }
-  absl::StatusOr<std::pair<UniqueFd, uint16_t>> listener =
-      listenTcp(options.host, options.port);
+  absl::StatusOr<std::pair<UniqueFd, uint16_t>> listener = listenTcp(options.host, options.port);
   if (!listener.ok()) return listener.status();
   UniqueFd epoll(::epoll_create1(EPOLL_CLOEXEC));
   UniqueFd wake(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
   if (!epoll.valid() || !wake.valid()) {
-    return networkError(absl::StrFormat(
-        "cannot start the store server: %s", errnoMessage(errno)));
+    return networkError(absl::StrFormat("cannot start the store server: %s", errnoMessage(errno)));
   }
   epoll_event event{};
   event.events = EPOLLIN;
@@ -270,11 +262,9 @@ absl::StatusOr<std::unique_ptr<TCPStoreServer>> TCPStoreServer::start(
   ::epoll_ctl(epoll.get(), EPOLL_CTL_ADD, listener->first.get(), &event);
   event.data.u64 = kWakeId;
   ::epoll_ctl(epoll.get(), EPOLL_CTL_ADD, wake.get(), &event);
-  auto loop = std::make_unique<Loop>(
-      options, formatHostPort(options.host, listener->second),
-      std::move(listener->first), std::move(epoll), std::move(wake));
-  return std::unique_ptr<TCPStoreServer>(
-      new TCPStoreServer(std::move(loop), listener->second));
+  auto loop = std::make_unique<Loop>(options, formatHostPort(options.host, listener->second),
+                                     std::move(listener->first), std::move(epoll), std::move(wake));
+  return std::unique_ptr<TCPStoreServer>(new TCPStoreServer(std::move(loop), listener->second));
 }
 
 TCPStoreServer::TCPStoreServer(std::unique_ptr<Loop> loop, uint16_t port)
@@ -315,8 +305,7 @@ bool TCPStoreServer::Loop::runOnce(int max_wait_ms) {
 void TCPStoreServer::Loop::dispatch(const epoll_event& event) {
   if (event.data.u64 == kWakeId) {
     uint64_t value = 0;
-    [[maybe_unused]] const ssize_t got =
-        ::read(wake_.get(), &value, sizeof(value));
+    [[maybe_unused]] const ssize_t got = ::read(wake_.get(), &value, sizeof(value));
     return;
   }
   if (event.data.u64 == kListenerId) {
@@ -340,13 +329,11 @@ void TCPStoreServer::Loop::acceptAll() {
   while (true) {
     sockaddr_storage peer{};
     socklen_t peer_length = sizeof(peer);
-    const int fd =
-        ::accept4(listener_.get(), reinterpret_cast<sockaddr*>(&peer),
-                  &peer_length, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    const int fd = ::accept4(listener_.get(), reinterpret_cast<sockaddr*>(&peer), &peer_length,
+                             SOCK_NONBLOCK | SOCK_CLOEXEC);
     if (fd < 0) {
       if (errno == EINTR || errno == ECONNABORTED || errno == EPROTO) continue;
-      if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS ||
-          errno == ENOMEM) {
+      if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
         ::epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, listener_.get(), nullptr);
         accept_resume_ = Clock::now() + kAcceptPause;
       }
@@ -414,30 +401,25 @@ void TCPStoreServer::Loop::reserveInput(Connection& conn, size_t extra) {
   size_t target = std::max(needed, 2 * conn.in.capacity());
   if (std::optional<uint32_t> length = wire::peekFrameLength(conn.in)) {
     target =
-        std::min(target, std::max(needed, wire::kFrameHeaderSize +
-                                              static_cast<size_t>(*length)));
+        std::min(target, std::max(needed, wire::kFrameHeaderSize + static_cast<size_t>(*length)));
   }
   reserveExactly(conn.in, target);
 }
 
 void TCPStoreServer::Loop::processFrames(Connection& conn) {
-  while (!conn.closed && conn.parked == 0 &&
-         conn.pendingOut() < kOutputHighWater) {
-    const std::string_view available =
-        std::string_view(conn.in).substr(conn.in_start);
+  while (!conn.closed && conn.parked == 0 && conn.pendingOut() < kOutputHighWater) {
+    const std::string_view available = std::string_view(conn.in).substr(conn.in_start);
     const std::optional<uint32_t> length = wire::peekFrameLength(available);
     if (!length.has_value()) break;
-    const uint32_t limit = conn.authenticated ? options_.max_message_bytes
-                                              : wire::kMaxHandshakeBytes;
+    const uint32_t limit =
+        conn.authenticated ? options_.max_message_bytes : wire::kMaxHandshakeBytes;
     if (*length > limit) {
       rejectAndClose(
           conn, ReplyStatus::kBadRequest,
-          absl::StrFormat(
-              "message of %d bytes exceeds the limit of %d bytes%s", *length,
-              limit,
-              conn.authenticated
-                  ? "; split the value or raise max_message_bytes on every rank"
-                  : " for a handshake; is this a loom store client?"));
+          absl::StrFormat("message of %d bytes exceeds the limit of %d bytes%s", *length, limit,
+                          conn.authenticated
+                              ? "; split the value or raise max_message_bytes on every rank"
+                              : " for a handshake; is this a loom store client?"));
       return;
     }
     if (available.size() < wire::kFrameHeaderSize + *length) break;
@@ -456,8 +438,7 @@ void TCPStoreServer::Loop::processFrames(Connection& conn) {
   updateInterest(conn);
 }
 
-void TCPStoreServer::Loop::handleMessage(Connection& conn,
-                                         std::string_view body) {
+void TCPStoreServer::Loop::handleMessage(Connection& conn, std::string_view body) {
   wire::Reader reader(body);
   const uint8_t type = reader.u8();
   if (!conn.authenticated) {
@@ -467,31 +448,27 @@ void TCPStoreServer::Loop::handleMessage(Connection& conn,
   handleRequest(conn, static_cast<Op>(type), reader);
 }
 
-void TCPStoreServer::Loop::handleHello(Connection& conn, uint8_t type,
-                                       wire::Reader& reader) {
+void TCPStoreServer::Loop::handleHello(Connection& conn, uint8_t type, wire::Reader& reader) {
   const uint32_t magic = reader.u32();
   const uint16_t version = reader.u16();
   const std::string_view token = reader.bytes();
-  if (type != static_cast<uint8_t>(Op::kHello) || magic != wire::kMagic ||
-      !reader.finished()) {
+  if (type != static_cast<uint8_t>(Op::kHello) || magic != wire::kMagic || !reader.finished()) {
     rejectAndClose(conn, ReplyStatus::kBadRequest,
                    "expected a loom store handshake as the first message; is "
                    "this a loom TCPStore client?");
     return;
   }
   if (version != wire::kVersion) {
-    rejectAndClose(
-        conn, ReplyStatus::kBadVersion,
-        absl::StrFormat("client speaks store protocol version %d but the "
-                        "server speaks version %d",
-                        version, wire::kVersion));
+    rejectAndClose(conn, ReplyStatus::kBadVersion,
+                   absl::StrFormat("client speaks store protocol version %d but the "
+                                   "server speaks version %d",
+                                   version, wire::kVersion));
     return;
   }
   if (!tokensEqual(token, options_.token)) {
     rejectAndClose(conn, ReplyStatus::kBadToken,
-                   options_.token.empty()
-                       ? "the server expects no token but the client sent one"
-                       : "the client's token does not match the server's");
+                   options_.token.empty() ? "the server expects no token but the client sent one"
+                                          : "the client's token does not match the server's");
     return;
   }
   conn.authenticated = true;
@@ -499,8 +476,7 @@ void TCPStoreServer::Loop::handleHello(Connection& conn, uint8_t type,
   reply(conn, wire::Writer(ReplyStatus::kOk).u16(wire::kVersion).finish());
 }
 
-void TCPStoreServer::Loop::handleRequest(Connection& conn, Op op,
-                                         wire::Reader& reader) {
+void TCPStoreServer::Loop::handleRequest(Connection& conn, Op op, wire::Reader& reader) {
   const auto malformed = [&](std::string_view what) {
     rejectAndClose(conn, ReplyStatus::kBadRequest,
                    absl::StrFormat("malformed %s request; do client and "
@@ -538,8 +514,7 @@ void TCPStoreServer::Loop::handleRequest(Connection& conn, Op op,
       auto it = keys_.find(av(key));
       std::optional<std::string_view> current;
       if (it != keys_.end()) current = it->second;
-      absl::StatusOr<int64_t> sum =
-          addToCounter(std::string(key), current, delta);
+      absl::StatusOr<int64_t> sum = addToCounter(std::string(key), current, delta);
       if (!sum.ok()) return replyStoreError(conn, sum.status());
       storeValue(key, formatCounter(*sum));
       keyChanged(key);
@@ -613,16 +588,14 @@ void TCPStoreServer::Loop::handleRequest(Connection& conn, Op op,
       const std::string_view value = reader.bytes();
       if (!reader.finished()) return malformed("append");
       auto it = keys_.find(av(key));
-      const size_t size =
-          (it == keys_.end() ? 0 : it->second.size()) + value.size();
+      const size_t size = (it == keys_.end() ? 0 : it->second.size()) + value.size();
       if (size + kReplyOverhead > options_.max_message_bytes) {
         return replyStoreError(
             conn,
-            storeError(absl::StrFormat(
-                "append to key %s would make it %d bytes, over the %d-byte "
-                "message limit; keep values smaller or raise "
-                "max_message_bytes on every rank",
-                describeKey(key), size, options_.max_message_bytes)));
+            storeError(absl::StrFormat("append to key %s would make it %d bytes, over the %d-byte "
+                                       "message limit; keep values smaller or raise "
+                                       "max_message_bytes on every rank",
+                                       describeKey(key), size, options_.max_message_bytes)));
       }
       if (it == keys_.end()) {
         keys_.emplace(std::string(key), std::string(value));
@@ -631,9 +604,8 @@ void TCPStoreServer::Loop::handleRequest(Connection& conn, Op op,
         // may produce, so that a value near the limit does not double it.
         std::string& stored = it->second;
         if (size > stored.capacity()) {
-          reserveExactly(stored,
-                         std::min(std::max(size, 2 * stored.capacity()),
-                                  options_.max_message_bytes - kReplyOverhead));
+          reserveExactly(stored, std::min(std::max(size, 2 * stored.capacity()),
+                                          options_.max_message_bytes - kReplyOverhead));
         }
         stored.append(value);
       }
@@ -698,23 +670,20 @@ void TCPStoreServer::Loop::reply(Connection& conn, std::string frame) {
   flush(conn);
 }
 
-void TCPStoreServer::Loop::replyStoreError(Connection& conn,
-                                           const absl::Status& status) {
+void TCPStoreServer::Loop::replyStoreError(Connection& conn, const absl::Status& status) {
   reply(conn, wire::Writer(ReplyStatus::kStoreError)
-                  .bytes(std::string_view(status.message().data(),
-                                          status.message().size()))
+                  .bytes(std::string_view(status.message().data(), status.message().size()))
                   .finish());
 }
 
-void TCPStoreServer::Loop::rejectAndClose(Connection& conn,
-                                          ReplyStatus status,
+void TCPStoreServer::Loop::rejectAndClose(Connection& conn, ReplyStatus status,
                                           std::string_view message) {
   // One best-effort send: a peer that is not reading does not get to keep
   // the connection open.
   reply(conn, wire::Writer(status).bytes(message).finish());
-  logClient(absl::StrCat(conn.authenticated ? "closed the connection of client "
-                                            : "refused client ",
-                         conn.peer, ": ", av(message)));
+  logClient(
+      absl::StrCat(conn.authenticated ? "closed the connection of client " : "refused client ",
+                   conn.peer, ": ", av(message)));
   close(conn);
 }
 
@@ -743,9 +712,8 @@ void TCPStoreServer::Loop::logClient(std::string_view what) {
 void TCPStoreServer::Loop::flush(Connection& conn) {
   const bool was_backed_up = conn.pendingOut() >= kOutputHighWater;
   while (conn.pendingOut() > 0) {
-    const ssize_t sent =
-        ::send(conn.fd.get(), conn.out.data() + conn.out_start,
-               conn.pendingOut(), MSG_NOSIGNAL | MSG_DONTWAIT);
+    const ssize_t sent = ::send(conn.fd.get(), conn.out.data() + conn.out_start, conn.pendingOut(),
+                                MSG_NOSIGNAL | MSG_DONTWAIT);
     if (sent > 0) {
       conn.out_start += static_cast<size_t>(sent);
       continue;
@@ -802,8 +770,7 @@ void TCPStoreServer::Loop::close(Connection& conn) {
   connections_.erase(it);
 }
 
-void TCPStoreServer::Loop::storeValue(std::string_view key,
-                                      std::string_view value) {
+void TCPStoreServer::Loop::storeValue(std::string_view key, std::string_view value) {
   // Look up before inserting: overwriting a key (counters, status flags) is
   // the common case and then needs no new key string.
   if (auto it = keys_.find(av(key)); it != keys_.end()) {
@@ -813,11 +780,9 @@ void TCPStoreServer::Loop::storeValue(std::string_view key,
   keys_.emplace(std::string(key), std::string(value));
 }
 
-bool TCPStoreServer::Loop::allPresent(
-    const std::vector<std::string>& keys) const {
-  return std::all_of(keys.begin(), keys.end(), [&](const std::string& key) {
-    return keys_.contains(key);
-  });
+bool TCPStoreServer::Loop::allPresent(const std::vector<std::string>& keys) const {
+  return std::all_of(keys.begin(), keys.end(),
+                     [&](const std::string& key) { return keys_.contains(key); });
 }
 
 std::string TCPStoreServer::Loop::readyReply(const Waiter& waiter) const {
@@ -833,10 +798,9 @@ std::string TCPStoreServer::Loop::readyReply(const Waiter& waiter) const {
       }
       if (total > options_.max_message_bytes) {
         return wire::Writer(ReplyStatus::kStoreError)
-            .bytes(absl::StrFormat(
-                "multiGet of %d keys would return %d bytes, over the %d-byte "
-                "message limit; fetch fewer keys at once",
-                waiter.keys.size(), total, options_.max_message_bytes))
+            .bytes(absl::StrFormat("multiGet of %d keys would return %d bytes, over the %d-byte "
+                                   "message limit; fetch fewer keys at once",
+                                   waiter.keys.size(), total, options_.max_message_bytes))
             .finish();
       }
       writer.u32(static_cast<uint32_t>(waiter.keys.size()));
@@ -867,8 +831,7 @@ std::string TCPStoreServer::Loop::timeoutReply(const Waiter& waiter) const {
   return writer.finish();
 }
 
-void TCPStoreServer::Loop::park(Connection& conn, Waiter waiter,
-                                int64_t timeout_ms) {
+void TCPStoreServer::Loop::park(Connection& conn, Waiter waiter, int64_t timeout_ms) {
   const uint64_t id = next_waiter_id_++;
   waiter.connection = conn.id;
   // A peer may send any i64: a timeout beyond kMaxTimeoutMs is as good as
@@ -907,8 +870,7 @@ void TCPStoreServer::Loop::finishWaiter(uint64_t id, bool timed_out) {
   auto it = waiters_.find(id);
   if (it == waiters_.end()) return;
   const uint64_t connection = it->second.connection;
-  std::string frame =
-      timed_out ? timeoutReply(it->second) : readyReply(it->second);
+  std::string frame = timed_out ? timeoutReply(it->second) : readyReply(it->second);
   removeWaiter(id);
   Connection* conn = find(connection);
   if (conn == nullptr) return;
@@ -925,9 +887,8 @@ void TCPStoreServer::Loop::removeWaiter(uint64_t id) {
     waiter_timers_.erase({waiter.deadline, id});
   }
   if (waiter.op == Op::kJoin) {
-    join_waiters_.erase(
-        std::remove(join_waiters_.begin(), join_waiters_.end(), id),
-        join_waiters_.end());
+    join_waiters_.erase(std::remove(join_waiters_.begin(), join_waiters_.end(), id),
+                        join_waiters_.end());
   }
   for (const std::string& key : waiter.keys) {
     auto list = key_waiters_.find(key);
@@ -950,9 +911,8 @@ void TCPStoreServer::Loop::fireTimers() {
     // A peer that never completes its handshake holds a socket and nothing
     // else; dropping it frees the descriptor for real clients.
     if (Connection* conn = find(id)) {
-      logClient(absl::StrCat(
-          "dropped client ", conn->peer, ": no handshake within ",
-          absl::FormatDuration(options_.handshake_timeout)));
+      logClient(absl::StrCat("dropped client ", conn->peer, ": no handshake within ",
+                             absl::FormatDuration(options_.handshake_timeout)));
       close(*conn);
     }
   }
@@ -977,8 +937,7 @@ int TCPStoreServer::Loop::nextTimeoutMillis() const {
   const auto left = *next - Clock::now();
   if (left <= Clock::duration::zero()) return 0;
   // Round up so the loop does not wake just before a deadline and spin.
-  const int64_t millis =
-      std::chrono::ceil<std::chrono::milliseconds>(left).count();
+  const int64_t millis = std::chrono::ceil<std::chrono::milliseconds>(left).count();
   return static_cast<int>(std::min<int64_t>(millis, 60'000));
 }
 
@@ -992,36 +951,29 @@ void TCPStoreServer::Loop::drainReady() {
   }
 }
 
-absl::StatusOr<std::unique_ptr<SteppedTCPStoreServer>>
-SteppedTCPStoreServer::create(const TCPStoreServerOptions& options) {
+absl::StatusOr<std::unique_ptr<SteppedTCPStoreServer>> SteppedTCPStoreServer::create(
+    const TCPStoreServerOptions& options) {
   UniqueFd epoll(::epoll_create1(EPOLL_CLOEXEC));
   UniqueFd wake(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
   if (!epoll.valid() || !wake.valid()) {
-    return networkError(absl::StrFormat(
-        "cannot start the store server: %s", errnoMessage(errno)));
+    return networkError(absl::StrFormat("cannot start the store server: %s", errnoMessage(errno)));
   }
-  auto loop = std::make_unique<TCPStoreServer::Loop>(
-      options, "(stepped)", UniqueFd(), std::move(epoll), std::move(wake));
-  return std::unique_ptr<SteppedTCPStoreServer>(
-      new SteppedTCPStoreServer(std::move(loop)));
+  auto loop = std::make_unique<TCPStoreServer::Loop>(options, "(stepped)", UniqueFd(),
+                                                     std::move(epoll), std::move(wake));
+  return std::unique_ptr<SteppedTCPStoreServer>(new SteppedTCPStoreServer(std::move(loop)));
 }
 
-SteppedTCPStoreServer::SteppedTCPStoreServer(
-    std::unique_ptr<TCPStoreServer::Loop> loop)
+SteppedTCPStoreServer::SteppedTCPStoreServer(std::unique_ptr<TCPStoreServer::Loop> loop)
     : loop_(std::move(loop)) {}
 
 SteppedTCPStoreServer::~SteppedTCPStoreServer() = default;
 
-void SteppedTCPStoreServer::adopt(int fd) {
-  loop_->addConnection(UniqueFd(fd), "(adopted)");
-}
+void SteppedTCPStoreServer::adopt(int fd) { loop_->addConnection(UniqueFd(fd), "(adopted)"); }
 
 void SteppedTCPStoreServer::step(absl::Duration max_wait) {
   loop_->runOnce(static_cast<int>(absl::ToInt64Milliseconds(max_wait)));
 }
 
-size_t SteppedTCPStoreServer::connections() const {
-  return loop_->connectionCount();
-}
+size_t SteppedTCPStoreServer::connections() const { return loop_->connectionCount(); }
 
 }  // namespace loom::comm

@@ -43,8 +43,8 @@ std::unique_ptr<TCPStore> startServer(TCPStoreOptions options = {}) {
   return store.ok() ? std::move(*store) : nullptr;
 }
 
-absl::StatusOr<std::unique_ptr<TCPStore>> connectClient(
-    uint16_t port, TCPStoreOptions options = {}) {
+absl::StatusOr<std::unique_ptr<TCPStore>> connectClient(uint16_t port,
+                                                        TCPStoreOptions options = {}) {
   options.port = port;
   return TCPStore::create(options);
 }
@@ -73,9 +73,7 @@ class RawConnection {
     address.sin_family = AF_INET;
     address.sin_port = htons(port);
     address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    EXPECT_EQ(::connect(fd_, reinterpret_cast<sockaddr*>(&address),
-                        sizeof(address)),
-              0);
+    EXPECT_EQ(::connect(fd_, reinterpret_cast<sockaddr*>(&address), sizeof(address)), 0);
   }
   ~RawConnection() { ::close(fd_); }
 
@@ -85,11 +83,8 @@ class RawConnection {
   }
 
   void handshake(const std::string& token = "") {
-    send(wire::Writer(wire::Op::kHello)
-             .u32(wire::kMagic)
-             .u16(wire::kVersion)
-             .bytes(token)
-             .finish());
+    send(
+        wire::Writer(wire::Op::kHello).u32(wire::kMagic).u16(wire::kVersion).bytes(token).finish());
     std::string reply = readFrame(absl::Seconds(5));
     ASSERT_FALSE(reply.empty());
     EXPECT_EQ(reply[0], static_cast<char>(wire::ReplyStatus::kOk));
@@ -158,22 +153,20 @@ TEST(TCPStoreTest, WorkersInSeparateProcessesShareTheServer) {
   constexpr int kWorkers = 4;
   constexpr int kAdds = 50;
   absl::StatusOr<testing::Subprocess> server = testing::Subprocess::start(
-      testing::runfilePath("comm/store_test_helper"),
-      {"--mode=server", "--token=job-secret"});
+      testing::runfilePath("comm/store_test_helper"), {"--mode=server", "--token=job-secret"});
   ASSERT_TRUE(server.ok()) << server.status();
   absl::StatusOr<std::string> line = server->readLine(absl::Seconds(30));
   ASSERT_TRUE(line.ok()) << line.status();
   int port = 0;
-  ASSERT_TRUE(absl::SimpleAtoi(absl::StripPrefix(*line, "port "), &port))
-      << *line;
+  ASSERT_TRUE(absl::SimpleAtoi(absl::StripPrefix(*line, "port "), &port)) << *line;
 
   std::vector<testing::Subprocess> workers;
   for (int rank = 0; rank < kWorkers; ++rank) {
     absl::StatusOr<testing::Subprocess> worker = testing::Subprocess::start(
         testing::runfilePath("comm/store_test_helper"),
-        {"--mode=worker", "--store=tcp", absl::StrCat("--port=", port),
-         "--token=job-secret", absl::StrCat("--rank=", rank),
-         absl::StrCat("--workers=", kWorkers), absl::StrCat("--adds=", kAdds)});
+        {"--mode=worker", "--store=tcp", absl::StrCat("--port=", port), "--token=job-secret",
+         absl::StrCat("--rank=", rank), absl::StrCat("--workers=", kWorkers),
+         absl::StrCat("--adds=", kAdds)});
     ASSERT_TRUE(worker.ok()) << worker.status();
     workers.push_back(std::move(*worker));
   }
@@ -211,8 +204,7 @@ TEST(TCPStoreTest, AClientStartedBeforeTheServerConnectsOnceItIsUp) {
   const absl::Time start = absl::Now();
   TCPStoreOptions options;
   options.timeout = kTimeout;
-  absl::StatusOr<std::unique_ptr<TCPStore>> client =
-      connectClient(port, options);
+  absl::StatusOr<std::unique_ptr<TCPStore>> client = connectClient(port, options);
   late_server.join();
   ASSERT_TRUE(client.ok()) << client.status();
   EXPECT_GE(absl::Now() - start, absl::Milliseconds(250));
@@ -226,8 +218,7 @@ TEST(TCPStoreTest, ConnectingToNoServerTimesOutNamingTheAddress) {
   const uint16_t port = unusedPort();
   TCPStoreOptions options;
   options.timeout = absl::Milliseconds(300);
-  absl::StatusOr<std::unique_ptr<TCPStore>> client =
-      connectClient(port, options);
+  absl::StatusOr<std::unique_ptr<TCPStore>> client = connectClient(port, options);
   ASSERT_FALSE(client.ok());
   EXPECT_EQ(errorKind(client.status()), ErrorKind::kTimeout);
   const std::string message(client.status().message());
@@ -242,9 +233,7 @@ TEST(TCPStoreTest, AnotherKindOfServerOnThePortFailsFastAndClearly) {
   sockaddr_in address{};
   address.sin_family = AF_INET;
   address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ASSERT_EQ(::bind(listener, reinterpret_cast<sockaddr*>(&address),
-                   sizeof(address)),
-            0);
+  ASSERT_EQ(::bind(listener, reinterpret_cast<sockaddr*>(&address), sizeof(address)), 0);
   ASSERT_EQ(::listen(listener, 4), 0);
   socklen_t length = sizeof(address);
   ::getsockname(listener, reinterpret_cast<sockaddr*>(&address), &length);
@@ -266,13 +255,12 @@ TEST(TCPStoreTest, AnotherKindOfServerOnThePortFailsFastAndClearly) {
   ASSERT_FALSE(client.ok());
   EXPECT_LT(absl::Now() - start, absl::Seconds(5));
   EXPECT_EQ(errorKind(client.status()), ErrorKind::kStore);
-  EXPECT_THAT(std::string(client.status().message()),
-              HasSubstr("is it a loom store?"));
+  EXPECT_THAT(std::string(client.status().message()), HasSubstr("is it a loom store?"));
 }
 
 TEST(TCPStoreTest, KillingTheServerFailsWaitingClientsWithANetworkError) {
-  absl::StatusOr<testing::Subprocess> server = testing::Subprocess::start(
-      testing::runfilePath("comm/store_test_helper"), {"--mode=server"});
+  absl::StatusOr<testing::Subprocess> server =
+      testing::Subprocess::start(testing::runfilePath("comm/store_test_helper"), {"--mode=server"});
   ASSERT_TRUE(server.ok()) << server.status();
   absl::StatusOr<std::string> line = server->readLine(absl::Seconds(30));
   ASSERT_TRUE(line.ok()) << line.status();
@@ -292,8 +280,7 @@ TEST(TCPStoreTest, KillingTheServerFailsWaitingClientsWithANetworkError) {
   std::vector<absl::Status> results(kClients);
   std::vector<std::thread> waiters;
   for (int i = 0; i < kClients; ++i) {
-    waiters.emplace_back(
-        [&, i] { results[i] = clients[i]->get("never-set").status(); });
+    waiters.emplace_back([&, i] { results[i] = clients[i]->get("never-set").status(); });
   }
   absl::SleepFor(absl::Milliseconds(200));
   const absl::Time killed = absl::Now();
@@ -302,8 +289,7 @@ TEST(TCPStoreTest, KillingTheServerFailsWaitingClientsWithANetworkError) {
   EXPECT_LT(absl::Now() - killed, absl::Seconds(5));
   for (const absl::Status& status : results) {
     EXPECT_EQ(errorKind(status), ErrorKind::kNetwork) << status;
-    EXPECT_THAT(std::string(status.message()),
-                HasSubstr(absl::StrCat("127.0.0.1:", port)));
+    EXPECT_THAT(std::string(status.message()), HasSubstr(absl::StrCat("127.0.0.1:", port)));
     EXPECT_THAT(std::string(status.message()), HasSubstr("never-set"));
   }
   // The connection stays failed rather than hanging on later calls.
@@ -348,8 +334,7 @@ TEST(TCPStoreTest, MalformedRequestsAfterTheHandshakeCloseTheConnection) {
     RawConnection truncated(server->port());
     truncated.handshake();
     // A set whose value length points past the end of the frame.
-    truncated.send(
-        wire::Writer(wire::Op::kSet).bytes("k").u32(1000).finish());
+    truncated.send(wire::Writer(wire::Op::kSet).bytes("k").u32(1000).finish());
     EXPECT_TRUE(truncated.closedWithin(absl::Seconds(5)));
   }
   {
@@ -396,8 +381,7 @@ TEST(TCPStoreTest, TheTokenKeepsOutClientsThatDoNotKnowIt) {
     options.token = token;
     options.timeout = kTimeout;
     const absl::Time start = absl::Now();
-    absl::StatusOr<std::unique_ptr<TCPStore>> intruder =
-        connectClient(server->port(), options);
+    absl::StatusOr<std::unique_ptr<TCPStore>> intruder = connectClient(server->port(), options);
     ASSERT_FALSE(intruder.ok());
     // Refused at once, not retried until the timeout.
     EXPECT_LT(absl::Now() - start, absl::Seconds(5));
@@ -407,11 +391,8 @@ TEST(TCPStoreTest, TheTokenKeepsOutClientsThatDoNotKnowIt) {
   }
   // A raw peer with the wrong token gets no further than the handshake.
   RawConnection raw(server->port());
-  raw.send(wire::Writer(wire::Op::kHello)
-               .u32(wire::kMagic)
-               .u16(wire::kVersion)
-               .bytes("guess")
-               .finish());
+  raw.send(
+      wire::Writer(wire::Op::kHello).u32(wire::kMagic).u16(wire::kVersion).bytes("guess").finish());
   const std::string reply = raw.readFrame(absl::Seconds(5));
   ASSERT_FALSE(reply.empty());
   EXPECT_EQ(reply[0], static_cast<char>(wire::ReplyStatus::kBadToken));
@@ -419,8 +400,7 @@ TEST(TCPStoreTest, TheTokenKeepsOutClientsThatDoNotKnowIt) {
 
   TCPStoreOptions options;
   options.token = "s3cret";
-  absl::StatusOr<std::unique_ptr<TCPStore>> member =
-      connectClient(server->port(), options);
+  absl::StatusOr<std::unique_ptr<TCPStore>> member = connectClient(server->port(), options);
   ASSERT_TRUE(member.ok()) << member.status();
   absl::StatusOr<std::string> got = (*member)->getString("key");
   ASSERT_TRUE(got.ok()) << got.status();
@@ -430,11 +410,8 @@ TEST(TCPStoreTest, TheTokenKeepsOutClientsThatDoNotKnowIt) {
 TEST(TCPStoreTest, AnotherProtocolVersionIsRefusedByName) {
   std::unique_ptr<TCPStore> server = startServer();
   RawConnection future(server->port());
-  future.send(wire::Writer(wire::Op::kHello)
-                  .u32(wire::kMagic)
-                  .u16(wire::kVersion + 1)
-                  .bytes("")
-                  .finish());
+  future.send(
+      wire::Writer(wire::Op::kHello).u32(wire::kMagic).u16(wire::kVersion + 1).bytes("").finish());
   const std::string reply = future.readFrame(absl::Seconds(5));
   ASSERT_FALSE(reply.empty());
   EXPECT_EQ(reply[0], static_cast<char>(wire::ReplyStatus::kBadVersion));
@@ -491,8 +468,7 @@ TEST(TCPStoreTest, WaitForWorkersIsABarrierWithATimeout) {
   absl::StatusOr<std::unique_ptr<TCPStore>> alone = TCPStore::create(lonely);
   ASSERT_FALSE(alone.ok());
   EXPECT_EQ(errorKind(alone.status()), ErrorKind::kTimeout);
-  EXPECT_THAT(std::string(alone.status().message()),
-              HasSubstr("1 of 2 workers"));
+  EXPECT_THAT(std::string(alone.status().message()), HasSubstr("1 of 2 workers"));
 }
 
 TEST(TCPStoreTest, HundredsOfConcurrentClients) {
@@ -510,10 +486,8 @@ TEST(TCPStoreTest, HundredsOfConcurrentClients) {
     clients.emplace_back([&, i] {
       TCPStoreOptions options;
       options.timeout = kTimeout;
-      absl::StatusOr<std::unique_ptr<TCPStore>> client =
-          connectClient(server->port(), options);
-      if (!client.ok() ||
-          !(*client)->setString(absl::StrCat("client/", i), "x").ok() ||
+      absl::StatusOr<std::unique_ptr<TCPStore>> client = connectClient(server->port(), options);
+      if (!client.ok() || !(*client)->setString(absl::StrCat("client/", i), "x").ok() ||
           !(*client)->add("arrived", 1).ok()) {
         ++failures;
         return;

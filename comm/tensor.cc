@@ -60,9 +60,9 @@ absl::StatusOr<DType> dtypeFromName(std::string_view name) {
   for (DType dtype : kAllDTypes) {
     if (dtypeName(dtype) == name) return dtype;
   }
-  return invalidArgumentError(absl::StrCat(
-      "unknown dtype '", std::string(name), "'; known dtypes are f32, f64, f16, bf16, i8, u8, "
-      "i32, i64, bool"));
+  return invalidArgumentError(absl::StrCat("unknown dtype '", std::string(name),
+                                           "'; known dtypes are f32, f64, f16, bf16, i8, u8, "
+                                           "i32, i64, bool"));
 }
 
 bool isFloatingPoint(DType dtype) {
@@ -70,9 +70,7 @@ bool isFloatingPoint(DType dtype) {
          dtype == DType::kBFloat16;
 }
 
-std::string Device::toString() const {
-  return isCuda() ? absl::StrCat("cuda:", index) : "cpu";
-}
+std::string Device::toString() const { return isCuda() ? absl::StrCat("cuda:", index) : "cpu"; }
 
 Tensor::Tensor(void* data, DType dtype, std::vector<int64_t> shape, Device device)
     : data_(data), dtype_(dtype), shape_(std::move(shape)), device_(device), numel_(1) {
@@ -92,8 +90,8 @@ absl::StatusOr<Tensor> Tensor::narrow(int64_t start, int64_t length) const {
   std::vector<int64_t> shape = shape_;
   shape[0] = length;
   const int64_t row_elements = shape_[0] == 0 ? 0 : numel_ / shape_[0];
-  char* base = static_cast<char*>(data_) +
-               static_cast<size_t>(start * row_elements) * dtypeSize(dtype_);
+  char* base =
+      static_cast<char*>(data_) + static_cast<size_t>(start * row_elements) * dtypeSize(dtype_);
   return Tensor(base, dtype_, std::move(shape), device_);
 }
 
@@ -104,9 +102,7 @@ std::string Tensor::toString() const {
                       device_.toString());
 }
 
-std::ostream& operator<<(std::ostream& os, const Tensor& tensor) {
-  return os << tensor.toString();
-}
+std::ostream& operator<<(std::ostream& os, const Tensor& tensor) { return os << tensor.toString(); }
 
 absl::Status checkTensor(const Tensor& tensor, std::string_view what, DType dtype, int64_t numel,
                          Device device) {

@@ -30,9 +30,9 @@ enum class DType : uint8_t {
   kBool,      // torch.bool, one byte per element
 };
 
-inline constexpr DType kAllDTypes[] = {DType::kFloat32, DType::kFloat64, DType::kFloat16,
+inline constexpr DType kAllDTypes[] = {DType::kFloat32,  DType::kFloat64, DType::kFloat16,
                                        DType::kBFloat16, DType::kInt8,    DType::kUInt8,
-                                       DType::kInt32,   DType::kInt64,   DType::kBool};
+                                       DType::kInt32,    DType::kInt64,   DType::kBool};
 
 size_t dtypeSize(DType dtype);
 // "f32", "f64", "f16", "bf16", "i8", "u8", "i32", "i64", "bool".

@@ -21,9 +21,8 @@ TEST(DTypeTest, SizesNamesAndRoundTrip) {
   EXPECT_EQ(dtypeSize(DType::kInt64), 8u);
   EXPECT_EQ(dtypeSize(DType::kBool), 1u);
   for (DType dtype : kAllDTypes) EXPECT_EQ(*dtypeFromName(dtypeName(dtype)), dtype);
-  EXPECT_THAT(dtypeFromName("f8").status(),
-              StatusIs(absl::StatusCode::kInvalidArgument, AllOf(HasSubstr("'f8'"),
-                                                                 HasSubstr("bf16"))));
+  EXPECT_THAT(dtypeFromName("f8").status(), StatusIs(absl::StatusCode::kInvalidArgument,
+                                                     AllOf(HasSubstr("'f8'"), HasSubstr("bf16"))));
   EXPECT_TRUE(isFloatingPoint(DType::kFloat16));
   EXPECT_FALSE(isFloatingPoint(DType::kBool));
 }
@@ -100,8 +99,9 @@ TEST(ReduceOpTest, BitwiseOpsNeedIntegers) {
       EXPECT_TRUE(checkReduceOpSupports(op, DType::kBool).ok()) << reduceOpName(op);
     }
   }
-  EXPECT_THAT(checkReduceOpSupports(ReduceOp::kAvg, DType::kBool),
-              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("avg is not defined on bool")));
+  EXPECT_THAT(
+      checkReduceOpSupports(ReduceOp::kAvg, DType::kBool),
+      StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("avg is not defined on bool")));
   for (ReduceOp op : {ReduceOp::kBand, ReduceOp::kBor, ReduceOp::kBxor}) {
     EXPECT_THAT(checkReduceOpSupports(op, DType::kFloat32),
                 StatusIs(absl::StatusCode::kInvalidArgument,

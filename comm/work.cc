@@ -12,8 +12,8 @@
 namespace loom::comm {
 
 std::string CollectiveInfo::describe() const {
-  std::string text = absl::StrFormat("%s #%d in group %s (rank %d of %d)", op, seq, group, rank,
-                                     group_size);
+  std::string text =
+      absl::StrFormat("%s #%d in group %s (rank %d of %d)", op, seq, group, rank, group_size);
   if (peer >= 0) absl::StrAppend(&text, ", peer rank ", peer);
   return text;
 }
@@ -46,10 +46,10 @@ absl::Status Work::wait(std::optional<absl::Duration> timeout) {
     absl::MutexLock lock(&mu_);
     if (mu_.AwaitWithTimeout(absl::Condition(&completed_), grace)) return status_;
   }
-  const absl::Status timed_out = timeoutError(absl::StrCat(
-      info_.describe(), " did not complete within ", absl::FormatDuration(limit),
-      "; another rank of the group is likely missing, slower, or called a different "
-      "collective (run with debug checks to see which)"));
+  const absl::Status timed_out = timeoutError(
+      absl::StrCat(info_.describe(), " did not complete within ", absl::FormatDuration(limit),
+                   "; another rank of the group is likely missing, slower, or called a different "
+                   "collective (run with debug checks to see which)"));
   if (complete(timed_out)) abortEngine();
   return exception();
 }

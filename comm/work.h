@@ -19,12 +19,12 @@ namespace loom::comm {
 // Who called what: the part of a collective every rank agrees on (group,
 // op, sequence number) plus the caller's rank.
 struct CollectiveInfo {
-  std::string group;     // the group's name, e.g. "default" or "mesh/tp/1"
-  int rank = 0;          // the caller's rank within the group
+  std::string group;  // the group's name, e.g. "default" or "mesh/tp/1"
+  int rank = 0;       // the caller's rank within the group
   int group_size = 0;
-  uint64_t seq = 0;      // 1-based, per group, the same on every rank
-  std::string op;        // "all_reduce", "send", ...
-  int peer = -1;         // the other rank of a send/recv, else -1
+  uint64_t seq = 0;  // 1-based, per group, the same on every rank
+  std::string op;    // "all_reduce", "send", ...
+  int peer = -1;     // the other rank of a send/recv, else -1
 
   // "all_reduce #7 in group mesh/tp/1 (rank 1 of 4)"; send/recv add the peer.
   std::string describe() const;

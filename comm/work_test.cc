@@ -77,8 +77,7 @@ TEST(WorkTest, AbortOnlyBeforeCompletion) {
 
   CountingWork running(info(), absl::Seconds(1));
   running.abort();
-  EXPECT_THAT(running.exception(),
-              StatusIs(absl::StatusCode::kAborted, HasSubstr("was aborted")));
+  EXPECT_THAT(running.exception(), StatusIs(absl::StatusCode::kAborted, HasSubstr("was aborted")));
   EXPECT_EQ(running.engine_aborts, 1);
 }
 

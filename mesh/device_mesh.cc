@@ -31,9 +31,7 @@ constexpr int64_t kMaxRanksShown = 16;
 // Debian's Abseil has its own string_view type (ABSL_OPTION_USE_STD_STRING_VIEW
 // is 0), so a std::string_view must be converted before it reaches StrCat or
 // SimpleAtoi.
-absl::string_view asAbsl(std::string_view text) {
-  return {text.data(), text.size()};
-}
+absl::string_view asAbsl(std::string_view text) { return {text.data(), text.size()}; }
 
 std::string shapeString(const std::vector<int64_t>& shape) {
   if (shape.empty()) return "() (no axes)";
@@ -63,22 +61,21 @@ absl::Status checkAxisName(std::string_view name) {
 absl::StatusOr<int64_t> checkShape(const std::vector<int64_t>& shape,
                                    const std::vector<std::string>& axis_names) {
   if (shape.size() != axis_names.size()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("mesh shape ", shapeString(shape), " has ", shape.size(),
-                     " axes but names were given for ", axis_names.size(), ": ",
-                     parenthesized(axis_names), "; give one name per axis"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "mesh shape ", shapeString(shape), " has ", shape.size(), " axes but names were given for ",
+        axis_names.size(), ": ", parenthesized(axis_names), "; give one name per axis"));
   }
   int64_t size = 1;
   for (size_t i = 0; i < shape.size(); ++i) {
     if (shape[i] < 1) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "axis '", axis_names[i], "' of mesh shape ", shapeString(shape),
-          " has size ", shape[i], "; every axis size must be at least 1"));
+      return absl::InvalidArgumentError(absl::StrCat("axis '", axis_names[i], "' of mesh shape ",
+                                                     shapeString(shape), " has size ", shape[i],
+                                                     "; every axis size must be at least 1"));
     }
     if (shape[i] > kMaxDevices / size) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "mesh shape ", shapeString(shape), " has more than ", kMaxDevices,
-          " devices; check the axis sizes for a typo"));
+      return absl::InvalidArgumentError(absl::StrCat("mesh shape ", shapeString(shape),
+                                                     " has more than ", kMaxDevices,
+                                                     " devices; check the axis sizes for a typo"));
     }
     size *= shape[i];
   }
@@ -88,9 +85,9 @@ absl::StatusOr<int64_t> checkShape(const std::vector<int64_t>& shape,
     }
     for (size_t j = 0; j < i; ++j) {
       if (axis_names[i] == axis_names[j]) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "axis name '", axis_names[i], "' is used by axes ", j, " and ", i,
-            " of ", parenthesized(axis_names), "; axis names must be unique"));
+        return absl::InvalidArgumentError(
+            absl::StrCat("axis name '", axis_names[i], "' is used by axes ", j, " and ", i, " of ",
+                         parenthesized(axis_names), "; axis names must be unique"));
       }
     }
   }
@@ -112,60 +109,52 @@ Piece trimmed(std::string_view text, size_t offset) {
   return Piece{text.substr(begin, end - begin), offset + begin + 1};
 }
 
-std::vector<Piece> splitPieces(std::string_view text, char separator,
-                               size_t offset) {
+std::vector<Piece> splitPieces(std::string_view text, char separator, size_t offset) {
   std::vector<Piece> pieces;
   size_t start = 0;
   while (true) {
     size_t next = text.find(separator, start);
-    std::string_view part = text.substr(start, next == std::string_view::npos
-                                                   ? std::string_view::npos
-                                                   : next - start);
+    std::string_view part =
+        text.substr(start, next == std::string_view::npos ? std::string_view::npos : next - start);
     pieces.push_back(trimmed(part, offset + start));
     if (next == std::string_view::npos) return pieces;
     start = next + 1;
   }
 }
 
-constexpr absl::string_view kSpecHint =
-    R"(; write a spec like "2x4" or "dp=2,tp=4")";
+constexpr absl::string_view kSpecHint = R"(; write a spec like "2x4" or "dp=2,tp=4")";
 
 absl::Status specError(std::string_view spec, absl::string_view what) {
-  return absl::InvalidArgumentError(
-      absl::StrCat("mesh spec \"", asAbsl(spec), "\": ", what));
+  return absl::InvalidArgumentError(absl::StrCat("mesh spec \"", asAbsl(spec), "\": ", what));
 }
 
 absl::StatusOr<int64_t> parseSize(std::string_view spec, const Piece& piece) {
   if (piece.text.empty()) {
-    return specError(spec, absl::StrCat("missing an axis size at column ",
-                                        piece.column, kSpecHint));
+    return specError(spec,
+                     absl::StrCat("missing an axis size at column ", piece.column, kSpecHint));
   }
   std::string_view digits = piece.text;
   if (digits.front() == '-') digits.remove_prefix(1);
-  if (digits.empty() ||
-      !std::all_of(digits.begin(), digits.end(), absl::ascii_isdigit)) {
-    return specError(
-        spec, absl::StrCat("axis size '", asAbsl(piece.text), "' at column ",
-                           piece.column, " is not a whole number", kSpecHint));
+  if (digits.empty() || !std::all_of(digits.begin(), digits.end(), absl::ascii_isdigit)) {
+    return specError(spec, absl::StrCat("axis size '", asAbsl(piece.text), "' at column ",
+                                        piece.column, " is not a whole number", kSpecHint));
   }
   int64_t size = 0;
   if (!absl::SimpleAtoi(asAbsl(piece.text), &size) || size > kMaxDevices) {
-    return specError(
-        spec, absl::StrCat("axis size '", asAbsl(piece.text), "' at column ",
-                           piece.column, " is out of range; an axis has 1 to ",
-                           kMaxDevices, " devices"));
+    return specError(spec,
+                     absl::StrCat("axis size '", asAbsl(piece.text), "' at column ", piece.column,
+                                  " is out of range; an axis has 1 to ", kMaxDevices, " devices"));
   }
   if (size < 1) {
-    return specError(spec, absl::StrCat("axis size ", size, " at column ",
-                                        piece.column, " must be at least 1"));
+    return specError(
+        spec, absl::StrCat("axis size ", size, " at column ", piece.column, " must be at least 1"));
   }
   return size;
 }
 
 }  // namespace
 
-DeviceMesh::DeviceMesh(std::vector<int64_t> shape,
-                       std::vector<std::string> axis_names,
+DeviceMesh::DeviceMesh(std::vector<int64_t> shape, std::vector<std::string> axis_names,
                        std::vector<int64_t> ranks)
     : shape_(std::move(shape)),
       axis_names_(std::move(axis_names)),
@@ -183,8 +172,8 @@ DeviceMesh::DeviceMesh(std::vector<int64_t> shape,
   std::sort(index_by_rank_.begin(), index_by_rank_.end());
 }
 
-absl::StatusOr<DeviceMesh> DeviceMesh::create(
-    std::vector<int64_t> shape, std::vector<std::string> axis_names) {
+absl::StatusOr<DeviceMesh> DeviceMesh::create(std::vector<int64_t> shape,
+                                              std::vector<std::string> axis_names) {
   absl::StatusOr<int64_t> size = checkShape(shape, axis_names);
   if (!size.ok()) return size.status();
   std::vector<int64_t> ranks(*size);
@@ -192,24 +181,22 @@ absl::StatusOr<DeviceMesh> DeviceMesh::create(
   return DeviceMesh(std::move(shape), std::move(axis_names), std::move(ranks));
 }
 
-absl::StatusOr<DeviceMesh> DeviceMesh::createWithRanks(
-    std::vector<int64_t> shape, std::vector<std::string> axis_names,
-    std::vector<int64_t> ranks) {
+absl::StatusOr<DeviceMesh> DeviceMesh::createWithRanks(std::vector<int64_t> shape,
+                                                       std::vector<std::string> axis_names,
+                                                       std::vector<int64_t> ranks) {
   absl::StatusOr<int64_t> size = checkShape(shape, axis_names);
   if (!size.ok()) return size.status();
   if (static_cast<int64_t>(ranks.size()) != *size) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "mesh shape ", shapeString(shape), " has ", *size, " devices but ",
-        ranks.size(),
+        "mesh shape ", shapeString(shape), " has ", *size, " devices but ", ranks.size(),
         " ranks were given; give one rank per device in row-major order"));
   }
   std::vector<std::pair<int64_t, size_t>> sorted;
   sorted.reserve(ranks.size());
   for (size_t i = 0; i < ranks.size(); ++i) {
     if (ranks[i] < 0) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("rank ", ranks[i], " at index ", i,
-                       " is negative; ranks must be non-negative"));
+      return absl::InvalidArgumentError(absl::StrCat("rank ", ranks[i], " at index ", i,
+                                                     " is negative; ranks must be non-negative"));
     }
     sorted.emplace_back(ranks[i], i);
   }
@@ -217,9 +204,8 @@ absl::StatusOr<DeviceMesh> DeviceMesh::createWithRanks(
   for (size_t i = 1; i < sorted.size(); ++i) {
     if (sorted[i].first == sorted[i - 1].first) {
       return absl::InvalidArgumentError(
-          absl::StrCat("rank ", sorted[i].first, " appears at indices ",
-                       sorted[i - 1].second, " and ", sorted[i].second,
-                       "; each rank may appear only once"));
+          absl::StrCat("rank ", sorted[i].first, " appears at indices ", sorted[i - 1].second,
+                       " and ", sorted[i].second, "; each rank may appear only once"));
     }
   }
   return DeviceMesh(std::move(shape), std::move(axis_names), std::move(ranks));
@@ -242,43 +228,37 @@ absl::StatusOr<DeviceMesh> DeviceMesh::parse(std::string_view spec) {
     std::vector<size_t> name_columns;
     for (const Piece& piece : splitPieces(spec, ',', 0)) {
       if (piece.text.empty()) {
-        return specError(
-            spec, absl::StrCat("missing an axis at column ", piece.column,
-                               "; write name=size pairs separated by ',', "
-                               "e.g. \"dp=2,tp=4\""));
+        return specError(spec, absl::StrCat("missing an axis at column ", piece.column,
+                                            "; write name=size pairs separated by ',', "
+                                            "e.g. \"dp=2,tp=4\""));
       }
       size_t equals = piece.text.find('=');
       if (equals == std::string_view::npos) {
-        return specError(spec, absl::StrCat("axis '", asAbsl(piece.text),
-                                            "' at column ", piece.column,
-                                            " has no size; write name=size, "
-                                            "e.g. \"dp=2\""));
+        return specError(spec,
+                         absl::StrCat("axis '", asAbsl(piece.text), "' at column ", piece.column,
+                                      " has no size; write name=size, "
+                                      "e.g. \"dp=2\""));
       }
       Piece name = trimmed(piece.text.substr(0, equals), piece.column - 1);
-      Piece size_piece =
-          trimmed(piece.text.substr(equals + 1), piece.column + equals);
+      Piece size_piece = trimmed(piece.text.substr(equals + 1), piece.column + equals);
       if (name.text.empty()) {
         return specError(
-            spec, absl::StrCat("missing an axis name before '=' at column ",
-                               piece.column + equals,
+            spec, absl::StrCat("missing an axis name before '=' at column ", piece.column + equals,
                                "; write name=size, "
                                "e.g. \"dp=2\""));
       }
       if (!isIdentifier(name.text)) {
-        return specError(
-            spec, absl::StrCat("axis name '", asAbsl(name.text), "' at column ",
-                               name.column,
-                               " is not an identifier; use "
-                               "letters, digits and '_', not starting with a "
-                               "digit"));
+        return specError(spec,
+                         absl::StrCat("axis name '", asAbsl(name.text), "' at column ", name.column,
+                                      " is not an identifier; use "
+                                      "letters, digits and '_', not starting with a "
+                                      "digit"));
       }
       for (size_t i = 0; i < names.size(); ++i) {
         if (names[i] == name.text) {
-          return specError(
-              spec,
-              absl::StrCat("axis name '", asAbsl(name.text), "' at column ",
-                           name.column, " is already used at column ",
-                           name_columns[i], "; axis names must be unique"));
+          return specError(spec, absl::StrCat("axis name '", asAbsl(name.text), "' at column ",
+                                              name.column, " is already used at column ",
+                                              name_columns[i], "; axis names must be unique"));
         }
       }
       absl::StatusOr<int64_t> size = parseSize(spec, size_piece);
@@ -293,8 +273,7 @@ absl::StatusOr<DeviceMesh> DeviceMesh::parse(std::string_view spec) {
   return mesh;
 }
 
-absl::StatusOr<DeviceMesh> DeviceMesh::parse(std::string_view spec,
-                                             int64_t world_size) {
+absl::StatusOr<DeviceMesh> DeviceMesh::parse(std::string_view spec, int64_t world_size) {
   if (world_size < 1) {
     return absl::InvalidArgumentError(
         absl::StrCat("world size ", world_size, " must be at least 1"));
@@ -302,26 +281,22 @@ absl::StatusOr<DeviceMesh> DeviceMesh::parse(std::string_view spec,
   absl::StatusOr<DeviceMesh> mesh = parse(spec);
   if (!mesh.ok()) return mesh.status();
   if (mesh->size() != world_size) {
-    return specError(
-        spec,
-        absl::StrCat("mesh shape ", shapeString(mesh->shape()), " has ",
-                     mesh->size(), " devices but world size is ", world_size,
-                     "; pick axis sizes whose product is ", world_size));
+    return specError(spec, absl::StrCat("mesh shape ", shapeString(mesh->shape()), " has ",
+                                        mesh->size(), " devices but world size is ", world_size,
+                                        "; pick axis sizes whose product is ", world_size));
   }
   return mesh;
 }
 
 bool DeviceMesh::hasAxis(std::string_view name) const {
-  return std::find(axis_names_.begin(), axis_names_.end(), name) !=
-         axis_names_.end();
+  return std::find(axis_names_.begin(), axis_names_.end(), name) != axis_names_.end();
 }
 
 absl::StatusOr<int64_t> DeviceMesh::axisIndex(std::string_view name) const {
   auto it = std::find(axis_names_.begin(), axis_names_.end(), name);
   if (it == axis_names_.end()) {
-    return absl::NotFoundError(absl::StrCat(toString(), " has no axis '",
-                                            asAbsl(name), "'; its axes are ",
-                                            parenthesized(axis_names_)));
+    return absl::NotFoundError(absl::StrCat(toString(), " has no axis '", asAbsl(name),
+                                            "'; its axes are ", parenthesized(axis_names_)));
   }
   return it - axis_names_.begin();
 }
@@ -345,8 +320,7 @@ absl::StatusOr<int64_t> DeviceMesh::indexOf(int64_t rank) const {
   return it->second;
 }
 
-absl::StatusOr<std::vector<int64_t>> DeviceMesh::coordinateOf(
-    int64_t rank) const {
+absl::StatusOr<std::vector<int64_t>> DeviceMesh::coordinateOf(int64_t rank) const {
   absl::StatusOr<int64_t> index = indexOf(rank);
   if (!index.ok()) return index.status();
   std::vector<int64_t> coordinate(shape_.size());
@@ -356,20 +330,18 @@ absl::StatusOr<std::vector<int64_t>> DeviceMesh::coordinateOf(
   return coordinate;
 }
 
-absl::StatusOr<int64_t> DeviceMesh::rankAt(
-    const std::vector<int64_t>& coordinate) const {
+absl::StatusOr<int64_t> DeviceMesh::rankAt(const std::vector<int64_t>& coordinate) const {
   if (coordinate.size() != shape_.size()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("coordinate (", absl::StrJoin(coordinate, ", "), ") has ",
-                     coordinate.size(), " entries but ", toString(), " has ",
-                     shape_.size(), " axes; give one entry per axis"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "coordinate (", absl::StrJoin(coordinate, ", "), ") has ", coordinate.size(),
+        " entries but ", toString(), " has ", shape_.size(), " axes; give one entry per axis"));
   }
   int64_t index = 0;
   for (size_t a = 0; a < shape_.size(); ++a) {
     if (coordinate[a] < 0 || coordinate[a] >= shape_[a]) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "coordinate ", coordinate[a], " on axis '", axis_names_[a], "' of ",
-          toString(), " is out of range; it must be in [0, ", shape_[a], ")"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("coordinate ", coordinate[a], " on axis '", axis_names_[a], "' of ",
+                       toString(), " is out of range; it must be in [0, ", shape_[a], ")"));
     }
     index += coordinate[a] * strides_[a];
   }
@@ -384,17 +356,15 @@ absl::StatusOr<std::vector<int64_t>> DeviceMesh::resolveAxes(
     absl::StatusOr<int64_t> index = axisIndex(axis);
     if (!index.ok()) return index.status();
     if (std::find(indices.begin(), indices.end(), *index) != indices.end()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("axis '", axis, "' is listed twice in ",
-                       parenthesized(axes), "; list each once"));
+      return absl::InvalidArgumentError(absl::StrCat("axis '", axis, "' is listed twice in ",
+                                                     parenthesized(axes), "; list each once"));
     }
     indices.push_back(*index);
   }
   return indices;
 }
 
-int64_t DeviceMesh::offsetAlong(const std::vector<int64_t>& axes,
-                                int64_t flat) const {
+int64_t DeviceMesh::offsetAlong(const std::vector<int64_t>& axes, int64_t flat) const {
   int64_t offset = 0;
   for (size_t i = axes.size(); i-- > 0;) {
     int64_t axis = axes[i];
@@ -404,14 +374,12 @@ int64_t DeviceMesh::offsetAlong(const std::vector<int64_t>& axes,
   return offset;
 }
 
-DeviceMesh::Group DeviceMesh::collectGroup(
-    int64_t base, const std::vector<int64_t>& axes) const {
+DeviceMesh::Group DeviceMesh::collectGroup(int64_t base, const std::vector<int64_t>& axes) const {
   int64_t group_size = 1;
   for (int64_t axis : axes) group_size *= shape_[axis];
   Group group;
   group.reserve(group_size);
-  for (int64_t k = 0; k < group_size; ++k)
-    group.push_back(ranks_[base + offsetAlong(axes, k)]);
+  for (int64_t k = 0; k < group_size; ++k) group.push_back(ranks_[base + offsetAlong(axes, k)]);
   return group;
 }
 
@@ -435,26 +403,24 @@ absl::StatusOr<std::vector<DeviceMesh::Group>> DeviceMesh::groups(
   return result;
 }
 
-absl::StatusOr<DeviceMesh::Group> DeviceMesh::groupOf(
-    int64_t rank, const std::vector<std::string>& axes) const {
+absl::StatusOr<DeviceMesh::Group> DeviceMesh::groupOf(int64_t rank,
+                                                      const std::vector<std::string>& axes) const {
   absl::StatusOr<std::vector<int64_t>> along = resolveAxes(axes);
   if (!along.ok()) return along.status();
   absl::StatusOr<int64_t> index = indexOf(rank);
   if (!index.ok()) return index.status();
   int64_t base = *index;
-  for (int64_t a : *along)
-    base -= (*index / strides_[a]) % shape_[a] * strides_[a];
+  for (int64_t a : *along) base -= (*index / strides_[a]) % shape_[a] * strides_[a];
   return collectGroup(base, *along);
 }
 
-absl::StatusOr<DeviceMesh> DeviceMesh::slice(std::string_view axis,
-                                             int64_t index) const {
+absl::StatusOr<DeviceMesh> DeviceMesh::slice(std::string_view axis, int64_t index) const {
   absl::StatusOr<int64_t> sliced = axisIndex(axis);
   if (!sliced.ok()) return sliced.status();
   if (index < 0 || index >= shape_[*sliced]) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "slice index ", index, " on axis '", asAbsl(axis), "' of ", toString(),
-        " is out of range; it must be in [0, ", shape_[*sliced], ")"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("slice index ", index, " on axis '", asAbsl(axis), "' of ", toString(),
+                     " is out of range; it must be in [0, ", shape_[*sliced], ")"));
   }
   std::vector<int64_t> rest;
   std::vector<int64_t> shape;
@@ -469,23 +435,21 @@ absl::StatusOr<DeviceMesh> DeviceMesh::slice(std::string_view axis,
                     collectGroup(index * strides_[*sliced], rest));
 }
 
-absl::StatusOr<DeviceMesh> DeviceMesh::subMesh(
-    int64_t rank, const std::vector<std::string>& axes) const {
+absl::StatusOr<DeviceMesh> DeviceMesh::subMesh(int64_t rank,
+                                               const std::vector<std::string>& axes) const {
   absl::StatusOr<Group> group = groupOf(rank, axes);
   if (!group.ok()) return group.status();
   std::vector<int64_t> shape;
   shape.reserve(axes.size());
-  for (const std::string& axis : axes)
-    shape.push_back(shape_[*axisIndex(axis)]);
+  for (const std::string& axis : axes) shape.push_back(shape_[*axisIndex(axis)]);
   return DeviceMesh(std::move(shape), axes, *std::move(group));
 }
 
-absl::StatusOr<DeviceMesh> DeviceMesh::flatten(
-    const std::vector<std::string>& axes, std::string new_name) const {
+absl::StatusOr<DeviceMesh> DeviceMesh::flatten(const std::vector<std::string>& axes,
+                                               std::string new_name) const {
   if (axes.empty()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("flatten of ", toString(), " into '", new_name,
-                     "' lists no axes; name at least one"));
+    return absl::InvalidArgumentError(absl::StrCat("flatten of ", toString(), " into '", new_name,
+                                                   "' lists no axes; name at least one"));
   }
   absl::StatusOr<std::vector<int64_t>> merged = resolveAxes(axes);
   if (!merged.ok()) return merged.status();
@@ -493,21 +457,19 @@ absl::StatusOr<DeviceMesh> DeviceMesh::flatten(
     if ((*merged)[i] == (*merged)[i - 1] + 1) continue;
     std::vector<int64_t> sorted = *merged;
     std::sort(sorted.begin(), sorted.end());
-    bool adjacent_when_sorted = sorted.back() - sorted.front() + 1 ==
-                                static_cast<int64_t>(sorted.size());
+    bool adjacent_when_sorted =
+        sorted.back() - sorted.front() + 1 == static_cast<int64_t>(sorted.size());
     if (adjacent_when_sorted) {
       std::vector<std::string> in_order;
       for (int64_t a : sorted) in_order.push_back(axis_names_[a]);
-      return absl::InvalidArgumentError(
-          absl::StrCat("axes ", parenthesized(axes), " of ", toString(),
-                       " are not listed in mesh order; flatten ",
-                       parenthesized(in_order), " instead"));
+      return absl::InvalidArgumentError(absl::StrCat(
+          "axes ", parenthesized(axes), " of ", toString(),
+          " are not listed in mesh order; flatten ", parenthesized(in_order), " instead"));
     }
-    return absl::InvalidArgumentError(
-        absl::StrCat("axes ", parenthesized(axes), " of ", toString(),
-                     " are not neighbours; only adjacent axes can be "
-                     "flattened, because a merged axis "
-                     "must keep the row-major rank order"));
+    return absl::InvalidArgumentError(absl::StrCat("axes ", parenthesized(axes), " of ", toString(),
+                                                   " are not neighbours; only adjacent axes can be "
+                                                   "flattened, because a merged axis "
+                                                   "must keep the row-major rank order"));
   }
   if (absl::Status status = checkAxisName(new_name); !status.ok()) {
     return status;
@@ -527,9 +489,9 @@ absl::StatusOr<DeviceMesh> DeviceMesh::flatten(
       continue;
     }
     if (axis_names_[a] == new_name) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "new axis name '", new_name, "' is already used by another axis of ",
-          toString(), "; pick a different name"));
+      return absl::InvalidArgumentError(absl::StrCat("new axis name '", new_name,
+                                                     "' is already used by another axis of ",
+                                                     toString(), "; pick a different name"));
     }
     shape.push_back(shape_[a]);
     names.push_back(axis_names_[a]);
@@ -552,10 +514,8 @@ std::string DeviceMesh::toString() const {
   if (size() <= kMaxRanksShown) {
     return absl::StrCat(result, "[", absl::StrJoin(ranks_, ", "), "]");
   }
-  std::vector<int64_t> head(ranks_.begin(),
-                            ranks_.begin() + kMaxRanksShown / 2);
-  return absl::StrCat(result, "[", absl::StrJoin(head, ", "), ", ... (", size(),
-                      " ranks)]");
+  std::vector<int64_t> head(ranks_.begin(), ranks_.begin() + kMaxRanksShown / 2);
+  return absl::StrCat(result, "[", absl::StrJoin(head, ", "), ", ... (", size(), " ranks)]");
 }
 
 }  // namespace loom::mesh

@@ -41,9 +41,9 @@ class DeviceMesh {
   // Like `create`, but with an explicit row-major rank array: one unique
   // non-negative rank per device. The ranks need not be 0..N-1 (a mesh over a
   // subset of the world is fine).
-  static absl::StatusOr<DeviceMesh> createWithRanks(
-      std::vector<int64_t> shape, std::vector<std::string> axis_names,
-      std::vector<int64_t> ranks);
+  static absl::StatusOr<DeviceMesh> createWithRanks(std::vector<int64_t> shape,
+                                                    std::vector<std::string> axis_names,
+                                                    std::vector<int64_t> ranks);
 
   // Parses a mesh spec for `world_size` ranks 0..world_size-1. Two forms are
   // accepted, with whitespace allowed around every token:
@@ -52,8 +52,7 @@ class DeviceMesh {
   // Positional names imply no parallelism strategy: which strategy an axis
   // carries is the planner's call. The product of the sizes must equal
   // `world_size`. Errors name the offending token and its 1-based column.
-  static absl::StatusOr<DeviceMesh> parse(std::string_view spec,
-                                          int64_t world_size);
+  static absl::StatusOr<DeviceMesh> parse(std::string_view spec, int64_t world_size);
   // Like parse(spec, world_size), for ranks 0..N-1 where N is whatever the
   // product of the spec's sizes is.
   static absl::StatusOr<DeviceMesh> parse(std::string_view spec);
@@ -78,12 +77,10 @@ class DeviceMesh {
   // row-major over `axes` in the order they are listed; groups are ordered
   // row-major over the remaining axes. For mesh<dp=2, tp=4>: groups({"tp"}) is
   // [[0,1,2,3],[4,5,6,7]] and groups({"dp"}) is [[0,4],[1,5],[2,6],[3,7]].
-  absl::StatusOr<std::vector<Group>> groups(
-      const std::vector<std::string>& axes) const;
+  absl::StatusOr<std::vector<Group>> groups(const std::vector<std::string>& axes) const;
 
   // The one group of `groups(axes)` that contains `rank`.
-  absl::StatusOr<Group> groupOf(int64_t rank,
-                                const std::vector<std::string>& axes) const;
+  absl::StatusOr<Group> groupOf(int64_t rank, const std::vector<std::string>& axes) const;
 
   // The mesh at `index` along `axis`, with that axis removed and the ranks
   // kept.
@@ -91,8 +88,7 @@ class DeviceMesh {
 
   // The mesh spanned by `axes` (in the listed order) that contains `rank`; its
   // ranks are `groupOf(rank, axes)`.
-  absl::StatusOr<DeviceMesh> subMesh(
-      int64_t rank, const std::vector<std::string>& axes) const;
+  absl::StatusOr<DeviceMesh> subMesh(int64_t rank, const std::vector<std::string>& axes) const;
 
   // Merges `axes` into one axis called `new_name`. The axes must be neighbours
   // listed in mesh order, as in PyTorch's DeviceMesh._flatten: only then does
@@ -107,8 +103,7 @@ class DeviceMesh {
   std::string toString() const;
 
   friend bool operator==(const DeviceMesh& a, const DeviceMesh& b) {
-    return a.shape_ == b.shape_ && a.axis_names_ == b.axis_names_ &&
-           a.ranks_ == b.ranks_;
+    return a.shape_ == b.shape_ && a.axis_names_ == b.axis_names_ && a.ranks_ == b.ranks_;
   }
   friend std::ostream& operator<<(std::ostream& os, const DeviceMesh& mesh) {
     return os << mesh.toString();
@@ -119,8 +114,7 @@ class DeviceMesh {
              std::vector<int64_t> ranks);
 
   // Resolves `axes` to axis indices, refusing unknown and repeated names.
-  absl::StatusOr<std::vector<int64_t>> resolveAxes(
-      const std::vector<std::string>& axes) const;
+  absl::StatusOr<std::vector<int64_t>> resolveAxes(const std::vector<std::string>& axes) const;
   absl::StatusOr<int64_t> indexOf(int64_t rank) const;
   // Row-major index offset of the position whose coordinates on `axes` (in that
   // order) are the row-major unravelling of `flat`, and zero on every other

@@ -26,13 +26,9 @@ using Groups = std::vector<DeviceMesh::Group>;
 constexpr absl::StatusCode kInvalid = absl::StatusCode::kInvalidArgument;
 constexpr absl::StatusCode kNotFound = absl::StatusCode::kNotFound;
 
-DeviceMesh mesh2x4() {
-  return DeviceMesh::create({2, 4}, {"dp", "tp"}).value();
-}
+DeviceMesh mesh2x4() { return DeviceMesh::create({2, 4}, {"dp", "tp"}).value(); }
 
-DeviceMesh mesh2x2x2() {
-  return DeviceMesh::create({2, 2, 2}, {"pp", "dp", "tp"}).value();
-}
+DeviceMesh mesh2x2x2() { return DeviceMesh::create({2, 2, 2}, {"pp", "dp", "tp"}).value(); }
 
 TEST(DeviceMeshTest, CreateLaysOutRanksRowMajor) {
   DeviceMesh mesh = mesh2x4();
@@ -53,17 +49,13 @@ TEST(DeviceMeshTest, CreateLaysOutRanksRowMajor) {
 TEST(DeviceMeshTest, GroupsOfTheIssueExample) {
   DeviceMesh mesh = mesh2x4();
   EXPECT_EQ(mesh.groups({"tp"}).value(), (Groups{{0, 1, 2, 3}, {4, 5, 6, 7}}));
-  EXPECT_EQ(mesh.groups({"dp"}).value(),
-            (Groups{{0, 4}, {1, 5}, {2, 6}, {3, 7}}));
-  EXPECT_EQ(mesh.groups({"dp", "tp"}).value(),
-            (Groups{{0, 1, 2, 3, 4, 5, 6, 7}}));
-  EXPECT_EQ(mesh.groups({}).value(),
-            (Groups{{0}, {1}, {2}, {3}, {4}, {5}, {6}, {7}}));
+  EXPECT_EQ(mesh.groups({"dp"}).value(), (Groups{{0, 4}, {1, 5}, {2, 6}, {3, 7}}));
+  EXPECT_EQ(mesh.groups({"dp", "tp"}).value(), (Groups{{0, 1, 2, 3, 4, 5, 6, 7}}));
+  EXPECT_EQ(mesh.groups({}).value(), (Groups{{0}, {1}, {2}, {3}, {4}, {5}, {6}, {7}}));
 }
 
 TEST(DeviceMeshTest, GroupRankOrderFollowsTheListedAxisOrder) {
-  EXPECT_EQ(mesh2x4().groups({"tp", "dp"}).value(),
-            (Groups{{0, 4, 1, 5, 2, 6, 3, 7}}));
+  EXPECT_EQ(mesh2x4().groups({"tp", "dp"}).value(), (Groups{{0, 4, 1, 5, 2, 6, 3, 7}}));
 }
 
 TEST(DeviceMeshTest, GroupOfFindsTheGroupContainingARank) {
@@ -71,31 +63,24 @@ TEST(DeviceMeshTest, GroupOfFindsTheGroupContainingARank) {
   EXPECT_THAT(mesh.groupOf(6, {"tp"}).value(), ElementsAre(4, 5, 6, 7));
   EXPECT_THAT(mesh.groupOf(6, {"dp"}).value(), ElementsAre(2, 6));
   EXPECT_THAT(mesh.groupOf(6, {}).value(), ElementsAre(6));
-  EXPECT_THAT(mesh.groupOf(6, {"tp", "dp"}).value(),
-              ElementsAre(0, 4, 1, 5, 2, 6, 3, 7));
+  EXPECT_THAT(mesh.groupOf(6, {"tp", "dp"}).value(), ElementsAre(0, 4, 1, 5, 2, 6, 3, 7));
 }
 
 TEST(DeviceMeshTest, ThreeDimensionalGroups) {
   DeviceMesh mesh = mesh2x2x2();
-  EXPECT_EQ(mesh.groups({"tp"}).value(),
-            (Groups{{0, 1}, {2, 3}, {4, 5}, {6, 7}}));
-  EXPECT_EQ(mesh.groups({"dp"}).value(),
-            (Groups{{0, 2}, {1, 3}, {4, 6}, {5, 7}}));
-  EXPECT_EQ(mesh.groups({"pp"}).value(),
-            (Groups{{0, 4}, {1, 5}, {2, 6}, {3, 7}}));
+  EXPECT_EQ(mesh.groups({"tp"}).value(), (Groups{{0, 1}, {2, 3}, {4, 5}, {6, 7}}));
+  EXPECT_EQ(mesh.groups({"dp"}).value(), (Groups{{0, 2}, {1, 3}, {4, 6}, {5, 7}}));
+  EXPECT_EQ(mesh.groups({"pp"}).value(), (Groups{{0, 4}, {1, 5}, {2, 6}, {3, 7}}));
   // Axes 0 and 2: the groups are ordered by the remaining axis, dp.
-  EXPECT_EQ(mesh.groups({"pp", "tp"}).value(),
-            (Groups{{0, 1, 4, 5}, {2, 3, 6, 7}}));
-  EXPECT_EQ(mesh.groups({"tp", "pp"}).value(),
-            (Groups{{0, 4, 1, 5}, {2, 6, 3, 7}}));
+  EXPECT_EQ(mesh.groups({"pp", "tp"}).value(), (Groups{{0, 1, 4, 5}, {2, 3, 6, 7}}));
+  EXPECT_EQ(mesh.groups({"tp", "pp"}).value(), (Groups{{0, 4, 1, 5}, {2, 6, 3, 7}}));
   EXPECT_THAT(mesh.groupOf(7, {"pp", "tp"}).value(), ElementsAre(2, 3, 6, 7));
 }
 
 TEST(DeviceMeshTest, GroupsPartitionTheMesh) {
   DeviceMesh mesh = DeviceMesh::create({3, 2, 4}, {"a", "b", "c"}).value();
   for (const std::vector<std::string>& axes :
-       std::vector<std::vector<std::string>>{
-           {"a"}, {"b"}, {"c"}, {"a", "c"}, {"c", "b"}}) {
+       std::vector<std::vector<std::string>>{{"a"}, {"b"}, {"c"}, {"a", "c"}, {"c", "b"}}) {
     Groups groups = mesh.groups(axes).value();
     std::vector<int> seen(mesh.size(), 0);
     for (const DeviceMesh::Group& group : groups) {
@@ -119,8 +104,7 @@ TEST(DeviceMeshTest, RankAndCoordinateRoundTrip) {
 }
 
 TEST(DeviceMeshTest, ExplicitRanks) {
-  DeviceMesh mesh =
-      DeviceMesh::createWithRanks({2, 2}, {"dp", "tp"}, {3, 1, 2, 0}).value();
+  DeviceMesh mesh = DeviceMesh::createWithRanks({2, 2}, {"dp", "tp"}, {3, 1, 2, 0}).value();
   EXPECT_THAT(mesh.ranks(), ElementsAre(3, 1, 2, 0));
   EXPECT_THAT(mesh.coordinateOf(2).value(), ElementsAre(1, 0));
   EXPECT_EQ(mesh.rankAt({0, 1}).value(), 1);
@@ -152,9 +136,8 @@ TEST(DeviceMeshTest, EqualityComparesShapeNamesAndRanks) {
   EXPECT_EQ(mesh2x4(), mesh2x4());
   EXPECT_NE(mesh2x4(), DeviceMesh::create({4, 2}, {"dp", "tp"}).value());
   EXPECT_NE(mesh2x4(), DeviceMesh::create({2, 4}, {"dp", "sp"}).value());
-  EXPECT_NE(mesh2x4(), DeviceMesh::createWithRanks({2, 4}, {"dp", "tp"},
-                                                   {0, 1, 2, 3, 4, 5, 7, 6})
-                           .value());
+  EXPECT_NE(mesh2x4(),
+            DeviceMesh::createWithRanks({2, 4}, {"dp", "tp"}, {0, 1, 2, 3, 4, 5, 7, 6}).value());
   std::ostringstream stream;
   stream << mesh2x4();
   EXPECT_EQ(stream.str(), "mesh<dp=2, tp=4>");
@@ -164,63 +147,53 @@ TEST(DeviceMeshTest, ToStringElidesLongRankLists) {
   std::vector<int64_t> ranks;
   for (int64_t r = 0; r < 32; ++r) ranks.push_back(31 - r);
   DeviceMesh mesh = DeviceMesh::createWithRanks({32}, {"dp"}, ranks).value();
-  EXPECT_EQ(mesh.toString(),
-            "mesh<dp=32>[31, 30, 29, 28, 27, 26, 25, 24, ... (32 ranks)]");
+  EXPECT_EQ(mesh.toString(), "mesh<dp=32>[31, 30, 29, 28, 27, 26, 25, 24, ... (32 ranks)]");
 }
 
 TEST(DeviceMeshTest, CreateRejectsNameCountMismatch) {
-  EXPECT_THAT(DeviceMesh::create({2, 4}, {"dp", "tp", "pp"}).status(),
-              StatusIs(kInvalid, AllOf(HasSubstr("2x4"), HasSubstr("2 axes"),
-                                       HasSubstr("names were given for 3"),
-                                       HasSubstr("(dp, tp, pp)"))));
+  EXPECT_THAT(
+      DeviceMesh::create({2, 4}, {"dp", "tp", "pp"}).status(),
+      StatusIs(kInvalid, AllOf(HasSubstr("2x4"), HasSubstr("2 axes"),
+                               HasSubstr("names were given for 3"), HasSubstr("(dp, tp, pp)"))));
 }
 
 TEST(DeviceMeshTest, CreateRejectsNonPositiveSizes) {
-  EXPECT_THAT(
-      DeviceMesh::create({2, 0}, {"dp", "tp"}).status(),
-      StatusIs(kInvalid, AllOf(HasSubstr("'tp'"), HasSubstr("size 0"))));
-  EXPECT_THAT(
-      DeviceMesh::create({-3, 2}, {"dp", "tp"}).status(),
-      StatusIs(kInvalid, AllOf(HasSubstr("'dp'"), HasSubstr("size -3"))));
+  EXPECT_THAT(DeviceMesh::create({2, 0}, {"dp", "tp"}).status(),
+              StatusIs(kInvalid, AllOf(HasSubstr("'tp'"), HasSubstr("size 0"))));
+  EXPECT_THAT(DeviceMesh::create({-3, 2}, {"dp", "tp"}).status(),
+              StatusIs(kInvalid, AllOf(HasSubstr("'dp'"), HasSubstr("size -3"))));
 }
 
 TEST(DeviceMeshTest, CreateRejectsHugeMeshes) {
-  EXPECT_THAT(
-      DeviceMesh::create({1 << 20, 1 << 20}, {"a", "b"}).status(),
-      StatusIs(kInvalid, AllOf(HasSubstr("1048576x1048576"),
-                               HasSubstr("more than 16777216 devices"))));
+  EXPECT_THAT(DeviceMesh::create({1 << 20, 1 << 20}, {"a", "b"}).status(),
+              StatusIs(kInvalid, AllOf(HasSubstr("1048576x1048576"),
+                                       HasSubstr("more than 16777216 devices"))));
 }
 
 TEST(DeviceMeshTest, CreateRejectsDuplicateNames) {
   EXPECT_THAT(
       DeviceMesh::create({2, 4}, {"dp", "dp"}).status(),
-      StatusIs(kInvalid, AllOf(HasSubstr("'dp'"), HasSubstr("axes 0 and 1"),
-                               HasSubstr("unique"))));
+      StatusIs(kInvalid, AllOf(HasSubstr("'dp'"), HasSubstr("axes 0 and 1"), HasSubstr("unique"))));
 }
 
 TEST(DeviceMeshTest, CreateRejectsNamesThatAreNotIdentifiers) {
   for (const char* name : {"", "2d", "d-p", "d p", "dp="}) {
-    EXPECT_THAT(
-        DeviceMesh::create({2}, {name}).status(),
-        StatusIs(kInvalid, AllOf(HasSubstr(std::string("'") + name + "'"),
-                                 HasSubstr("not an identifier"))))
+    EXPECT_THAT(DeviceMesh::create({2}, {name}).status(),
+                StatusIs(kInvalid, AllOf(HasSubstr(std::string("'") + name + "'"),
+                                         HasSubstr("not an identifier"))))
         << name;
   }
   EXPECT_TRUE(DeviceMesh::create({2}, {"_dp2"}).ok());
 }
 
 TEST(DeviceMeshTest, CreateWithRanksRejectsBadRankArrays) {
-  EXPECT_THAT(
-      DeviceMesh::createWithRanks({2, 2}, {"dp", "tp"}, {0, 1, 2}).status(),
-      StatusIs(kInvalid, AllOf(HasSubstr("4 devices"), HasSubstr("3 ranks"))));
-  EXPECT_THAT(
-      DeviceMesh::createWithRanks({2, 2}, {"dp", "tp"}, {0, 1, -1, 2}).status(),
-      StatusIs(kInvalid, AllOf(HasSubstr("rank -1"), HasSubstr("index 2"),
-                               HasSubstr("non-negative"))));
-  EXPECT_THAT(
-      DeviceMesh::createWithRanks({2, 2}, {"dp", "tp"}, {5, 1, 2, 5}).status(),
-      StatusIs(kInvalid,
-               AllOf(HasSubstr("rank 5"), HasSubstr("indices 0 and 3"))));
+  EXPECT_THAT(DeviceMesh::createWithRanks({2, 2}, {"dp", "tp"}, {0, 1, 2}).status(),
+              StatusIs(kInvalid, AllOf(HasSubstr("4 devices"), HasSubstr("3 ranks"))));
+  EXPECT_THAT(DeviceMesh::createWithRanks({2, 2}, {"dp", "tp"}, {0, 1, -1, 2}).status(),
+              StatusIs(kInvalid, AllOf(HasSubstr("rank -1"), HasSubstr("index 2"),
+                                       HasSubstr("non-negative"))));
+  EXPECT_THAT(DeviceMesh::createWithRanks({2, 2}, {"dp", "tp"}, {5, 1, 2, 5}).status(),
+              StatusIs(kInvalid, AllOf(HasSubstr("rank 5"), HasSubstr("indices 0 and 3"))));
   EXPECT_THAT(DeviceMesh::createWithRanks({2, 0}, {"dp", "tp"}, {}).status(),
               StatusIs(kInvalid, HasSubstr("size 0")));
 }
@@ -228,8 +201,8 @@ TEST(DeviceMeshTest, CreateWithRanksRejectsBadRankArrays) {
 TEST(DeviceMeshTest, UnknownAxisIsNotFound) {
   DeviceMesh mesh = mesh2x4();
   auto unknown_pp = StatusIs(
-      kNotFound, AllOf(HasSubstr("no axis 'pp'"), HasSubstr("mesh<dp=2, tp=4>"),
-                       HasSubstr("(dp, tp)")));
+      kNotFound,
+      AllOf(HasSubstr("no axis 'pp'"), HasSubstr("mesh<dp=2, tp=4>"), HasSubstr("(dp, tp)")));
   EXPECT_THAT(mesh.axisIndex("pp").status(), unknown_pp);
   EXPECT_THAT(mesh.axisSize("pp").status(), unknown_pp);
   EXPECT_THAT(mesh.groups({"tp", "pp"}).status(), unknown_pp);
@@ -241,15 +214,13 @@ TEST(DeviceMeshTest, UnknownAxisIsNotFound) {
 
 TEST(DeviceMeshTest, RepeatedAxisIsRejected) {
   EXPECT_THAT(mesh2x4().groups({"tp", "tp"}).status(),
-              StatusIs(kInvalid, AllOf(HasSubstr("'tp' is listed twice"),
-                                       HasSubstr("(tp, tp)"))));
+              StatusIs(kInvalid, AllOf(HasSubstr("'tp' is listed twice"), HasSubstr("(tp, tp)"))));
 }
 
 TEST(DeviceMeshTest, RanksOutsideTheMeshAreRejected) {
   DeviceMesh mesh = mesh2x4();
   auto not_in_mesh = [](int64_t rank) {
-    return StatusIs(kInvalid, AllOf(HasSubstr("rank " + std::to_string(rank) +
-                                              " is not in"),
+    return StatusIs(kInvalid, AllOf(HasSubstr("rank " + std::to_string(rank) + " is not in"),
                                     HasSubstr("mesh<dp=2, tp=4>")));
   };
   EXPECT_THAT(mesh.coordinateOf(8).status(), not_in_mesh(8));
@@ -257,24 +228,21 @@ TEST(DeviceMeshTest, RanksOutsideTheMeshAreRejected) {
   EXPECT_THAT(mesh.groupOf(9, {"tp"}).status(), not_in_mesh(9));
   EXPECT_THAT(mesh.subMesh(9, {"tp"}).status(), not_in_mesh(9));
   DeviceMesh tp = mesh.slice("dp", 1).value();
-  EXPECT_THAT(
-      tp.coordinateOf(0).status(),
-      StatusIs(kInvalid, HasSubstr("rank 0 is not in mesh<tp=4>[4, 5, 6, 7]")));
+  EXPECT_THAT(tp.coordinateOf(0).status(),
+              StatusIs(kInvalid, HasSubstr("rank 0 is not in mesh<tp=4>[4, 5, 6, 7]")));
 }
 
 TEST(DeviceMeshTest, RankAtRejectsBadCoordinates) {
   DeviceMesh mesh = mesh2x4();
-  EXPECT_THAT(mesh.rankAt({1}).status(),
-              StatusIs(kInvalid, AllOf(HasSubstr("(1)"), HasSubstr("1 entries"),
-                                       HasSubstr("2 axes"))));
+  EXPECT_THAT(
+      mesh.rankAt({1}).status(),
+      StatusIs(kInvalid, AllOf(HasSubstr("(1)"), HasSubstr("1 entries"), HasSubstr("2 axes"))));
   EXPECT_THAT(
       mesh.rankAt({1, 4}).status(),
-      StatusIs(kInvalid, AllOf(HasSubstr("coordinate 4"), HasSubstr("'tp'"),
-                               HasSubstr("[0, 4)"))));
-  EXPECT_THAT(
-      mesh.rankAt({-1, 0}).status(),
-      StatusIs(kInvalid, AllOf(HasSubstr("coordinate -1"), HasSubstr("'dp'"),
-                               HasSubstr("[0, 2)"))));
+      StatusIs(kInvalid, AllOf(HasSubstr("coordinate 4"), HasSubstr("'tp'"), HasSubstr("[0, 4)"))));
+  EXPECT_THAT(mesh.rankAt({-1, 0}).status(),
+              StatusIs(kInvalid,
+                       AllOf(HasSubstr("coordinate -1"), HasSubstr("'dp'"), HasSubstr("[0, 2)"))));
 }
 
 TEST(DeviceMeshTest, SliceRemovesTheAxisAndKeepsRanks) {
@@ -289,36 +257,30 @@ TEST(DeviceMeshTest, SliceRemovesTheAxisAndKeepsRanks) {
   EXPECT_THAT(single.ranks(), ElementsAre(6));
 
   DeviceMesh cube = mesh2x2x2();
-  EXPECT_EQ(
-      cube.slice("dp", 1).value(),
-      DeviceMesh::createWithRanks({2, 2}, {"pp", "tp"}, {2, 3, 6, 7}).value());
+  EXPECT_EQ(cube.slice("dp", 1).value(),
+            DeviceMesh::createWithRanks({2, 2}, {"pp", "tp"}, {2, 3, 6, 7}).value());
 }
 
 TEST(DeviceMeshTest, SliceRejectsOutOfRangeIndex) {
-  EXPECT_THAT(
-      mesh2x4().slice("dp", 2).status(),
-      StatusIs(kInvalid, AllOf(HasSubstr("slice index 2"), HasSubstr("'dp'"),
-                               HasSubstr("[0, 2)"))));
+  EXPECT_THAT(mesh2x4().slice("dp", 2).status(),
+              StatusIs(kInvalid,
+                       AllOf(HasSubstr("slice index 2"), HasSubstr("'dp'"), HasSubstr("[0, 2)"))));
   EXPECT_THAT(mesh2x4().slice("tp", -1).status(),
-              StatusIs(kInvalid, AllOf(HasSubstr("slice index -1"),
-                                       HasSubstr("[0, 4)"))));
+              StatusIs(kInvalid, AllOf(HasSubstr("slice index -1"), HasSubstr("[0, 4)"))));
 }
 
 TEST(DeviceMeshTest, SubMeshIsSpannedByTheListedAxes) {
   DeviceMesh cube = mesh2x2x2();
   EXPECT_EQ(cube.subMesh(5, {"tp"}).value(),
             DeviceMesh::createWithRanks({2}, {"tp"}, {4, 5}).value());
-  EXPECT_EQ(
-      cube.subMesh(5, {"pp", "tp"}).value(),
-      DeviceMesh::createWithRanks({2, 2}, {"pp", "tp"}, {0, 1, 4, 5}).value());
-  EXPECT_EQ(
-      cube.subMesh(5, {"tp", "pp"}).value(),
-      DeviceMesh::createWithRanks({2, 2}, {"tp", "pp"}, {0, 4, 1, 5}).value());
+  EXPECT_EQ(cube.subMesh(5, {"pp", "tp"}).value(),
+            DeviceMesh::createWithRanks({2, 2}, {"pp", "tp"}, {0, 1, 4, 5}).value());
+  EXPECT_EQ(cube.subMesh(5, {"tp", "pp"}).value(),
+            DeviceMesh::createWithRanks({2, 2}, {"tp", "pp"}, {0, 4, 1, 5}).value());
   EXPECT_EQ(cube.subMesh(5, {"pp", "dp", "tp"}).value(), cube);
   EXPECT_THAT(cube.subMesh(5, {}).value().ranks(), ElementsAre(5));
   // Sub-meshes of sub-meshes keep the original ranks.
-  DeviceMesh tp =
-      cube.subMesh(6, {"dp", "tp"}).value().subMesh(6, {"tp"}).value();
+  DeviceMesh tp = cube.subMesh(6, {"dp", "tp"}).value().subMesh(6, {"tp"}).value();
   EXPECT_THAT(tp.ranks(), ElementsAre(6, 7));
 }
 
@@ -328,8 +290,7 @@ TEST(DeviceMeshTest, FlattenMergesAdjacentAxes) {
   EXPECT_THAT(merged.shape(), ElementsAre(2, 4));
   EXPECT_THAT(merged.axisNames(), ElementsAre("pp", "dp_tp"));
   EXPECT_EQ(merged.ranks(), cube.ranks());
-  EXPECT_EQ(merged.groups({"dp_tp"}).value(),
-            cube.groups({"dp", "tp"}).value());
+  EXPECT_EQ(merged.groups({"dp_tp"}).value(), cube.groups({"dp", "tp"}).value());
 
   DeviceMesh front = cube.flatten({"pp", "dp"}, "outer").value();
   EXPECT_THAT(front.shape(), ElementsAre(4, 2));
@@ -338,10 +299,8 @@ TEST(DeviceMeshTest, FlattenMergesAdjacentAxes) {
   EXPECT_EQ(cube.flatten({"pp", "dp", "tp"}, "world").value(),
             DeviceMesh::create({8}, {"world"}).value());
   // One axis is a rename; a merged name may be reused.
-  EXPECT_THAT(cube.flatten({"tp"}, "mp").value().axisNames(),
-              ElementsAre("pp", "dp", "mp"));
-  EXPECT_THAT(cube.flatten({"dp", "tp"}, "dp").value().axisNames(),
-              ElementsAre("pp", "dp"));
+  EXPECT_THAT(cube.flatten({"tp"}, "mp").value().axisNames(), ElementsAre("pp", "dp", "mp"));
+  EXPECT_THAT(cube.flatten({"dp", "tp"}, "dp").value().axisNames(), ElementsAre("pp", "dp"));
 }
 
 TEST(DeviceMeshTest, FlattenKeepsExplicitRanks) {
@@ -352,15 +311,12 @@ TEST(DeviceMeshTest, FlattenKeepsExplicitRanks) {
 
 TEST(DeviceMeshTest, FlattenRejectsAxesOutOfOrderOrApart) {
   DeviceMesh cube = mesh2x2x2();
-  EXPECT_THAT(
-      cube.flatten({"tp", "dp"}, "m").status(),
-      StatusIs(kInvalid, AllOf(HasSubstr("(tp, dp)"), HasSubstr("mesh order"),
-                               HasSubstr("flatten (dp, tp) instead"))));
+  EXPECT_THAT(cube.flatten({"tp", "dp"}, "m").status(),
+              StatusIs(kInvalid, AllOf(HasSubstr("(tp, dp)"), HasSubstr("mesh order"),
+                                       HasSubstr("flatten (dp, tp) instead"))));
   EXPECT_THAT(cube.flatten({"pp", "tp"}, "m").status(),
-              StatusIs(kInvalid, AllOf(HasSubstr("(pp, tp)"),
-                                       HasSubstr("not neighbours"))));
-  EXPECT_THAT(cube.flatten({}, "m").status(),
-              StatusIs(kInvalid, HasSubstr("lists no axes")));
+              StatusIs(kInvalid, AllOf(HasSubstr("(pp, tp)"), HasSubstr("not neighbours"))));
+  EXPECT_THAT(cube.flatten({}, "m").status(), StatusIs(kInvalid, HasSubstr("lists no axes")));
   EXPECT_THAT(cube.flatten({"dp", "dp"}, "m").status(),
               StatusIs(kInvalid, HasSubstr("'dp' is listed twice")));
 }
@@ -371,31 +327,26 @@ TEST(DeviceMeshTest, FlattenRejectsBadNewNames) {
               StatusIs(kInvalid, AllOf(HasSubstr("'pp' is already used"),
                                        HasSubstr("mesh<pp=2, dp=2, tp=2>"))));
   EXPECT_THAT(cube.flatten({"dp", "tp"}, "dp-tp").status(),
-              StatusIs(kInvalid, AllOf(HasSubstr("'dp-tp'"),
-                                       HasSubstr("not an identifier"))));
+              StatusIs(kInvalid, AllOf(HasSubstr("'dp-tp'"), HasSubstr("not an identifier"))));
 }
 
 TEST(DeviceMeshParseTest, NamedForm) {
   EXPECT_EQ(DeviceMesh::parse("dp=2,tp=4", 8).value(), mesh2x4());
   EXPECT_EQ(DeviceMesh::parse("  dp = 2 ,\ttp= 4 ", 8).value(), mesh2x4());
-  EXPECT_EQ(DeviceMesh::parse("world=8", 8).value(),
-            DeviceMesh::create({8}, {"world"}).value());
+  EXPECT_EQ(DeviceMesh::parse("world=8", 8).value(), DeviceMesh::create({8}, {"world"}).value());
 }
 
 TEST(DeviceMeshParseTest, UnnamedFormUsesPositionalNames) {
-  EXPECT_EQ(DeviceMesh::parse("2x4", 8).value(),
-            DeviceMesh::create({2, 4}, {"d0", "d1"}).value());
+  EXPECT_EQ(DeviceMesh::parse("2x4", 8).value(), DeviceMesh::create({2, 4}, {"d0", "d1"}).value());
   EXPECT_EQ(DeviceMesh::parse(" 2 x 2 x2 ", 8).value(),
             DeviceMesh::create({2, 2, 2}, {"d0", "d1", "d2"}).value());
-  EXPECT_EQ(DeviceMesh::parse("8", 8).value(),
-            DeviceMesh::create({8}, {"d0"}).value());
+  EXPECT_EQ(DeviceMesh::parse("8", 8).value(), DeviceMesh::create({8}, {"d0"}).value());
 }
 
 TEST(DeviceMeshParseTest, WithoutWorldSizeTakesTheProduct) {
   EXPECT_EQ(DeviceMesh::parse("dp=2,tp=4").value(), mesh2x4());
   EXPECT_EQ(DeviceMesh::parse("2x2x2").value().size(), 8);
-  EXPECT_THAT(DeviceMesh::parse("dp=2,tp=0").status(),
-              StatusIs(kInvalid, HasSubstr("tp")));
+  EXPECT_THAT(DeviceMesh::parse("dp=2,tp=0").status(), StatusIs(kInvalid, HasSubstr("tp")));
 }
 
 TEST(DeviceMeshParseTest, ToStringOutputParsesBack) {
@@ -407,32 +358,25 @@ TEST(DeviceMeshParseTest, ToStringOutputParsesBack) {
 
 TEST(DeviceMeshParseTest, MalformedUnnamedSpecs) {
   EXPECT_THAT(DeviceMesh::parse("2x", 2).status(),
-              StatusIs(kInvalid, AllOf(HasSubstr("\"2x\""),
-                                       HasSubstr("missing an axis size"),
+              StatusIs(kInvalid, AllOf(HasSubstr("\"2x\""), HasSubstr("missing an axis size"),
                                        HasSubstr("column 3"))));
   EXPECT_THAT(DeviceMesh::parse("x4", 4).status(),
-              StatusIs(kInvalid, AllOf(HasSubstr("\"x4\""),
-                                       HasSubstr("missing an axis size"),
+              StatusIs(kInvalid, AllOf(HasSubstr("\"x4\""), HasSubstr("missing an axis size"),
                                        HasSubstr("column 1"))));
-  EXPECT_THAT(DeviceMesh::parse("2xx4", 8).status(),
-              StatusIs(kInvalid, HasSubstr("column 3")));
-  EXPECT_THAT(
-      DeviceMesh::parse("2x0", 2).status(),
-      StatusIs(kInvalid, AllOf(HasSubstr("axis size 0"), HasSubstr("column 3"),
-                               HasSubstr("at least 1"))));
+  EXPECT_THAT(DeviceMesh::parse("2xx4", 8).status(), StatusIs(kInvalid, HasSubstr("column 3")));
+  EXPECT_THAT(DeviceMesh::parse("2x0", 2).status(),
+              StatusIs(kInvalid, AllOf(HasSubstr("axis size 0"), HasSubstr("column 3"),
+                                       HasSubstr("at least 1"))));
   EXPECT_THAT(DeviceMesh::parse("2x-4", 8).status(),
-              StatusIs(kInvalid, AllOf(HasSubstr("axis size -4"),
-                                       HasSubstr("column 3"))));
-  EXPECT_THAT(
-      DeviceMesh::parse("2 x four", 8).status(),
-      StatusIs(kInvalid, AllOf(HasSubstr("'four'"), HasSubstr("column 5"),
-                               HasSubstr("not a whole number"))));
+              StatusIs(kInvalid, AllOf(HasSubstr("axis size -4"), HasSubstr("column 3"))));
+  EXPECT_THAT(DeviceMesh::parse("2 x four", 8).status(),
+              StatusIs(kInvalid, AllOf(HasSubstr("'four'"), HasSubstr("column 5"),
+                                       HasSubstr("not a whole number"))));
   EXPECT_THAT(DeviceMesh::parse("2,4", 8).status(),
-              StatusIs(kInvalid,
-                       AllOf(HasSubstr("'2,4'"), HasSubstr("\"dp=2,tp=4\""))));
-  EXPECT_THAT(DeviceMesh::parse("99999999999999999999", 8).status(),
-              StatusIs(kInvalid, AllOf(HasSubstr("'99999999999999999999'"),
-                                       HasSubstr("out of range"))));
+              StatusIs(kInvalid, AllOf(HasSubstr("'2,4'"), HasSubstr("\"dp=2,tp=4\""))));
+  EXPECT_THAT(
+      DeviceMesh::parse("99999999999999999999", 8).status(),
+      StatusIs(kInvalid, AllOf(HasSubstr("'99999999999999999999'"), HasSubstr("out of range"))));
   EXPECT_THAT(DeviceMesh::parse("4096x4096x4096", 8).status(),
               StatusIs(kInvalid, HasSubstr("more than 16777216 devices")));
 }
@@ -442,33 +386,25 @@ TEST(DeviceMeshParseTest, MalformedNamedSpecs) {
               StatusIs(kInvalid, AllOf(HasSubstr("'dp' at column 6"),
                                        HasSubstr("already used at column 1"))));
   EXPECT_THAT(DeviceMesh::parse("dp=0", 1).status(),
-              StatusIs(kInvalid,
-                       AllOf(HasSubstr("axis size 0"), HasSubstr("column 4"))));
+              StatusIs(kInvalid, AllOf(HasSubstr("axis size 0"), HasSubstr("column 4"))));
   EXPECT_THAT(DeviceMesh::parse("dp=-1", 1).status(),
-              StatusIs(kInvalid, AllOf(HasSubstr("axis size -1"),
-                                       HasSubstr("column 4"))));
-  EXPECT_THAT(
-      DeviceMesh::parse("dp=2, tp=abc", 8).status(),
-      StatusIs(kInvalid, AllOf(HasSubstr("'abc'"), HasSubstr("column 10"),
-                               HasSubstr("not a whole number"))));
+              StatusIs(kInvalid, AllOf(HasSubstr("axis size -1"), HasSubstr("column 4"))));
+  EXPECT_THAT(DeviceMesh::parse("dp=2, tp=abc", 8).status(),
+              StatusIs(kInvalid, AllOf(HasSubstr("'abc'"), HasSubstr("column 10"),
+                                       HasSubstr("not a whole number"))));
   EXPECT_THAT(DeviceMesh::parse("dp=2,tp", 8).status(),
-              StatusIs(kInvalid,
-                       AllOf(HasSubstr("axis 'tp' at column 6 has no size"))));
+              StatusIs(kInvalid, AllOf(HasSubstr("axis 'tp' at column 6 has no size"))));
   EXPECT_THAT(DeviceMesh::parse("dp=2,=4", 8).status(),
-              StatusIs(kInvalid, AllOf(HasSubstr("missing an axis name"),
-                                       HasSubstr("column 6"))));
+              StatusIs(kInvalid, AllOf(HasSubstr("missing an axis name"), HasSubstr("column 6"))));
   EXPECT_THAT(DeviceMesh::parse("dp=2,", 2).status(),
-              StatusIs(kInvalid, AllOf(HasSubstr("missing an axis"),
-                                       HasSubstr("column 6"))));
+              StatusIs(kInvalid, AllOf(HasSubstr("missing an axis"), HasSubstr("column 6"))));
   EXPECT_THAT(DeviceMesh::parse("dp=", 2).status(),
-              StatusIs(kInvalid, AllOf(HasSubstr("missing an axis size"),
-                                       HasSubstr("column 4"))));
+              StatusIs(kInvalid, AllOf(HasSubstr("missing an axis size"), HasSubstr("column 4"))));
   EXPECT_THAT(DeviceMesh::parse("2d=2", 2).status(),
               StatusIs(kInvalid, AllOf(HasSubstr("'2d'"), HasSubstr("column 1"),
                                        HasSubstr("not an identifier"))));
-  EXPECT_THAT(
-      DeviceMesh::parse("dp=2x4", 8).status(),
-      StatusIs(kInvalid, AllOf(HasSubstr("'2x4'"), HasSubstr("column 4"))));
+  EXPECT_THAT(DeviceMesh::parse("dp=2x4", 8).status(),
+              StatusIs(kInvalid, AllOf(HasSubstr("'2x4'"), HasSubstr("column 4"))));
 }
 
 TEST(DeviceMeshParseTest, EmptySpec) {
@@ -480,16 +416,13 @@ TEST(DeviceMeshParseTest, EmptySpec) {
 }
 
 TEST(DeviceMeshParseTest, WorldSizeMismatch) {
+  EXPECT_THAT(DeviceMesh::parse("dp=2,tp=4", 6).status(),
+              StatusIs(kInvalid, AllOf(HasSubstr("\"dp=2,tp=4\""), HasSubstr("8 devices"),
+                                       HasSubstr("world size is 6"), HasSubstr("product is 6"))));
   EXPECT_THAT(
-      DeviceMesh::parse("dp=2,tp=4", 6).status(),
-      StatusIs(kInvalid,
-               AllOf(HasSubstr("\"dp=2,tp=4\""), HasSubstr("8 devices"),
-                     HasSubstr("world size is 6"), HasSubstr("product is 6"))));
-  EXPECT_THAT(DeviceMesh::parse("2x3", 8).status(),
-              StatusIs(kInvalid, AllOf(HasSubstr("2x3 has 6 devices"),
-                                       HasSubstr("world size is 8"))));
-  EXPECT_THAT(DeviceMesh::parse("2x4", 0).status(),
-              StatusIs(kInvalid, HasSubstr("world size 0")));
+      DeviceMesh::parse("2x3", 8).status(),
+      StatusIs(kInvalid, AllOf(HasSubstr("2x3 has 6 devices"), HasSubstr("world size is 8"))));
+  EXPECT_THAT(DeviceMesh::parse("2x4", 0).status(), StatusIs(kInvalid, HasSubstr("world size 0")));
 }
 
 }  // namespace

@@ -74,14 +74,12 @@ std::vector<DeviceSpec> buildTable() {
 }  // namespace
 
 const std::vector<DeviceSpec>& knownDeviceSpecs() {
-  static const std::vector<DeviceSpec>* const kTable =
-      new std::vector<DeviceSpec>(buildTable());
+  static const std::vector<DeviceSpec>* const kTable = new std::vector<DeviceSpec>(buildTable());
   return *kTable;
 }
 
 absl::StatusOr<DeviceSpec> deviceSpec(std::string_view name) {
-  std::string key =
-      absl::AsciiStrToLower(absl::string_view(name.data(), name.size()));
+  std::string key = absl::AsciiStrToLower(absl::string_view(name.data(), name.size()));
   if (key == "h100") key = "h100-sxm";
   std::vector<std::string> names;
   for (const DeviceSpec& spec : knownDeviceSpecs()) {
@@ -89,9 +87,8 @@ absl::StatusOr<DeviceSpec> deviceSpec(std::string_view name) {
     names.push_back(spec.name);
   }
   return absl::NotFoundError(absl::StrCat(
-      "unknown device '", absl::string_view(name.data(), name.size()),
-      "'; known devices are ", absl::StrJoin(names, ", "),
-      " (and h100 for h100-sxm)"));
+      "unknown device '", absl::string_view(name.data(), name.size()), "'; known devices are ",
+      absl::StrJoin(names, ", "), " (and h100 for h100-sxm)"));
 }
 
 absl::Status validateDeviceSpec(const DeviceSpec& spec) {
@@ -100,14 +97,12 @@ absl::Status validateDeviceSpec(const DeviceSpec& spec) {
         "device spec has no name; name it, e.g. after its deviceSpec() entry");
   }
   // Written as !(x > 0) so that NaN fails too.
-  if (!(spec.peak_flops_bf16 > 0) || !(spec.peak_flops_fp32 > 0) ||
-      spec.memory_bytes <= 0 || !(spec.memory_bandwidth_bytes_per_s > 0)) {
+  if (!(spec.peak_flops_bf16 > 0) || !(spec.peak_flops_fp32 > 0) || spec.memory_bytes <= 0 ||
+      !(spec.memory_bandwidth_bytes_per_s > 0)) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "device spec '", spec.name,
-        "' has a figure that is not positive (bf16 ", spec.peak_flops_bf16,
-        " FLOP/s, fp32 ", spec.peak_flops_fp32, " FLOP/s, memory ",
-        spec.memory_bytes, " bytes, bandwidth ",
-        spec.memory_bandwidth_bytes_per_s,
+        "device spec '", spec.name, "' has a figure that is not positive (bf16 ",
+        spec.peak_flops_bf16, " FLOP/s, fp32 ", spec.peak_flops_fp32, " FLOP/s, memory ",
+        spec.memory_bytes, " bytes, bandwidth ", spec.memory_bandwidth_bytes_per_s,
         " bytes/s); every figure must be greater than 0"));
   }
   return absl::OkStatus();

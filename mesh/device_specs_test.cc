@@ -30,8 +30,7 @@ TEST(DeviceSpecsTest, TableHoldsTheKnownDevicesInOrder) {
     EXPECT_TRUE(validateDeviceSpec(spec).ok()) << spec.name;
     EXPECT_EQ(deviceSpec(spec.name).value(), spec);
   }
-  EXPECT_THAT(names,
-              ElementsAre("a100-40gb", "a100-80gb", "h100-sxm", "h200", "cpu"));
+  EXPECT_THAT(names, ElementsAre("a100-40gb", "a100-80gb", "h100-sxm", "h200", "cpu"));
 }
 
 TEST(DeviceSpecsTest, DatasheetFigures) {
@@ -40,8 +39,7 @@ TEST(DeviceSpecsTest, DatasheetFigures) {
   EXPECT_DOUBLE_EQ(a100.peak_flops_fp32, 19.5e12);
   EXPECT_EQ(a100.memory_bytes, 40 * kGiB);
   EXPECT_DOUBLE_EQ(a100.memory_bandwidth_bytes_per_s, 1555e9);
-  EXPECT_DOUBLE_EQ(deviceSpec("a100-80gb").value().memory_bandwidth_bytes_per_s,
-                   2039e9);
+  EXPECT_DOUBLE_EQ(deviceSpec("a100-80gb").value().memory_bandwidth_bytes_per_s, 2039e9);
 
   DeviceSpec h100 = deviceSpec("h100-sxm").value();
   EXPECT_DOUBLE_EQ(h100.peak_flops_bf16, 989.5e12);
@@ -67,19 +65,17 @@ TEST(DeviceSpecsTest, LookupIgnoresCaseAndAcceptsH100) {
 }
 
 TEST(DeviceSpecsTest, UnknownDeviceListsTheKnownNames) {
-  EXPECT_THAT(
-      deviceSpec("v100").status(),
-      StatusIs(absl::StatusCode::kNotFound,
-               AllOf(HasSubstr("unknown device 'v100'"),
-                     HasSubstr("a100-40gb, a100-80gb, h100-sxm, h200, cpu"))));
+  EXPECT_THAT(deviceSpec("v100").status(),
+              StatusIs(absl::StatusCode::kNotFound,
+                       AllOf(HasSubstr("unknown device 'v100'"),
+                             HasSubstr("a100-40gb, a100-80gb, h100-sxm, h200, cpu"))));
   EXPECT_THAT(deviceSpec("a100").status(),
               StatusIs(absl::StatusCode::kNotFound, HasSubstr("'a100'")));
 }
 
 TEST(DeviceSpecsTest, ValidateRejectsMissingNameAndNonPositiveFigures) {
-  EXPECT_THAT(
-      validateDeviceSpec(DeviceSpec{}),
-      StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("has no name")));
+  EXPECT_THAT(validateDeviceSpec(DeviceSpec{}),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("has no name")));
   DeviceSpec spec = deviceSpec("cpu").value();
   spec.memory_bytes = 0;
   EXPECT_THAT(validateDeviceSpec(spec),
@@ -87,9 +83,8 @@ TEST(DeviceSpecsTest, ValidateRejectsMissingNameAndNonPositiveFigures) {
                        AllOf(HasSubstr("'cpu'"), HasSubstr("memory 0 bytes"))));
   spec = deviceSpec("cpu").value();
   spec.peak_flops_bf16 = std::numeric_limits<double>::quiet_NaN();
-  EXPECT_THAT(
-      validateDeviceSpec(spec),
-      StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("bf16 nan")));
+  EXPECT_THAT(validateDeviceSpec(spec),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("bf16 nan")));
 }
 
 }  // namespace

@@ -28,8 +28,7 @@ struct ShardExtent {
 
 // Fails with InvalidArgument unless size >= 0, ways >= 1 and
 // 0 <= index < ways.
-absl::StatusOr<ShardExtent> shardExtent(int64_t size, int64_t ways,
-                                        int64_t index);
+absl::StatusOr<ShardExtent> shardExtent(int64_t size, int64_t ways, int64_t index);
 
 }  // namespace loom::mesh
 

@@ -39,27 +39,23 @@ TEST(ShardSizeTest, RoundsUpWhenPadded) {
 }
 
 TEST(ShardExtentTest, EvenSplitGivesEveryRankFullRows) {
-  EXPECT_THAT(allExtents(8, 4),
-              ElementsAre(ShardExtent{0, 2}, ShardExtent{2, 2},
-                          ShardExtent{4, 2}, ShardExtent{6, 2}));
+  EXPECT_THAT(allExtents(8, 4), ElementsAre(ShardExtent{0, 2}, ShardExtent{2, 2}, ShardExtent{4, 2},
+                                            ShardExtent{6, 2}));
 }
 
 TEST(ShardExtentTest, PaddingFallsOnTheLastRank) {
   // 10 rows padded to 12: the last rank holds rows 9..9 and 2 rows of zeros.
-  EXPECT_THAT(allExtents(10, 4),
-              ElementsAre(ShardExtent{0, 3}, ShardExtent{3, 3},
-                          ShardExtent{6, 3}, ShardExtent{9, 1}));
+  EXPECT_THAT(allExtents(10, 4), ElementsAre(ShardExtent{0, 3}, ShardExtent{3, 3},
+                                             ShardExtent{6, 3}, ShardExtent{9, 1}));
 }
 
 TEST(ShardExtentTest, TrailingRanksMayHoldOnlyPadding) {
   // 5 rows over 4 ranks: 2 rows each, padded to 8; rank 3 holds no data.
-  EXPECT_THAT(allExtents(5, 4),
-              ElementsAre(ShardExtent{0, 2}, ShardExtent{2, 2},
-                          ShardExtent{4, 1}, ShardExtent{5, 0}));
+  EXPECT_THAT(allExtents(5, 4), ElementsAre(ShardExtent{0, 2}, ShardExtent{2, 2}, ShardExtent{4, 1},
+                                            ShardExtent{5, 0}));
   // 2 rows over 4 ranks: ranks 2 and 3 hold padding only.
-  EXPECT_THAT(allExtents(2, 4),
-              ElementsAre(ShardExtent{0, 1}, ShardExtent{1, 1},
-                          ShardExtent{2, 0}, ShardExtent{2, 0}));
+  EXPECT_THAT(allExtents(2, 4), ElementsAre(ShardExtent{0, 1}, ShardExtent{1, 1}, ShardExtent{2, 0},
+                                            ShardExtent{2, 0}));
 }
 
 TEST(ShardExtentTest, ValidRowsSumToTheDimSize) {
@@ -82,17 +78,15 @@ TEST(ShardExtentTest, RejectsInvalidArguments) {
   EXPECT_THAT(shardExtent(-1, 4, 0).status(),
               StatusIs(absl::StatusCode::kInvalidArgument,
                        HasSubstr("dim size must be non-negative, got: -1")));
-  EXPECT_THAT(shardExtent(8, 0, 0).status(),
+  EXPECT_THAT(shardExtent(8, 0, 0).status(), StatusIs(absl::StatusCode::kInvalidArgument,
+                                                      HasSubstr("at least 1 rank, got: 0 ways")));
+  EXPECT_THAT(shardExtent(8, 4, 4).status(),
               StatusIs(absl::StatusCode::kInvalidArgument,
-                       HasSubstr("at least 1 rank, got: 0 ways")));
+                       HasSubstr("shard index 4 is out of range for a 4-way split; "
+                                 "use an index in [0, 4)")));
   EXPECT_THAT(
-      shardExtent(8, 4, 4).status(),
-      StatusIs(absl::StatusCode::kInvalidArgument,
-               HasSubstr("shard index 4 is out of range for a 4-way split; "
-                         "use an index in [0, 4)")));
-  EXPECT_THAT(shardExtent(8, 4, -1).status(),
-              StatusIs(absl::StatusCode::kInvalidArgument,
-                       HasSubstr("shard index -1 is out of range")));
+      shardExtent(8, 4, -1).status(),
+      StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("shard index -1 is out of range")));
 }
 
 }  // namespace

@@ -104,8 +104,7 @@ class Topology {
 
   // Whether any group along `axis` of `mesh` holds ranks of more than one host,
   // i.e. whether a collective over that axis leaves the host.
-  absl::StatusOr<bool> crossesHosts(const DeviceMesh& mesh,
-                                    std::string_view axis) const;
+  absl::StatusOr<bool> crossesHosts(const DeviceMesh& mesh, std::string_view axis) const;
 
   // The link two distinct ranks talk over.
   absl::StatusOr<Link> linkBetween(int64_t rank_a, int64_t rank_b) const;
@@ -126,8 +125,8 @@ class Topology {
   }
 
  private:
-  Topology(int64_t num_hosts, int64_t devices_per_host, DeviceSpec device,
-           Link intra_host_link, Link inter_host_link)
+  Topology(int64_t num_hosts, int64_t devices_per_host, DeviceSpec device, Link intra_host_link,
+           Link inter_host_link)
       : num_hosts_(num_hosts),
         devices_per_host_(devices_per_host),
         device_(std::move(device)),

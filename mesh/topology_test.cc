@@ -33,29 +33,25 @@ TopologyOptions twoGpuHosts() {
 }
 
 TEST(LinkClassTest, NamesRoundTrip) {
-  for (LinkClass link_class : {LinkClass::kNVLink, LinkClass::kInfiniBand,
-                               LinkClass::kPCIe, LinkClass::kLoopbackTcp}) {
+  for (LinkClass link_class :
+       {LinkClass::kNVLink, LinkClass::kInfiniBand, LinkClass::kPCIe, LinkClass::kLoopbackTcp}) {
     EXPECT_EQ(linkClassFromName(linkClassName(link_class)).value(), link_class);
   }
   EXPECT_EQ(linkClassName(LinkClass::kLoopbackTcp), "loopback-tcp");
   EXPECT_THAT(linkClassFromName("ethernet").status(),
               StatusIs(absl::StatusCode::kNotFound,
-                       AllOf(HasSubstr("'ethernet'"),
-                             HasSubstr("nvlink, infiniband"))));
+                       AllOf(HasSubstr("'ethernet'"), HasSubstr("nvlink, infiniband"))));
 }
 
 TEST(LinkClassTest, DefaultSpecs) {
   LinkSpec nvlink = defaultLinkSpec(LinkClass::kNVLink);
   EXPECT_DOUBLE_EQ(nvlink.bandwidth_bytes_per_s, 450e9);
   EXPECT_DOUBLE_EQ(nvlink.latency_s, 3.4e-6);
-  EXPECT_DOUBLE_EQ(
-      defaultLinkSpec(LinkClass::kInfiniBand).bandwidth_bytes_per_s, 50e9);
-  EXPECT_NEAR(defaultLinkSpec(LinkClass::kPCIe).bandwidth_bytes_per_s, 63e9,
-              0.1e9);
+  EXPECT_DOUBLE_EQ(defaultLinkSpec(LinkClass::kInfiniBand).bandwidth_bytes_per_s, 50e9);
+  EXPECT_NEAR(defaultLinkSpec(LinkClass::kPCIe).bandwidth_bytes_per_s, 63e9, 0.1e9);
   // The classes are ordered fastest first, which the cost model relies on when
   // it has nothing better than the defaults.
-  EXPECT_GT(nvlink.bandwidth_bytes_per_s,
-            defaultLinkSpec(LinkClass::kPCIe).bandwidth_bytes_per_s);
+  EXPECT_GT(nvlink.bandwidth_bytes_per_s, defaultLinkSpec(LinkClass::kPCIe).bandwidth_bytes_per_s);
   EXPECT_GT(defaultLinkSpec(LinkClass::kPCIe).bandwidth_bytes_per_s,
             defaultLinkSpec(LinkClass::kInfiniBand).bandwidth_bytes_per_s);
   EXPECT_GT(defaultLinkSpec(LinkClass::kInfiniBand).bandwidth_bytes_per_s,
@@ -79,8 +75,7 @@ TEST(TopologyTest, CreateAndAccessors) {
 
 TEST(TopologyTest, SpecOverridesReplaceDefaults) {
   TopologyOptions options = twoGpuHosts();
-  options.inter_host_spec =
-      LinkSpec{.bandwidth_bytes_per_s = 12.5e9, .latency_s = 20e-6};
+  options.inter_host_spec = LinkSpec{.bandwidth_bytes_per_s = 12.5e9, .latency_s = 20e-6};
   Topology topology = Topology::create(options).value();
   EXPECT_DOUBLE_EQ(topology.interHostLink().spec.bandwidth_bytes_per_s, 12.5e9);
   EXPECT_DOUBLE_EQ(topology.intraHostLink().spec.bandwidth_bytes_per_s, 450e9);
@@ -106,18 +101,15 @@ TEST(TopologyTest, Presets) {
             "topology<1 host x 4 cpu, loopback-tcp within hosts, loopback-tcp "
             "between hosts>");
 
-  EXPECT_THAT(Topology::dgxH100(0).status(),
-              StatusIs(kInvalid, HasSubstr("0 hosts")));
-  EXPECT_THAT(Topology::cpuHost(0).status(),
-              StatusIs(kInvalid, HasSubstr("0 devices per host")));
+  EXPECT_THAT(Topology::dgxH100(0).status(), StatusIs(kInvalid, HasSubstr("0 hosts")));
+  EXPECT_THAT(Topology::cpuHost(0).status(), StatusIs(kInvalid, HasSubstr("0 devices per host")));
 }
 
 TEST(TopologyTest, CreateRejectsBadOptions) {
   TopologyOptions options = twoGpuHosts();
   options.num_hosts = -1;
   EXPECT_THAT(Topology::create(options).status(),
-              StatusIs(kInvalid,
-                       AllOf(HasSubstr("-1 hosts"), HasSubstr("at least 1"))));
+              StatusIs(kInvalid, AllOf(HasSubstr("-1 hosts"), HasSubstr("at least 1"))));
 
   options = twoGpuHosts();
   options.num_hosts = int64_t{1} << 40;
@@ -126,29 +118,23 @@ TEST(TopologyTest, CreateRejectsBadOptions) {
 
   options = twoGpuHosts();
   options.device = DeviceSpec{};
-  EXPECT_THAT(Topology::create(options).status(),
-              StatusIs(kInvalid, HasSubstr("no name")));
+  EXPECT_THAT(Topology::create(options).status(), StatusIs(kInvalid, HasSubstr("no name")));
 
   options = twoGpuHosts();
-  options.intra_host_spec =
-      LinkSpec{.bandwidth_bytes_per_s = 0, .latency_s = 1e-6};
-  EXPECT_THAT(Topology::create(options).status(),
-              StatusIs(kInvalid, AllOf(HasSubstr("intra-host link (nvlink)"),
-                                       HasSubstr("bandwidth 0"))));
-
-  options = twoGpuHosts();
-  options.inter_host_spec =
-      LinkSpec{.bandwidth_bytes_per_s = 1e9, .latency_s = -1};
+  options.intra_host_spec = LinkSpec{.bandwidth_bytes_per_s = 0, .latency_s = 1e-6};
   EXPECT_THAT(
       Topology::create(options).status(),
-      StatusIs(kInvalid, AllOf(HasSubstr("inter-host link (infiniband)"),
-                               HasSubstr("latency -1"))));
+      StatusIs(kInvalid, AllOf(HasSubstr("intra-host link (nvlink)"), HasSubstr("bandwidth 0"))));
+
+  options = twoGpuHosts();
+  options.inter_host_spec = LinkSpec{.bandwidth_bytes_per_s = 1e9, .latency_s = -1};
+  EXPECT_THAT(Topology::create(options).status(),
+              StatusIs(kInvalid,
+                       AllOf(HasSubstr("inter-host link (infiniband)"), HasSubstr("latency -1"))));
 
   options.inter_host_spec =
-      LinkSpec{.bandwidth_bytes_per_s = 1e9,
-               .latency_s = std::numeric_limits<double>::infinity()};
-  EXPECT_THAT(Topology::create(options).status(),
-              StatusIs(kInvalid, HasSubstr("latency inf")));
+      LinkSpec{.bandwidth_bytes_per_s = 1e9, .latency_s = std::numeric_limits<double>::infinity()};
+  EXPECT_THAT(Topology::create(options).status(), StatusIs(kInvalid, HasSubstr("latency inf")));
 }
 
 TEST(TopologyTest, RanksArePlacedHostMajor) {
@@ -159,8 +145,7 @@ TEST(TopologyTest, RanksArePlacedHostMajor) {
   EXPECT_EQ(topology.hostOf(15).value(), 1);
   EXPECT_EQ(topology.localRankOf(13).value(), 5);
   auto out_of_range = [](int64_t rank) {
-    return StatusIs(kInvalid, AllOf(HasSubstr("rank " + std::to_string(rank) +
-                                              " is not in"),
+    return StatusIs(kInvalid, AllOf(HasSubstr("rank " + std::to_string(rank) + " is not in"),
                                     HasSubstr("0 to 15")));
   };
   EXPECT_THAT(topology.hostOf(16).status(), out_of_range(16));
@@ -190,10 +175,9 @@ TEST(TopologyTest, TensorParallelStaysInsideHostsDataParallelCrosses) {
 TEST(TopologyTest, CrossesHostsRejectsBadMeshOrAxis) {
   Topology topology = Topology::dgxH100(1).value();
   DeviceMesh mesh = DeviceMesh::parse("dp=2,tp=8", 16).value();
-  EXPECT_THAT(
-      topology.crossesHosts(mesh, "tp").status(),
-      StatusIs(kInvalid, AllOf(HasSubstr("rank 15"), HasSubstr("ranks 0 to 7"),
-                               HasSubstr("at least 16 devices"))));
+  EXPECT_THAT(topology.crossesHosts(mesh, "tp").status(),
+              StatusIs(kInvalid, AllOf(HasSubstr("rank 15"), HasSubstr("ranks 0 to 7"),
+                                       HasSubstr("at least 16 devices"))));
   DeviceMesh small = DeviceMesh::parse("tp=8", 8).value();
   EXPECT_THAT(topology.crossesHosts(small, "dp").status(),
               StatusIs(absl::StatusCode::kNotFound, HasSubstr("no axis 'dp'")));
@@ -202,8 +186,7 @@ TEST(TopologyTest, CrossesHostsRejectsBadMeshOrAxis) {
 TEST(TopologyTest, LinkBetweenRanks) {
   Topology topology = Topology::dgxH100(2).value();
   EXPECT_EQ(topology.linkBetween(0, 7).value().link_class, LinkClass::kNVLink);
-  EXPECT_EQ(topology.linkBetween(7, 8).value().link_class,
-            LinkClass::kInfiniBand);
+  EXPECT_EQ(topology.linkBetween(7, 8).value().link_class, LinkClass::kInfiniBand);
   EXPECT_EQ(topology.linkBetween(15, 3).value(), topology.interHostLink());
   EXPECT_THAT(topology.linkBetween(3, 3).status(),
               StatusIs(kInvalid, HasSubstr("rank 3 has no link to itself")));
@@ -214,42 +197,35 @@ TEST(TopologyTest, LinkBetweenRanks) {
 TEST(TopologyTest, SlowestLinkOfGroups) {
   Topology topology = Topology::dgxH100(2).value();
   DeviceMesh mesh = DeviceMesh::parse("dp=2,tp=8", 16).value();
-  EXPECT_EQ(
-      topology.slowestLink(mesh.groupOf(3, {"tp"}).value()).value().link_class,
-      LinkClass::kNVLink);
-  EXPECT_EQ(
-      topology.slowestLink(mesh.groupOf(3, {"dp"}).value()).value().link_class,
-      LinkClass::kInfiniBand);
-  EXPECT_EQ(topology.slowestLink(mesh.ranks()).value().link_class,
+  EXPECT_EQ(topology.slowestLink(mesh.groupOf(3, {"tp"}).value()).value().link_class,
+            LinkClass::kNVLink);
+  EXPECT_EQ(topology.slowestLink(mesh.groupOf(3, {"dp"}).value()).value().link_class,
             LinkClass::kInfiniBand);
+  EXPECT_EQ(topology.slowestLink(mesh.ranks()).value().link_class, LinkClass::kInfiniBand);
 }
 
 TEST(TopologyTest, SlowestLinkComparesBandwidthWhenAGroupUsesBothLinks) {
   // A PCIe box whose network is faster than its PCIe fabric: a group that mixes
   // intra- and inter-host pairs is bounded by PCIe.
-  Topology topology =
-      Topology::create({.num_hosts = 2,
-                        .devices_per_host = 4,
-                        .device = deviceSpec("a100-40gb").value(),
-                        .intra_host_link = LinkClass::kPCIe,
-                        .inter_host_link = LinkClass::kInfiniBand,
-                        .intra_host_spec = LinkSpec{32e9, 5.7e-6},
-                        .inter_host_spec = LinkSpec{50e9, 14e-6}})
-          .value();
-  EXPECT_EQ(topology.slowestLink({0, 1, 4, 5}).value().link_class,
-            LinkClass::kPCIe);
+  Topology topology = Topology::create({.num_hosts = 2,
+                                        .devices_per_host = 4,
+                                        .device = deviceSpec("a100-40gb").value(),
+                                        .intra_host_link = LinkClass::kPCIe,
+                                        .inter_host_link = LinkClass::kInfiniBand,
+                                        .intra_host_spec = LinkSpec{32e9, 5.7e-6},
+                                        .inter_host_spec = LinkSpec{50e9, 14e-6}})
+                          .value();
+  EXPECT_EQ(topology.slowestLink({0, 1, 4, 5}).value().link_class, LinkClass::kPCIe);
   // Only inter-host pairs: the network is all it uses.
-  EXPECT_EQ(topology.slowestLink({0, 4}).value().link_class,
-            LinkClass::kInfiniBand);
+  EXPECT_EQ(topology.slowestLink({0, 4}).value().link_class, LinkClass::kInfiniBand);
 }
 
 TEST(TopologyTest, SlowestLinkRejectsBadGroups) {
   Topology topology = Topology::dgxH100(1).value();
   EXPECT_THAT(topology.slowestLink({}).status(),
               StatusIs(kInvalid, HasSubstr("group [] has fewer than 2 ranks")));
-  EXPECT_THAT(
-      topology.slowestLink({3}).status(),
-      StatusIs(kInvalid, HasSubstr("group [3] has fewer than 2 ranks")));
+  EXPECT_THAT(topology.slowestLink({3}).status(),
+              StatusIs(kInvalid, HasSubstr("group [3] has fewer than 2 ranks")));
   EXPECT_THAT(topology.slowestLink({1, 2, 1}).status(),
               StatusIs(kInvalid, HasSubstr("rank 1 appears twice")));
   EXPECT_THAT(topology.slowestLink({1, 8}).status(),

@@ -74,8 +74,8 @@ struct Codec<comm::DType> {
 template <>
 struct Codec<comm::ReduceOp> {
   static absl::StatusOr<comm::ReduceOp> read(const json& v) {
-    for (comm::ReduceOp op : {comm::ReduceOp::kSum, comm::ReduceOp::kAvg, comm::ReduceOp::kMax,
-                              comm::ReduceOp::kMin}) {
+    for (comm::ReduceOp op :
+         {comm::ReduceOp::kSum, comm::ReduceOp::kAvg, comm::ReduceOp::kMax, comm::ReduceOp::kMin}) {
       if (v.is_string() && v.get<std::string>() == comm::reduceOpName(op)) return op;
     }
     return wrongType("\"sum\", \"avg\", \"max\" or \"min\"", v);
@@ -173,38 +173,70 @@ Accessor accessor() {
 
 Accessor accessorOf(AttrId id) {
   switch (id) {
-    case AttrId::kEpsilon: return accessor<&Attrs::epsilon>();
-    case AttrId::kTheta: return accessor<&Attrs::theta>();
-    case AttrId::kInverse: return accessor<&Attrs::inverse>();
-    case AttrId::kTransposeLhs: return accessor<&Attrs::transpose_lhs>();
-    case AttrId::kTransposeRhs: return accessor<&Attrs::transpose_rhs>();
-    case AttrId::kScale: return accessor<&Attrs::scale>();
-    case AttrId::kVocab: return accessor<&Attrs::vocab>();
-    case AttrId::kDims: return accessor<&Attrs::dims>();
-    case AttrId::kPermutation: return accessor<&Attrs::permutation>();
-    case AttrId::kOperandPlacements: return accessor<&Attrs::operand_placements>();
-    case AttrId::kResultPlacements: return accessor<&Attrs::result_placements>();
-    case AttrId::kMeshAxes: return accessor<&Attrs::mesh_axes>();
-    case AttrId::kWireType: return accessor<&Attrs::wire_type>();
-    case AttrId::kAccumType: return accessor<&Attrs::accum_type>();
-    case AttrId::kReduction: return accessor<&Attrs::reduction>();
-    case AttrId::kPadded: return accessor<&Attrs::padded>();
-    case AttrId::kGatherDim: return accessor<&Attrs::gather_dim>();
-    case AttrId::kScatterDim: return accessor<&Attrs::scatter_dim>();
-    case AttrId::kSplitDim: return accessor<&Attrs::split_dim>();
-    case AttrId::kConcatDim: return accessor<&Attrs::concat_dim>();
-    case AttrId::kGroupSize: return accessor<&Attrs::group_size>();
-    case AttrId::kBytes: return accessor<&Attrs::bytes>();
-    case AttrId::kAsyncHandle: return accessor<&Attrs::async_handle>();
-    case AttrId::kChunks: return accessor<&Attrs::chunks>();
-    case AttrId::kOffsets: return accessor<&Attrs::offsets>();
-    case AttrId::kSplitDims: return accessor<&Attrs::split_dims>();
-    case AttrId::kSliceDim: return accessor<&Attrs::slice_dim>();
-    case AttrId::kLr: return accessor<&Attrs::lr>();
-    case AttrId::kBeta1: return accessor<&Attrs::beta1>();
-    case AttrId::kBeta2: return accessor<&Attrs::beta2>();
-    case AttrId::kEps: return accessor<&Attrs::eps>();
-    case AttrId::kWeightDecay: return accessor<&Attrs::weight_decay>();
+    case AttrId::kEpsilon:
+      return accessor<&Attrs::epsilon>();
+    case AttrId::kTheta:
+      return accessor<&Attrs::theta>();
+    case AttrId::kInverse:
+      return accessor<&Attrs::inverse>();
+    case AttrId::kTransposeLhs:
+      return accessor<&Attrs::transpose_lhs>();
+    case AttrId::kTransposeRhs:
+      return accessor<&Attrs::transpose_rhs>();
+    case AttrId::kScale:
+      return accessor<&Attrs::scale>();
+    case AttrId::kVocab:
+      return accessor<&Attrs::vocab>();
+    case AttrId::kDims:
+      return accessor<&Attrs::dims>();
+    case AttrId::kPermutation:
+      return accessor<&Attrs::permutation>();
+    case AttrId::kOperandPlacements:
+      return accessor<&Attrs::operand_placements>();
+    case AttrId::kResultPlacements:
+      return accessor<&Attrs::result_placements>();
+    case AttrId::kMeshAxes:
+      return accessor<&Attrs::mesh_axes>();
+    case AttrId::kWireType:
+      return accessor<&Attrs::wire_type>();
+    case AttrId::kAccumType:
+      return accessor<&Attrs::accum_type>();
+    case AttrId::kReduction:
+      return accessor<&Attrs::reduction>();
+    case AttrId::kPadded:
+      return accessor<&Attrs::padded>();
+    case AttrId::kGatherDim:
+      return accessor<&Attrs::gather_dim>();
+    case AttrId::kScatterDim:
+      return accessor<&Attrs::scatter_dim>();
+    case AttrId::kSplitDim:
+      return accessor<&Attrs::split_dim>();
+    case AttrId::kConcatDim:
+      return accessor<&Attrs::concat_dim>();
+    case AttrId::kGroupSize:
+      return accessor<&Attrs::group_size>();
+    case AttrId::kBytes:
+      return accessor<&Attrs::bytes>();
+    case AttrId::kAsyncHandle:
+      return accessor<&Attrs::async_handle>();
+    case AttrId::kChunks:
+      return accessor<&Attrs::chunks>();
+    case AttrId::kOffsets:
+      return accessor<&Attrs::offsets>();
+    case AttrId::kSplitDims:
+      return accessor<&Attrs::split_dims>();
+    case AttrId::kSliceDim:
+      return accessor<&Attrs::slice_dim>();
+    case AttrId::kLr:
+      return accessor<&Attrs::lr>();
+    case AttrId::kBeta1:
+      return accessor<&Attrs::beta1>();
+    case AttrId::kBeta2:
+      return accessor<&Attrs::beta2>();
+    case AttrId::kEps:
+      return accessor<&Attrs::eps>();
+    case AttrId::kWeightDecay:
+      return accessor<&Attrs::weight_decay>();
   }
   return accessor<&Attrs::epsilon>();
 }
@@ -231,9 +263,10 @@ json writeAttr(AttrId id, const Attrs& attrs) { return accessorOf(id).write(attr
 absl::Status setAttrFromJson(Instruction& in, std::string_view key, const nlohmann::json& value) {
   std::optional<AttrId> id = internal::attrFromName(key);
   if (!id || in.info->findAttr(*id) == nullptr) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        in.op, " has no attribute '", std::string(key), "' in the plan op table (plan/op_table.cc); "
-        "add it there, with its field in plan::Attrs, to carry it into plan.json"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(in.op, " has no attribute '", std::string(key),
+                     "' in the plan op table (plan/op_table.cc); "
+                     "add it there, with its field in plan::Attrs, to carry it into plan.json"));
   }
   if (absl::Status s = internal::readAttr(*id, value, in.attrs); !s.ok()) {
     return absl::InvalidArgumentError(

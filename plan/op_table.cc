@@ -45,15 +45,16 @@ OpInfo collective(std::string_view name, CollectiveKind kind, bool async) {
               .collective = kind,
               .async_start = async,
               .attrs = {}};
-  info.attrs = {{A::kMeshAxes, true}, {A::kWireType, true}, {A::kGroupSize, true},
-                {A::kBytes, true}};
+  info.attrs = {
+      {A::kMeshAxes, true}, {A::kWireType, true}, {A::kGroupSize, true}, {A::kBytes, true}};
   switch (kind) {
     case CollectiveKind::kAllGather:
       info.attrs.insert(info.attrs.end(), {{A::kGatherDim, true}, {A::kPadded}});
       break;
     case CollectiveKind::kReduceScatter:
-      info.attrs.insert(info.attrs.end(), {{A::kScatterDim, true}, {A::kPadded},
-                                           {A::kReduction, true}, {A::kAccumType}});
+      info.attrs.insert(
+          info.attrs.end(),
+          {{A::kScatterDim, true}, {A::kPadded}, {A::kReduction, true}, {A::kAccumType}});
       break;
     case CollectiveKind::kAllReduce:
       info.attrs.insert(info.attrs.end(), {{A::kReduction, true}, {A::kAccumType}});
@@ -114,27 +115,61 @@ std::vector<OpInfo> makeTable() {
       collective("dist.all_reduce_start", C::kAllReduce, true),
       collective("dist.all_to_all", C::kAllToAll, false),
       collective("dist.all_to_all_start", C::kAllToAll, true),
-      {.name = "dist.wait", .family = F::kWait, .min_operands = 1, .max_operands = 1,
-       .min_results = 1, .max_results = 1, .phases = PhaseSet::kAny,
+      {.name = "dist.wait",
+       .family = F::kWait,
+       .min_operands = 1,
+       .max_operands = 1,
+       .min_results = 1,
+       .max_results = 1,
+       .phases = PhaseSet::kAny,
        .attrs = {{A::kAsyncHandle, true}}},
       // Buffers.
-      {.name = "dist.bucket", .family = F::kBuffer, .min_operands = 1, .max_operands = -1,
-       .min_results = 1, .max_results = 1, .phases = PhaseSet::kAny,
+      {.name = "dist.bucket",
+       .family = F::kBuffer,
+       .min_operands = 1,
+       .max_operands = -1,
+       .min_results = 1,
+       .max_results = 1,
+       .phases = PhaseSet::kAny,
        .attrs = {{A::kOffsets, true}, {A::kChunks}, {A::kSplitDims}, {A::kPadded}}},
-      {.name = "dist.unbucket", .family = F::kBuffer, .min_operands = 1, .max_operands = 1,
-       .min_results = 1, .max_results = -1, .phases = PhaseSet::kAny,
+      {.name = "dist.unbucket",
+       .family = F::kBuffer,
+       .min_operands = 1,
+       .max_operands = 1,
+       .min_results = 1,
+       .max_results = -1,
+       .phases = PhaseSet::kAny,
        .attrs = {{A::kOffsets, true}, {A::kChunks}, {A::kSplitDims}, {A::kPadded}}},
-      {.name = "dist.slice", .family = F::kBuffer, .min_operands = 1, .max_operands = 1,
-       .min_results = 1, .max_results = 1, .phases = PhaseSet::kAny,
+      {.name = "dist.slice",
+       .family = F::kBuffer,
+       .min_operands = 1,
+       .max_operands = 1,
+       .min_results = 1,
+       .max_results = 1,
+       .phases = PhaseSet::kAny,
        .attrs = {{A::kMeshAxes, true}, {A::kSliceDim, true}, {A::kPadded}}},
-      {.name = "dist.free", .family = F::kBuffer, .min_operands = 1, .max_operands = 1,
-       .min_results = 0, .max_results = 0, .phases = PhaseSet::kAny, .attrs = {}},
+      {.name = "dist.free",
+       .family = F::kBuffer,
+       .min_operands = 1,
+       .max_operands = 1,
+       .min_results = 0,
+       .max_results = 0,
+       .phases = PhaseSet::kAny,
+       .attrs = {}},
       // The optimizer: param, grad, exp_avg, exp_avg_sq and, for a non-f32
       // param, its f32 master copy, all but the grad updated in place.
-      {.name = "dist.optimizer_step", .family = F::kOptimizer, .min_operands = 4,
-       .max_operands = 5, .min_results = 3, .max_results = 4, .phases = PhaseSet::kOptimizer,
+      {.name = "dist.optimizer_step",
+       .family = F::kOptimizer,
+       .min_operands = 4,
+       .max_operands = 5,
+       .min_results = 3,
+       .max_results = 4,
+       .phases = PhaseSet::kOptimizer,
        .in_place = true,
-       .attrs = {{A::kLr, true}, {A::kBeta1, true}, {A::kBeta2, true}, {A::kEps, true},
+       .attrs = {{A::kLr, true},
+                 {A::kBeta1, true},
+                 {A::kBeta2, true},
+                 {A::kEps, true},
                  {A::kWeightDecay, true}}},
   };
   return table;
@@ -142,55 +177,90 @@ std::vector<OpInfo> makeTable() {
 
 }  // namespace
 
-const char* streamName(Stream stream) {
-  return stream == Stream::kComm ? "comm" : "compute";
-}
+const char* streamName(Stream stream) { return stream == Stream::kComm ? "comm" : "compute"; }
 
 const char* collectiveKindName(CollectiveKind kind) {
   switch (kind) {
-    case CollectiveKind::kAllGather: return "all_gather";
-    case CollectiveKind::kReduceScatter: return "reduce_scatter";
-    case CollectiveKind::kAllReduce: return "all_reduce";
-    case CollectiveKind::kAllToAll: return "all_to_all";
-    case CollectiveKind::kNone: return "";
+    case CollectiveKind::kAllGather:
+      return "all_gather";
+    case CollectiveKind::kReduceScatter:
+      return "reduce_scatter";
+    case CollectiveKind::kAllReduce:
+      return "all_reduce";
+    case CollectiveKind::kAllToAll:
+      return "all_to_all";
+    case CollectiveKind::kNone:
+      return "";
   }
   return "";
 }
 
 const char* attrName(AttrId id) {
   switch (id) {
-    case A::kEpsilon: return "epsilon";
-    case A::kTheta: return "theta";
-    case A::kInverse: return "inverse";
-    case A::kTransposeLhs: return "transpose_lhs";
-    case A::kTransposeRhs: return "transpose_rhs";
-    case A::kScale: return "scale";
-    case A::kVocab: return "vocab";
-    case A::kDims: return "dims";
-    case A::kPermutation: return "permutation";
-    case A::kOperandPlacements: return "dist.operand_placements";
-    case A::kResultPlacements: return "dist.result_placements";
-    case A::kMeshAxes: return "mesh_axes";
-    case A::kWireType: return "wire_type";
-    case A::kAccumType: return "accum_type";
-    case A::kReduction: return "reduction";
-    case A::kPadded: return "padded";
-    case A::kGatherDim: return "gather_dim";
-    case A::kScatterDim: return "scatter_dim";
-    case A::kSplitDim: return "split_dim";
-    case A::kConcatDim: return "concat_dim";
-    case A::kGroupSize: return "group_size";
-    case A::kBytes: return "bytes";
-    case A::kAsyncHandle: return "async_handle";
-    case A::kChunks: return "chunks";
-    case A::kOffsets: return "offsets";
-    case A::kSplitDims: return "split_dims";
-    case A::kSliceDim: return "slice_dim";
-    case A::kLr: return "lr";
-    case A::kBeta1: return "beta1";
-    case A::kBeta2: return "beta2";
-    case A::kEps: return "eps";
-    case A::kWeightDecay: return "weight_decay";
+    case A::kEpsilon:
+      return "epsilon";
+    case A::kTheta:
+      return "theta";
+    case A::kInverse:
+      return "inverse";
+    case A::kTransposeLhs:
+      return "transpose_lhs";
+    case A::kTransposeRhs:
+      return "transpose_rhs";
+    case A::kScale:
+      return "scale";
+    case A::kVocab:
+      return "vocab";
+    case A::kDims:
+      return "dims";
+    case A::kPermutation:
+      return "permutation";
+    case A::kOperandPlacements:
+      return "dist.operand_placements";
+    case A::kResultPlacements:
+      return "dist.result_placements";
+    case A::kMeshAxes:
+      return "mesh_axes";
+    case A::kWireType:
+      return "wire_type";
+    case A::kAccumType:
+      return "accum_type";
+    case A::kReduction:
+      return "reduction";
+    case A::kPadded:
+      return "padded";
+    case A::kGatherDim:
+      return "gather_dim";
+    case A::kScatterDim:
+      return "scatter_dim";
+    case A::kSplitDim:
+      return "split_dim";
+    case A::kConcatDim:
+      return "concat_dim";
+    case A::kGroupSize:
+      return "group_size";
+    case A::kBytes:
+      return "bytes";
+    case A::kAsyncHandle:
+      return "async_handle";
+    case A::kChunks:
+      return "chunks";
+    case A::kOffsets:
+      return "offsets";
+    case A::kSplitDims:
+      return "split_dims";
+    case A::kSliceDim:
+      return "slice_dim";
+    case A::kLr:
+      return "lr";
+    case A::kBeta1:
+      return "beta1";
+    case A::kBeta2:
+      return "beta2";
+    case A::kEps:
+      return "eps";
+    case A::kWeightDecay:
+      return "weight_decay";
   }
   return "?";
 }

@@ -85,7 +85,7 @@ struct OpInfo {
   int min_operands;
   int max_operands;  // -1: any number from min_operands up
   int min_results;
-  int max_results;   // -1: any number from min_results up
+  int max_results;  // -1: any number from min_results up
   Stream stream = Stream::kCompute;
   PhaseSet phases = PhaseSet::kModel;
   CollectiveKind collective = CollectiveKind::kNone;

@@ -14,11 +14,16 @@ namespace loom::plan {
 
 const char* roleName(BufferRole role) {
   switch (role) {
-    case BufferRole::kParam: return "param";
-    case BufferRole::kGrad: return "grad";
-    case BufferRole::kOptimizerState: return "optimizer_state";
-    case BufferRole::kActivation: return "activation";
-    case BufferRole::kGathered: return "gathered";
+    case BufferRole::kParam:
+      return "param";
+    case BufferRole::kGrad:
+      return "grad";
+    case BufferRole::kOptimizerState:
+      return "optimizer_state";
+    case BufferRole::kActivation:
+      return "activation";
+    case BufferRole::kGathered:
+      return "gathered";
   }
   return "?";
 }
@@ -27,24 +32,31 @@ absl::StatusOr<BufferRole> roleFromName(std::string_view name) {
   for (int r = 0; r < kNumRoles; ++r) {
     if (roleName(static_cast<BufferRole>(r)) == name) return static_cast<BufferRole>(r);
   }
-  return absl::InvalidArgumentError(absl::StrCat(
-      "unknown role '", std::string(name), "' (expected param, grad, optimizer_state, activation or gathered)"));
+  return absl::InvalidArgumentError(
+      absl::StrCat("unknown role '", std::string(name),
+                   "' (expected param, grad, optimizer_state, activation or gathered)"));
 }
 
 const char* phaseName(Phase phase) {
   switch (phase) {
-    case Phase::kForward: return "forward";
-    case Phase::kBackward: return "backward";
-    case Phase::kOptimizer: return "optimizer";
+    case Phase::kForward:
+      return "forward";
+    case Phase::kBackward:
+      return "backward";
+    case Phase::kOptimizer:
+      return "optimizer";
   }
   return "?";
 }
 
 std::string AxisPlacement::toString() const {
   switch (kind) {
-    case Kind::kReplicate: return "replicate";
-    case Kind::kShard: return absl::StrCat("shard(", dim, padded ? ",padded" : "", ")");
-    case Kind::kPartial: return absl::StrCat("partial(", std::string(comm::reduceOpName(reduction)), ")");
+    case Kind::kReplicate:
+      return "replicate";
+    case Kind::kShard:
+      return absl::StrCat("shard(", dim, padded ? ",padded" : "", ")");
+    case Kind::kPartial:
+      return absl::StrCat("partial(", std::string(comm::reduceOpName(reduction)), ")");
   }
   return "?";
 }
@@ -77,8 +89,8 @@ absl::StatusOr<AxisPlacement> AxisPlacement::parse(std::string_view text) {
     return p;
   }
   if (std::optional<std::string_view> body = inner("partial(")) {
-    for (comm::ReduceOp op : {comm::ReduceOp::kSum, comm::ReduceOp::kAvg, comm::ReduceOp::kMax,
-                              comm::ReduceOp::kMin}) {
+    for (comm::ReduceOp op :
+         {comm::ReduceOp::kSum, comm::ReduceOp::kAvg, comm::ReduceOp::kMax, comm::ReduceOp::kMin}) {
       if (*body == comm::reduceOpName(op)) {
         p.kind = Kind::kPartial;
         p.reduction = op;

@@ -42,8 +42,8 @@ inline bool persistentRole(BufferRole role) {
 struct AxisPlacement {
   enum class Kind { kReplicate, kShard, kPartial };
   Kind kind = Kind::kReplicate;
-  int64_t dim = -1;                           // kShard
-  bool padded = false;                        // kShard
+  int64_t dim = -1;                                 // kShard
+  bool padded = false;                              // kShard
   comm::ReduceOp reduction = comm::ReduceOp::kSum;  // kPartial: sum, avg, max or min
   // "replicate", "shard(1)", "shard(0,padded)", "partial(sum)".
   std::string toString() const;
@@ -92,8 +92,8 @@ struct Attrs {
   bool inverse = false;           // rope: rotate back (its gradient)
   bool transpose_lhs = false;     // matmul
   bool transpose_rhs = false;
-  std::optional<double> scale;    // cross-entropy family: 1/N of the whole batch
-  std::optional<int64_t> vocab;   // vocab-parallel loss: the global vocabulary
+  std::optional<double> scale;       // cross-entropy family: 1/N of the whole batch
+  std::optional<int64_t> vocab;      // vocab-parallel loss: the global vocabulary
   std::vector<int64_t> dims;         // reduce_sum: the reduced dims
   std::vector<int64_t> permutation;  // transpose: result dim i is operand dim permutation[i]
   // Per operand and per result, the placement (layout ops read which rows
@@ -130,14 +130,14 @@ struct Instruction {
   const OpInfo* info = nullptr;  // the op's row; never null in a read plan
   std::string op;
   Phase phase = Phase::kForward;
-  std::string block;      // the block it belongs to
-  int64_t position = 0;   // in its block, for messages
-  int64_t order = 0;      // in Program::instructions(), for lifetimes
-  int64_t index = -1;     // the op's index in the planned function (-1: none)
+  std::string block;     // the block it belongs to
+  int64_t position = 0;  // in its block, for messages
+  int64_t order = 0;     // in Program::instructions(), for lifetimes
+  int64_t index = -1;    // the op's index in the planned function (-1: none)
   std::vector<int64_t> operands;
   std::vector<int64_t> results;
   Attrs attrs;
-  std::optional<double> start_s;     // predicted, from the step's start
+  std::optional<double> start_s;  // predicted, from the step's start
   std::optional<double> duration_s;
   bool commStream() const { return info->stream == Stream::kComm; }
   // "blocks.backward[12] (nn.linear)", for error messages.

@@ -20,22 +20,32 @@ enum class Kind { kObject, kArray, kString, kInteger, kNumber };
 
 const char* kindName(Kind kind) {
   switch (kind) {
-    case Kind::kObject: return "an object";
-    case Kind::kArray: return "an array";
-    case Kind::kString: return "a string";
-    case Kind::kInteger: return "an integer";
-    case Kind::kNumber: return "a number";
+    case Kind::kObject:
+      return "an object";
+    case Kind::kArray:
+      return "an array";
+    case Kind::kString:
+      return "a string";
+    case Kind::kInteger:
+      return "an integer";
+    case Kind::kNumber:
+      return "a number";
   }
   return "?";
 }
 
 bool hasKind(const json& value, Kind kind) {
   switch (kind) {
-    case Kind::kObject: return value.is_object();
-    case Kind::kArray: return value.is_array();
-    case Kind::kString: return value.is_string();
-    case Kind::kInteger: return value.is_number_integer();
-    case Kind::kNumber: return value.is_number();
+    case Kind::kObject:
+      return value.is_object();
+    case Kind::kArray:
+      return value.is_array();
+    case Kind::kString:
+      return value.is_string();
+    case Kind::kInteger:
+      return value.is_number_integer();
+    case Kind::kNumber:
+      return value.is_number();
   }
   return false;
 }
@@ -61,7 +71,8 @@ class Reader {
     if (!hasKind(*it, kind)) {
       std::string got = it->dump();
       if (got.size() > 60) got = got.substr(0, 57) + "...";
-      return error(absl::StrCat(path, ".", key), absl::StrCat("must be ", kindName(kind), ", got ", got));
+      return error(absl::StrCat(path, ".", key),
+                   absl::StrCat("must be ", kindName(kind), ", got ", got));
     }
     return &*it;
   }
@@ -76,8 +87,10 @@ class Reader {
 
   // The same for a field that may be absent (then `out` is left as it is).
   template <typename T>
-  absl::Status getOptional(const json& object, absl::string_view path, const char* key, T& out) const {
-    if (!object.is_object() || !object.contains(key) || object[key].is_null()) return absl::OkStatus();
+  absl::Status getOptional(const json& object, absl::string_view path, const char* key,
+                           T& out) const {
+    if (!object.is_object() || !object.contains(key) || object[key].is_null())
+      return absl::OkStatus();
     return get(object, path, key, out);
   }
 
@@ -102,16 +115,19 @@ class Reader {
  private:
   template <typename T>
   static constexpr Kind kindOf() {
-    if constexpr (std::is_same_v<T, std::string>) return Kind::kString;
-    else if constexpr (std::is_same_v<T, double>) return Kind::kNumber;
-    else return Kind::kInteger;
+    if constexpr (std::is_same_v<T, std::string>)
+      return Kind::kString;
+    else if constexpr (std::is_same_v<T, double>)
+      return Kind::kNumber;
+    else
+      return Kind::kInteger;
   }
 
   std::string source_;
 };
 
-#define LOOM_RETURN_IF_ERROR(expr)                 \
-  do {                                             \
+#define LOOM_RETURN_IF_ERROR(expr)                     \
+  do {                                                 \
     if (absl::Status s_ = (expr); !s_.ok()) return s_; \
   } while (0)
 
@@ -145,7 +161,8 @@ absl::Status readTopology(const Reader& r, const json& root, Topology& t) {
       r.get(**device, d, "memory_bandwidth_bytes_per_s", t.memory_bandwidth_bytes_per_s));
   absl::StatusOr<const json*> links = r.need(tj, "$.topology", "links", Kind::kObject);
   if (!links.ok()) return links.status();
-  for (auto [key, link] : {std::pair{"intra_host", &t.intra_host}, std::pair{"inter_host", &t.inter_host}}) {
+  for (auto [key, link] :
+       {std::pair{"intra_host", &t.intra_host}, std::pair{"inter_host", &t.inter_host}}) {
     absl::StatusOr<const json*> lj = r.need(**links, "$.topology.links", key, Kind::kObject);
     if (!lj.ok()) return lj.status();
     const std::string path = absl::StrCat("$.topology.links.", key);
@@ -164,10 +181,15 @@ absl::Status readInit(const Reader& r, const json& b, const std::string& path, B
   InitSpec spec;
   std::string kind;
   LOOM_RETURN_IF_ERROR(r.get(**init, ipath, "kind", kind));
-  if (kind == "normal") spec.kind = InitSpec::Kind::kNormal;
-  else if (kind == "zeros") spec.kind = InitSpec::Kind::kZeros;
-  else if (kind == "ones") spec.kind = InitSpec::Kind::kOnes;
-  else return r.error(ipath + ".kind", absl::StrCat("is '", kind, "'; expected normal, zeros or ones"));
+  if (kind == "normal")
+    spec.kind = InitSpec::Kind::kNormal;
+  else if (kind == "zeros")
+    spec.kind = InitSpec::Kind::kZeros;
+  else if (kind == "ones")
+    spec.kind = InitSpec::Kind::kOnes;
+  else
+    return r.error(ipath + ".kind",
+                   absl::StrCat("is '", kind, "'; expected normal, zeros or ones"));
   double mean = 0, stddev = 0;
   int64_t seed = 0, stream = 0;
   LOOM_RETURN_IF_ERROR(r.get(**init, ipath, "mean", mean));
@@ -202,7 +224,8 @@ absl::Status readBuffer(const Reader& r, const json& b, size_t i, Buffer& buffer
   LOOM_RETURN_IF_ERROR(r.getList(b, path, "placement", placement));
   for (size_t a = 0; a < placement.size(); ++a) {
     absl::StatusOr<AxisPlacement> axis = AxisPlacement::parse(placement[a]);
-    if (!axis.ok()) return r.error(absl::StrCat(path, ".placement[", a, "]"), axis.status().message());
+    if (!axis.ok())
+      return r.error(absl::StrCat(path, ".placement[", a, "]"), axis.status().message());
     buffer.placement.push_back(*axis);
   }
   std::vector<int64_t> live;
@@ -212,7 +235,8 @@ absl::Status readBuffer(const Reader& r, const json& b, size_t i, Buffer& buffer
   return readInit(r, b, path, buffer);
 }
 
-absl::Status readAttrs(const Reader& r, const json& attrs, const std::string& path, Instruction& in) {
+absl::Status readAttrs(const Reader& r, const json& attrs, const std::string& path,
+                       Instruction& in) {
   for (const auto& [key, value] : attrs.items()) {
     const std::string where = absl::StrCat(path, ".attrs.", key);
     std::optional<AttrId> id = internal::attrFromName(key);
@@ -233,12 +257,14 @@ absl::Status readAttrs(const Reader& r, const json& attrs, const std::string& pa
   return absl::OkStatus();
 }
 
-absl::Status readInstruction(const Reader& r, const json& j, const std::string& path, Instruction& in) {
+absl::Status readInstruction(const Reader& r, const json& j, const std::string& path,
+                             Instruction& in) {
   LOOM_RETURN_IF_ERROR(r.get(j, path, "op", in.op));
   in.info = findOp(in.op);
   if (in.info == nullptr) {
-    return r.error(path + ".op", absl::StrCat("'", in.op, "' is not an op of this plan format (known: ",
-                                              std::string(opNames()), ")"));
+    return r.error(path + ".op",
+                   absl::StrCat("'", in.op, "' is not an op of this plan format (known: ",
+                                std::string(opNames()), ")"));
   }
   LOOM_RETURN_IF_ERROR(r.getOptional(j, path, "index", in.index));
   std::string stream;
@@ -284,19 +310,22 @@ absl::Status readBlock(const Reader& r, const json& j, const std::string& path, 
     in.phase = block.phase;
     in.block = block.name;
     in.position = static_cast<int64_t>(i);
-    LOOM_RETURN_IF_ERROR(readInstruction(r, (**list)[i], absl::StrCat(path, ".instructions[", i, "]"), in));
+    LOOM_RETURN_IF_ERROR(
+        readInstruction(r, (**list)[i], absl::StrCat(path, ".instructions[", i, "]"), in));
     block.instructions.push_back(std::move(in));
   }
   return absl::OkStatus();
 }
 
-absl::Status readProgram(const Reader& r, const json& j, const std::string& path, Program& program) {
+absl::Status readProgram(const Reader& r, const json& j, const std::string& path,
+                         Program& program) {
   LOOM_RETURN_IF_ERROR(r.get(j, path, "stage", program.stage));
   absl::StatusOr<const json*> blocks = r.need(j, path, "blocks", Kind::kArray);
   if (!blocks.ok()) return blocks.status();
   for (size_t b = 0; b < (*blocks)->size(); ++b) {
     Block block;
-    LOOM_RETURN_IF_ERROR(readBlock(r, (**blocks)[b], absl::StrCat(path, ".blocks[", b, "]"), block));
+    LOOM_RETURN_IF_ERROR(
+        readBlock(r, (**blocks)[b], absl::StrCat(path, ".blocks[", b, "]"), block));
     program.blocks.push_back(std::move(block));
   }
   absl::StatusOr<const json*> schedule = r.need(j, path, "schedule", Kind::kArray);
@@ -328,11 +357,11 @@ absl::Status readPredicted(const Reader& r, const json& root, Predicted& p) {
   if (!pj.ok()) return pj.status();
   const json& j = **pj;
   const std::string path = "$.predicted";
-  for (auto [key, out] : {std::pair{"step_time_s", &p.step_time_s}, std::pair{"model_flops", &p.model_flops},
-                          std::pair{"compute_s", &p.compute_s}, std::pair{"comm_s", &p.comm_s},
-                          std::pair{"exposed_comm_s", &p.exposed_comm_s},
-                          std::pair{"optimizer_s", &p.optimizer_s},
-                          std::pair{"compute_efficiency", &p.compute_efficiency}}) {
+  for (auto [key, out] :
+       {std::pair{"step_time_s", &p.step_time_s}, std::pair{"model_flops", &p.model_flops},
+        std::pair{"compute_s", &p.compute_s}, std::pair{"comm_s", &p.comm_s},
+        std::pair{"exposed_comm_s", &p.exposed_comm_s}, std::pair{"optimizer_s", &p.optimizer_s},
+        std::pair{"compute_efficiency", &p.compute_efficiency}}) {
     LOOM_RETURN_IF_ERROR(r.get(j, path, key, *out));
   }
   LOOM_RETURN_IF_ERROR(r.get(j, path, "peak_bytes", p.peak_bytes));
@@ -342,7 +371,8 @@ absl::Status readPredicted(const Reader& r, const json& root, Predicted& p) {
   absl::StatusOr<const json*> breakdown = r.need(j, path, "breakdown", Kind::kObject);
   if (!breakdown.ok()) return breakdown.status();
   for (const auto& [role, bytes] : (*breakdown)->items()) {
-    if (!bytes.is_number_integer()) return r.error(path + ".breakdown." + role, "must be an integer");
+    if (!bytes.is_number_integer())
+      return r.error(path + ".breakdown." + role, "must be an integer");
     p.breakdown[role] = bytes.get<int64_t>();
   }
   absl::StatusOr<const json*> volume = r.need(j, path, "comm_volume", Kind::kArray);
@@ -407,8 +437,9 @@ absl::StatusOr<Plan> readPlan(const Reader& r, const json& root, std::string_vie
 absl::StatusOr<Plan> parsePlan(std::string_view text, std::string_view source) {
   const json root = json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (root.is_discarded()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        std::string(source), ": not valid JSON; write a plan with: bazel run //tools:plan -- --out=DIR"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(std::string(source),
+                     ": not valid JSON; write a plan with: bazel run //tools:plan -- --out=DIR"));
   }
   return readPlan(Reader(source), root, source);
 }
@@ -416,8 +447,8 @@ absl::StatusOr<Plan> parsePlan(std::string_view text, std::string_view source) {
 absl::StatusOr<Plan> loadPlan(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) {
-    return absl::NotFoundError(absl::StrCat("cannot open plan '", path,
-                                            "'; write one with: bazel run //tools:plan -- --out=DIR"));
+    return absl::NotFoundError(absl::StrCat(
+        "cannot open plan '", path, "'; write one with: bazel run //tools:plan -- --out=DIR"));
   }
   std::stringstream text;
   text << in.rdbuf();

@@ -26,7 +26,8 @@ using ::testing::AllOf;
 using ::testing::HasSubstr;
 
 std::string planPath(const std::string& name) {
-  return absl::StrCat(std::getenv("TEST_SRCDIR"), "/loom/runtime/executor/testdata/", name, "/plan.json");
+  return absl::StrCat(std::getenv("TEST_SRCDIR"), "/loom/runtime/executor/testdata/", name,
+                      "/plan.json");
 }
 
 std::string readText(const std::string& path) {
@@ -60,7 +61,8 @@ TEST(PlanTest, LoadsAPlannedLayout) {
 // One reader, one writer: what the planner wrote is what the library
 // writes back, byte for byte.
 TEST(PlanTest, WritesBackTheTextItRead) {
-  for (const char* name : {"llama_fsdp2_tp2", "gpt2_v251_bf16_fsdp2_tp2", "llama_bf16_gradf32_hsdp2x2"}) {
+  for (const char* name :
+       {"llama_fsdp2_tp2", "gpt2_v251_bf16_fsdp2_tp2", "llama_bf16_gradf32_hsdp2x2"}) {
     const std::string text = readText(planPath(name));
     absl::StatusOr<Plan> plan = parsePlan(text, name);
     ASSERT_TRUE(plan.ok()) << plan.status();
@@ -78,7 +80,8 @@ TEST(PlanTest, LifetimesEndAtTheWaitOfAnAsyncStart) {
     const int64_t operand = in->operands[0];
     int64_t waitAt = -1;
     for (const Instruction* other : order) {
-      if (other->info->family == OpFamily::kWait && other->attrs.async_handle == in->attrs.async_handle) {
+      if (other->info->family == OpFamily::kWait &&
+          other->attrs.async_handle == in->attrs.async_handle) {
         waitAt = other->order;
       }
     }
@@ -137,9 +140,11 @@ INSTANTIATE_TEST_SUITE_P(
         Corruption{"BufferId", [](json& p) { p["buffers"][3]["id"] = 4; },
                    "$.buffers[3].id: is 4; ids must equal the index 3"},
         Corruption{"Dtype", [](json& p) { p["buffers"][2]["dtype"] = "f8"; }, "$.buffers[2].dtype"},
-        Corruption{"LocalShape", [](json& p) { p["buffers"][2]["local_shape"] = {256, 32}; },
-                   "$.buffers[2].local_shape: dim 0 is 256, but global size 256 split 2 ways gives 128"},
-        Corruption{"Bytes", [](json& p) { p["buffers"][2]["bytes"] = 7; }, "$.buffers[2].bytes: is 7"},
+        Corruption{
+            "LocalShape", [](json& p) { p["buffers"][2]["local_shape"] = {256, 32}; },
+            "$.buffers[2].local_shape: dim 0 is 256, but global size 256 split 2 ways gives 128"},
+        Corruption{"Bytes", [](json& p) { p["buffers"][2]["bytes"] = 7; },
+                   "$.buffers[2].bytes: is 7"},
         Corruption{"Placement", [](json& p) { p["buffers"][2]["placement"][0] = "shard(x)"; },
                    "$.buffers[2].placement[0]: bad placement 'shard(x)'"},
         Corruption{"PlacementDim", [](json& p) { p["buffers"][2]["placement"][0] = "shard(5)"; },
@@ -157,16 +162,21 @@ INSTANTIATE_TEST_SUITE_P(
                    "nn.add takes 2 operands and 1 result; this one has 3 and 1"},
         Corruption{"UnknownAttr", [](json& p) { firstOp(p, "nn.add")["attrs"]["epsilon"] = 1e-5; },
                    ".attrs.epsilon: is not an attribute of nn.add"},
-        Corruption{"AttrType", [](json& p) { firstOp(p, "nn.rms_norm")["attrs"]["epsilon"] = "small"; },
+        Corruption{"AttrType",
+                   [](json& p) { firstOp(p, "nn.rms_norm")["attrs"]["epsilon"] = "small"; },
                    ".attrs.epsilon: must be a number, got \"small\""},
-        Corruption{"MissingAttr", [](json& p) { firstOp(p, "nn.rms_norm")["attrs"].erase("epsilon"); },
+        Corruption{"MissingAttr",
+                   [](json& p) { firstOp(p, "nn.rms_norm")["attrs"].erase("epsilon"); },
                    ".attrs.epsilon: is missing; nn.rms_norm needs it"},
-        Corruption{"AxisNotInMesh",
-                   [](json& p) { firstOp(p, "dist.all_gather_start")["attrs"]["mesh_axes"] = {"dp"}; },
-                   "'dp' is not an axis of the mesh"},
-        Corruption{"GroupSize", [](json& p) { firstOp(p, "dist.all_gather_start")["attrs"]["group_size"] = 3; },
+        Corruption{
+            "AxisNotInMesh",
+            [](json& p) { firstOp(p, "dist.all_gather_start")["attrs"]["mesh_axes"] = {"dp"}; },
+            "'dp' is not an axis of the mesh"},
+        Corruption{"GroupSize",
+                   [](json& p) { firstOp(p, "dist.all_gather_start")["attrs"]["group_size"] = 3; },
                    ".attrs.group_size: is 3 but the axes' sizes multiply to 2"},
-        Corruption{"Reduction", [](json& p) {
+        Corruption{"Reduction",
+                   [](json& p) {
                      for (json& in : instructions(p, "backward")) {
                        if (in["attrs"].contains("reduction")) {
                          in["attrs"]["reduction"] = 0;
@@ -184,17 +194,20 @@ INSTANTIATE_TEST_SUITE_P(
                      firstOp(p, "nn.add")["results"][0] = first["results"][0];
                    },
                    "is defined twice"},
-        Corruption{"WaitWithoutStart",
-                   [](json& p) { firstOp(p, "dist.all_gather_start")["attrs"]["async_handle"] = "h999"; },
-                   "'h0' is waited without a start"},
+        Corruption{
+            "WaitWithoutStart",
+            [](json& p) { firstOp(p, "dist.all_gather_start")["attrs"]["async_handle"] = "h999"; },
+            "'h0' is waited without a start"},
         Corruption{"Stream", [](json& p) { instructions(p, "forward")[0]["stream"] = "gpu"; },
                    ".stream: is 'gpu'; dist.bucket runs on the compute stream"},
-        Corruption{"OptimizerInForward",
-                   [](json& p) { instructions(p, "forward").push_back(instructions(p, "optimizer")[0]); },
-                   "dist.optimizer_step cannot run in a forward block"},
+        Corruption{
+            "OptimizerInForward",
+            [](json& p) { instructions(p, "forward").push_back(instructions(p, "optimizer")[0]); },
+            "dist.optimizer_step cannot run in a forward block"},
         Corruption{"UnscheduledBlock", [](json& p) { p["programs"][0]["schedule"].erase(2); },
                    "'optimizer' never runs: the schedule does not name it"},
-        Corruption{"MicroBatch", [](json& p) { p["programs"][0]["schedule"][0]["micro_batch"] = 1; },
+        Corruption{"MicroBatch",
+                   [](json& p) { p["programs"][0]["schedule"][0]["micro_batch"] = 1; },
                    "$.programs[0].schedule[0].micro_batch: is 1; micro-batches are 0 to 0"},
         Corruption{"Programs", [](json& p) { p["programs"].push_back(p["programs"][0]); },
                    "$.programs: has 2 programs; a plan with 1 pipeline stage has one per stage"},
@@ -222,12 +235,14 @@ TEST(PlanTest, ShardBoxesFollowThePaddingRule) {
 }
 
 TEST(PlanTest, PlacementsPrintAsTheyParse) {
-  for (const char* text : {"replicate", "shard(0)", "shard(3,padded)", "partial(sum)", "partial(max)"}) {
+  for (const char* text :
+       {"replicate", "shard(0)", "shard(3,padded)", "partial(sum)", "partial(max)"}) {
     absl::StatusOr<AxisPlacement> p = AxisPlacement::parse(text);
     ASSERT_TRUE(p.ok()) << text;
     EXPECT_EQ(p->toString(), text);
   }
-  for (const char* bad : {"shard()", "shard(1,pad)", "partial(prod)", "Replicate", "shard(99999999999)"}) {
+  for (const char* bad :
+       {"shard()", "shard(1,pad)", "partial(prod)", "Replicate", "shard(99999999999)"}) {
     EXPECT_FALSE(AxisPlacement::parse(bad).ok()) << bad;
   }
 }

@@ -31,20 +31,19 @@ std::string groupsCell(const std::vector<mesh::DeviceMesh::Group>& groups) {
 
 }  // namespace
 
-absl::StatusOr<mesh::Topology> topologyFromPreset(std::string_view preset,
-                                                  int64_t world_size) {
+absl::StatusOr<mesh::Topology> topologyFromPreset(std::string_view preset, int64_t world_size) {
   if (preset == "cpu") return mesh::Topology::cpuHost(world_size);
   const bool gpu_preset = preset == "dgx-h100" || preset == "hgx-h200" || preset == "dgx-a100";
   if (!gpu_preset) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "unknown topology '", std::string(preset),
-        "'; choose one of dgx-h100, hgx-h200, dgx-a100 (8 GPUs per host) or cpu"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("unknown topology '", std::string(preset),
+                     "'; choose one of dgx-h100, hgx-h200, dgx-a100 (8 GPUs per host) or cpu"));
   }
   if (world_size <= 0 || world_size % kGpusPerHost != 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "topology ", std::string(preset), " has ", kGpusPerHost,
-        " GPUs per host, but the mesh has ", world_size,
-        " devices; use a mesh whose size is a multiple of ", kGpusPerHost));
+    return absl::InvalidArgumentError(
+        absl::StrCat("topology ", std::string(preset), " has ", kGpusPerHost,
+                     " GPUs per host, but the mesh has ", world_size,
+                     " devices; use a mesh whose size is a multiple of ", kGpusPerHost));
   }
   const int64_t hosts = world_size / kGpusPerHost;
   if (preset == "dgx-h100") return mesh::Topology::dgxH100(hosts);
@@ -55,14 +54,14 @@ absl::StatusOr<mesh::Topology> topologyFromPreset(std::string_view preset,
 absl::StatusOr<std::string> meshReport(const mesh::DeviceMesh& mesh,
                                        const mesh::Topology& topology) {
   if (mesh.size() != topology.worldSize()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "mesh ", mesh.toString(), " has ", mesh.size(), " devices but topology ",
-        topology.toString(), " has ", topology.worldSize(),
-        "; make the mesh's axis sizes multiply to the topology's device count"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("mesh ", mesh.toString(), " has ", mesh.size(), " devices but topology ",
+                     topology.toString(), " has ", topology.worldSize(),
+                     "; make the mesh's axis sizes multiply to the topology's device count"));
   }
   std::string out = absl::StrCat(mesh.toString(), " on ", topology.toString(), "\n");
-  absl::StrAppendFormat(&out, "%-8s %5s %7s %-13s %-12s %10s %9s  %s\n", "axis", "size",
-                        "groups", "crosses hosts", "link", "GB/s/dir", "latency", "groups");
+  absl::StrAppendFormat(&out, "%-8s %5s %7s %-13s %-12s %10s %9s  %s\n", "axis", "size", "groups",
+                        "crosses hosts", "link", "GB/s/dir", "latency", "groups");
   for (const std::string& axis : mesh.axisNames()) {
     absl::StatusOr<std::vector<mesh::DeviceMesh::Group>> groups = mesh.groups({axis});
     if (!groups.ok()) return groups.status();
@@ -78,8 +77,8 @@ absl::StatusOr<std::string> meshReport(const mesh::DeviceMesh& mesh,
       latency = absl::StrFormat("%.1f us", slowest->spec.latency_s * 1e6);
     }
     absl::StrAppendFormat(&out, "%-8s %5d %7d %-13s %-12s %10s %9s  %s\n", axis,
-                          groups->front().size(), groups->size(), *crosses ? "yes" : "no",
-                          link, bandwidth, latency, groupsCell(*groups));
+                          groups->front().size(), groups->size(), *crosses ? "yes" : "no", link,
+                          bandwidth, latency, groupsCell(*groups));
   }
   return out;
 }

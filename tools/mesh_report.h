@@ -17,8 +17,7 @@ namespace loom::tools {
 // The topology named by `preset` that holds `world_size` ranks: "dgx-h100",
 // "hgx-h200" or "dgx-a100" (8 GPUs per host, so world_size / 8 hosts), or
 // "cpu" (one host running every rank).
-absl::StatusOr<mesh::Topology> topologyFromPreset(std::string_view preset,
-                                                  int64_t world_size);
+absl::StatusOr<mesh::Topology> topologyFromPreset(std::string_view preset, int64_t world_size);
 
 // The report: a header line for the mesh and topology, then one row per mesh
 // axis (size, group count, crosses hosts, slowest link with its bandwidth

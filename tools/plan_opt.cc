@@ -8,6 +8,6 @@ int main(int argc, char** argv) {
   loom::planner::registerAllPasses();
   mlir::DialectRegistry registry;
   loom::planner::registerAllDialects(registry);
-  return mlir::asMainReturnCode(mlir::MlirOptMain(
-      argc, argv, "Loom planner optimizer driver\n", registry));
+  return mlir::asMainReturnCode(
+      mlir::MlirOptMain(argc, argv, "Loom planner optimizer driver\n", registry));
 }

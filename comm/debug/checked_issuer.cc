@@ -100,8 +100,8 @@ void CheckedIssuer::loop() {
       checking_ = nullptr;
     }
     if (!verdict.ok()) {
-      job.work->complete(makeError(errorKind(verdict), verdict.code(),
-                                   absl::StrCat(where_, verdict.message())));
+      job.work->complete(
+          makeError(errorKind(verdict), verdict.code(), absl::StrCat(where_, verdict.message())));
       continue;
     }
     if (job.work->isCompleted()) continue;

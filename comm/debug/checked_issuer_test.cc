@@ -34,8 +34,8 @@ CollectiveFingerprint allReduce(uint64_t seq, int64_t numel) {
 }
 
 CollectiveInfo infoOf(int rank, uint64_t seq) {
-  return CollectiveInfo{.group = "G", .rank = rank, .group_size = 2, .seq = seq,
-                        .op = "all_reduce"};
+  return CollectiveInfo{
+      .group = "G", .rank = rank, .group_size = 2, .seq = seq, .op = "all_reduce"};
 }
 
 // A Work the test completes by hand, standing for the backend's.
@@ -60,8 +60,8 @@ std::vector<Rank> makeRanks(absl::Duration timeout) {
   for (auto& backend : makeThreadBackends(2, "G/checks", timeout)) {
     Rank rank;
     rank.checker = std::make_unique<FingerprintChecker>(std::move(backend), store, "G", timeout);
-    rank.issuer = std::make_unique<CheckedIssuer>(*rank.checker,
-                                                  "rank " + std::to_string(r++) + " of 2: ");
+    rank.issuer =
+        std::make_unique<CheckedIssuer>(*rank.checker, "rank " + std::to_string(r++) + " of 2: ");
     ranks.push_back(std::move(rank));
   }
   return ranks;
@@ -179,8 +179,9 @@ TEST(CheckedIssuerTest, DestroyingTheIssuerFailsTheQueuedCalls) {
   EXPECT_THAT(std::string(works[0]->exception().message()), HasSubstr("rank 1 did not reach it"));
   for (size_t i = 1; i < works.size(); ++i) {
     EXPECT_EQ(works[i]->exception().code(), absl::StatusCode::kCancelled);
-    EXPECT_THAT(std::string(works[i]->exception().message()),
-                HasSubstr("its group was destroyed while the call waited for its cross-rank check"));
+    EXPECT_THAT(
+        std::string(works[i]->exception().message()),
+        HasSubstr("its group was destroyed while the call waited for its cross-rank check"));
   }
 }
 

@@ -107,8 +107,8 @@ absl::Status engineError(const CollectiveInfo& info, const std::string& what, bo
                                      "same calls in the same order?), or raise the timeout"));
   }
   if (io) {
-    return networkError(absl::StrCat(info.describe(), " lost its connection to ", peer, ": ",
-                                     what, "; a peer process probably exited or was killed"));
+    return networkError(absl::StrCat(info.describe(), " lost its connection to ", peer, ": ", what,
+                                     "; a peer process probably exited or was killed"));
   }
   return backendError(absl::StrCat(info.describe(), " failed in gloo: ", what));
 }
@@ -157,7 +157,7 @@ std::optional<std::string> localAddressToward(const std::string& host) {
 // we do the same, unless the program installed a handler of its own.
 void ignoreSigpipe() {
   static const bool kIgnored = [] {
-    struct sigaction current {};
+    struct sigaction current{};
     if (sigaction(SIGPIPE, nullptr, &current) == 0 && current.sa_handler == SIG_DFL) {
       signal(SIGPIPE, SIG_IGN);
     }
@@ -285,15 +285,15 @@ class Engine {
 
   absl::Status brokenErrorLocked(const CollectiveInfo& info) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     if (broken_.ok()) return absl::OkStatus();
-    return makeError(ErrorKind::kBackend, absl::StatusCode::kAborted,
-                     absl::StrCat(info.describe(), " cannot run: the gloo backend of this group "
-                                  "stopped after an earlier failure (", broken_.message(),
-                                  "); a Gloo group cannot recover, create a new group"));
+    return makeError(
+        ErrorKind::kBackend, absl::StatusCode::kAborted,
+        absl::StrCat(info.describe(),
+                     " cannot run: the gloo backend of this group "
+                     "stopped after an earlier failure (",
+                     broken_.message(), "); a Gloo group cannot recover, create a new group"));
   }
 
-  bool hasTask() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    return !queue_.empty() || stopping_;
-  }
+  bool hasTask() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return !queue_.empty() || stopping_; }
   bool hasTransfer() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     return !transfers_.empty() || stopping_;
   }
@@ -313,9 +313,9 @@ class Engine {
         cause = broken_;
       }
       if (!cause.ok()) {
-        status = makeError(ErrorKind::kBackend, absl::StatusCode::kAborted,
-                           absl::StrCat(task.work->info().describe(), " was interrupted: ",
-                                        cause.message()));
+        status = makeError(
+            ErrorKind::kBackend, absl::StatusCode::kAborted,
+            absl::StrCat(task.work->info().describe(), " was interrupted: ", cause.message()));
       }
       abort(status);
     }
@@ -476,10 +476,9 @@ void allToAllBytes(Engine& engine, uint8_t* out, std::vector<int64_t> out_bytes,
   uint8_t dummy = 0;
   if (in == nullptr) in = &dummy;
   if (out == nullptr) out = &dummy;
-  const bool even = std::all_of(in_bytes.begin(), in_bytes.end(),
-                                [&](int64_t b) { return b == in_bytes[0]; }) &&
-                    std::all_of(out_bytes.begin(), out_bytes.end(),
-                                [&](int64_t b) { return b == in_bytes[0]; });
+  const bool even =
+      std::all_of(in_bytes.begin(), in_bytes.end(), [&](int64_t b) { return b == in_bytes[0]; }) &&
+      std::all_of(out_bytes.begin(), out_bytes.end(), [&](int64_t b) { return b == in_bytes[0]; });
   if (even) {
     if (in_bytes[0] == 0) return;
     ::gloo::AlltoallOptions opts(engine.context());
@@ -565,8 +564,7 @@ class GlooBackend : public Backend {
       opts.setTag(tagOf(info));
       opts.setTimeout(toChrono(timeout));
       ::gloo::reduce(opts);
-      return e.rank() == options.root ? finishAvg(options.op, tensor, e.size())
-                                      : absl::OkStatus();
+      return e.rank() == options.root ? finishAvg(options.op, tensor, e.size()) : absl::OkStatus();
     });
   }
 
@@ -575,8 +573,8 @@ class GlooBackend : public Backend {
     const auto timeout = timeoutOf(options.timeout);
     return submit(info, timeout, [outputs, input, info, timeout](Engine& e) {
       const bool direct = adjacent(outputs);
-      uint8_t* out = direct ? static_cast<uint8_t*>(outputs[0].data())
-                            : e.scratch(totalBytes(outputs));
+      uint8_t* out =
+          direct ? static_cast<uint8_t*>(outputs[0].data()) : e.scratch(totalBytes(outputs));
       allGatherInto(e, out, input, info, timeout);
       if (!direct) unpack(out, outputs);
       return absl::OkStatus();
@@ -638,8 +636,9 @@ class GlooBackend : public Backend {
   WorkOr reduceScatter(Tensor output, std::vector<Tensor> inputs,
                        const ReduceScatterOptions& options, const CollectiveInfo& info) override {
     const bool direct = adjacent(inputs);
-    return reduceScatterImpl(output, direct ? inputs[0].data() : nullptr,
-                             [inputs](uint8_t* buffer) { pack(inputs, buffer); }, options, info);
+    return reduceScatterImpl(
+        output, direct ? inputs[0].data() : nullptr,
+        [inputs](uint8_t* buffer) { pack(inputs, buffer); }, options, info);
   }
 
   WorkOr reduceScatterTensor(Tensor output, Tensor input, const ReduceScatterOptions& options,
@@ -682,8 +681,7 @@ class GlooBackend : public Backend {
     return submit(info, timeout,
                   [output, input, output_splits, input_splits, info, timeout](Engine& e) {
                     allToAllBytes(e, static_cast<uint8_t*>(output.data()), output_splits,
-                                  static_cast<uint8_t*>(input.data()), input_splits, info,
-                                  timeout);
+                                  static_cast<uint8_t*>(input.data()), input_splits, info, timeout);
                     return absl::OkStatus();
                   });
   }
@@ -738,37 +736,37 @@ class GlooBackend : public Backend {
   // waits for its sends), so large calls were sometimes wrong
   // (docs/comm.md). `input` is the whole input when its chunks are one
   // buffer, else `pack` copies them into the scratch.
-  WorkOr reduceScatterImpl(Tensor output, void* input,
-                           std::function<void(uint8_t*)> pack,
+  WorkOr reduceScatterImpl(Tensor output, void* input, std::function<void(uint8_t*)> pack,
                            const ReduceScatterOptions& options, const CollectiveInfo& info) {
     absl::StatusOr<ReduceFn> fn = reduceFunction(options.op, output.dtype());
     if (!fn.ok()) return fn.status();
     const auto timeout = timeoutOf(options.timeout);
-    return submit(info, timeout, [output, input, pack = std::move(pack), fn = *fn,
-                                  op = options.op, info, timeout](Engine& e) {
-      const size_t chunk = output.nbytes();
-      if (chunk == 0) return absl::OkStatus();
-      const int n = e.size();
-      uint8_t* received = e.scratch(chunk * n * (input == nullptr ? 2 : 1));
-      uint8_t* in = static_cast<uint8_t*>(input);
-      if (in == nullptr) {
-        in = received + chunk * n;
-        pack(in);
-      }
-      const std::vector<int64_t> blocks(n, static_cast<int64_t>(chunk));
-      allToAllBytes(e, received, blocks, in, blocks, info, timeout);
-      // The caller's output may be its own chunk of the input (in place):
-      // it is written only now, after the exchange has read the input.
-      const auto count = static_cast<size_t>(output.numel());
-      uint8_t* out = static_cast<uint8_t*>(output.data());
-      if (n == 1) {
-        std::memcpy(out, received, chunk);
-      } else {
-        fn(out, received, received + chunk, count);
-        for (int r = 2; r < n; ++r) fn(out, out, received + chunk * r, count);
-      }
-      return finishAvg(op, output, n);
-    });
+    return submit(info, timeout,
+                  [output, input, pack = std::move(pack), fn = *fn, op = options.op, info,
+                   timeout](Engine& e) {
+                    const size_t chunk = output.nbytes();
+                    if (chunk == 0) return absl::OkStatus();
+                    const int n = e.size();
+                    uint8_t* received = e.scratch(chunk * n * (input == nullptr ? 2 : 1));
+                    uint8_t* in = static_cast<uint8_t*>(input);
+                    if (in == nullptr) {
+                      in = received + chunk * n;
+                      pack(in);
+                    }
+                    const std::vector<int64_t> blocks(n, static_cast<int64_t>(chunk));
+                    allToAllBytes(e, received, blocks, in, blocks, info, timeout);
+                    // The caller's output may be its own chunk of the input (in place):
+                    // it is written only now, after the exchange has read the input.
+                    const auto count = static_cast<size_t>(output.numel());
+                    uint8_t* out = static_cast<uint8_t*>(output.data());
+                    if (n == 1) {
+                      std::memcpy(out, received, chunk);
+                    } else {
+                      fn(out, received, received + chunk, count);
+                      for (int r = 2; r < n; ++r) fn(out, out, received + chunk * r, count);
+                    }
+                    return finishAvg(op, output, n);
+                  });
   }
 
   // Posts the transfer at once (so a batch of sends and receives cannot
@@ -949,16 +947,18 @@ absl::StatusOr<std::unique_ptr<Backend>> createGlooBackend(const BackendContext&
     gloo_context->connectFullMesh(store, device);
   } catch (const StoreFailure& e) {
     return withContext(e.status(),
-                       absl::StrCat(who, " could not meet its peers (each rank publishes its "
-                                         "address under its rank number): "));
+                       absl::StrCat(who,
+                                    " could not meet its peers (each rank publishes its "
+                                    "address under its rank number): "));
   } catch (const std::exception& e) {
     return networkError(absl::StrCat(who, " could not connect to its peers within ",
                                      absl::FormatDuration(context.timeout), ": ", e.what()));
   }
   absl::StatusOr<PeerAddresses> peers = exchangePeerAddresses(*gloo_context, *context.store);
   if (!peers.ok()) {
-    return withContext(peers.status(), absl::StrCat(who, " could not exchange the addresses "
-                                                         "of its connections: "));
+    return withContext(peers.status(), absl::StrCat(who,
+                                                    " could not exchange the addresses "
+                                                    "of its connections: "));
   }
   return std::unique_ptr<Backend>(
       new GlooBackend(context, std::move(gloo_context), *std::move(peers)));

@@ -55,8 +55,7 @@ std::vector<std::unique_ptr<Backend>> connect(int size) {
   return backends;
 }
 
-CollectiveInfo infoFor(const Backend& backend, uint64_t seq, const std::string& op,
-                       int peer = -1) {
+CollectiveInfo infoFor(const Backend& backend, uint64_t seq, const std::string& op, int peer = -1) {
   return CollectiveInfo{.group = "direct",
                         .rank = backend.rank(),
                         .group_size = backend.size(),
@@ -73,11 +72,11 @@ TEST(GlooOptionsTest, InterfaceThenHostnameThenTheRouteToTheMaster) {
       return it->second;
     };
   };
-  GlooBackendOptions options = glooOptionsFromEnv(env({{"LOOM_GLOO_IFACE", "lo"},
-                                                       {"LOOM_GLOO_HOSTNAME", "10.1.1.1"}}));
+  GlooBackendOptions options =
+      glooOptionsFromEnv(env({{"LOOM_GLOO_IFACE", "lo"}, {"LOOM_GLOO_HOSTNAME", "10.1.1.1"}}));
   EXPECT_EQ(options.iface, "lo");
-  options = glooOptionsFromEnv(env({{"LOOM_GLOO_HOSTNAME", "10.1.1.1"},
-                                    {"MASTER_ADDR", "127.0.0.1"}}));
+  options =
+      glooOptionsFromEnv(env({{"LOOM_GLOO_HOSTNAME", "10.1.1.1"}, {"MASTER_ADDR", "127.0.0.1"}}));
   EXPECT_EQ(options.iface, "");
   EXPECT_EQ(options.hostname, "10.1.1.1");
   // The address a packet to the master would leave from: loopback here.
@@ -89,20 +88,20 @@ TEST(GlooBackendTest, AnUnusableAddressIsAnInvalidArgument) {
   auto store = std::make_shared<HashStore>(absl::Seconds(1));
   GlooBackendOptions options;
   options.iface = "no-such-interface0";
-  EXPECT_THAT(createGlooBackend(contextFor(store, 0, 1), options).status(),
-              StatusIs(absl::StatusCode::kInvalidArgument,
-                       AllOf(HasSubstr("interface no-such-interface0"),
-                             HasSubstr("LOOM_GLOO_IFACE"))));
+  EXPECT_THAT(
+      createGlooBackend(contextFor(store, 0, 1), options).status(),
+      StatusIs(absl::StatusCode::kInvalidArgument,
+               AllOf(HasSubstr("interface no-such-interface0"), HasSubstr("LOOM_GLOO_IFACE"))));
 }
 
 TEST(GlooBackendTest, PeersThatNeverArriveAreATimeout) {
   auto store = std::make_shared<HashStore>(absl::Seconds(1));
-  EXPECT_THAT(createGlooBackend(contextFor(store, 0, 2, absl::Milliseconds(200)),
-                                GlooBackendOptions{})
-                  .status(),
-              StatusIs(absl::StatusCode::kDeadlineExceeded,
-                       AllOf(HasSubstr("gloo backend of group direct (rank 0 of 2)"),
-                             HasSubstr("could not meet its peers"), HasSubstr("'1'"))));
+  EXPECT_THAT(
+      createGlooBackend(contextFor(store, 0, 2, absl::Milliseconds(200)), GlooBackendOptions{})
+          .status(),
+      StatusIs(absl::StatusCode::kDeadlineExceeded,
+               AllOf(HasSubstr("gloo backend of group direct (rank 0 of 2)"),
+                     HasSubstr("could not meet its peers"), HasSubstr("'1'"))));
 }
 
 TEST(GlooBackendTest, OneRankGroupsWork) {
@@ -110,9 +109,8 @@ TEST(GlooBackendTest, OneRankGroupsWork) {
   std::vector<float> data = {1, 2};
   std::vector<float> out(2);
   const Tensor tensor = Tensor::of(data);
-  EXPECT_TRUE((*backends[0]->allReduce(tensor, {}, infoFor(*backends[0], 1, "all_reduce")))
-                  ->wait()
-                  .ok());
+  EXPECT_TRUE(
+      (*backends[0]->allReduce(tensor, {}, infoFor(*backends[0], 1, "all_reduce")))->wait().ok());
   EXPECT_TRUE((*backends[0]->reduceScatterTensor(Tensor::of(out), tensor, {},
                                                  infoFor(*backends[0], 2, "reduce_scatter")))
                   ->wait()
@@ -127,9 +125,8 @@ TEST(GlooBackendTest, AWorkThatTimesOutStopsTheEngineForLaterCalls) {
   // The call's own timeout bounds how long it stays stuck inside Gloo after
   // the abort (Gloo cannot interrupt it), and so how long destroying the
   // backend takes.
-  absl::StatusOr<std::shared_ptr<Work>> work =
-      mine.allReduce(Tensor::of(data), {.timeout = absl::Seconds(1)},
-                     infoFor(mine, 1, "all_reduce"));
+  absl::StatusOr<std::shared_ptr<Work>> work = mine.allReduce(
+      Tensor::of(data), {.timeout = absl::Seconds(1)}, infoFor(mine, 1, "all_reduce"));
   ASSERT_TRUE(work.ok());
   // Rank 1 never joins; giving up on the Work aborts the engine.
   EXPECT_THAT((*work)->wait(absl::Milliseconds(100)),
@@ -174,8 +171,8 @@ TEST(GlooBackendTest, AbortingASendStopsWaitingForIt) {
   // (as in c10d, aborting only stops the wait). AddressSanitizer caught this
   // test freeing it first.
   std::vector<int32_t> got(3);
-  absl::StatusOr<std::shared_ptr<Work>> received = backends[1]->recv(
-      Tensor::of(got), 0, {}, infoFor(*backends[1], 1, "recv", 0));
+  absl::StatusOr<std::shared_ptr<Work>> received =
+      backends[1]->recv(Tensor::of(got), 0, {}, infoFor(*backends[1], 1, "recv", 0));
   ASSERT_TRUE(received.ok());
   EXPECT_TRUE((*received)->wait(absl::Seconds(5)).ok());
   EXPECT_EQ(got, data);

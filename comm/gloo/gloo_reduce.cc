@@ -36,14 +36,12 @@ void bf16Product(void* out, const void* a, const void* b, size_t n) {
 // std::min/std::max on the float values, so NaN handling matches what
 // gloo::min/max<float> do for f32.
 void bf16Min(void* out, const void* a, const void* b, size_t n) {
-  elementwise<BFloat16>(out, a, b, n, [](BFloat16 x, BFloat16 y) {
-    return bf16ToFloat(y) < bf16ToFloat(x) ? y : x;
-  });
+  elementwise<BFloat16>(
+      out, a, b, n, [](BFloat16 x, BFloat16 y) { return bf16ToFloat(y) < bf16ToFloat(x) ? y : x; });
 }
 void bf16Max(void* out, const void* a, const void* b, size_t n) {
-  elementwise<BFloat16>(out, a, b, n, [](BFloat16 x, BFloat16 y) {
-    return bf16ToFloat(x) < bf16ToFloat(y) ? y : x;
-  });
+  elementwise<BFloat16>(
+      out, a, b, n, [](BFloat16 x, BFloat16 y) { return bf16ToFloat(x) < bf16ToFloat(y) ? y : x; });
 }
 
 template <typename T, ReduceOp kOp>
@@ -60,13 +58,25 @@ template <typename T, ReduceOp kOp>
 constexpr ReduceFn fnOf() {
   constexpr bool kBf16 = std::is_same_v<T, BFloat16>;
   if constexpr (kOp == ReduceOp::kSum || kOp == ReduceOp::kAvg) {
-    if constexpr (kBf16) return &bf16Sum; else return &::gloo::sum<T>;
+    if constexpr (kBf16)
+      return &bf16Sum;
+    else
+      return &::gloo::sum<T>;
   } else if constexpr (kOp == ReduceOp::kProduct) {
-    if constexpr (kBf16) return &bf16Product; else return &::gloo::product<T>;
+    if constexpr (kBf16)
+      return &bf16Product;
+    else
+      return &::gloo::product<T>;
   } else if constexpr (kOp == ReduceOp::kMin) {
-    if constexpr (kBf16) return &bf16Min; else return &::gloo::min<T>;
+    if constexpr (kBf16)
+      return &bf16Min;
+    else
+      return &::gloo::min<T>;
   } else if constexpr (kOp == ReduceOp::kMax) {
-    if constexpr (kBf16) return &bf16Max; else return &::gloo::max<T>;
+    if constexpr (kBf16)
+      return &bf16Max;
+    else
+      return &::gloo::max<T>;
   } else if constexpr (std::is_integral_v<T>) {
     return &bitwise<T, kOp>;
   } else {
@@ -103,8 +113,8 @@ void divideTyped(T* data, int64_t count, int divisor) {
     if constexpr (std::is_same_v<T, BFloat16>) {
       data[i] = floatToBf16(bf16ToFloat(data[i]) / static_cast<float>(divisor));
     } else if constexpr (std::is_same_v<T, ::gloo::float16>) {
-      data[i] = ::gloo::cpu_float2half_rn(::gloo::cpu_half2float(data[i]) /
-                                          static_cast<float>(divisor));
+      data[i] =
+          ::gloo::cpu_float2half_rn(::gloo::cpu_half2float(data[i]) / static_cast<float>(divisor));
     } else {
       data[i] = static_cast<T>(data[i] / static_cast<T>(divisor));
     }
@@ -122,8 +132,7 @@ absl::StatusOr<ReduceFn> reduceFunction(ReduceOp op, DType dtype) {
   if (fn == nullptr) {
     if (absl::Status status = checkReduceOpSupports(op, dtype); !status.ok()) return status;
     return invalidArgumentError(absl::StrCat("reduce op ", std::string(reduceOpName(op)),
-                                             " is not defined on ",
-                                             std::string(dtypeName(dtype))));
+                                             " is not defined on ", std::string(dtypeName(dtype))));
   }
   return fn;
 }

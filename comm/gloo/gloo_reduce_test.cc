@@ -79,9 +79,9 @@ TEST(GlooReduceTest, Bf16ArithmeticRoundsEachResult) {
 
 TEST(GlooReduceTest, BitwiseOpsOnFloatsAreRefused) {
   for (DType dtype : {DType::kFloat32, DType::kFloat64, DType::kFloat16, DType::kBFloat16}) {
-    EXPECT_THAT(reduceFunction(ReduceOp::kBxor, dtype).status(),
-                StatusIs(absl::StatusCode::kInvalidArgument,
-                         HasSubstr("needs an integer or bool tensor")));
+    EXPECT_THAT(
+        reduceFunction(ReduceOp::kBxor, dtype).status(),
+        StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("needs an integer or bool tensor")));
   }
 }
 
@@ -96,8 +96,9 @@ TEST(GlooReduceTest, AverageDividesInTheDtypesArithmetic) {
   ASSERT_TRUE(divideInPlace(bf, DType::kBFloat16, 1, 2).ok());
   EXPECT_EQ(bf16ToFloat(bf[0]), 1.5f);
   bool flags[] = {true};
-  EXPECT_THAT(divideInPlace(flags, DType::kBool, 1, 2),
-              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("avg is not defined on bool")));
+  EXPECT_THAT(
+      divideInPlace(flags, DType::kBool, 1, 2),
+      StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("avg is not defined on bool")));
 }
 
 }  // namespace

@@ -358,14 +358,11 @@ TEST_F(MpiBackendTest, AllGatherIntoListsAndIntoOneTensorInAndOutOfPlace) {
   std::vector<std::vector<int32_t>> lists(size_, std::vector<int32_t>(2, -1));
   std::vector<Tensor> outputs;
   for (auto& list : lists) outputs.push_back(Tensor::of(list));
-  ASSERT_TRUE(
-      run(world_->allGather(outputs, Tensor::of(input), {}, info("all_gather")))
-          .ok());
+  ASSERT_TRUE(run(world_->allGather(outputs, Tensor::of(input), {}, info("all_gather"))).ok());
   for (int r = 0; r < size_; ++r) EXPECT_EQ(lists[r], (std::vector<int32_t>{r, r * 100}));
 
   std::vector<int32_t> flat(2 * size_, -1);
-  ASSERT_TRUE(run(world_->allGatherIntoTensor(Tensor::of(flat),
-                                              Tensor::of(input), {},
+  ASSERT_TRUE(run(world_->allGatherIntoTensor(Tensor::of(flat), Tensor::of(input), {},
                                               info("all_gather_into_tensor")))
                   .ok());
   for (int r = 0; r < size_; ++r) {
@@ -396,9 +393,9 @@ TEST_F(MpiBackendTest, GatherAndScatterThroughANonZeroRoot) {
     gathered.assign(size_, std::vector<double>(3, -1));
     for (auto& g : gathered) outputs.push_back(Tensor::of(g));
   }
-  ASSERT_TRUE(run(world_->gather(outputs, Tensor::of(input),
-                                 {.root = root, .timeout = {}}, info("gather")))
-                  .ok());
+  ASSERT_TRUE(
+      run(world_->gather(outputs, Tensor::of(input), {.root = root, .timeout = {}}, info("gather")))
+          .ok());
   for (int r = 0; r < static_cast<int>(gathered.size()); ++r) {
     EXPECT_EQ(gathered[r], (std::vector<double>{r + 0.5, r + 0.25, r + 0.125}));
   }
@@ -410,8 +407,8 @@ TEST_F(MpiBackendTest, GatherAndScatterThroughANonZeroRoot) {
     for (auto& p : pieces) inputs.push_back(Tensor::of(p));
   }
   std::vector<double> output(2, -1);
-  ASSERT_TRUE(run(world_->scatter(Tensor::of(output), inputs,
-                                  {.root = root, .timeout = {}}, info("scatter")))
+  ASSERT_TRUE(run(world_->scatter(Tensor::of(output), inputs, {.root = root, .timeout = {}},
+                                  info("scatter")))
                   .ok());
   EXPECT_EQ(output, (std::vector<double>{rank_ * 2.0, rank_ * 3.0}));
 }
@@ -549,14 +546,12 @@ TEST_F(MpiBackendTest, SendsAndReceivesOfARingRunSideBySideAndMatchByTag) {
   std::vector<float> out_a(kCount, rank_ + 1.0f), out_b(kCount, rank_ + 2.0f);
   std::vector<float> in_a(kCount, -1), in_b(kCount, -1);
   // Sent with tags 1 then 2, received with tags 2 then 1.
-  const Backend::WorkOr sends[] = {world_->send(Tensor::of(out_a), next,
-                                                {.tag = 1, .timeout = {}}, info("send", next)),
-                                   world_->send(Tensor::of(out_b), next,
-                                                {.tag = 2, .timeout = {}}, info("send", next))};
-  const Backend::WorkOr recvs[] = {world_->recv(Tensor::of(in_b), prev,
-                                                {.tag = 2, .timeout = {}}, info("recv", prev)),
-                                   world_->recv(Tensor::of(in_a), prev,
-                                                {.tag = 1, .timeout = {}}, info("recv", prev))};
+  const Backend::WorkOr sends[] = {
+      world_->send(Tensor::of(out_a), next, {.tag = 1, .timeout = {}}, info("send", next)),
+      world_->send(Tensor::of(out_b), next, {.tag = 2, .timeout = {}}, info("send", next))};
+  const Backend::WorkOr recvs[] = {
+      world_->recv(Tensor::of(in_b), prev, {.tag = 2, .timeout = {}}, info("recv", prev)),
+      world_->recv(Tensor::of(in_a), prev, {.tag = 1, .timeout = {}}, info("recv", prev))};
   for (const auto& work : sends) ASSERT_TRUE(run(work).ok()) << run(work);
   for (const auto& work : recvs) ASSERT_TRUE(run(work).ok()) << run(work);
   EXPECT_EQ(in_a, std::vector<float>(kCount, prev + 1.0f));
@@ -566,9 +561,7 @@ TEST_F(MpiBackendTest, SendsAndReceivesOfARingRunSideBySideAndMatchByTag) {
 TEST_F(MpiBackendTest, ArgumentsOnlyMpiRejectsFailAtOnce) {
   std::vector<float> values(4);
   const int next = (rank_ + 1) % size_;
-  EXPECT_THAT(world_
-                  ->send(Tensor::of(values), next, {.tag = -1, .timeout = {}},
-                         info("send", next))
+  EXPECT_THAT(world_->send(Tensor::of(values), next, {.tag = -1, .timeout = {}}, info("send", next))
                   .status(),
               StatusIs(absl::StatusCode::kInvalidArgument,
                        AllOf(HasSubstr("send #"), HasSubstr("tag -1 is outside MPI's range"))));
@@ -588,9 +581,7 @@ TEST_F(MpiBackendTest, SubgroupsOfEvenAndOddRanksRunSideBySide) {
   ASSERT_TRUE(group.ok()) << group.status();
   ASSERT_EQ((*group)->size(), static_cast<int>(mine.size()));
   std::vector<int64_t> value = {rank_};
-  ASSERT_TRUE(
-      run((*group)->allReduce(Tensor::of(value), {}, info(**group, "all_reduce")))
-          .ok());
+  ASSERT_TRUE(run((*group)->allReduce(Tensor::of(value), {}, info(**group, "all_reduce"))).ok());
   int64_t sum = 0;
   for (int r : mine) sum += r;
   EXPECT_EQ(value[0], sum);
@@ -605,8 +596,7 @@ TEST_F(MpiBackendTest, GroupRanksFollowGlobalRanksOrder) {
   EXPECT_EQ((*group)->rank(), size_ - 1 - rank_);
   std::vector<int32_t> mine = {rank_};
   std::vector<int32_t> all(size_, -1);
-  ASSERT_TRUE(run((*group)->allGatherIntoTensor(Tensor::of(all),
-                                                Tensor::of(mine), {},
+  ASSERT_TRUE(run((*group)->allGatherIntoTensor(Tensor::of(all), Tensor::of(mine), {},
                                                 info(**group, "all_gather_into_tensor")))
                   .ok());
   EXPECT_EQ(all, reversed);

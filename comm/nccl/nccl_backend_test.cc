@@ -372,12 +372,12 @@ TEST_F(NcclBackendTest, ArgumentsNcclCannotTakeAreRefusedAtOnce) {
               StatusIs(absl::StatusCode::kUnimplemented,
                        HasSubstr("backend nccl does not support tags on send/recv")));
   std::vector<float> host(16);
-  EXPECT_THAT(backend_
-                  ->allReduce(Tensor::of(host),
-                              {.op = ReduceOp::kSum, .timeout = {}}, info("all_reduce"))
-                  .status(),
-              StatusIs(absl::StatusCode::kInvalidArgument,
-                       AllOf(HasSubstr("runs on cuda:0"), HasSubstr("f32[16] on cpu"))));
+  EXPECT_THAT(
+      backend_
+          ->allReduce(Tensor::of(host), {.op = ReduceOp::kSum, .timeout = {}}, info("all_reduce"))
+          .status(),
+      StatusIs(absl::StatusCode::kInvalidArgument,
+               AllOf(HasSubstr("runs on cuda:0"), HasSubstr("f32[16] on cpu"))));
 }
 
 TEST_F(NcclBackendTest, AGroupWithTheSameMembersGetsItsOwnWorkingCommunicator) {

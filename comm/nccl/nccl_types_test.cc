@@ -44,8 +44,9 @@ TEST(NcclTypesTest, BoolReducesAsLogicalOrAndAnd) {
   EXPECT_EQ(*ncclReduceOp(ReduceOp::kMax, DType::kBool, kInfo), ncclMax);
   EXPECT_EQ(*ncclReduceOp(ReduceOp::kProduct, DType::kBool, kInfo), ncclMin);
   EXPECT_EQ(*ncclReduceOp(ReduceOp::kMin, DType::kBool, kInfo), ncclMin);
-  EXPECT_THAT(ncclReduceOp(ReduceOp::kAvg, DType::kBool, kInfo).status(),
-              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("avg is not defined on bool")));
+  EXPECT_THAT(
+      ncclReduceOp(ReduceOp::kAvg, DType::kBool, kInfo).status(),
+      StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("avg is not defined on bool")));
 }
 
 TEST(NcclTypesTest, BitwiseOpsAreUnsupportedOnEveryDtypeAndSaySo) {

@@ -82,8 +82,8 @@ void expectExactCalls(const ExactCase& c, Backend& backend, int64_t chunk, int c
                               .group_size = n,
                               .seq = first_seq + call,
                               .op = c.op};
-    Backend::WorkOr work = c.issue(backend, Tensor::of(inputs[call]),
-                                   Tensor::of(outputs[call]), info);
+    Backend::WorkOr work =
+        c.issue(backend, Tensor::of(inputs[call]), Tensor::of(outputs[call]), info);
     ASSERT_TRUE(work.ok()) << work.status();
     works.push_back(*work);
   }
@@ -95,8 +95,8 @@ void expectExactCalls(const ExactCase& c, Backend& backend, int64_t chunk, int c
       const float want = c.want(r, i, call, n, chunk);
       if (outputs[call][i] != want && wrong++ == 0) {
         ADD_FAILURE() << c.op << " on " << n << " ranks, blocks of " << chunk << " floats, call "
-                      << call << ", rank " << r << ": element " << i << " is "
-                      << outputs[call][i] << ", want " << want;
+                      << call << ", rank " << r << ": element " << i << " is " << outputs[call][i]
+                      << ", want " << want;
       }
     }
     EXPECT_EQ(wrong, 0) << c.op << ": wrong elements on rank " << r << ", call " << call;

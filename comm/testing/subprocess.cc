@@ -28,9 +28,9 @@ std::string runfilePath(const std::string& relative) {
   return absl::StrCat(srcdir, "/", workspace, "/", relative);
 }
 
-absl::StatusOr<Subprocess> Subprocess::start(
-    const std::string& binary, const std::vector<std::string>& args,
-    const std::vector<std::string>& env) {
+absl::StatusOr<Subprocess> Subprocess::start(const std::string& binary,
+                                             const std::vector<std::string>& args,
+                                             const std::vector<std::string>& env) {
   // Everything the child needs is prepared before fork(): after it, the
   // child may only make async-signal-safe calls.
   std::vector<std::string> argv_storage = {binary};
@@ -113,20 +113,17 @@ absl::StatusOr<std::string> Subprocess::readLine(absl::Duration timeout) {
     const absl::Duration left = deadline - absl::Now();
     if (left <= absl::ZeroDuration()) {
       return absl::DeadlineExceededError(
-          absl::StrCat("no line from child ", pid_, " within ",
-                       absl::FormatDuration(timeout)));
+          absl::StrCat("no line from child ", pid_, " within ", absl::FormatDuration(timeout)));
     }
     pollfd entry{stdout_fd_, POLLIN, 0};
-    const int ready = ::poll(
-        &entry, 1, static_cast<int>(absl::ToInt64Milliseconds(left)) + 1);
+    const int ready = ::poll(&entry, 1, static_cast<int>(absl::ToInt64Milliseconds(left)) + 1);
     if (ready < 0 && errno == EINTR) continue;
     if (ready <= 0) continue;
     char chunk[4096];
     const ssize_t got = ::read(stdout_fd_, chunk, sizeof(chunk));
     if (got < 0 && errno == EINTR) continue;
     if (got <= 0) {
-      return absl::UnavailableError(
-          absl::StrCat("child ", pid_, " closed its stdout"));
+      return absl::UnavailableError(absl::StrCat("child ", pid_, " closed its stdout"));
     }
     buffered_.append(chunk, static_cast<size_t>(got));
   }
@@ -164,8 +161,8 @@ absl::StatusOr<int> Subprocess::wait(absl::Duration timeout) {
   } else if (absl::IsDeadlineExceeded(code.status())) {
     const pid_t pid = pid_;
     release();
-    return absl::DeadlineExceededError(absl::StrCat(
-        "child ", pid, " still ran after ", absl::FormatDuration(timeout), "; killed it"));
+    return absl::DeadlineExceededError(absl::StrCat("child ", pid, " still ran after ",
+                                                    absl::FormatDuration(timeout), "; killed it"));
   }
   return code;
 }

@@ -99,7 +99,8 @@ json attrJson(mlir::Attribute attr) {
   if (auto type = llvm::dyn_cast<mlir::TypeAttr>(attr)) return printed(type.getValue());
   if (auto placement = llvm::dyn_cast<dist::PlacementAttr>(attr)) {
     json out = json::array();
-    for (const dist::AxisPlacement& entry : fromAttr(placement)) out.push_back(toPlan(entry).toString());
+    for (const dist::AxisPlacement& entry : fromAttr(placement))
+      out.push_back(toPlan(entry).toString());
     return out;
   }
   if (auto ints = llvm::dyn_cast<mlir::DenseI64ArrayAttr>(attr)) {
@@ -124,7 +125,8 @@ Placement derivePlacement(mlir::Operation* op, unsigned result, mlir::ArrayAttr 
   Placement operand = op->getNumOperands() > 0 ? placements.lookup(op->getOperand(0)) : Placement();
   operand.resize(meshAxes.size());
   if (auto transfer = llvm::dyn_cast<dist::PlacementTransferOpInterface>(op)) {
-    llvm::SmallVector<dist::AxisPlacement> placement = transfer.getResultPlacement(result, operand, meshAxes);
+    llvm::SmallVector<dist::AxisPlacement> placement =
+        transfer.getResultPlacement(result, operand, meshAxes);
     return Placement(placement.begin(), placement.end());
   }
   return operand;
@@ -145,8 +147,8 @@ std::vector<int64_t> globalShape(mlir::RankedTensorType local, const Placement& 
 // The init spec of a parameter or optimizer state: its nn.init with the
 // plan's seed and its stream. Fails, naming the buffer and the fix, when
 // the argument has none.
-absl::StatusOr<plan::InitSpec> initSpecOf(mlir::func::FuncOp func, unsigned n, const std::string& name,
-                                          uint64_t seed, int64_t stream) {
+absl::StatusOr<plan::InitSpec> initSpecOf(mlir::func::FuncOp func, unsigned n,
+                                          const std::string& name, uint64_t seed, int64_t stream) {
   auto init = func.getArgAttrOfType<mlir::DictionaryAttr>(n, nn::NnDialect::kInitAttrName);
   if (!init) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -174,14 +176,16 @@ std::string argName(mlir::func::FuncOp func, unsigned n,
                     const llvm::DenseMap<mlir::Value, mlir::Value>& paramOf) {
   if (auto kind = func.getArgAttrOfType<mlir::StringAttr>(n, optimizer::kOptimizerStateAttrName)) {
     if (mlir::Value param = paramOf.lookup(func.getArgument(n))) {
-      return absl::StrCat(kind.getValue().str(), ":",
-                          argName(func, llvm::cast<mlir::BlockArgument>(param).getArgNumber(), paramOf));
+      return absl::StrCat(
+          kind.getValue().str(), ":",
+          argName(func, llvm::cast<mlir::BlockArgument>(param).getArgNumber(), paramOf));
     }
   }
   if (auto name = func.getArgAttrOfType<mlir::StringAttr>(n, nn::NnDialect::kNameAttrName)) {
     return name.getValue().str();
   }
-  if (auto loc = llvm::dyn_cast<mlir::NameLoc>(func.getArgument(n).getLoc())) return loc.getName().str();
+  if (auto loc = llvm::dyn_cast<mlir::NameLoc>(func.getArgument(n).getLoc()))
+    return loc.getName().str();
   return absl::StrCat("arg", n);
 }
 
@@ -251,7 +255,8 @@ absl::StatusOr<plan::Plan> Exporter::run(mlir::ModuleOp module, const mesh::Topo
   for (auto meshOp : module.getOps<dist::MeshOp>()) {
     if (auto attr = meshOp->getAttrOfType<mlir::ArrayAttr>(placement::kStrategiesAttrName)) {
       plan_.strategies.clear();
-      for (llvm::StringRef s : attr.getAsValueRange<mlir::StringAttr>()) plan_.strategies.push_back(s.str());
+      for (llvm::StringRef s : attr.getAsValueRange<mlir::StringAttr>())
+        plan_.strategies.push_back(s.str());
     }
     break;
   }
@@ -290,7 +295,8 @@ absl::Status Exporter::addBuffers() {
     }
   }
   llvm::DenseMap<mlir::Value, unsigned> returned;
-  for (auto [i, operand] : llvm::enumerate(body.getTerminator()->getOperands())) returned[operand] = i;
+  for (auto [i, operand] : llvm::enumerate(body.getTerminator()->getOperands()))
+    returned[operand] = i;
   for (const memory::ValueLifetime& lifetime : memory_.values) {
     mlir::Value value = lifetime.value;
     plan::Buffer& b = plan_.buffers.emplace_back();
@@ -302,12 +308,14 @@ absl::Status Exporter::addBuffers() {
       const unsigned n = arg.getArgNumber();
       b.name = argName(func_, n, paramOf);
       placement = fromAttr(func_.getArgAttr(n, placement::kPlacementAttrName));
-      if (auto shape = func_.getArgAttrOfType<mlir::DenseI64ArrayAttr>(n, collectives::kGlobalShapeAttrName)) {
+      if (auto shape = func_.getArgAttrOfType<mlir::DenseI64ArrayAttr>(
+              n, collectives::kGlobalShapeAttrName)) {
         b.global_shape.assign(shape.asArrayRef().begin(), shape.asArrayRef().end());
       }
       if (plan::persistentRole(b.role)) {
         const mlir::Value param = paramOf.lookup(arg) ? paramOf.lookup(arg) : value;
-        absl::StatusOr<plan::InitSpec> init = initSpecOf(func_, n, b.name, options_.seed, streams.lookup(param));
+        absl::StatusOr<plan::InitSpec> init =
+            initSpecOf(func_, n, b.name, options_.seed, streams.lookup(param));
         if (!init.ok()) return init.status();
         b.init = *init;
       }
@@ -321,7 +329,8 @@ absl::Status Exporter::addBuffers() {
         if (mlir::Attribute attr = func_.getResultAttr(it->second, placement::kPlacementAttrName)) {
           placement = fromAttr(attr);
         }
-        if (auto name = func_.getResultAttrOfType<mlir::StringAttr>(it->second, nn::NnDialect::kNameAttrName)) {
+        if (auto name = func_.getResultAttrOfType<mlir::StringAttr>(it->second,
+                                                                    nn::NnDialect::kNameAttrName)) {
           b.name = absl::StrCat("grad:", name.getValue().str());
         }
       }
@@ -331,8 +340,9 @@ absl::Status Exporter::addBuffers() {
     ids_[value] = b.id;
     absl::StatusOr<comm::DType> dtype = comm::dtypeFromName(printed(local.getElementType()));
     if (!dtype.ok()) {
-      return absl::InvalidArgumentError(absl::StrCat(b.name, ": ", dtype.status().message(),
-                                                     "; plans hold f32, bf16, f16, f64 and integer tensors"));
+      return absl::InvalidArgumentError(
+          absl::StrCat(b.name, ": ", dtype.status().message(),
+                       "; plans hold f32, bf16, f16, f64 and integer tensors"));
     }
     b.dtype = *dtype;
     if (b.global_shape.empty()) b.global_shape = globalShape(local, placement, mesh_);
@@ -354,9 +364,10 @@ absl::StatusOr<plan::Instruction> Exporter::instructionOf(mlir::Operation& op, i
   in.index = index;
   in.info = plan::findOp(in.op);
   if (in.info == nullptr) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        printed(op.getLoc()), ": ", in.op, " cannot be exported: it has no row in the plan op table "
-        "(plan/op_table.cc), so no runtime would execute it"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(printed(op.getLoc()), ": ", in.op,
+                     " cannot be exported: it has no row in the plan op table "
+                     "(plan/op_table.cc), so no runtime would execute it"));
   }
   for (mlir::Value operand : op.getOperands()) {
     if (auto it = ids_.find(operand); it != ids_.end()) in.operands.push_back(it->second);
@@ -368,7 +379,8 @@ absl::StatusOr<plan::Instruction> Exporter::instructionOf(mlir::Operation& op, i
     // The mesh is the plan's; segment sizes are in the operand lists.
     const llvm::StringRef key = attr.getName().getValue();
     if (key == "mesh" || key == "operandSegmentSizes" || key == "resultSegmentSizes") continue;
-    if (absl::Status s = plan::setAttrFromJson(in, attr.getName().str(), attrJson(attr.getValue())); !s.ok()) {
+    if (absl::Status s = plan::setAttrFromJson(in, attr.getName().str(), attrJson(attr.getValue()));
+        !s.ok()) {
       return absl::InvalidArgumentError(absl::StrCat(printed(op.getLoc()), ": ", s.message()));
     }
   }
@@ -389,10 +401,11 @@ absl::StatusOr<plan::Instruction> Exporter::instructionOf(mlir::Operation& op, i
 absl::Status Exporter::addInstructions(plan::Program& program) {
   llvm::DenseMap<int64_t, const TimelineEvent*> eventOf;
   for (const TimelineEvent& event : timeline_.events) eventOf[event.index] = &event;
-  for (plan::Phase phase : {plan::Phase::kForward, plan::Phase::kBackward, plan::Phase::kOptimizer}) {
+  for (plan::Phase phase :
+       {plan::Phase::kForward, plan::Phase::kBackward, plan::Phase::kOptimizer}) {
     program.blocks.push_back({.name = plan::phaseName(phase), .phase = phase, .instructions = {}});
-    program.schedule.push_back(
-        {.block = plan::phaseName(phase), .micro_batch = phase == plan::Phase::kOptimizer ? -1 : 0});
+    program.schedule.push_back({.block = plan::phaseName(phase),
+                                .micro_batch = phase == plan::Phase::kOptimizer ? -1 : 0});
   }
   const std::vector<Phase> phases = assignPhases(func_);
   mlir::Operation* terminator = func_.getBody().front().getTerminator();
@@ -453,7 +466,8 @@ absl::Status Exporter::setInterface() {
   if (io.labels < 0) io.labels = argFeeding("nn.vocab_stats", 1);
   io.vocab = vocabOf();
   if (auto seed = func_->getAttrOfType<mlir::IntegerAttr>(autodiff::kLossGradArgAttrName)) {
-    if (auto it = ids_.find(func_.getArgument(seed.getInt())); it != ids_.end()) io.loss_grad_seed = it->second;
+    if (auto it = ids_.find(func_.getArgument(seed.getInt())); it != ids_.end())
+      io.loss_grad_seed = it->second;
   }
   mlir::Operation* terminator = func_.getBody().front().getTerminator();
   for (auto [i, operand] : llvm::enumerate(terminator->getOperands())) {
@@ -462,13 +476,17 @@ absl::Status Exporter::setInterface() {
     break;
   }
   for (auto [what, id, how] :
-       {std::tuple{"token ids", io.ids, "feed an argument to nn.embedding or give it loc(\"input_ids\")"},
-        std::tuple{"labels", io.labels, "feed an argument to nn.cross_entropy or give it loc(\"labels\")"},
+       {std::tuple{"token ids", io.ids,
+                   "feed an argument to nn.embedding or give it loc(\"input_ids\")"},
+        std::tuple{"labels", io.labels,
+                   "feed an argument to nn.cross_entropy or give it loc(\"labels\")"},
         std::tuple{"loss", io.loss, "return the scalar loss first (plan-autodiff does)"},
-        std::tuple{"loss cotangent seed", io.loss_grad_seed, "run plan-autodiff before exporting"}}) {
+        std::tuple{"loss cotangent seed", io.loss_grad_seed,
+                   "run plan-autodiff before exporting"}}) {
     if (id < 0) {
       return absl::InvalidArgumentError(absl::StrCat("@", func_.getSymName().str(), ": the ", what,
-                                                     " the runtime feeds or reads are not found; ", how));
+                                                     " the runtime feeds or reads are not found; ",
+                                                     how));
     }
   }
   return absl::OkStatus();

@@ -43,9 +43,9 @@ std::string scheduleTable(const plan::Plan& plan) {
       if (start < 0 || *in.start_s < start) start = *in.start_s;
       end = std::max(end, *in.start_s + in.duration_s.value_or(0));
     }
-    absl::StrAppend(&out, absl::StrFormat("| %s | %d | %d | %d | %d | %.4f | %.4f |\n", block.name,
-                                          compute + comm, compute, comm, async, start < 0 ? 0.0 : start,
-                                          end));
+    absl::StrAppend(
+        &out, absl::StrFormat("| %s | %d | %d | %d | %d | %.4f | %.4f |\n", block.name,
+                              compute + comm, compute, comm, async, start < 0 ? 0.0 : start, end));
   }
   return out;
 }
@@ -58,14 +58,16 @@ std::string formatReport(const plan::Plan& plan) {
   absl::StrAppend(&out, "- mesh: ", absl::StrJoin(plan.mesh.shape(), "x"), " (axes ",
                   absl::StrJoin(plan.mesh.axisNames(), ", "), "; strategies ",
                   absl::StrJoin(plan.strategies, ", "), ")\n");
-  absl::StrAppend(&out, "- topology: ", plan.topology.hosts, " host(s) x ", plan.topology.devices_per_host,
-                  " ", plan.topology.device, "\n");
+  absl::StrAppend(&out, "- topology: ", plan.topology.hosts, " host(s) x ",
+                  plan.topology.devices_per_host, " ", plan.topology.device, "\n");
   // Gradients may differ from their parameters in type
   // (plan-insert-collectives' grad-reduce-dtype), so both are shown.
   std::set<std::string> param_types, grad_types;
   for (const plan::Buffer& buffer : plan.buffers) {
-    if (buffer.role == plan::BufferRole::kParam) param_types.insert(std::string(comm::dtypeName(buffer.dtype)));
-    if (buffer.role == plan::BufferRole::kGrad) grad_types.insert(std::string(comm::dtypeName(buffer.dtype)));
+    if (buffer.role == plan::BufferRole::kParam)
+      param_types.insert(std::string(comm::dtypeName(buffer.dtype)));
+    if (buffer.role == plan::BufferRole::kGrad)
+      grad_types.insert(std::string(comm::dtypeName(buffer.dtype)));
   }
   if (!param_types.empty()) {
     absl::StrAppend(&out, "- dtypes: params ", absl::StrJoin(param_types, ", "));
@@ -81,19 +83,21 @@ std::string formatReport(const plan::Plan& plan) {
       "- peak memory per rank: ", memory::formatBytes(predicted.peak_bytes), " (",
       withCommas(predicted.peak_bytes), " bytes)\n\n");
 
-  out += "## Placements\n\n| parameter | global shape | local shape | placement | bytes per rank |\n"
-         "| --- | --- | --- | --- | ---: |\n";
+  out +=
+      "## Placements\n\n| parameter | global shape | local shape | placement | bytes per rank |\n"
+      "| --- | --- | --- | --- | ---: |\n";
   for (const plan::Buffer& buffer : plan.buffers) {
     if (buffer.role != plan::BufferRole::kParam) continue;
     std::vector<std::string> placement;
     for (const plan::AxisPlacement& axis : buffer.placement) placement.push_back(axis.toString());
     absl::StrAppend(&out, "| ", buffer.name, " | ", absl::StrJoin(buffer.global_shape, "x"), " | ",
-                    absl::StrJoin(buffer.local_shape, "x"), " | ", absl::StrJoin(placement, ", "), " | ",
-                    withCommas(buffer.bytes), " |\n");
+                    absl::StrJoin(buffer.local_shape, "x"), " | ", absl::StrJoin(placement, ", "),
+                    " | ", withCommas(buffer.bytes), " |\n");
   }
 
-  out += "\n## Collectives per step (per rank)\n\n| axes | kind | count | bytes |\n"
-         "| --- | --- | ---: | ---: |\n";
+  out +=
+      "\n## Collectives per step (per rank)\n\n| axes | kind | count | bytes |\n"
+      "| --- | --- | ---: | ---: |\n";
   for (const plan::CommVolume& entry : predicted.comm_volume) {
     absl::StrAppend(&out, "| ", entry.axes, " | ", entry.kind, " | ", entry.count, " | ",
                     withCommas(entry.bytes), " |\n");
@@ -107,20 +111,23 @@ std::string formatReport(const plan::Plan& plan) {
     for (const plan::Instruction* in : program.instructions()) {
       if (in->info->family != plan::OpFamily::kCollective) continue;
       const plan::Attrs& a = in->attrs;
-      const std::string row = absl::StrCat(
-          "| ", absl::StrJoin(a.mesh_axes, ","), " | ", plan::collectiveKindName(in->info->collective), " | ",
-          std::string(comm::dtypeName(*a.wire_type)), " | ",
-          a.accum_type ? std::string(comm::dtypeName(*a.accum_type)) : "-", " |");
+      const std::string row =
+          absl::StrCat("| ", absl::StrJoin(a.mesh_axes, ","), " | ",
+                       plan::collectiveKindName(in->info->collective), " | ",
+                       std::string(comm::dtypeName(*a.wire_type)), " | ",
+                       a.accum_type ? std::string(comm::dtypeName(*a.accum_type)) : "-", " |");
       ++dtype_rows[row];
     }
   }
-  out += "\n## Collective dtypes\n\n| axes | kind | wire | accumulate | count |\n"
-         "| --- | --- | --- | --- | ---: |\n";
+  out +=
+      "\n## Collective dtypes\n\n| axes | kind | wire | accumulate | count |\n"
+      "| --- | --- | --- | --- | ---: |\n";
   for (const auto& [row, count] : dtype_rows) absl::StrAppend(&out, row, " ", count, " |\n");
 
   out += "\n## Memory at the peak (per rank)\n\n| role | bytes | |\n| --- | ---: | ---: |\n";
   for (const auto& [role, bytes] : predicted.breakdown) {
-    absl::StrAppend(&out, "| ", role, " | ", withCommas(bytes), " | ", memory::formatBytes(bytes), " |\n");
+    absl::StrAppend(&out, "| ", role, " | ", withCommas(bytes), " | ", memory::formatBytes(bytes),
+                    " |\n");
   }
   absl::StrAppend(&out, "| total | ", withCommas(predicted.peak_bytes), " | ",
                   memory::formatBytes(predicted.peak_bytes), " |\n");
@@ -129,11 +136,16 @@ std::string formatReport(const plan::Plan& plan) {
 
 json chromeTrace(const plan::Plan& plan) {
   json events = json::array();
-  events.push_back({{"ph", "M"}, {"pid", 1}, {"tid", 1}, {"name", "thread_name"},
+  events.push_back({{"ph", "M"},
+                    {"pid", 1},
+                    {"tid", 1},
+                    {"name", "thread_name"},
                     {"args", {{"name", "compute"}}}});
-  events.push_back({{"ph", "M"}, {"pid", 1}, {"tid", 2}, {"name", "thread_name"},
-                    {"args", {{"name", "comm"}}}});
-  events.push_back({{"ph", "M"}, {"pid", 1}, {"name", "process_name"},
+  events.push_back(
+      {{"ph", "M"}, {"pid", 1}, {"tid", 2}, {"name", "thread_name"}, {"args", {{"name", "comm"}}}});
+  events.push_back({{"ph", "M"},
+                    {"pid", 1},
+                    {"name", "process_name"},
                     {"args", {{"name", "rank 0 (predicted)"}}}});
   for (const plan::Instruction* in : plan.programs.front().instructions()) {
     if (!in->start_s) continue;

@@ -195,7 +195,7 @@ absl::StatusOr<Timeline> predictTimeline(mlir::func::FuncOp func, const mesh::De
   // event it becomes.
   std::vector<cost::Instruction> program;
   std::vector<TimelineEvent> events;
-  llvm::DenseMap<mlir::Value, int32_t> startOf;  // future -> its collective
+  llvm::DenseMap<mlir::Value, int32_t> startOf;       // future -> its collective
   std::vector<std::pair<int64_t, double>> optimizer;  // (op index, seconds)
   int64_t index = 0;
   for (mlir::Operation& op : func.getBody().front()) {

@@ -20,7 +20,6 @@
 namespace loom::planner::visual {
 namespace {
 
-
 // ---------------------------------------------------------------------------
 // Text and numbers.
 
@@ -257,9 +256,10 @@ constexpr int64_t kMaxDevices = 65536;
 
 absl::StatusOr<PageModel> modelOf(const plan::Plan& plan) {
   if (plan.worldSize() > kMaxDevices) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        plan.source, ": $.mesh.shape: ", plan.worldSize(), " devices are more than the page draws (",
-        kMaxDevices, "); plan-html draws meshes of up to that many"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(plan.source, ": $.mesh.shape: ", plan.worldSize(),
+                     " devices are more than the page draws (", kMaxDevices,
+                     "); plan-html draws meshes of up to that many"));
   }
   PageModel p;
   p.model = plan.model;
@@ -322,7 +322,8 @@ struct MeshLayout {
 // The last axis runs left to right, the one before it top to bottom, and
 // further axes alternate, each repeating the block of the axes inside it
 // with a gap, so every group of an axis lies on one line.
-MeshLayout layoutMesh(const PageModel& p, double left, double top, double max_width, double max_height) {
+MeshLayout layoutMesh(const PageModel& p, double left, double top, double max_width,
+                      double max_height) {
   MeshLayout l;
   const size_t n = p.shape.size();
   for (size_t i = 0; i < n; ++i) {
@@ -365,7 +366,8 @@ MeshLayout layoutMesh(const PageModel& p, double left, double top, double max_wi
 }
 
 // The ranks of each group along `axis`: ranks that differ only in it.
-std::vector<std::vector<int64_t>> groupsAlong(const PageModel& p, const MeshLayout& l, size_t axis) {
+std::vector<std::vector<int64_t>> groupsAlong(const PageModel& p, const MeshLayout& l,
+                                              size_t axis) {
   std::map<std::vector<int64_t>, std::vector<int64_t>> groups;
   for (int64_t r = 0; r < p.world; ++r) {
     std::vector<int64_t> key = l.coords[r];

@@ -194,9 +194,9 @@ TEST(PlanPageTest, RendersTheTinyPlan) {
   // Three SVG pictures: mesh, memory, timeline.
   EXPECT_EQ(count(*page, "<svg "), 3);
   // Legends: roles, compute phases and every collective kind of the plan.
-  for (const char* entry : {"param", "grad", "optimizer_state", "activation", "gathered",
-                            "compute: forward", "all_gather", "reduce_scatter", "all_reduce",
-                            "device memory"}) {
+  for (const char* entry :
+       {"param", "grad", "optimizer_state", "activation", "gathered", "compute: forward",
+        "all_gather", "reduce_scatter", "all_reduce", "device memory"}) {
     EXPECT_THAT(*page, Contains(entry)) << entry;
   }
   // Self-contained: no script, no external resource.
@@ -232,7 +232,8 @@ TEST(PlanPageTest, EscapesNames) {
 // the page refuses only what it cannot draw.
 TEST(PlanPageTest, RefusesMoreDevicesThanItDraws) {
   EXPECT_THAT(renderPlanPage(minimalPlan({512, 256}, {"fsdp", "tp"}, 8)).status(),
-              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("131072 devices are more than the page draws")));
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("131072 devices are more than the page draws")));
 }
 
 TEST(PlanPageTest, DrawsEveryDeviceOfOtherMeshes) {

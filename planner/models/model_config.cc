@@ -78,9 +78,8 @@ const std::vector<TransformerConfig>& published() {
 
 absl::Status positive(std::string_view model, std::string_view field, int64_t value) {
   if (value > 0) return absl::OkStatus();
-  return absl::InvalidArgumentError(absl::StrCat("model ", std::string(model), ": ",
-                                                 std::string(field), " must be positive, got ",
-                                                 value));
+  return absl::InvalidArgumentError(absl::StrCat(
+      "model ", std::string(model), ": ", std::string(field), " must be positive, got ", value));
 }
 
 }  // namespace
@@ -115,9 +114,8 @@ absl::Status validateConfig(const TransformerConfig& config) {
   }
   if (config.hidden % config.num_heads != 0) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "model ", std::string(model), ": hidden ", config.hidden,
-        " is not divisible by heads ", config.num_heads,
-        "; pick a head count that divides the hidden size"));
+        "model ", std::string(model), ": hidden ", config.hidden, " is not divisible by heads ",
+        config.num_heads, "; pick a head count that divides the hidden size"));
   }
   if (config.num_heads % config.num_kv_heads != 0) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -172,8 +170,8 @@ absl::StatusOr<TransformerConfig> configFromSpec(std::string_view spec) {
       } else if (value == "llama") {
         options.family = ModelFamily::kLlama;
       } else {
-        return absl::InvalidArgumentError(absl::StrCat("model spec '", text, "': family '", value,
-                                                       "' is not gpt2 or llama"));
+        return absl::InvalidArgumentError(
+            absl::StrCat("model spec '", text, "': family '", value, "' is not gpt2 or llama"));
       }
       continue;
     }
@@ -186,17 +184,16 @@ absl::StatusOr<TransformerConfig> configFromSpec(std::string_view spec) {
                      : key == "seq"      ? &options.max_seq
                                          : nullptr;
     if (field == nullptr) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "model spec '", text, "': unknown key '", key,
-          "'; keys are family, layers, hidden, heads, kv_heads, ffn, vocab, seq"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("model spec '", text, "': unknown key '", key,
+                       "'; keys are family, layers, hidden, heads, kv_heads, ffn, vocab, seq"));
     }
     if (!absl::SimpleAtoi(value, field)) {
-      return absl::InvalidArgumentError(absl::StrCat("model spec '", text, "': ", key, "='",
-                                                     value, "' is not an integer"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("model spec '", text, "': ", key, "='", value, "' is not an integer"));
     }
   }
-  if (options.family == ModelFamily::kGpt2 &&
-      rest.find("kv_heads") == absl::string_view::npos) {
+  if (options.family == ModelFamily::kGpt2 && rest.find("kv_heads") == absl::string_view::npos) {
     options.num_kv_heads = options.num_heads;
   }
   return tinyConfig(options);

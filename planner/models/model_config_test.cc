@@ -64,9 +64,9 @@ TEST(ModelConfigTest, BadTinySpecsNameTheProblem) {
                        AllOf(HasSubstr("hidden 30"), HasSubstr("heads 4"))));
   EXPECT_THAT(configFromSpec("tiny:heads=4,kv_heads=3").status(),
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("kv_heads 3")));
-  EXPECT_THAT(configFromSpec("tiny:layers=0").status(),
-              StatusIs(absl::StatusCode::kInvalidArgument,
-                       HasSubstr("layers must be positive, got 0")));
+  EXPECT_THAT(
+      configFromSpec("tiny:layers=0").status(),
+      StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("layers must be positive, got 0")));
   EXPECT_THAT(configFromSpec("tiny:hidden=12,heads=4").status(),
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("head dim 3 is odd")));
   EXPECT_THAT(configFromSpec("tinyx").status(),

@@ -20,16 +20,11 @@ struct PublishedSize {
 // meta-llama/Llama-3.1-405B. The model names round these (124M, 355M, 774M,
 // 1.5B, 7B, 13B, 70B, 8B, 70B, 405B).
 inline constexpr PublishedSize kPublishedSizes[] = {
-    {"gpt2", 124'439'808},
-    {"gpt2-medium", 354'823'168},
-    {"gpt2-large", 774'030'080},
-    {"gpt2-xl", 1'557'611'200},
-    {"llama2-7b", 6'738'415'616},
-    {"llama2-13b", 13'015'864'320},
-    {"llama2-70b", 68'976'648'192},
-    {"llama3-8b", 8'030'261'248},
-    {"llama3-70b", 70'553'706'496},
-    {"llama3-405b", 405'853'388'800},
+    {"gpt2", 124'439'808},          {"gpt2-medium", 354'823'168},
+    {"gpt2-large", 774'030'080},    {"gpt2-xl", 1'557'611'200},
+    {"llama2-7b", 6'738'415'616},   {"llama2-13b", 13'015'864'320},
+    {"llama2-70b", 68'976'648'192}, {"llama3-8b", 8'030'261'248},
+    {"llama3-70b", 70'553'706'496}, {"llama3-405b", 405'853'388'800},
 };
 
 }  // namespace loom::planner::models

@@ -62,7 +62,8 @@ class GraphEmitter {
     const mlir::DictionaryAttr initAttr = builder_.getDictionaryAttr({
         builder_.getNamedAttr("kind", builder_.getStringAttr(kind)),
         builder_.getNamedAttr("mean", builder_.getF64FloatAttr(0)),
-        builder_.getNamedAttr("std", builder_.getF64FloatAttr(init == Init::kNormal ? kInitStd : 0)),
+        builder_.getNamedAttr("std",
+                              builder_.getF64FloatAttr(init == Init::kNormal ? kInitStd : 0)),
     });
     arg_attrs_.push_back(builder_.getDictionaryAttr({
         builder_.getNamedAttr(nn::NnDialect::kParamAttrName, mlir::UnitAttr::get(context)),
@@ -146,7 +147,8 @@ Value emitGpt2(GraphEmitter& e, const TransformerConfig& c, Value input_ids, Val
     for (int64_t i = 0; i < 3; ++i) {
       const std::string cols = absl::StrCat(i * h, ":", (i + 1) * h);
       const Value w = e.param(absl::StrCat(p, "attn.c_attn.weight[:, ", cols, "]"), {h, h});
-      const Value bias = e.param(absl::StrCat(p, "attn.c_attn.bias[", cols, "]"), {h}, Init::kZeros);
+      const Value bias =
+          e.param(absl::StrCat(p, "attn.c_attn.bias[", cols, "]"), {h}, Init::kZeros);
       qkv[i] = e.splitHeads(p + "attn", e.linear(p + "attn.c_attn", ln1, w, bias), c.num_heads);
     }
     const Value attn = nn::AttentionOp::create(b, e.loc(p + "attn"), qkv[0], qkv[1], qkv[2]);

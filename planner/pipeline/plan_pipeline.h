@@ -21,9 +21,10 @@ struct PlanPipelineOptions : public mlir::PassPipelineOptions<PlanPipelineOption
   Option<std::string> axes{*this, "axes",
                            llvm::cl::desc("plan-placement's strategy per mesh axis, e.g. fsdp,tp "
                                           "(default: the axis names)")};
-  Option<int64_t> devices{*this, "devices",
-                        llvm::cl::desc("plan-placement: the device count the mesh must fill (0: any)"),
-                        llvm::cl::init(0)};
+  Option<int64_t> devices{
+      *this, "devices",
+      llvm::cl::desc("plan-placement: the device count the mesh must fill (0: any)"),
+      llvm::cl::init(0)};
   Option<bool> reshardAfterForward{
       *this, "reshard-after-forward",
       llvm::cl::desc("plan-insert-collectives: gather parameters again for the backward pass"),
@@ -32,9 +33,9 @@ struct PlanPipelineOptions : public mlir::PassPipelineOptions<PlanPipelineOption
       *this, "grad-reduce-dtype",
       llvm::cl::desc("plan-insert-collectives: the type gradients are reduced in (bf16, f32; "
                      "default: the parameter's)")};
-  Option<int64_t> bucketMb{*this, "bucket-mb",
-                           llvm::cl::desc("plan-bucketing: largest bucket in MiB (0: one per unit)"),
-                           llvm::cl::init(0)};
+  Option<int64_t> bucketMb{
+      *this, "bucket-mb", llvm::cl::desc("plan-bucketing: largest bucket in MiB (0: one per unit)"),
+      llvm::cl::init(0)};
   Option<int64_t> prefetch{*this, "prefetch",
                            llvm::cl::desc("plan-schedule: gather steps prefetched ahead"),
                            llvm::cl::init(1)};

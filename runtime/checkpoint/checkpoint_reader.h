@@ -35,8 +35,7 @@ class CheckpointReader {
   // is no such checkpoint; DataLoss naming the file (and tensor) when a file
   // is missing, truncated, corrupt or disagrees with the manifest.
   static absl::StatusOr<CheckpointReader> open(const std::string& dir);
-  static absl::StatusOr<CheckpointReader> open(const std::string& dir,
-                                               int64_t step);
+  static absl::StatusOr<CheckpointReader> open(const std::string& dir, int64_t step);
 
   int64_t step() const { return manifest_.step; }
   int64_t worldSize() const { return manifest_.world_size; }
@@ -51,10 +50,8 @@ class CheckpointReader {
   // coordinates, from the stored shards that overlap it. NotFound for an
   // unknown tensor, InvalidArgument when the box leaves the tensor or the
   // tensor's dtype is not the buffer's.
-  absl::Status readInto(const std::string& name, const Box& box,
-                        float* out) const;
-  absl::Status readInto(const std::string& name, const Box& box,
-                        int32_t* out) const;
+  absl::Status readInto(const std::string& name, const Box& box, float* out) const;
+  absl::Status readInto(const std::string& name, const Box& box, int32_t* out) const;
 
  private:
   CheckpointReader(std::string step_dir, Manifest manifest,
@@ -63,8 +60,7 @@ class CheckpointReader {
         manifest_(std::move(manifest)),
         data_offsets_(std::move(offsets)) {}
 
-  absl::Status readBox(const std::string& name, const Box& box, DType dtype,
-                       void* out) const;
+  absl::Status readBox(const std::string& name, const Box& box, DType dtype, void* out) const;
 
   std::string step_dir_;
   Manifest manifest_;

@@ -43,15 +43,14 @@ class CheckpointWriter {
   // finish or the rank that failed and why. FailedPrecondition when step
   // <step> is already committed.
   absl::Status save(int64_t step, const std::vector<ShardView>& shards,
-                    const nlohmann::json& metadata, comm::Store& store,
-                    int64_t rank, int64_t world_size, absl::Duration timeout);
+                    const nlohmann::json& metadata, comm::Store& store, int64_t rank,
+                    int64_t world_size, absl::Duration timeout);
 
   const std::string& dir() const { return dir_; }
 
  private:
-  absl::Status commit(int64_t step, const std::string& step_dir,
-                      const nlohmann::json& metadata, comm::Store& store,
-                      const std::string& prefix, int64_t world_size,
+  absl::Status commit(int64_t step, const std::string& step_dir, const nlohmann::json& metadata,
+                      comm::Store& store, const std::string& prefix, int64_t world_size,
                       absl::Duration timeout);
 
   std::string dir_;

@@ -13,9 +13,7 @@ namespace loom::runtime::checkpoint {
 // so large records are checksummed as they stream.
 uint32_t crc32cExtend(uint32_t crc, const void* data, size_t size);
 
-inline uint32_t crc32c(const void* data, size_t size) {
-  return crc32cExtend(0, data, size);
-}
+inline uint32_t crc32c(const void* data, size_t size) { return crc32cExtend(0, data, size); }
 
 }  // namespace loom::runtime::checkpoint
 

@@ -43,9 +43,8 @@ struct Manifest {
   // the box leaves the tensor, or it overlaps a box already recorded (each
   // element must be saved once: save one replica of a replicated tensor).
   // An empty box (a rank holding only padding) records just the tensor.
-  absl::Status addShard(const std::string& name, DType dtype,
-                        const std::vector<int64_t>& shape, int64_t rank,
-                        const Box& box);
+  absl::Status addShard(const std::string& name, DType dtype, const std::vector<int64_t>& shape,
+                        int64_t rank, const Box& box);
 
   // InvalidArgument naming the tensor when some element is in no box.
   absl::Status checkComplete() const;
@@ -53,8 +52,7 @@ struct Manifest {
   nlohmann::json toJson() const;
   // Parses and validates a manifest (version, shapes, boxes, coverage);
   // DataLoss naming `path` when it is not a valid manifest.
-  static absl::StatusOr<Manifest> parse(const std::string& text,
-                                        const std::string& path);
+  static absl::StatusOr<Manifest> parse(const std::string& text, const std::string& path);
 };
 
 // "rank_<r>.bin", the file of rank r inside a step directory.

@@ -40,8 +40,7 @@ constexpr uint32_t kMaxNameBytes = 4096;
 constexpr uint32_t kMaxRank = 16;
 constexpr size_t kChunkBytes = size_t{1} << 20;
 
-absl::Status fileError(absl::string_view operation, const std::string& path,
-                       int error) {
+absl::Status fileError(absl::string_view operation, const std::string& path, int error) {
   const std::string message =
       absl::StrCat("cannot ", operation, " ", path, ": ", std::strerror(error));
   switch (error) {
@@ -59,8 +58,7 @@ absl::Status fileError(absl::string_view operation, const std::string& path,
   }
 }
 
-absl::Status writeAll(int fd, const std::string& path, const void* data,
-                      size_t size) {
+absl::Status writeAll(int fd, const std::string& path, const void* data, size_t size) {
   const auto* bytes = static_cast<const uint8_t*>(data);
   while (size > 0) {
     const ssize_t n = ::write(fd, bytes, size);
@@ -90,8 +88,7 @@ absl::Status fsyncDirectoryOf(const std::string& path) {
 
 // Closes the file, then renames `tmp` over `path` and fsyncs the directory,
 // after fsyncing the data: the rename is the commit point.
-absl::Status commitFile(int fd, const std::string& tmp,
-                        const std::string& path) {
+absl::Status commitFile(int fd, const std::string& tmp, const std::string& path) {
   if (::fsync(fd) != 0) {
     const int error = errno;
     ::close(fd);
@@ -105,8 +102,7 @@ absl::Status commitFile(int fd, const std::string& tmp,
 }
 
 absl::StatusOr<int> createTemporary(const std::string& tmp) {
-  const int fd =
-      ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) return fileError("create", tmp, errno);
   return fd;
 }
@@ -115,8 +111,7 @@ absl::StatusOr<int> createTemporary(const std::string& tmp) {
 // and reports progress at every flush.
 class Sink {
  public:
-  Sink(int fd, const std::string& path, int64_t total,
-       const ProgressFn& progress)
+  Sink(int fd, const std::string& path, int64_t total, const ProgressFn& progress)
       : fd_(fd), path_(path), total_(total), progress_(progress) {
     buffer_.reserve(kChunkBytes);
   }
@@ -134,14 +129,12 @@ class Sink {
   }
   void putU32(uint32_t value) {
     uint8_t bytes[4];
-    for (int i = 0; i < 4; ++i)
-      bytes[i] = static_cast<uint8_t>(value >> (8 * i));
+    for (int i = 0; i < 4; ++i) bytes[i] = static_cast<uint8_t>(value >> (8 * i));
     put(bytes, 4);
   }
   void putU64(uint64_t value) {
     uint8_t bytes[8];
-    for (int i = 0; i < 8; ++i)
-      bytes[i] = static_cast<uint8_t>(value >> (8 * i));
+    for (int i = 0; i < 8; ++i) bytes[i] = static_cast<uint8_t>(value >> (8 * i));
     put(bytes, 8);
   }
   void putI64s(std::span<const int64_t> values) {
@@ -182,8 +175,8 @@ const std::vector<int64_t>& localShapeOf(const ShardView& shard) {
 
 int64_t recordBytes(const ShardView& shard) {
   const int64_t ndim = static_cast<int64_t>(shard.global_shape.size());
-  return 4 + static_cast<int64_t>(shard.name.size()) + 4 + 4 + 3 * 8 * ndim +
-         8 + numElements(shard.box.sizes) * dtypeBytes(shard.dtype) + 4;
+  return 4 + static_cast<int64_t>(shard.name.size()) + 4 + 4 + 3 * 8 * ndim + 8 +
+         numElements(shard.box.sizes) * dtypeBytes(shard.dtype) + 4;
 }
 
 // Streams the box out of the (possibly padded) local buffer, one run of the
@@ -217,8 +210,7 @@ void putBoxData(Sink& sink, const ShardView& shard) {
 // being read when it ends early.
 class Source {
  public:
-  Source(int fd, const std::string& path, int64_t size)
-      : fd_(fd), path_(path), size_(size) {}
+  Source(int fd, const std::string& path, int64_t size) : fd_(fd), path_(path), size_(size) {}
 
   int64_t position() const { return position_; }
   int64_t remaining() const { return size_ - position_; }
@@ -228,11 +220,11 @@ class Source {
   // DataLoss when the file ends before `size` more bytes of `what`.
   absl::Status need(int64_t size, absl::string_view what) const {
     if (size > remaining()) {
-      return absl::DataLossError(absl::StrCat(
-          "checkpoint file ", path_, " is truncated: ", what, " needs ", size,
-          " bytes at offset ", position_, " but the file has ", size_,
-          " bytes; the save that wrote it did not finish, use an earlier "
-          "checkpoint"));
+      return absl::DataLossError(
+          absl::StrCat("checkpoint file ", path_, " is truncated: ", what, " needs ", size,
+                       " bytes at offset ", position_, " but the file has ", size_,
+                       " bytes; the save that wrote it did not finish, use an earlier "
+                       "checkpoint"));
     }
     return absl::OkStatus();
   }
@@ -244,8 +236,8 @@ class Source {
     auto* bytes = static_cast<uint8_t*>(out);
     size_t done = 0;
     while (done < size) {
-      const ssize_t n = ::pread(fd_, bytes + done, size - done,
-                                static_cast<off_t>(position_ + done));
+      const ssize_t n =
+          ::pread(fd_, bytes + done, size - done, static_cast<off_t>(position_ + done));
       if (n < 0 && errno == EINTR) continue;
       if (n <= 0) return fileError("read", path_, n < 0 ? errno : EIO);
       done += static_cast<size_t>(n);
@@ -268,8 +260,7 @@ class Source {
     for (int i = 0; i < 8; ++i) value |= uint64_t{bytes[i]} << (8 * i);
     return static_cast<int64_t>(value);
   }
-  absl::Status i64s(std::vector<int64_t>& out, size_t count,
-                    absl::string_view what) {
+  absl::Status i64s(std::vector<int64_t>& out, size_t count, absl::string_view what) {
     out.resize(count);
     for (int64_t& value : out) {
       absl::StatusOr<int64_t> read_value = i64(what);
@@ -288,26 +279,23 @@ class Source {
 };
 
 absl::Status malformed(const std::string& path, absl::string_view detail) {
-  return absl::DataLossError(absl::StrCat(
-      "checkpoint file ", path, " is malformed: ", detail,
-      "; it is not a Loom rank file of format version ", kFormatVersion,
-      " or it is corrupt, use another checkpoint"));
+  return absl::DataLossError(absl::StrCat("checkpoint file ", path, " is malformed: ", detail,
+                                          "; it is not a Loom rank file of format version ",
+                                          kFormatVersion,
+                                          " or it is corrupt, use another checkpoint"));
 }
 
-absl::StatusOr<ShardRecord> readRecord(Source& source,
-                                       const std::string& path) {
+absl::StatusOr<ShardRecord> readRecord(Source& source, const std::string& path) {
   source.beginRecord();
   ShardRecord record;
   absl::StatusOr<uint32_t> name_bytes = source.u32("a tensor name length");
   if (!name_bytes.ok()) return name_bytes.status();
   if (*name_bytes == 0 || *name_bytes > kMaxNameBytes) {
-    return malformed(path, absl::StrCat("tensor name length ", *name_bytes,
-                                        " at offset ", source.position() - 4));
+    return malformed(path, absl::StrCat("tensor name length ", *name_bytes, " at offset ",
+                                        source.position() - 4));
   }
   record.name.resize(*name_bytes);
-  if (absl::Status s =
-          source.read(record.name.data(), *name_bytes, "a tensor name");
-      !s.ok()) {
+  if (absl::Status s = source.read(record.name.data(), *name_bytes, "a tensor name"); !s.ok()) {
     return s;
   }
   const std::string what = absl::StrCat("tensor '", record.name, "'");
@@ -315,8 +303,7 @@ absl::StatusOr<ShardRecord> readRecord(Source& source,
   if (!dtype.ok()) return dtype.status();
   if (*dtype != static_cast<uint32_t>(DType::kF32) &&
       *dtype != static_cast<uint32_t>(DType::kI32)) {
-    return malformed(path,
-                     absl::StrCat(what, " has unknown dtype code ", *dtype));
+    return malformed(path, absl::StrCat(what, " has unknown dtype code ", *dtype));
   }
   record.dtype = static_cast<DType>(*dtype);
   absl::StatusOr<uint32_t> ndim = source.u32(what);
@@ -329,30 +316,23 @@ absl::StatusOr<ShardRecord> readRecord(Source& source,
     if (absl::Status s = source.i64s(*dims, *ndim, what); !s.ok()) return s;
   }
   for (int64_t size : record.global_shape) {
-    if (size < 0)
-      return malformed(path, absl::StrCat(what, " has a negative dim"));
+    if (size < 0) return malformed(path, absl::StrCat(what, " has a negative dim"));
   }
-  if (absl::Status s = checkBoxInside(record.box, record.global_shape, what);
-      !s.ok()) {
+  if (absl::Status s = checkBoxInside(record.box, record.global_shape, what); !s.ok()) {
     return malformed(path, s.message());
   }
   absl::StatusOr<int64_t> data_bytes = source.i64(what);
   if (!data_bytes.ok()) return data_bytes.status();
-  const int64_t expected =
-      numElements(record.box.sizes) * dtypeBytes(record.dtype);
+  const int64_t expected = numElements(record.box.sizes) * dtypeBytes(record.dtype);
   if (*data_bytes != expected) {
-    return malformed(
-        path, absl::StrCat(what, " box ", describeBox(record.box), " declares ",
-                           *data_bytes, " data bytes, not ", expected));
+    return malformed(path, absl::StrCat(what, " box ", describeBox(record.box), " declares ",
+                                        *data_bytes, " data bytes, not ", expected));
   }
-  if (absl::Status s =
-          source.need(*data_bytes + 4, absl::StrCat("the data of ", what));
-      !s.ok()) {
+  if (absl::Status s = source.need(*data_bytes + 4, absl::StrCat("the data of ", what)); !s.ok()) {
     return s;
   }
   record.data_offset = source.position();
-  std::vector<uint8_t> chunk(
-      static_cast<size_t>(std::min<int64_t>(*data_bytes, kChunkBytes)));
+  std::vector<uint8_t> chunk(static_cast<size_t>(std::min<int64_t>(*data_bytes, kChunkBytes)));
   for (int64_t left = *data_bytes; left > 0;) {
     const size_t n = static_cast<size_t>(std::min<int64_t>(left, kChunkBytes));
     if (absl::Status s = source.read(chunk.data(), n, what); !s.ok()) return s;
@@ -362,25 +342,23 @@ absl::StatusOr<ShardRecord> readRecord(Source& source,
   absl::StatusOr<uint32_t> stored = source.u32(what);
   if (!stored.ok()) return stored.status();
   if (*stored != actual) {
-    return absl::DataLossError(absl::StrCat(
-        "checksum mismatch in checkpoint file ", path, " for ", what, " box ",
-        describeBox(record.box), ": stored CRC-32C ", *stored, ", computed ",
-        actual, "; the file is corrupt, restore it or use another checkpoint"));
+    return absl::DataLossError(
+        absl::StrCat("checksum mismatch in checkpoint file ", path, " for ", what, " box ",
+                     describeBox(record.box), ": stored CRC-32C ", *stored, ", computed ", actual,
+                     "; the file is corrupt, restore it or use another checkpoint"));
   }
   return record;
 }
 
 }  // namespace
 
-absl::string_view dtypeName(DType dtype) {
-  return dtype == DType::kF32 ? "f32" : "i32";
-}
+absl::string_view dtypeName(DType dtype) { return dtype == DType::kF32 ? "f32" : "i32"; }
 
 absl::StatusOr<DType> parseDType(absl::string_view name) {
   if (name == "f32") return DType::kF32;
   if (name == "i32") return DType::kI32;
-  return absl::InvalidArgumentError(absl::StrCat(
-      "unknown checkpoint dtype '", name, "'; expected f32 or i32"));
+  return absl::InvalidArgumentError(
+      absl::StrCat("unknown checkpoint dtype '", name, "'; expected f32 or i32"));
 }
 
 int64_t dtypeBytes(DType) { return 4; }
@@ -392,8 +370,7 @@ std::string describeShape(std::span<const int64_t> shape) {
 std::string describeBox(const Box& box) {
   std::vector<std::string> ranges;
   for (size_t d = 0; d < box.offsets.size() && d < box.sizes.size(); ++d) {
-    ranges.push_back(
-        absl::StrCat(box.offsets[d], ":", box.offsets[d] + box.sizes[d]));
+    ranges.push_back(absl::StrCat(box.offsets[d], ":", box.offsets[d] + box.sizes[d]));
   }
   return absl::StrCat("[", absl::StrJoin(ranges, ", "), "]");
 }
@@ -407,18 +384,16 @@ int64_t numElements(std::span<const int64_t> sizes) {
 absl::Status checkBoxInside(const Box& box, std::span<const int64_t> shape,
                             absl::string_view what) {
   if (box.offsets.size() != shape.size() || box.sizes.size() != shape.size()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "box ", describeBox(box), " of ", what, " has ", box.offsets.size(),
-        " offsets and ", box.sizes.size(), " sizes but the tensor ",
-        describeShape(shape), " has rank ", shape.size()));
+    return absl::InvalidArgumentError(
+        absl::StrCat("box ", describeBox(box), " of ", what, " has ", box.offsets.size(),
+                     " offsets and ", box.sizes.size(), " sizes but the tensor ",
+                     describeShape(shape), " has rank ", shape.size()));
   }
   for (size_t d = 0; d < shape.size(); ++d) {
-    if (box.offsets[d] < 0 || box.sizes[d] < 0 ||
-        box.offsets[d] + box.sizes[d] > shape[d]) {
+    if (box.offsets[d] < 0 || box.sizes[d] < 0 || box.offsets[d] + box.sizes[d] > shape[d]) {
       return absl::InvalidArgumentError(
-          absl::StrCat("box ", describeBox(box), " of ", what,
-                       " leaves the tensor of shape ", describeShape(shape),
-                       " along dim ", d, "; request a box inside the shape"));
+          absl::StrCat("box ", describeBox(box), " of ", what, " leaves the tensor of shape ",
+                       describeShape(shape), " along dim ", d, "; request a box inside the shape"));
     }
   }
   return absl::OkStatus();
@@ -432,11 +407,9 @@ absl::StatusOr<PaddedShard> padShard(std::span<const int64_t> global_shape,
   shard.local_shape.assign(global_shape.begin(), global_shape.end());
   std::vector<bool> split(global_shape.size(), false);
   for (const DimSplit& s : splits) {
-    if (s.dim < 0 || s.dim >= static_cast<int64_t>(global_shape.size()) ||
-        split[s.dim]) {
+    if (s.dim < 0 || s.dim >= static_cast<int64_t>(global_shape.size()) || split[s.dim]) {
       return absl::InvalidArgumentError(absl::StrCat(
-          "cannot split dim ", s.dim, " of a tensor of shape ",
-          describeShape(global_shape),
+          "cannot split dim ", s.dim, " of a tensor of shape ", describeShape(global_shape),
           ": it is out of range or already split; split each dim once"));
     }
     split[s.dim] = true;
@@ -445,8 +418,7 @@ absl::StatusOr<PaddedShard> padShard(std::span<const int64_t> global_shape,
     if (!extent.ok()) return extent.status();
     shard.box.offsets[s.dim] = extent->begin;
     shard.box.sizes[s.dim] = extent->valid;
-    shard.local_shape[s.dim] =
-        mesh::shardSize(global_shape[s.dim], s.ways);
+    shard.local_shape[s.dim] = mesh::shardSize(global_shape[s.dim], s.ways);
   }
   return shard;
 }
@@ -454,35 +426,31 @@ absl::StatusOr<PaddedShard> padShard(std::span<const int64_t> global_shape,
 absl::Status checkShardView(const ShardView& shard) {
   if (shard.name.empty() || shard.name.size() > kMaxNameBytes) {
     return absl::InvalidArgumentError(
-        absl::StrCat("a checkpoint shard needs a tensor name of 1 to ",
-                     kMaxNameBytes, " bytes, got ", shard.name.size()));
+        absl::StrCat("a checkpoint shard needs a tensor name of 1 to ", kMaxNameBytes,
+                     " bytes, got ", shard.name.size()));
   }
   const std::string what = absl::StrCat("tensor '", shard.name, "'");
   if (shard.global_shape.empty() || shard.global_shape.size() > kMaxRank) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(what, " has rank ", shard.global_shape.size(),
-                     "; checkpoints store "
-                     "ranks 1 to ",
-                     kMaxRank, " (save a scalar as shape [1])"));
+    return absl::InvalidArgumentError(absl::StrCat(what, " has rank ", shard.global_shape.size(),
+                                                   "; checkpoints store "
+                                                   "ranks 1 to ",
+                                                   kMaxRank, " (save a scalar as shape [1])"));
   }
-  if (absl::Status s = checkBoxInside(shard.box, shard.global_shape, what);
-      !s.ok()) {
+  if (absl::Status s = checkBoxInside(shard.box, shard.global_shape, what); !s.ok()) {
     return s;
   }
   const std::vector<int64_t>& local = localShapeOf(shard);
   if (local.size() != shard.global_shape.size()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(what, " has local shape ", describeShape(local),
-                     " of another rank "
-                     "than its global shape ",
-                     describeShape(shard.global_shape)));
+    return absl::InvalidArgumentError(absl::StrCat(what, " has local shape ", describeShape(local),
+                                                   " of another rank "
+                                                   "than its global shape ",
+                                                   describeShape(shard.global_shape)));
   }
   for (size_t d = 0; d < local.size(); ++d) {
     if (local[d] < shard.box.sizes[d]) {
       return absl::InvalidArgumentError(absl::StrCat(
-          what, " local shape ", describeShape(local),
-          " is smaller than its box ", describeBox(shard.box), " along dim ", d,
-          "; the buffer must hold the whole box"));
+          what, " local shape ", describeShape(local), " is smaller than its box ",
+          describeBox(shard.box), " along dim ", d, "; the buffer must hold the whole box"));
     }
   }
   if (shard.data == nullptr && numElements(shard.box.sizes) > 0) {
@@ -492,10 +460,8 @@ absl::Status checkShardView(const ShardView& shard) {
   return absl::OkStatus();
 }
 
-absl::Status writeRankFile(const std::string& path,
-                           const RankFileHeader& header,
-                           std::span<const ShardView> shards,
-                           const ProgressFn& progress) {
+absl::Status writeRankFile(const std::string& path, const RankFileHeader& header,
+                           std::span<const ShardView> shards, const ProgressFn& progress) {
   std::vector<const ShardView*> stored;
   int64_t total = kHeaderBytes;
   for (const ShardView& shard : shards) {
@@ -523,8 +489,7 @@ absl::Status writeRankFile(const std::string& path,
     sink.putI64s(shard->global_shape);
     sink.putI64s(shard->box.offsets);
     sink.putI64s(shard->box.sizes);
-    sink.putU64(static_cast<uint64_t>(numElements(shard->box.sizes) *
-                                      dtypeBytes(shard->dtype)));
+    sink.putU64(static_cast<uint64_t>(numElements(shard->box.sizes) * dtypeBytes(shard->dtype)));
     putBoxData(sink, *shard);
     sink.endRecord();
   }
@@ -548,8 +513,7 @@ absl::StatusOr<std::vector<ShardRecord>> readRankFile(const std::string& path,
   Source source(fd, path, static_cast<int64_t>(info.st_size));
   auto parse = [&]() -> absl::StatusOr<std::vector<ShardRecord>> {
     char magic[sizeof(kMagic)];
-    if (absl::Status s = source.read(magic, sizeof(magic), "the header");
-        !s.ok()) {
+    if (absl::Status s = source.read(magic, sizeof(magic), "the header"); !s.ok()) {
       return s;
     }
     if (std::memcmp(magic, kMagic, sizeof(kMagic)) != 0) {
@@ -564,8 +528,7 @@ absl::StatusOr<std::vector<ShardRecord>> readRankFile(const std::string& path,
     absl::StatusOr<uint32_t> world = source.u32("the header");
     absl::StatusOr<uint32_t> count = source.u32("the header");
     absl::StatusOr<int64_t> step = source.i64("the header");
-    for (const absl::Status& s :
-         {rank.status(), world.status(), count.status(), step.status()}) {
+    for (const absl::Status& s : {rank.status(), world.status(), count.status(), step.status()}) {
       if (!s.ok()) return s;
     }
     header->rank = *rank;
@@ -578,8 +541,7 @@ absl::StatusOr<std::vector<ShardRecord>> readRankFile(const std::string& path,
       records.push_back(*std::move(record));
     }
     if (source.remaining() != 0) {
-      return malformed(path, absl::StrCat(source.remaining(),
-                                          " bytes follow the last record"));
+      return malformed(path, absl::StrCat(source.remaining(), " bytes follow the last record"));
     }
     return records;
   };
@@ -588,13 +550,11 @@ absl::StatusOr<std::vector<ShardRecord>> readRankFile(const std::string& path,
   return records;
 }
 
-absl::Status writeFileAtomically(const std::string& path,
-                                 absl::string_view content) {
+absl::Status writeFileAtomically(const std::string& path, absl::string_view content) {
   const std::string tmp = path + ".tmp";
   absl::StatusOr<int> fd = createTemporary(tmp);
   if (!fd.ok()) return fd.status();
-  if (absl::Status s = writeAll(*fd, tmp, content.data(), content.size());
-      !s.ok()) {
+  if (absl::Status s = writeAll(*fd, tmp, content.data(), content.size()); !s.ok()) {
     ::close(*fd);
     return s;
   }

@@ -39,8 +39,7 @@ int64_t numElements(std::span<const int64_t> sizes);
 
 // InvalidArgument unless `box` has the rank of `shape`, non-negative sizes
 // and lies inside it; `what` names the box's owner in the message.
-absl::Status checkBoxInside(const Box& box, std::span<const int64_t> shape,
-                            absl::string_view what);
+absl::Status checkBoxInside(const Box& box, std::span<const int64_t> shape, absl::string_view what);
 
 // A rank's shard of one tensor in memory. `data` is row-major over
 // `local_shape` and holds the valid box at its start; what lies past the box
@@ -99,10 +98,8 @@ using ProgressFn = std::function<void(int64_t, int64_t)>;
 // over `path`, and the directory is fsynced. A crash at any point leaves
 // `path` either absent, its old content, or complete. Shards with no valid
 // elements (all padding) are skipped.
-absl::Status writeRankFile(const std::string& path,
-                           const RankFileHeader& header,
-                           std::span<const ShardView> shards,
-                           const ProgressFn& progress);
+absl::Status writeRankFile(const std::string& path, const RankFileHeader& header,
+                           std::span<const ShardView> shards, const ProgressFn& progress);
 
 // Reads the header and every record of the rank file at `path`, verifying
 // each record's CRC-32C; DataLoss naming the file (and tensor) when it is
@@ -116,8 +113,7 @@ absl::Status checkShardView(const ShardView& shard);
 
 // Writes `content` to `path` durably and atomically (temporary file, fsync,
 // rename, fsync of the directory).
-absl::Status writeFileAtomically(const std::string& path,
-                                 absl::string_view content);
+absl::Status writeFileAtomically(const std::string& path, absl::string_view content);
 
 // Reads a whole small file (manifest, `latest`).
 absl::StatusOr<std::string> readSmallFile(const std::string& path);

@@ -29,8 +29,7 @@
 
 namespace loom::runtime::data {
 
-static_assert(std::endian::native == std::endian::little,
-              "token files store little-endian ids");
+static_assert(std::endian::native == std::endian::little, "token files store little-endian ids");
 
 namespace {
 
@@ -44,9 +43,7 @@ std::array<uint32_t, 2> keyOf(uint64_t seed) {
   return {static_cast<uint32_t>(seed), static_cast<uint32_t>(seed >> 32)};
 }
 
-int64_t tokenBytes(TokenDType dtype) {
-  return dtype == TokenDType::kU16 ? 2 : 4;
-}
+int64_t tokenBytes(TokenDType dtype) { return dtype == TokenDType::kU16 ? 2 : 4; }
 
 void putLittleEndian(std::string& out, uint64_t value, int bytes) {
   for (int i = 0; i < bytes; ++i) {
@@ -62,35 +59,31 @@ uint64_t getLittleEndian(const uint8_t* in, int bytes) {
 
 }  // namespace
 
-absl::StatusOr<RowRange> dataParallelRows(int64_t global_batch, int64_t dp_ways,
-                                          int64_t dp_index) {
-  absl::StatusOr<mesh::ShardExtent> extent =
-      mesh::shardExtent(global_batch, dp_ways, dp_index);
+absl::StatusOr<RowRange> dataParallelRows(int64_t global_batch, int64_t dp_ways, int64_t dp_index) {
+  absl::StatusOr<mesh::ShardExtent> extent = mesh::shardExtent(global_batch, dp_ways, dp_index);
   if (!extent.ok()) return extent.status();
   return RowRange{extent->begin, extent->valid};
 }
 
 absl::Status DataFeed::checkConfig(const FeedConfig& config) {
-  if (config.vocab < 1 || config.vocab > std::numeric_limits<int32_t>::max() ||
-      config.seq < 1 || config.seq + 1 > kMaxCounterWord ||
-      config.global_batch < 1 || config.global_batch > kMaxCounterWord) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "data feed needs 1 <= vocab < 2^31, 1 <= seq < 2^32 and 1 <= "
-        "global_batch <= 2^32, got vocab ",
-        config.vocab, ", seq ", config.seq, ", global_batch ",
-        config.global_batch));
+  if (config.vocab < 1 || config.vocab > std::numeric_limits<int32_t>::max() || config.seq < 1 ||
+      config.seq + 1 > kMaxCounterWord || config.global_batch < 1 ||
+      config.global_batch > kMaxCounterWord) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("data feed needs 1 <= vocab < 2^31, 1 <= seq < 2^32 and 1 <= "
+                     "global_batch <= 2^32, got vocab ",
+                     config.vocab, ", seq ", config.seq, ", global_batch ", config.global_batch));
   }
   return absl::OkStatus();
 }
 
-absl::Status DataFeed::batch(int64_t step, int64_t row_begin, int64_t row_count,
-                             int32_t* ids, int32_t* labels) const {
-  if (step < 0 || row_begin < 0 || row_count < 0 ||
-      row_begin + row_count > config_.global_batch) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "rows [", row_begin, ", ", row_begin + row_count, ") of step ", step,
-        " are not inside the global batch of ", config_.global_batch,
-        " rows; take them from dataParallelRows"));
+absl::Status DataFeed::batch(int64_t step, int64_t row_begin, int64_t row_count, int32_t* ids,
+                             int32_t* labels) const {
+  if (step < 0 || row_begin < 0 || row_count < 0 || row_begin + row_count > config_.global_batch) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("rows [", row_begin, ", ", row_begin + row_count, ") of step ", step,
+                     " are not inside the global batch of ", config_.global_batch,
+                     " rows; take them from dataParallelRows"));
   }
   const int64_t seq = config_.seq;
   std::vector<int32_t> tokens(static_cast<size_t>(seq + 1));
@@ -104,40 +97,36 @@ absl::Status DataFeed::batch(int64_t step, int64_t row_begin, int64_t row_count,
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::unique_ptr<SyntheticTokens>> SyntheticTokens::create(
-    const FeedConfig& config) {
+absl::StatusOr<std::unique_ptr<SyntheticTokens>> SyntheticTokens::create(const FeedConfig& config) {
   if (absl::Status s = checkConfig(config); !s.ok()) return s;
   return std::unique_ptr<SyntheticTokens>(new SyntheticTokens(config));
 }
 
-absl::Status SyntheticTokens::window(int64_t step, int64_t row,
-                                     int32_t* window) const {
+absl::Status SyntheticTokens::window(int64_t step, int64_t row, int32_t* window) const {
   const uint64_t vocab = static_cast<uint64_t>(config().vocab);
   for (int64_t p = 0; p <= config().seq; ++p) {
-    const uint32_t word = init::philox4x32(
-        {static_cast<uint32_t>(p), static_cast<uint32_t>(row),
-         static_cast<uint32_t>(step), static_cast<uint32_t>(step >> 32)},
-        keyOf(config().seed))[0];
+    const uint32_t word =
+        init::philox4x32({static_cast<uint32_t>(p), static_cast<uint32_t>(row),
+                          static_cast<uint32_t>(step), static_cast<uint32_t>(step >> 32)},
+                         keyOf(config().seed))[0];
     // Multiply-shift maps a 32-bit word onto [0, vocab) without division.
     window[p] = static_cast<int32_t>((uint64_t{word} * vocab) >> 32);
   }
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::unique_ptr<TokenFile>> TokenFile::open(
-    const std::string& path, const FeedConfig& config) {
+absl::StatusOr<std::unique_ptr<TokenFile>> TokenFile::open(const std::string& path,
+                                                           const FeedConfig& config) {
   if (absl::Status s = checkConfig(config); !s.ok()) return s;
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) {
-    const std::string message = absl::StrCat("cannot open token file ", path,
-                                             ": ", std::strerror(errno));
-    return errno == ENOENT ? absl::NotFoundError(message)
-                           : absl::InvalidArgumentError(message);
+    const std::string message =
+        absl::StrCat("cannot open token file ", path, ": ", std::strerror(errno));
+    return errno == ENOENT ? absl::NotFoundError(message) : absl::InvalidArgumentError(message);
   }
   auto fail = [&](absl::string_view detail) {
     ::close(fd);
-    return absl::InvalidArgumentError(
-        absl::StrCat("token file ", path, " ", detail));
+    return absl::InvalidArgumentError(absl::StrCat("token file ", path, " ", detail));
   };
   struct stat info;
   uint8_t header[kHeaderBytes];
@@ -155,80 +144,72 @@ absl::StatusOr<std::unique_ptr<TokenFile>> TokenFile::open(
   const uint64_t dtype = getLittleEndian(header + 12, 4);
   const int64_t count = static_cast<int64_t>(getLittleEndian(header + 16, 8));
   if (version != kFormatVersion) {
-    return fail(absl::StrCat("has format version ", version,
-                             ", this build reads ", kFormatVersion));
+    return fail(
+        absl::StrCat("has format version ", version, ", this build reads ", kFormatVersion));
   }
   if (dtype != static_cast<uint32_t>(TokenDType::kU16) &&
       dtype != static_cast<uint32_t>(TokenDType::kI32)) {
-    return fail(
-        absl::StrCat("has unknown dtype code ", dtype, " (1 = u16, 2 = i32)"));
+    return fail(absl::StrCat("has unknown dtype code ", dtype, " (1 = u16, 2 = i32)"));
   }
   const TokenDType token_dtype = static_cast<TokenDType>(dtype);
   const int64_t expected = kHeaderBytes + count * tokenBytes(token_dtype);
   if (count < 0 || info.st_size != expected) {
-    return fail(absl::StrCat("declares ", count, " tokens (", expected,
-                             " bytes) but has ", info.st_size,
-                             " bytes; it is truncated or corrupt"));
+    return fail(absl::StrCat("declares ", count, " tokens (", expected, " bytes) but has ",
+                             info.st_size, " bytes; it is truncated or corrupt"));
   }
   if (count < config.seq + 1) {
-    return fail(absl::StrCat(
-        "holds ", count,
-        " tokens, fewer than one window of seq + 1 = ", config.seq + 1,
-        "; use a longer file or a "
-        "shorter seq"));
+    return fail(absl::StrCat("holds ", count,
+                             " tokens, fewer than one window of seq + 1 = ", config.seq + 1,
+                             "; use a longer file or a "
+                             "shorter seq"));
   }
-  return std::unique_ptr<TokenFile>(
-      new TokenFile(config, path, fd, token_dtype, count));
+  return std::unique_ptr<TokenFile>(new TokenFile(config, path, fd, token_dtype, count));
 }
 
 TokenFile::~TokenFile() { ::close(fd_); }
 
-absl::Status TokenFile::window(int64_t step, int64_t row,
-                               int32_t* window) const {
-  const std::array<uint32_t, 4> words = init::philox4x32(
-      {static_cast<uint32_t>(row), static_cast<uint32_t>(row >> 32),
-       static_cast<uint32_t>(step), static_cast<uint32_t>(step >> 32)},
-      keyOf(config().seed));
+absl::Status TokenFile::window(int64_t step, int64_t row, int32_t* window) const {
+  const std::array<uint32_t, 4> words =
+      init::philox4x32({static_cast<uint32_t>(row), static_cast<uint32_t>(row >> 32),
+                        static_cast<uint32_t>(step), static_cast<uint32_t>(step >> 32)},
+                       keyOf(config().seed));
   const uint64_t windows = static_cast<uint64_t>(count_ - config().seq);
-  const int64_t start =
-      static_cast<int64_t>(((uint64_t{words[1]} << 32) | words[0]) % windows);
+  const int64_t start = static_cast<int64_t>(((uint64_t{words[1]} << 32) | words[0]) % windows);
   const int64_t width = tokenBytes(dtype_);
   const int64_t length = config().seq + 1;
   std::vector<uint8_t> bytes(static_cast<size_t>(length * width));
   const off_t offset = static_cast<off_t>(kHeaderBytes + start * width);
   size_t done = 0;
   while (done < bytes.size()) {
-    const ssize_t n = ::pread(fd_, bytes.data() + done, bytes.size() - done,
-                              offset + static_cast<off_t>(done));
+    const ssize_t n =
+        ::pread(fd_, bytes.data() + done, bytes.size() - done, offset + static_cast<off_t>(done));
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) {
-      return absl::DataLossError(absl::StrCat(
-          "cannot read tokens [", start, ", ", start + length, ") of ", path_,
-          ": ", n < 0 ? std::strerror(errno) : "the file shrank"));
+      return absl::DataLossError(absl::StrCat("cannot read tokens [", start, ", ", start + length,
+                                              ") of ", path_, ": ",
+                                              n < 0 ? std::strerror(errno) : "the file shrank"));
     }
     done += static_cast<size_t>(n);
   }
   for (int64_t i = 0; i < length; ++i) {
-    const int64_t token =
-        dtype_ == TokenDType::kU16
-            ? static_cast<int64_t>(getLittleEndian(&bytes[i * width], 2))
-            : static_cast<int32_t>(getLittleEndian(&bytes[i * width], 4));
+    const int64_t token = dtype_ == TokenDType::kU16
+                              ? static_cast<int64_t>(getLittleEndian(&bytes[i * width], 2))
+                              : static_cast<int32_t>(getLittleEndian(&bytes[i * width], 4));
     if (token < 0 || token >= config().vocab) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "token ", token, " at position ", start + i, " of token file ", path_,
-          " (step ", step, ", row ", row, ") is outside [0, ", config().vocab,
-          "); the file was made for another vocabulary"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("token ", token, " at position ", start + i, " of token file ", path_,
+                       " (step ", step, ", row ", row, ") is outside [0, ", config().vocab,
+                       "); the file was made for another vocabulary"));
     }
     window[i] = static_cast<int32_t>(token);
   }
   return absl::OkStatus();
 }
 
-absl::Status writeTokenFile(const std::string& path,
-                            std::span<const int32_t> tokens, TokenDType dtype) {
-  const int64_t limit = dtype == TokenDType::kU16
-                            ? int64_t{65535}
-                            : std::numeric_limits<int32_t>::max();
+absl::Status writeTokenFile(const std::string& path, std::span<const int32_t> tokens,
+                            TokenDType dtype) {
+  const int64_t limit =
+      dtype == TokenDType::kU16 ? int64_t{65535} : std::numeric_limits<int32_t>::max();
   std::string content(kMagic, sizeof(kMagic));
   putLittleEndian(content, kFormatVersion, 4);
   putLittleEndian(content, static_cast<uint32_t>(dtype), 4);
@@ -237,11 +218,9 @@ absl::Status writeTokenFile(const std::string& path,
     if (tokens[i] < 0 || tokens[i] > limit) {
       return absl::InvalidArgumentError(absl::StrCat(
           "token ", tokens[i], " at position ", i, " does not fit a ",
-          dtype == TokenDType::kU16 ? "u16" : "i32",
-          " token file (ids lie in [0, ", limit, "])"));
+          dtype == TokenDType::kU16 ? "u16" : "i32", " token file (ids lie in [0, ", limit, "])"));
     }
-    putLittleEndian(content, static_cast<uint32_t>(tokens[i]),
-                    static_cast<int>(tokenBytes(dtype)));
+    putLittleEndian(content, static_cast<uint32_t>(tokens[i]), static_cast<int>(tokenBytes(dtype)));
   }
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
   out.write(content.data(), static_cast<std::streamsize>(content.size()));
@@ -252,42 +231,37 @@ absl::Status writeTokenFile(const std::string& path,
   return absl::OkStatus();
 }
 
-absl::Status convertTextToTokenFile(const std::string& text_path,
-                                    const std::string& out_path,
+absl::Status convertTextToTokenFile(const std::string& text_path, const std::string& out_path,
                                     TokenDType dtype) {
   std::ifstream in(text_path);
   if (!in) {
-    return absl::NotFoundError(
-        absl::StrCat("cannot open token text file ", text_path));
+    return absl::NotFoundError(absl::StrCat("cannot open token text file ", text_path));
   }
   std::vector<int32_t> tokens;
   std::string entry;
   while (in >> entry) {
     int32_t token = 0;
     if (!absl::SimpleAtoi(entry, &token) || token < 0) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("entry ", tokens.size(), " of ", text_path, " is '",
-                       entry, "', not a non-negative token id"));
+      return absl::InvalidArgumentError(absl::StrCat("entry ", tokens.size(), " of ", text_path,
+                                                     " is '", entry,
+                                                     "', not a non-negative token id"));
     }
     tokens.push_back(token);
   }
   return writeTokenFile(out_path, tokens, dtype);
 }
 
-absl::StatusOr<std::unique_ptr<DataFeed>> openDataFeed(
-    absl::string_view spec, const FeedConfig& config) {
+absl::StatusOr<std::unique_ptr<DataFeed>> openDataFeed(absl::string_view spec,
+                                                       const FeedConfig& config) {
   if (spec.empty()) {
-    return absl::InvalidArgumentError(
-        "--data is empty; pass --data=synthetic or --data=FILE");
+    return absl::InvalidArgumentError("--data is empty; pass --data=synthetic or --data=FILE");
   }
   if (spec == "synthetic") {
-    absl::StatusOr<std::unique_ptr<SyntheticTokens>> feed =
-        SyntheticTokens::create(config);
+    absl::StatusOr<std::unique_ptr<SyntheticTokens>> feed = SyntheticTokens::create(config);
     if (!feed.ok()) return feed.status();
     return std::unique_ptr<DataFeed>(*std::move(feed));
   }
-  absl::StatusOr<std::unique_ptr<TokenFile>> feed =
-      TokenFile::open(std::string(spec), config);
+  absl::StatusOr<std::unique_ptr<TokenFile>> feed = TokenFile::open(std::string(spec), config);
   if (!feed.ok()) return feed.status();
   return std::unique_ptr<DataFeed>(*std::move(feed));
 }

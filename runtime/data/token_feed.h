@@ -34,8 +34,7 @@ struct RowRange {
 // The rows of the global batch that data-parallel index `dp_index` of
 // `dp_ways` reads, under the planner's padding rule (ceil(n/k) rows each,
 // the last ranks may get fewer or none).
-absl::StatusOr<RowRange> dataParallelRows(int64_t global_batch, int64_t dp_ways,
-                                          int64_t dp_index);
+absl::StatusOr<RowRange> dataParallelRows(int64_t global_batch, int64_t dp_ways, int64_t dp_index);
 
 class DataFeed {
  public:
@@ -49,15 +48,14 @@ class DataFeed {
   // [row_begin, row_begin + row_count) of step `step`'s global batch. A row
   // is a window of seq + 1 tokens: ids are its first seq, labels its last seq
   // (the next token). Stateless, so resuming at a step needs only the step.
-  absl::Status batch(int64_t step, int64_t row_begin, int64_t row_count,
-                     int32_t* ids, int32_t* labels) const;
+  absl::Status batch(int64_t step, int64_t row_begin, int64_t row_count, int32_t* ids,
+                     int32_t* labels) const;
 
  protected:
   explicit DataFeed(const FeedConfig& config) : config_(config) {}
 
   // Writes the seq + 1 tokens of (step, row) to `window`.
-  virtual absl::Status window(int64_t step, int64_t row,
-                              int32_t* window) const = 0;
+  virtual absl::Status window(int64_t step, int64_t row, int32_t* window) const = 0;
 
   // InvalidArgument unless vocab, seq and global_batch are in range.
   static absl::Status checkConfig(const FeedConfig& config);
@@ -71,13 +69,11 @@ class DataFeed {
 // scaled into [0, vocab).
 class SyntheticTokens final : public DataFeed {
  public:
-  static absl::StatusOr<std::unique_ptr<SyntheticTokens>> create(
-      const FeedConfig& config);
+  static absl::StatusOr<std::unique_ptr<SyntheticTokens>> create(const FeedConfig& config);
 
  private:
   explicit SyntheticTokens(const FeedConfig& config) : DataFeed(config) {}
-  absl::Status window(int64_t step, int64_t row,
-                      int32_t* window) const override;
+  absl::Status window(int64_t step, int64_t row, int32_t* window) const override;
 };
 
 // How a token file stores its ids; the values are the on-disk codes.
@@ -91,23 +87,17 @@ class TokenFile final : public DataFeed {
  public:
   // InvalidArgument for a bad config, a wrong magic, version or dtype, a
   // size that disagrees with the header, or fewer than seq + 1 tokens.
-  static absl::StatusOr<std::unique_ptr<TokenFile>> open(
-      const std::string& path, const FeedConfig& config);
+  static absl::StatusOr<std::unique_ptr<TokenFile>> open(const std::string& path,
+                                                         const FeedConfig& config);
   ~TokenFile() override;
 
   int64_t tokenCount() const { return count_; }
 
  private:
-  TokenFile(const FeedConfig& config, std::string path, int fd,
-            TokenDType dtype, int64_t count)
-      : DataFeed(config),
-        path_(std::move(path)),
-        fd_(fd),
-        dtype_(dtype),
-        count_(count) {}
+  TokenFile(const FeedConfig& config, std::string path, int fd, TokenDType dtype, int64_t count)
+      : DataFeed(config), path_(std::move(path)), fd_(fd), dtype_(dtype), count_(count) {}
   // InvalidArgument naming the file position of a token outside [0, vocab).
-  absl::Status window(int64_t step, int64_t row,
-                      int32_t* window) const override;
+  absl::Status window(int64_t step, int64_t row, int32_t* window) const override;
 
   std::string path_;
   int fd_;
@@ -117,18 +107,17 @@ class TokenFile final : public DataFeed {
 
 // Writes `tokens` as a token file. InvalidArgument when a token does not fit
 // `dtype` (u16 holds [0, 65535], i32 holds [0, 2^31)).
-absl::Status writeTokenFile(const std::string& path,
-                            std::span<const int32_t> tokens, TokenDType dtype);
+absl::Status writeTokenFile(const std::string& path, std::span<const int32_t> tokens,
+                            TokenDType dtype);
 
 // Converts a text file of whitespace-separated decimal token ids into a
 // token file; InvalidArgument naming the first entry that is not a token id.
-absl::Status convertTextToTokenFile(const std::string& text_path,
-                                    const std::string& out_path,
+absl::Status convertTextToTokenFile(const std::string& text_path, const std::string& out_path,
                                     TokenDType dtype);
 
 // `--data=`: "synthetic" or the path of a token file.
-absl::StatusOr<std::unique_ptr<DataFeed>> openDataFeed(
-    absl::string_view spec, const FeedConfig& config);
+absl::StatusOr<std::unique_ptr<DataFeed>> openDataFeed(absl::string_view spec,
+                                                       const FeedConfig& config);
 
 }  // namespace loom::runtime::data
 

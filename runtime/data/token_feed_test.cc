@@ -23,12 +23,9 @@ using ::loom::testutil::StatusIs;
 using ::testing::AllOf;
 using ::testing::HasSubstr;
 
-constexpr FeedConfig kConfig{
-    .seed = 1234, .vocab = 50, .seq = 6, .global_batch = 8};
+constexpr FeedConfig kConfig{.seed = 1234, .vocab = 50, .seq = 6, .global_batch = 8};
 
-std::string tempPath(const std::string& name) {
-  return ::testing::TempDir() + "/" + name;
-}
+std::string tempPath(const std::string& name) { return ::testing::TempDir() + "/" + name; }
 
 struct Batch {
   std::vector<int32_t> ids;
@@ -41,13 +38,10 @@ Batch readAsRanks(const DataFeed& feed, int64_t step, int64_t dp_ways) {
   Batch batch{std::vector<int32_t>(config.global_batch * config.seq, -1),
               std::vector<int32_t>(config.global_batch * config.seq, -1)};
   for (int64_t r = 0; r < dp_ways; ++r) {
-    absl::StatusOr<RowRange> rows =
-        dataParallelRows(config.global_batch, dp_ways, r);
+    absl::StatusOr<RowRange> rows = dataParallelRows(config.global_batch, dp_ways, r);
     EXPECT_TRUE(rows.ok()) << rows.status();
     const int64_t at = rows->begin * config.seq;
-    EXPECT_TRUE(feed.batch(step, rows->begin, rows->count, &batch.ids[at],
-                           &batch.labels[at])
-                    .ok());
+    EXPECT_TRUE(feed.batch(step, rows->begin, rows->count, &batch.ids[at], &batch.labels[at]).ok());
   }
   return batch;
 }
@@ -64,14 +58,12 @@ TEST(DataParallelRowsTest, SplitsWithThePaddingRule) {
   EXPECT_EQ(*dataParallelRows(8, 4, 1), (RowRange{2, 2}));
   EXPECT_EQ(*dataParallelRows(10, 4, 3), (RowRange{9, 1}));
   EXPECT_EQ(*dataParallelRows(2, 4, 3), (RowRange{2, 0}));
-  EXPECT_THAT(
-      dataParallelRows(8, 4, 4).status(),
-      StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("out of range")));
+  EXPECT_THAT(dataParallelRows(8, 4, 4).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("out of range")));
 }
 
 TEST(SyntheticTokensTest, EveryLayoutReadsTheSameBatch) {
-  absl::StatusOr<std::unique_ptr<SyntheticTokens>> feed =
-      SyntheticTokens::create(kConfig);
+  absl::StatusOr<std::unique_ptr<SyntheticTokens>> feed = SyntheticTokens::create(kConfig);
   ASSERT_TRUE(feed.ok()) << feed.status();
   const Batch one = readAsRanks(**feed, 3, 1);
   const Batch four = readAsRanks(**feed, 3, 4);
@@ -87,8 +79,7 @@ TEST(SyntheticTokensTest, EveryLayoutReadsTheSameBatch) {
 }
 
 TEST(SyntheticTokensTest, FollowsTheDocumentedPhiloxRule) {
-  absl::StatusOr<std::unique_ptr<SyntheticTokens>> feed =
-      SyntheticTokens::create(kConfig);
+  absl::StatusOr<std::unique_ptr<SyntheticTokens>> feed = SyntheticTokens::create(kConfig);
   ASSERT_TRUE(feed.ok());
   std::vector<int32_t> ids(kConfig.seq);
   std::vector<int32_t> labels(kConfig.seq);
@@ -105,8 +96,7 @@ TEST(TokenFileTest, RoundTripsAndEveryLayoutReadsTheSameBatch) {
   for (TokenDType dtype : {TokenDType::kU16, TokenDType::kI32}) {
     const std::string path = tempPath("round_trip.tok");
     ASSERT_TRUE(writeTokenFile(path, tokens, dtype).ok());
-    absl::StatusOr<std::unique_ptr<TokenFile>> feed =
-        TokenFile::open(path, kConfig);
+    absl::StatusOr<std::unique_ptr<TokenFile>> feed = TokenFile::open(path, kConfig);
     ASSERT_TRUE(feed.ok()) << feed.status();
     EXPECT_EQ((*feed)->tokenCount(), 40);
     const Batch one = readAsRanks(**feed, 2, 1);
@@ -139,18 +129,15 @@ TEST(TokenFileTest, ConvertsTextAndOpensThroughDataSpec) {
   ASSERT_TRUE((*feed)->batch(0, 1, 1, ids.data(), labels.data()).ok());
   EXPECT_EQ(ids, (std::vector<int32_t>{3, 1, 4, 1, 5, 9, 2, 6, 5, 3, 5}));
   EXPECT_EQ(labels, (std::vector<int32_t>{1, 4, 1, 5, 9, 2, 6, 5, 3, 5, 8}));
-  absl::StatusOr<std::unique_ptr<DataFeed>> synthetic =
-      openDataFeed("synthetic", config);
+  absl::StatusOr<std::unique_ptr<DataFeed>> synthetic = openDataFeed("synthetic", config);
   ASSERT_TRUE(synthetic.ok());
   std::vector<int32_t> both_ids(2 * 11);
   std::vector<int32_t> both_labels(2 * 11);
-  EXPECT_TRUE(
-      (*synthetic)->batch(0, 0, 2, both_ids.data(), both_labels.data()).ok());
+  EXPECT_TRUE((*synthetic)->batch(0, 0, 2, both_ids.data(), both_labels.data()).ok());
 
   std::ofstream(text) << "3 x 4";
-  EXPECT_THAT(
-      convertTextToTokenFile(text, path, TokenDType::kU16),
-      StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("entry 1 of")));
+  EXPECT_THAT(convertTextToTokenFile(text, path, TokenDType::kU16),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("entry 1 of")));
 }
 
 TEST(TokenFileTest, BadFilesAreRefusedWithTheReason) {
@@ -164,20 +151,16 @@ TEST(TokenFileTest, BadFilesAreRefusedWithTheReason) {
   tokens.assign(20, 1);
   ASSERT_TRUE(writeTokenFile(path, tokens, TokenDType::kI32).ok());
   std::filesystem::resize_file(path, std::filesystem::file_size(path) - 3);
-  EXPECT_THAT(
-      TokenFile::open(path, kConfig).status(),
-      StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("truncated")));
+  EXPECT_THAT(TokenFile::open(path, kConfig).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("truncated")));
 
   std::ofstream(path) << "NOTATOKENFILE-----------";
-  EXPECT_THAT(
-      TokenFile::open(path, kConfig).status(),
-      StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("wrong magic")));
+  EXPECT_THAT(TokenFile::open(path, kConfig).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("wrong magic")));
   EXPECT_THAT(TokenFile::open(tempPath("missing.tok"), kConfig).status(),
               StatusIs(absl::StatusCode::kNotFound, HasSubstr("missing.tok")));
-  EXPECT_THAT(
-      writeTokenFile(path, std::vector<int32_t>{70000}, TokenDType::kU16),
-      StatusIs(absl::StatusCode::kInvalidArgument,
-               HasSubstr("does not fit a u16")));
+  EXPECT_THAT(writeTokenFile(path, std::vector<int32_t>{70000}, TokenDType::kU16),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("does not fit a u16")));
 }
 
 TEST(TokenFileTest, TokenOutsideTheVocabularyNamesItsPosition) {
@@ -186,34 +169,27 @@ TEST(TokenFileTest, TokenOutsideTheVocabularyNamesItsPosition) {
   tokens[4] = 99;
   const std::string path = tempPath("vocab.tok");
   ASSERT_TRUE(writeTokenFile(path, tokens, TokenDType::kU16).ok());
-  absl::StatusOr<std::unique_ptr<TokenFile>> feed =
-      TokenFile::open(path, kConfig);
+  absl::StatusOr<std::unique_ptr<TokenFile>> feed = TokenFile::open(path, kConfig);
   ASSERT_TRUE(feed.ok()) << feed.status();
   std::vector<int32_t> ids(kConfig.seq);
   std::vector<int32_t> labels(kConfig.seq);
   EXPECT_THAT((*feed)->batch(0, 0, 1, ids.data(), labels.data()),
               StatusIs(absl::StatusCode::kInvalidArgument,
-                       AllOf(HasSubstr("token 99 at position 4"),
-                             HasSubstr("outside [0, 50)"))));
+                       AllOf(HasSubstr("token 99 at position 4"), HasSubstr("outside [0, 50)"))));
 }
 
 TEST(DataFeedTest, BadConfigAndRowsAreRefused) {
   EXPECT_THAT(
-      SyntheticTokens::create(
-          {.seed = 0, .vocab = 0, .seq = 4, .global_batch = 2})
-          .status(),
+      SyntheticTokens::create({.seed = 0, .vocab = 0, .seq = 4, .global_batch = 2}).status(),
       StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("got vocab 0")));
-  absl::StatusOr<std::unique_ptr<SyntheticTokens>> feed =
-      SyntheticTokens::create(kConfig);
+  absl::StatusOr<std::unique_ptr<SyntheticTokens>> feed = SyntheticTokens::create(kConfig);
   ASSERT_TRUE(feed.ok());
   std::vector<int32_t> ids(3 * kConfig.seq);
   std::vector<int32_t> labels(3 * kConfig.seq);
   EXPECT_THAT((*feed)->batch(0, 6, 3, ids.data(), labels.data()),
-              StatusIs(absl::StatusCode::kInvalidArgument,
-                       HasSubstr("rows [6, 9) of step 0")));
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("rows [6, 9) of step 0")));
   EXPECT_THAT(openDataFeed("", kConfig).status(),
-              StatusIs(absl::StatusCode::kInvalidArgument,
-                       HasSubstr("--data=synthetic")));
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("--data=synthetic")));
 }
 
 }  // namespace

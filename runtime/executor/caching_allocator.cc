@@ -76,7 +76,8 @@ void* CachingAllocator::allocate(size_t bytes) {
   source_->zero(block, bytes);
   ++stats_.allocations;
   stats_.in_use_bytes += static_cast<int64_t>(bytes);
-  if (stats_.in_use_bytes > stats_.peak_in_use_bytes) stats_.peak_in_use_bytes = stats_.in_use_bytes;
+  if (stats_.in_use_bytes > stats_.peak_in_use_bytes)
+    stats_.peak_in_use_bytes = stats_.in_use_bytes;
   return block;
 }
 

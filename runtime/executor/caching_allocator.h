@@ -18,11 +18,11 @@
 namespace loom::runtime {
 
 struct AllocatorStats {
-  int64_t in_use_bytes = 0;       // requested sizes of live blocks
-  int64_t peak_in_use_bytes = 0;  // since the last resetPeak
-  int64_t reserved_bytes = 0;     // held from the system (live + cached)
-  int64_t system_allocations = 0; // calls to the system allocator
-  int64_t allocations = 0;        // calls to allocate
+  int64_t in_use_bytes = 0;        // requested sizes of live blocks
+  int64_t peak_in_use_bytes = 0;   // since the last resetPeak
+  int64_t reserved_bytes = 0;      // held from the system (live + cached)
+  int64_t system_allocations = 0;  // calls to the system allocator
+  int64_t allocations = 0;         // calls to allocate
 };
 
 // The system memory under the cache.

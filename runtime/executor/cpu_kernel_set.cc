@@ -54,7 +54,9 @@ class CpuKernelSet : public KernelSet {
   bool hostAddressable() const override { return true; }
   std::unique_ptr<BlockSource> blockSource() override { return hostBlockSource(); }
   absl::Status activate() override { return absl::OkStatus(); }
-  absl::Status await(comm::Work& work, absl::Duration timeout) override { return work.wait(timeout); }
+  absl::Status await(comm::Work& work, absl::Duration timeout) override {
+    return work.wait(timeout);
+  }
   absl::Status synchronize() override { return absl::OkStatus(); }
   void* scalars() override { return scalars_; }
 
@@ -73,11 +75,16 @@ class CpuKernelSet : public KernelSet {
   }
   absl::Status zero2D(void* dst, size_t pitch, size_t width, size_t height) override {
     if (width == 0) return absl::OkStatus();
-    for (size_t row = 0; row < height; ++row) std::memset(static_cast<char*>(dst) + row * pitch, 0, width);
+    for (size_t row = 0; row < height; ++row)
+      std::memset(static_cast<char*>(dst) + row * pitch, 0, width);
     return absl::OkStatus();
   }
-  absl::Status upload(void* dst, const void* host, size_t bytes) override { return copy(dst, host, bytes); }
-  absl::Status download(void* host, const void* src, size_t bytes) override { return copy(host, src, bytes); }
+  absl::Status upload(void* dst, const void* host, size_t bytes) override {
+    return copy(dst, host, bytes);
+  }
+  absl::Status download(void* host, const void* src, size_t bytes) override {
+    return copy(host, src, bytes);
+  }
 
   absl::Status linear(Ref x, Ref w, Ref bias, Ref y, int64_t rows, int64_t in,
                       int64_t out) override {
@@ -94,13 +101,15 @@ class CpuKernelSet : public KernelSet {
   absl::Status matmulTransposeRhs(Ref lhs, Ref rhs, Ref out, int64_t rows, int64_t k,
                                   int64_t n) override {
     F32Args a;
-    cpu::matmulTransposeRhs(a.in(lhs, rows * k), a.in(rhs, n * k), a.out(out, rows * n), rows, k, n);
+    cpu::matmulTransposeRhs(a.in(lhs, rows * k), a.in(rhs, n * k), a.out(out, rows * n), rows, k,
+                            n);
     return a.commit();
   }
   absl::Status matmulTransposeLhs(Ref lhs, Ref rhs, Ref out, int64_t rows, int64_t m,
                                   int64_t n) override {
     F32Args a;
-    cpu::matmulTransposeLhs(a.in(lhs, rows * m), a.in(rhs, rows * n), a.out(out, m * n), rows, m, n);
+    cpu::matmulTransposeLhs(a.in(lhs, rows * m), a.in(rhs, rows * n), a.out(out, m * n), rows, m,
+                            n);
     return a.commit();
   }
   absl::Status rmsNorm(Ref x, Ref gamma, Ref y, int64_t rows, int64_t hidden, float eps) override {
@@ -113,23 +122,24 @@ class CpuKernelSet : public KernelSet {
                            int64_t hidden, float eps) override {
     F32Args a;
     const int64_t n = rows * hidden;
-    cpu::rmsNormGrad(a.in(x, n), a.in(gamma, hidden), a.in(dy, n), a.out(dx, n), a.out(dgamma, hidden),
-                     rows, hidden, eps);
+    cpu::rmsNormGrad(a.in(x, n), a.in(gamma, hidden), a.in(dy, n), a.out(dx, n),
+                     a.out(dgamma, hidden), rows, hidden, eps);
     return a.commit();
   }
   absl::Status layerNorm(Ref x, Ref gamma, Ref beta, Ref y, int64_t rows, int64_t hidden,
                          float eps) override {
     F32Args a;
     const int64_t n = rows * hidden;
-    cpu::layerNorm(a.in(x, n), a.in(gamma, hidden), a.in(beta, hidden), a.out(y, n), rows, hidden, eps);
+    cpu::layerNorm(a.in(x, n), a.in(gamma, hidden), a.in(beta, hidden), a.out(y, n), rows, hidden,
+                   eps);
     return a.commit();
   }
   absl::Status layerNormGrad(Ref x, Ref gamma, Ref dy, Ref dx, Ref dgamma, Ref dbeta, int64_t rows,
                              int64_t hidden, float eps) override {
     F32Args a;
     const int64_t n = rows * hidden;
-    cpu::layerNormGrad(a.in(x, n), a.in(gamma, hidden), a.in(dy, n), a.out(dx, n), a.out(dgamma, hidden),
-                       a.out(dbeta, hidden), rows, hidden, eps);
+    cpu::layerNormGrad(a.in(x, n), a.in(gamma, hidden), a.in(dy, n), a.out(dx, n),
+                       a.out(dgamma, hidden), a.out(dbeta, hidden), rows, hidden, eps);
     return a.commit();
   }
   absl::Status rope(Ref x, Ref y, int64_t batch, int64_t seq, int64_t heads, int64_t head_dim,
@@ -151,8 +161,8 @@ class CpuKernelSet : public KernelSet {
     F32Args a;
     const int64_t nq = s.batch * s.seq * s.heads * s.head_dim;
     const int64_t nk = s.batch * s.seq * s.kv_heads * s.head_dim;
-    cpu::attentionGrad(a.in(q, nq), a.in(k, nk), a.in(v, nk), a.in(dout, nq), a.out(dq, nq), a.out(dk, nk),
-                       a.out(dv, nk), s);
+    cpu::attentionGrad(a.in(q, nq), a.in(k, nk), a.in(v, nk), a.in(dout, nq), a.out(dq, nq),
+                       a.out(dk, nk), a.out(dv, nk), s);
     return a.commit();
   }
   absl::Status softmax(Ref x, Ref y, int64_t rows, int64_t n) override {
@@ -205,7 +215,8 @@ class CpuKernelSet : public KernelSet {
     int64_t total = 1, kept = 1;
     for (size_t d = 0; d < shape.size(); ++d) {
       total *= shape[d];
-      if (std::find(dims.begin(), dims.end(), static_cast<int64_t>(d)) == dims.end()) kept *= shape[d];
+      if (std::find(dims.begin(), dims.end(), static_cast<int64_t>(d)) == dims.end())
+        kept *= shape[d];
     }
     F32Args a;
     cpu::reduceSum(a.in(x, total), shape, dims, a.out(out, kept));
@@ -214,15 +225,15 @@ class CpuKernelSet : public KernelSet {
   absl::Status embedding(const int32_t* ids, Ref table, Ref out, int64_t tokens, int64_t hidden,
                          int64_t row_begin, int64_t table_rows) override {
     F32Args a;
-    cpu::embedding(ids, a.in(table, table_rows * hidden), a.out(out, tokens * hidden), tokens, hidden,
-                   row_begin, table_rows);
+    cpu::embedding(ids, a.in(table, table_rows * hidden), a.out(out, tokens * hidden), tokens,
+                   hidden, row_begin, table_rows);
     return a.commit();
   }
   absl::Status embeddingGrad(const int32_t* ids, Ref dy, Ref dtable, int64_t tokens, int64_t hidden,
                              int64_t row_begin, int64_t table_rows) override {
     F32Args a;
-    cpu::embeddingGrad(ids, a.in(dy, tokens * hidden), a.out(dtable, table_rows * hidden), tokens, hidden,
-                       row_begin, table_rows);
+    cpu::embeddingGrad(ids, a.in(dy, tokens * hidden), a.out(dtable, table_rows * hidden), tokens,
+                       hidden, row_begin, table_rows);
     return a.commit();
   }
   absl::Status crossEntropy(Ref logits, const int32_t* labels, float* loss, int64_t tokens,
@@ -234,19 +245,22 @@ class CpuKernelSet : public KernelSet {
   absl::Status crossEntropyGrad(Ref logits, const int32_t* labels, float dloss, float scale,
                                 Ref dlogits, int64_t tokens, int64_t vocab) override {
     F32Args a;
-    cpu::crossEntropyGrad(a.in(logits, tokens * vocab), labels, dloss, scale, a.out(dlogits, tokens * vocab),
-                          tokens, vocab);
+    cpu::crossEntropyGrad(a.in(logits, tokens * vocab), labels, dloss, scale,
+                          a.out(dlogits, tokens * vocab), tokens, vocab);
     return a.commit();
   }
-  absl::Status vocabMax(Ref logits, float* max, int64_t tokens, int64_t local, int64_t valid) override {
+  absl::Status vocabMax(Ref logits, float* max, int64_t tokens, int64_t local,
+                        int64_t valid) override {
     F32Args a;
     cpu::vocabMax(a.in(logits, tokens * local), max, tokens, local, valid);
     return a.commit();
   }
   absl::Status vocabStats(Ref logits, const int32_t* labels, const float* max, float* stats,
-                          int64_t tokens, int64_t local, int64_t valid, int64_t row_begin) override {
+                          int64_t tokens, int64_t local, int64_t valid,
+                          int64_t row_begin) override {
     F32Args a;
-    cpu::vocabStats(a.in(logits, tokens * local), labels, max, stats, tokens, local, valid, row_begin);
+    cpu::vocabStats(a.in(logits, tokens * local), labels, max, stats, tokens, local, valid,
+                    row_begin);
     return a.commit();
   }
   absl::Status vocabCrossEntropy(const float* stats, float* loss, int64_t tokens) override {
@@ -299,8 +313,9 @@ class CpuKernelSet : public KernelSet {
                      float* exp_avg, float* exp_avg_sq, float* master, int64_t count,
                      const float* grad_scale) override {
     if (master == nullptr && params.dtype != comm::DType::kFloat32) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "AdamW on ", std::string(comm::dtypeName(params.dtype)), " parameters needs an f32 master copy"));
+      return absl::InvalidArgumentError(absl::StrCat("AdamW on ",
+                                                     std::string(comm::dtypeName(params.dtype)),
+                                                     " parameters needs an f32 master copy"));
     }
     // Clipping scales a copy: the gradients stay as the backward pass left them.
     F32Args a;

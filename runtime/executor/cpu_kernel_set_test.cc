@@ -41,12 +41,14 @@ std::vector<float> ramp(size_t n, float scale, float offset) {
 TEST(CpuKernelSetTest, Bf16LinearIsTheF32LinearOfTheWidenedOperandsRounded) {
   std::unique_ptr<KernelSet> k = cpuKernelSet();
   const int64_t rows = 3, in = 5, out = 4;
-  std::vector<uint16_t> x = toBf16(ramp(rows * in, 0.013f, -0.1f)), w = toBf16(ramp(in * out, 0.07f, -0.7f));
+  std::vector<uint16_t> x = toBf16(ramp(rows * in, 0.013f, -0.1f)),
+                        w = toBf16(ramp(in * out, 0.07f, -0.7f));
   std::vector<uint16_t> bias = toBf16(ramp(out, 0.3f, 0.01f)), y(rows * out);
   ASSERT_TRUE(k->linear(bf16(x), bf16(w), bf16(bias), bf16(y), rows, in, out).ok());
   std::vector<float> xf = widen(x), wf = widen(w), bf = widen(bias), want(rows * out);
   ASSERT_TRUE(k->linear(f32(xf), f32(wf), f32(bf), f32(want), rows, in, out).ok());
-  for (size_t i = 0; i < want.size(); ++i) EXPECT_EQ(comm::bfloat16ToFloat(y[i]), roundTrip(want[i])) << i;
+  for (size_t i = 0; i < want.size(); ++i)
+    EXPECT_EQ(comm::bfloat16ToFloat(y[i]), roundTrip(want[i])) << i;
 }
 
 TEST(CpuKernelSetTest, MixedOperandTypesAreEachReadAsTheirValues) {
@@ -98,7 +100,9 @@ TEST(CpuKernelSetTest, AdamWWithAMasterCopyUpdatesTheMasterAndRoundsIntoTheParam
   const std::vector<uint16_t> gradsBefore = grads;
   std::vector<float> m(n, 0.0f), v(n, 0.0f), wantM(n, 0.0f), wantV(n, 0.0f);
   const float half = 0.5f;
-  ASSERT_TRUE(k->adamw(config, 1, bf16(params), bf16(grads), m.data(), v.data(), master.data(), n, &half).ok());
+  ASSERT_TRUE(
+      k->adamw(config, 1, bf16(params), bf16(grads), m.data(), v.data(), master.data(), n, &half)
+          .ok());
   std::vector<float> scaled = widen(grads);
   optim::scaleGradients(scaled.data(), n, half);
   optim::adamwStep(config, 1, wantMaster.data(), scaled.data(), wantM.data(), wantV.data(), n);
@@ -113,7 +117,8 @@ TEST(CpuKernelSetTest, AdamWRefusesBf16ParamsWithoutAMasterCopy) {
   std::unique_ptr<KernelSet> k = cpuKernelSet();
   std::vector<uint16_t> params(4), grads(4);
   std::vector<float> m(4), v(4);
-  absl::Status s = k->adamw({}, 1, bf16(params), bf16(grads), m.data(), v.data(), nullptr, 4, nullptr);
+  absl::Status s =
+      k->adamw({}, 1, bf16(params), bf16(grads), m.data(), v.data(), nullptr, 4, nullptr);
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(s.message().find("master copy"), std::string::npos) << s;
 }

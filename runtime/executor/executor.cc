@@ -34,8 +34,10 @@ void copyCorner(float* padded, const std::vector<int64_t>& local, float* dense,
                 const std::vector<int64_t>& valid, bool into_padded) {
   const int64_t count = product(valid);
   if (valid == local) {
-    if (into_padded) std::memcpy(padded, dense, count * sizeof(float));
-    else std::memcpy(dense, padded, count * sizeof(float));
+    if (into_padded)
+      std::memcpy(padded, dense, count * sizeof(float));
+    else
+      std::memcpy(dense, padded, count * sizeof(float));
     return;
   }
   if (count == 0) return;
@@ -46,8 +48,10 @@ void copyCorner(float* padded, const std::vector<int64_t>& local, float* dense,
     int64_t offset = 0;
     for (size_t d = 0; d + 1 < rank; ++d) offset = offset * local[d] + index[d];
     offset *= local.back();
-    if (into_padded) std::memcpy(padded + offset, dense + row * inner, inner * sizeof(float));
-    else std::memcpy(dense + row * inner, padded + offset, inner * sizeof(float));
+    if (into_padded)
+      std::memcpy(padded + offset, dense + row * inner, inner * sizeof(float));
+    else
+      std::memcpy(dense + row * inner, padded + offset, inner * sizeof(float));
     for (int64_t d = static_cast<int64_t>(rank) - 2; d >= 0; --d) {
       if (++index[d] < valid[d]) break;
       index[d] = 0;
@@ -113,7 +117,8 @@ absl::Status permuteDims(KernelSet& k, Ref src, const std::vector<int64_t>& shap
                          const std::vector<int64_t>& perm, Ref dst) {
   const size_t rank = shape.size();
   const size_t elem = comm::dtypeSize(src.dtype);
-  if (rank == 0 || product(shape) == 0) return rank == 0 ? k.copy(dst.data, src.data, elem) : absl::OkStatus();
+  if (rank == 0 || product(shape) == 0)
+    return rank == 0 ? k.copy(dst.data, src.data, elem) : absl::OkStatus();
   std::vector<int64_t> stride(rank, 1), out(rank);
   for (size_t d = rank - 1; d > 0; --d) stride[d - 1] = stride[d] * shape[d];
   for (size_t i = 0; i < rank; ++i) out[i] = shape[perm[i]];
@@ -131,8 +136,8 @@ absl::Status permuteDims(KernelSet& k, Ref src, const std::vector<int64_t>& shap
   for (int64_t n = 0; n < outer; ++n) {
     int64_t from = 0;
     for (size_t i = 0; i < walk; ++i) from += index[i] * stride[perm[i]];
-    absl::Status s = k.copy2D(dst.at(n * product(out, walk)).data, dstPitch, src.at(from).data, srcPitch, width,
-                              static_cast<size_t>(height));
+    absl::Status s = k.copy2D(dst.at(n * product(out, walk)).data, dstPitch, src.at(from).data,
+                              srcPitch, width, static_cast<size_t>(height));
     if (!s.ok()) return s;
     for (int64_t i = static_cast<int64_t>(walk) - 1; i >= 0; --i) {
       if (++index[i] < out[i]) break;
@@ -159,9 +164,8 @@ Executor::~Executor() {
   while (callbacks_outstanding_ > 0 && TraceRecorder::nowUs() < deadline) std::this_thread::yield();
 }
 
-absl::StatusOr<std::unique_ptr<Executor>> Executor::create(const plan::Plan& plan,
-                                                           std::shared_ptr<comm::ProcessGroup> world,
-                                                           ExecutorOptions options) {
+absl::StatusOr<std::unique_ptr<Executor>> Executor::create(
+    const plan::Plan& plan, std::shared_ptr<comm::ProcessGroup> world, ExecutorOptions options) {
   if (absl::Status s = plan::checkPlanForJob(plan, world->size()); !s.ok()) return s;
   std::unique_ptr<Executor> executor(new Executor(plan, std::move(world), options));
   Executor& e = *executor;
@@ -178,7 +182,8 @@ absl::StatusOr<std::unique_ptr<Executor>> Executor::create(const plan::Plan& pla
   if (options.device == ExecutorDevice::kCuda) {
     absl::StatusOr<std::unique_ptr<KernelSet>> kernels = cudaKernelSet(options.cuda_device);
     if (!kernels.ok()) {
-      return absl::Status(kernels.status().code(), absl::StrCat("rank ", e.rank_, ": ", kernels.status().message()));
+      return absl::Status(kernels.status().code(),
+                          absl::StrCat("rank ", e.rank_, ": ", kernels.status().message()));
     }
     e.kernels_ = *std::move(kernels);
   } else {
@@ -189,7 +194,8 @@ absl::StatusOr<std::unique_ptr<Executor>> Executor::create(const plan::Plan& pla
   if (absl::Status s = e.kernels_->activate(); !s.ok()) return s;
   e.allocator_ = std::make_unique<CachingAllocator>(e.kernels_->blockSource());
   if (options.max_grad_norm > 0) {
-    e.clip_coefficient_ = reinterpret_cast<float*>(static_cast<char*>(e.kernels_->scalars()) + sizeof(double));
+    e.clip_coefficient_ =
+        reinterpret_cast<float*>(static_cast<char*>(e.kernels_->scalars()) + sizeof(double));
   }
 
   // One group per mesh axis, plus every set of axes a collective spans.
@@ -198,8 +204,8 @@ absl::StatusOr<std::unique_ptr<Executor>> Executor::create(const plan::Plan& pla
     if (instr->attrs.mesh_axes.size() > 1) axisSets.insert(instr->attrs.mesh_axes);
   }
   absl::StatusOr<comm::MeshGroups> groups = comm::MeshGroups::create(
-      e.world_, e.plan_.mesh, std::vector<std::vector<std::string>>(axisSets.begin(), axisSets.end()),
-      "plan");
+      e.world_, e.plan_.mesh,
+      std::vector<std::vector<std::string>>(axisSets.begin(), axisSets.end()), "plan");
   if (!groups.ok()) return groups.status();
   e.groups_ = std::make_unique<comm::MeshGroups>(*std::move(groups));
 
@@ -210,7 +216,8 @@ absl::StatusOr<std::unique_ptr<Executor>> Executor::create(const plan::Plan& pla
   if (rows->valid != ids.local_shape || ids.local_shape[1] != ids.global_shape[1]) {
     return absl::InvalidArgumentError(absl::StrCat(
         plan.source, ": the token ids ", shapeText(ids.global_shape), " are split as ",
-        shapeText(ids.local_shape), " per rank with padding or along the sequence; the CPU runtime "
+        shapeText(ids.local_shape),
+        " per rank with padding or along the sequence; the CPU runtime "
         "needs a global batch that divides over the data-parallel axes (re-plan with --batch a "
         "multiple of their product)"));
   }
@@ -218,7 +225,8 @@ absl::StatusOr<std::unique_ptr<Executor>> Executor::create(const plan::Plan& pla
   e.global_batch_ = ids.global_shape[0];
   e.seq_ = ids.global_shape[1];
   e.order_ = std::make_unique<RowOrder>(options.deterministic, e.rows_.count, e.seq_);
-  if (absl::Status s = e.order_->checkPlan(e.plan_, e.instructions_, options.device); !s.ok()) return s;
+  if (absl::Status s = e.order_->checkPlan(e.plan_, e.instructions_, options.device); !s.ok())
+    return s;
   // The exporter's interface.vocab, else the first embedding's rows (a
   // gathered padded table would count its padding: plans from before
   // interface.vocab).
@@ -228,7 +236,8 @@ absl::StatusOr<std::unique_ptr<Executor>> Executor::create(const plan::Plan& pla
     if (instr->op == "nn.embedding") e.vocab_ = e.plan_.buffers[instr->operands[1]].global_shape[0];
   }
   if (e.vocab_ <= 0) {
-    return absl::InvalidArgumentError(absl::StrCat(plan.source, ": the plan has no nn.embedding of the ids"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(plan.source, ": the plan has no nn.embedding of the ids"));
   }
 
   if (absl::Status s = e.bind(); !s.ok()) return s;
@@ -246,10 +255,11 @@ void* Executor::bufferData(int64_t id) const {
 
 absl::Status Executor::outOfMemory(size_t bytes, const std::string& what) const {
   const AllocatorStats& a = allocator_->stats();
-  return absl::ResourceExhaustedError(absl::StrCat(
-      kernels_->name(), " memory exhausted allocating ", bytes, " bytes for ", what, " (", a.in_use_bytes,
-      " bytes in use, ", a.reserved_bytes, " held by the caching allocator); plan with a smaller batch or "
-      "--memory-gb set to what the device has free"));
+  return absl::ResourceExhaustedError(
+      absl::StrCat(kernels_->name(), " memory exhausted allocating ", bytes, " bytes for ", what,
+                   " (", a.in_use_bytes, " bytes in use, ", a.reserved_bytes,
+                   " held by the caching allocator); plan with a smaller batch or "
+                   "--memory-gb set to what the device has free"));
 }
 
 absl::Status Executor::define(int64_t id) {
@@ -288,14 +298,16 @@ absl::Status Executor::finalize(int64_t id) {
   if (stack.rows == 0) return absl::OkStatus();
   const plan::Buffer& b = plan_.buffers[id];
   if (stack.rows != global_batch_) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "deterministic mode: ", b.name, " holds the contributions of ", stack.rows, " of the ",
-        global_batch_, " batch rows when it is used; the plan reduces it over fewer mesh axes "
-        "than the batch is split over"));
+    return absl::FailedPreconditionError(
+        absl::StrCat("deterministic mode: ", b.name, " holds the contributions of ", stack.rows,
+                     " of the ", global_batch_,
+                     " batch rows when it is used; the plan reduces it over fewer mesh axes "
+                     "than the batch is split over"));
   }
   std::vector<int64_t> order(stack.rows);
   std::iota(order.begin(), order.end(), 0);
-  std::sort(order.begin(), order.end(), [&](int64_t a, int64_t c) { return stack.index[a] < stack.index[c]; });
+  std::sort(order.begin(), order.end(),
+            [&](int64_t a, int64_t c) { return stack.index[a] < stack.index[c]; });
   const int64_t n = b.numel();
   const float* rows = static_cast<const float*>(bufferData(id));
   std::vector<float> sum(n, 0.0f);
@@ -352,49 +364,49 @@ absl::Status Executor::Site::needF32(std::initializer_list<int64_t> ids, const c
 const std::map<std::string_view, Executor::Binder>& Executor::binders() {
   static const std::map<std::string_view, Binder>* const kBinders =
       new std::map<std::string_view, Binder>{
-      {"nn.embedding", &Executor::bindEmbedding},
-      {"nn.embedding_grad", &Executor::bindEmbeddingGrad},
-      {"nn.linear", &Executor::bindLinear},
-      {"nn.matmul", &Executor::bindMatmul},
-      {"nn.rms_norm", &Executor::bindNorm},
-      {"nn.layer_norm", &Executor::bindNorm},
-      {"nn.rms_norm_grad", &Executor::bindNormGrad},
-      {"nn.layer_norm_grad", &Executor::bindNormGrad},
-      {"nn.rope", &Executor::bindRope},
-      {"nn.attention", &Executor::bindAttention},
-      {"nn.attention_grad", &Executor::bindAttention},
-      {"nn.silu", &Executor::bindActivation},
-      {"nn.gelu", &Executor::bindActivation},
-      {"nn.silu_grad", &Executor::bindActivationGrad},
-      {"nn.gelu_grad", &Executor::bindActivationGrad},
-      {"nn.add", &Executor::bindElementwise},
-      {"nn.mul", &Executor::bindElementwise},
-      {"nn.softmax", &Executor::bindSoftmax},
-      {"nn.softmax_grad", &Executor::bindSoftmax},
-      {"nn.reshape", &Executor::bindReshape},
-      {"nn.transpose", &Executor::bindTranspose},
-      {"nn.reduce_sum", &Executor::bindReduceSum},
-      {"nn.cross_entropy", &Executor::bindCrossEntropy},
-      {"nn.cross_entropy_grad", &Executor::bindCrossEntropy},
-      {"nn.bias_add", &Executor::bindBiasAdd},
-      {"nn.vocab_max", &Executor::bindVocab},
-      {"nn.vocab_stats", &Executor::bindVocab},
-      {"nn.vocab_cross_entropy", &Executor::bindVocab},
-      {"nn.vocab_cross_entropy_grad", &Executor::bindVocab},
-      {"dist.bucket", &Executor::bindBucket},
-      {"dist.unbucket", &Executor::bindBucket},
-      {"dist.slice", &Executor::bindSlice},
-      {"dist.free", &Executor::bindFree},
-      {"dist.optimizer_step", &Executor::bindOptimizerStep},
-      {"dist.wait", &Executor::bindWait},
-      {"dist.all_gather", &Executor::bindCollective},
-      {"dist.all_gather_start", &Executor::bindCollective},
-      {"dist.reduce_scatter", &Executor::bindCollective},
-      {"dist.reduce_scatter_start", &Executor::bindCollective},
-      {"dist.all_reduce", &Executor::bindCollective},
-      {"dist.all_reduce_start", &Executor::bindCollective},
-      {"dist.all_to_all", &Executor::bindCollective},
-      {"dist.all_to_all_start", &Executor::bindCollective},
+          {"nn.embedding", &Executor::bindEmbedding},
+          {"nn.embedding_grad", &Executor::bindEmbeddingGrad},
+          {"nn.linear", &Executor::bindLinear},
+          {"nn.matmul", &Executor::bindMatmul},
+          {"nn.rms_norm", &Executor::bindNorm},
+          {"nn.layer_norm", &Executor::bindNorm},
+          {"nn.rms_norm_grad", &Executor::bindNormGrad},
+          {"nn.layer_norm_grad", &Executor::bindNormGrad},
+          {"nn.rope", &Executor::bindRope},
+          {"nn.attention", &Executor::bindAttention},
+          {"nn.attention_grad", &Executor::bindAttention},
+          {"nn.silu", &Executor::bindActivation},
+          {"nn.gelu", &Executor::bindActivation},
+          {"nn.silu_grad", &Executor::bindActivationGrad},
+          {"nn.gelu_grad", &Executor::bindActivationGrad},
+          {"nn.add", &Executor::bindElementwise},
+          {"nn.mul", &Executor::bindElementwise},
+          {"nn.softmax", &Executor::bindSoftmax},
+          {"nn.softmax_grad", &Executor::bindSoftmax},
+          {"nn.reshape", &Executor::bindReshape},
+          {"nn.transpose", &Executor::bindTranspose},
+          {"nn.reduce_sum", &Executor::bindReduceSum},
+          {"nn.cross_entropy", &Executor::bindCrossEntropy},
+          {"nn.cross_entropy_grad", &Executor::bindCrossEntropy},
+          {"nn.bias_add", &Executor::bindBiasAdd},
+          {"nn.vocab_max", &Executor::bindVocab},
+          {"nn.vocab_stats", &Executor::bindVocab},
+          {"nn.vocab_cross_entropy", &Executor::bindVocab},
+          {"nn.vocab_cross_entropy_grad", &Executor::bindVocab},
+          {"dist.bucket", &Executor::bindBucket},
+          {"dist.unbucket", &Executor::bindBucket},
+          {"dist.slice", &Executor::bindSlice},
+          {"dist.free", &Executor::bindFree},
+          {"dist.optimizer_step", &Executor::bindOptimizerStep},
+          {"dist.wait", &Executor::bindWait},
+          {"dist.all_gather", &Executor::bindCollective},
+          {"dist.all_gather_start", &Executor::bindCollective},
+          {"dist.reduce_scatter", &Executor::bindCollective},
+          {"dist.reduce_scatter_start", &Executor::bindCollective},
+          {"dist.all_reduce", &Executor::bindCollective},
+          {"dist.all_reduce_start", &Executor::bindCollective},
+          {"dist.all_to_all", &Executor::bindCollective},
+          {"dist.all_to_all_start", &Executor::bindCollective},
       };
   return *kBinders;
 }
@@ -421,9 +433,10 @@ absl::Status Executor::bind() {
       for (int64_t id : *ids) {
         const comm::DType t = plan_.buffers[id].dtype;
         if (!runtimeDtype(t)) {
-          return site.fail(absl::StrCat("buffer ", id, " (", plan_.buffers[id].name, ") is ",
-                                        std::string(comm::dtypeName(t)), "; the ", kernels_->name(),
-                                        " runtime computes in f32 and bf16 (plan with --dtype=f32 or bf16)"));
+          return site.fail(
+              absl::StrCat("buffer ", id, " (", plan_.buffers[id].name, ") is ",
+                           std::string(comm::dtypeName(t)), "; the ", kernels_->name(),
+                           " runtime computes in f32 and bf16 (plan with --dtype=f32 or bf16)"));
         }
       }
     }
@@ -449,18 +462,19 @@ absl::Status Executor::initialise() {
   for (const plan::Buffer& b : plan_.buffers) {
     if (!persistent_[b.id]) continue;
     if (b.dtype != comm::DType::kFloat32 && b.dtype != comm::DType::kBFloat16) {
-      return absl::InvalidArgumentError(absl::StrCat(plan_.source, ": buffer ", b.id, " (", b.name,
-                                                     ") is ", std::string(comm::dtypeName(b.dtype)),
-                                                     "; the ", kernels_->name(),
-                                                     " runtime keeps parameters in f32 or bf16 (plan with "
-                                                     "--dtype=f32 or bf16)"));
+      return absl::InvalidArgumentError(
+          absl::StrCat(plan_.source, ": buffer ", b.id, " (", b.name, ") is ",
+                       std::string(comm::dtypeName(b.dtype)), "; the ", kernels_->name(),
+                       " runtime keeps parameters in f32 or bf16 (plan with "
+                       "--dtype=f32 or bf16)"));
     }
     if (absl::Status s = define(b.id); !s.ok()) return s;
     absl::StatusOr<plan::ShardBox> box = plan::shardBoxOf(b, plan_.mesh, coords_);
     if (!box.ok()) return box.status();
     std::vector<float> dense(product(box->valid));
     if (!dense.empty()) {
-      if (absl::Status s = init::initShard(*b.init, b.global_shape, box->offsets, box->valid, dense.data());
+      if (absl::Status s =
+              init::initShard(*b.init, b.global_shape, box->offsets, box->valid, dense.data());
           !s.ok()) {
         return absl::Status(s.code(), absl::StrCat("initialising ", b.name, ": ", s.message()));
       }
@@ -484,8 +498,9 @@ absl::Status Executor::uploadShard(const plan::Buffer& b, const std::vector<floa
   return kernels_->upload(bufferData(b.id), narrow.data(), narrow.size() * sizeof(uint16_t));
 }
 
-void Executor::traceWait(const plan::Instruction& in, int64_t step, int64_t index, const std::string& collective,
-                         const std::string& axes, double t0_us, double t1_us) {
+void Executor::traceWait(const plan::Instruction& in, int64_t step, int64_t index,
+                         const std::string& collective, const std::string& axes, double t0_us,
+                         double t1_us) {
   if (!options_.trace) return;
   trace_.add(TraceEvent{.name = absl::StrCat("wait ", collective),
                         .track = "compute",
@@ -521,9 +536,11 @@ absl::Status Executor::clipGradients() {
     const plan::Buffer& grad = plan_.buffers[in->operands[1]];
     int64_t copies = 1;
     for (size_t a = 0; a < grad.placement.size(); ++a) {
-      if (grad.placement[a].kind == plan::AxisPlacement::Kind::kReplicate) copies *= plan_.mesh.shape()[a];
+      if (grad.placement[a].kind == plan::AxisPlacement::Kind::kReplicate)
+        copies *= plan_.mesh.shape()[a];
     }
-    absl::Status s = kernels_->addSquaredNorm(Ref{bufferData(grad.id), grad.dtype}, grad.numel(), copies, total);
+    absl::Status s =
+        kernels_->addSquaredNorm(Ref{bufferData(grad.id), grad.dtype}, grad.numel(), copies, total);
     if (!s.ok()) return s;
   }
   absl::StatusOr<std::shared_ptr<comm::Work>> work =
@@ -542,7 +559,8 @@ absl::Status Executor::run(const Bound& bound, int64_t step) {
     Stack local{rows_.count, {}, bound.stack_mean};
     for (int64_t r = 0; r < rows_.count; ++r) local.index.push_back(rows_.begin + r);
     for (size_t k = 0; k < in.results.size(); ++k) {
-      absl::Status s = bound.stacked_results[k] ? defineStacked(in.results[k], local) : define(in.results[k]);
+      absl::Status s =
+          bound.stacked_results[k] ? defineStacked(in.results[k], local) : define(in.results[k]);
       if (!s.ok()) return s;
     }
   } else if (bound.allocates_results && bound.stack_rule == Bound::StackRule::kPropagate) {
@@ -550,15 +568,17 @@ absl::Status Executor::run(const Bound& bound, int64_t step) {
     for (int64_t id : in.operands) {
       if (stacks_[id].rows == 0) continue;
       if (stack != nullptr && stack->index != stacks_[id].index) {
-        return absl::InternalError(absl::StrCat(in.where(), ": deterministic mode: operands hold "
+        return absl::InternalError(absl::StrCat(in.where(),
+                                                ": deterministic mode: operands hold "
                                                 "different batch rows"));
       }
       stack = &stacks_[id];
     }
     for (int64_t id : in.operands) {
       if (stack != nullptr && stacks_[id].rows == 0) {
-        return absl::InternalError(absl::StrCat(in.where(), ": deterministic mode: ",
-                                                plan_.buffers[id].name, " is a total while another operand "
+        return absl::InternalError(absl::StrCat(in.where(),
+                                                ": deterministic mode: ", plan_.buffers[id].name,
+                                                " is a total while another operand "
                                                 "holds per-row contributions"));
       }
     }
@@ -573,7 +593,8 @@ absl::Status Executor::run(const Bound& bound, int64_t step) {
   }
   const double t0 = options_.trace ? TraceRecorder::nowUs() : 0;
   if (absl::Status s = bound.body(step); !s.ok()) return s;
-  if (options_.trace && !in.commStream() && in.info->family != plan::OpFamily::kWait && in.op != "dist.free") {
+  if (options_.trace && !in.commStream() && in.info->family != plan::OpFamily::kWait &&
+      in.op != "dist.free") {
     TraceEvent e;
     e.name = in.op;
     e.track = "compute";
@@ -606,7 +627,8 @@ absl::StatusOr<StepResult> Executor::step(int64_t step, const int32_t* ids, cons
     if (absl::Status s = define(io.positions); !s.ok()) return s;
     std::vector<int32_t> positions(tokens);
     for (size_t t = 0; t < tokens; ++t) positions[t] = static_cast<int32_t>(t % seq_);
-    fed.Update(kernels_->upload(bufferData(io.positions), positions.data(), tokens * sizeof(int32_t)));
+    fed.Update(
+        kernels_->upload(bufferData(io.positions), positions.data(), tokens * sizeof(int32_t)));
   }
   if (!fed.ok()) return fed;
 
@@ -639,8 +661,8 @@ absl::StatusOr<StepResult> Executor::step(int64_t step, const int32_t* ids, cons
   }
   endPhase();
   if (!pending_.empty()) {
-    return absl::InternalError(absl::StrCat("collective '", pending_.begin()->first,
-                                            "' was never waited in step ", step));
+    return absl::InternalError(
+        absl::StrCat("collective '", pending_.begin()->first, "' was never waited in step ", step));
   }
   if (absl::Status s = finalize(io.loss); !s.ok()) return s;
   // The step's one synchronisation: the loss (and the norm) read back.
@@ -651,7 +673,8 @@ absl::StatusOr<StepResult> Executor::step(int64_t step, const int32_t* ids, cons
   result.loss = loss;
   if (options_.max_grad_norm > 0) {
     double total = 0;
-    if (absl::Status s = kernels_->download(&total, kernels_->scalars(), sizeof(double)); !s.ok()) return s;
+    if (absl::Status s = kernels_->download(&total, kernels_->scalars(), sizeof(double)); !s.ok())
+      return s;
     result.grad_norm = std::sqrt(total);
   }
   // A collective the device waited on but that failed (an NCCL error or
@@ -679,7 +702,8 @@ absl::StatusOr<std::vector<checkpoint::ShardView>> Executor::checkpointShards() 
   return shardViews(ids);
 }
 
-absl::StatusOr<std::vector<checkpoint::ShardView>> Executor::shardViews(const std::vector<int64_t>& ids) const {
+absl::StatusOr<std::vector<checkpoint::ShardView>> Executor::shardViews(
+    const std::vector<int64_t>& ids) const {
   std::vector<checkpoint::ShardView> shards;
   host_staging_.clear();
   if (absl::Status s = kernels_->activate(); !s.ok()) return s;
@@ -689,7 +713,8 @@ absl::StatusOr<std::vector<checkpoint::ShardView>> Executor::shardViews(const st
     // One replica: the rank at coordinate 0 of every axis that replicates it.
     bool saver = true;
     for (size_t a = 0; a < b.placement.size(); ++a) {
-      if (b.placement[a].kind != plan::AxisPlacement::Kind::kShard && coords_[a] != 0) saver = false;
+      if (b.placement[a].kind != plan::AxisPlacement::Kind::kShard && coords_[a] != 0)
+        saver = false;
     }
     if (!saver) continue;
     absl::StatusOr<plan::ShardBox> box = plan::shardBoxOf(b, plan_.mesh, coords_);
@@ -705,8 +730,9 @@ absl::StatusOr<std::vector<checkpoint::ShardView>> Executor::shardViews(const st
     if (!kernels_->hostAddressable() || b.dtype != comm::DType::kFloat32) {
       absl::StatusOr<std::vector<float>> host = hostValues(b);
       if (!host.ok()) {
-        return absl::Status(host.status().code(),
-                            absl::StrCat("copying ", b.name, " to the host: ", host.status().message()));
+        return absl::Status(
+            host.status().code(),
+            absl::StrCat("copying ", b.name, " to the host: ", host.status().message()));
       }
       view.data = host_staging_.emplace_back(*std::move(host)).data();
     }
@@ -722,15 +748,17 @@ absl::Status Executor::loadCheckpoint(const checkpoint::CheckpointReader& reader
     absl::StatusOr<checkpoint::TensorInfo> info = reader.tensor(b.name);
     if (!info.ok()) return info.status();
     if (info->shape != b.global_shape) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "checkpoint ", reader.directory(), ": ", b.name, " is ", shapeText(info->shape),
-          " there but ", shapeText(b.global_shape), " in the plan; it was saved for another model"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("checkpoint ", reader.directory(), ": ", b.name, " is ",
+                       shapeText(info->shape), " there but ", shapeText(b.global_shape),
+                       " in the plan; it was saved for another model"));
     }
     absl::StatusOr<plan::ShardBox> box = plan::shardBoxOf(b, plan_.mesh, coords_);
     if (!box.ok()) return box.status();
     std::vector<float> dense(product(box->valid));
     if (!dense.empty()) {
-      if (absl::Status s = reader.readInto(b.name, {box->offsets, box->valid}, dense.data()); !s.ok()) {
+      if (absl::Status s = reader.readInto(b.name, {box->offsets, box->valid}, dense.data());
+          !s.ok()) {
         return s;
       }
     }
@@ -742,18 +770,21 @@ absl::Status Executor::loadCheckpoint(const checkpoint::CheckpointReader& reader
 absl::StatusOr<std::vector<float>> Executor::hostValues(const plan::Buffer& b) const {
   std::vector<float> values(b.numel());
   if (b.dtype == comm::DType::kFloat32) {
-    if (absl::Status s = kernels_->download(values.data(), bufferData(b.id), values.size() * sizeof(float));
+    if (absl::Status s =
+            kernels_->download(values.data(), bufferData(b.id), values.size() * sizeof(float));
         !s.ok()) {
       return s;
     }
     return values;
   }
   if (b.dtype != comm::DType::kBFloat16) {
-    return absl::FailedPreconditionError(absl::StrCat(b.name, " is ", std::string(comm::dtypeName(b.dtype)),
-                                                      ", not a float buffer"));
+    return absl::FailedPreconditionError(absl::StrCat(
+        b.name, " is ", std::string(comm::dtypeName(b.dtype)), ", not a float buffer"));
   }
   std::vector<uint16_t> bits(values.size());
-  if (absl::Status s = kernels_->download(bits.data(), bufferData(b.id), bits.size() * sizeof(uint16_t)); !s.ok()) {
+  if (absl::Status s =
+          kernels_->download(bits.data(), bufferData(b.id), bits.size() * sizeof(uint16_t));
+      !s.ok()) {
     return s;
   }
   for (size_t i = 0; i < bits.size(); ++i) values[i] = comm::bfloat16ToFloat(bits[i]);

@@ -78,7 +78,7 @@ struct PhaseMemory {
 };
 
 struct StepResult {
-  double loss = 0;     // the plan's loss, the same on every rank
+  double loss = 0;       // the plan's loss, the same on every rank
   double grad_norm = 0;  // global norm before clipping (when clipping is on)
   double seconds = 0;
 };
@@ -89,8 +89,9 @@ class Executor {
   // per set of mesh axes the plan's collectives use (a collective over
   // `world`), binds every instruction to its kernel with verified shapes,
   // and initialises parameters and optimizer states from their init specs.
-  static absl::StatusOr<std::unique_ptr<Executor>> create(
-      const plan::Plan& plan, std::shared_ptr<comm::ProcessGroup> world, ExecutorOptions options = {});
+  static absl::StatusOr<std::unique_ptr<Executor>> create(const plan::Plan& plan,
+                                                          std::shared_ptr<comm::ProcessGroup> world,
+                                                          ExecutorOptions options = {});
   ~Executor();
 
   const plan::Plan& plan() const { return plan_; }
@@ -126,8 +127,9 @@ class Executor {
   void endPhase();
   // With tracing on, records the compute stream's wait [t0_us, t1_us] for
   // collective `collective` (its op index `index`, over `axes`) at `in`.
-  void traceWait(const plan::Instruction& in, int64_t step, int64_t index, const std::string& collective,
-                 const std::string& axes, double t0_us, double t1_us);
+  void traceWait(const plan::Instruction& in, int64_t step, int64_t index,
+                 const std::string& collective, const std::string& axes, double t0_us,
+                 double t1_us);
 
   TraceRecorder& trace() { return trace_; }
   const comm::MeshGroups& groups() const { return *groups_; }
@@ -137,10 +139,11 @@ class Executor {
   static bool binds(std::string_view op);
 
  private:
-  struct Bound;     // an instruction bound to its kernel
-  struct Pending;   // an async collective between its start and its wait
-  class RowOrder;   // deterministic mode's strategy (executor_internal.h)
-  Executor(const plan::Plan& plan, std::shared_ptr<comm::ProcessGroup> world, ExecutorOptions options);
+  struct Bound;    // an instruction bound to its kernel
+  struct Pending;  // an async collective between its start and its wait
+  class RowOrder;  // deterministic mode's strategy (executor_internal.h)
+  Executor(const plan::Plan& plan, std::shared_ptr<comm::ProcessGroup> world,
+           ExecutorOptions options);
 
   // One instruction being bound: where it is, what it binds into, and the
   // checks every binder shares (their errors name the plan, the
@@ -158,8 +161,9 @@ class Executor {
     // Exactly `operands` operands and `results` results.
     absl::Status need(size_t operands, size_t results) const;
     // Buffers the kernels take as float*.
-    absl::Status needF32(std::initializer_list<int64_t> ids,
-                         const char* why = "losses, the dloss seed and vocab max/statistics are f32") const;
+    absl::Status needF32(
+        std::initializer_list<int64_t> ids,
+        const char* why = "losses, the dloss seed and vocab max/statistics are f32") const;
   };
   // Checks one instruction and sets its Bound's body.
   using Binder = absl::Status (Executor::*)(Site& site);
@@ -239,7 +243,8 @@ class Executor {
   absl::Status defineLike(int64_t id, int64_t of);
   // Sums a stack over all global rows in row order into an ordinary buffer.
   absl::Status finalize(int64_t id);
-  absl::StatusOr<std::vector<checkpoint::ShardView>> shardViews(const std::vector<int64_t>& ids) const;
+  absl::StatusOr<std::vector<checkpoint::ShardView>> shardViews(
+      const std::vector<int64_t>& ids) const;
   // Writes a param or state's valid box `dense` into its padded buffer.
   // A float buffer's local values (padding included) as f32 on the host.
   absl::StatusOr<std::vector<float>> hostValues(const plan::Buffer& b) const;

@@ -31,8 +31,9 @@ absl::Status Executor::bindBucket(Site& site) {
   const comm::DType type = plan_.buffers[flat].dtype;
   for (int64_t id : entries) {
     if (plan_.buffers[id].dtype != type) {
-      return site.fail(absl::StrCat(plan_.buffers[id].name, " is ", std::string(comm::dtypeName(plan_.buffers[id].dtype)),
-                               " but its bucket is ", std::string(comm::dtypeName(type))));
+      return site.fail(absl::StrCat(plan_.buffers[id].name, " is ",
+                                    std::string(comm::dtypeName(plan_.buffers[id].dtype)),
+                                    " but its bucket is ", std::string(comm::dtypeName(type))));
     }
   }
   const size_t elem = comm::dtypeSize(type);
@@ -46,9 +47,16 @@ absl::Status Executor::bindBucket(Site& site) {
   for (size_t k = 0; k < entries.size(); ++k) {
     const std::vector<int64_t>& s = shape(entries[k]);
     const int64_t d = s.empty() ? 0 : splitDims[k];
-    Part part{entries[k], product(s, 0, d), s.empty() ? 1 : s[d], product(s, d + 1), offsets[k], product(s), 0};
+    Part part{entries[k],
+              product(s, 0, d),
+              s.empty() ? 1 : s[d],
+              product(s, d + 1),
+              offsets[k],
+              product(s),
+              0};
     part.rows = padded ? mesh::shardSize(part.n, chunks) : part.n / chunks;
-    if ((!padded && part.n % chunks) || part.offset + part.outer * part.rows * part.tail > segment) {
+    if ((!padded && part.n % chunks) ||
+        part.offset + part.outer * part.rows * part.tail > segment) {
       return site.fail(absl::StrCat("entry ", k, " ", shapeText(s), " does not fit its segment"));
     }
     parts.push_back(part);
@@ -77,8 +85,8 @@ absl::Status Executor::bindBucket(Site& site) {
           }
           s.Update(kernels_->copy2D(b.data, bucketPitch, a, entryPitch, width, p.outer));
           if (real < rows) {
-            s.Update(kernels_->zero2D(b.at(real * p.tail).data, bucketPitch, (rows - real) * p.tail * elem,
-                                      p.outer));
+            s.Update(kernels_->zero2D(b.at(real * p.tail).data, bucketPitch,
+                                      (rows - real) * p.tail * elem, p.outer));
           }
         }
       }
@@ -92,7 +100,8 @@ absl::Status Executor::bindSlice(Site& site) {
   const plan::Instruction& in = site.in;
   const auto& [o, r] = site.io();
   if (absl::Status st = site.need(1, 1); !st.ok()) return st;
-  if (plan_.buffers[o[0]].dtype != plan_.buffers[r[0]].dtype) return site.fail("a slice keeps its dtype");
+  if (plan_.buffers[o[0]].dtype != plan_.buffers[r[0]].dtype)
+    return site.fail("a slice keeps its dtype");
   const int64_t dim = *in.attrs.slice_dim;
   int64_t index = 0;
   for (const std::string& axis : in.attrs.mesh_axes) {
@@ -119,7 +128,8 @@ absl::Status Executor::bindOptimizerStep(Site& site) {
   const plan::Instruction& in = site.in;
   const std::vector<int64_t>& o = site.in.operands;
   if (o.size() != 4 && o.size() != 5) {
-    return site.fail("expected param, grad, exp_avg, exp_avg_sq and, for non-f32 params, an f32 master copy");
+    return site.fail(
+        "expected param, grad, exp_avg, exp_avg_sq and, for non-f32 params, an f32 master copy");
   }
   const int64_t n = numel(o[0]);
   for (int64_t id : o) {
@@ -131,7 +141,8 @@ absl::Status Executor::bindOptimizerStep(Site& site) {
       master ? site.needF32({o[2], o[3], o[4]}, kStates) : site.needF32({o[2], o[3]}, kStates);
   if (!states.ok()) return states;
   if (!master && plan_.buffers[o[0]].dtype != comm::DType::kFloat32) {
-    return site.fail("a bf16 parameter needs an f32 master copy (operand 5); re-plan with the current planner");
+    return site.fail(
+        "a bf16 parameter needs an f32 master copy (operand 5); re-plan with the current planner");
   }
   optim::AdamWConfig config;
   config.lr = options_.learning_rate > 0 ? options_.learning_rate : *in.attrs.lr;
@@ -141,8 +152,8 @@ absl::Status Executor::bindOptimizerStep(Site& site) {
   config.weight_decay = *in.attrs.weight_decay;
   site.bound.allocates_results = false;
   site.bound.body = [=, this](int64_t step) {
-    return kernels_->adamw(config, step, ref(o[0]), ref(o[1]), f32(o[2]), f32(o[3]), master ? f32(o[4]) : nullptr,
-                           n, clip_coefficient_);
+    return kernels_->adamw(config, step, ref(o[0]), ref(o[1]), f32(o[2]), f32(o[3]),
+                           master ? f32(o[4]) : nullptr, n, clip_coefficient_);
   };
   return absl::OkStatus();
 }

@@ -80,7 +80,8 @@ absl::StatusOr<Executor::CollectiveCall> Executor::parseCollective(Site& site) {
   const std::string accumName(comm::dtypeName(c.accum));
   if (!runtimeDtype(c.wire) || !runtimeDtype(c.accum)) {
     return site.fail(absl::StrCat("wire ", wireName, " / accumulation ", accumName, ": the ",
-                                  kernels_->name(), " runtime moves and reduces f32, bf16 and i32"));
+                                  kernels_->name(),
+                                  " runtime moves and reduces f32, bf16 and i32"));
   }
   if ((c.operand_type == comm::DType::kInt32) != (c.wire == comm::DType::kInt32)) {
     return site.fail(absl::StrCat("a ", std::string(comm::dtypeName(c.operand_type)),
@@ -95,9 +96,9 @@ absl::StatusOr<Executor::CollectiveCall> Executor::parseCollective(Site& site) {
   c.reduce = in.attrs.reduction.value_or(comm::ReduceOp::kSum);
   const bool reduction = in.attrs.reduction.has_value();
   if (c.result_type != c.wire && !(reduction && c.result_type == c.accum)) {
-    return site.fail(absl::StrCat("the result is ", std::string(comm::dtypeName(c.result_type)), "; a ",
-                                  c.kind, " with wire ", wireName, " and accumulation ", accumName,
-                                  " delivers the wire type",
+    return site.fail(absl::StrCat("the result is ", std::string(comm::dtypeName(c.result_type)),
+                                  "; a ", c.kind, " with wire ", wireName, " and accumulation ",
+                                  accumName, " delivers the wire type",
                                   reduction ? " or the accumulation type" : ""));
   }
   // Max and min are exact in any type; sums and averages accumulated wider
@@ -127,10 +128,10 @@ absl::Status Executor::checkCollectiveShapes(Site& site, CollectiveCall& c) {
   c.concat_dim = attrs.concat_dim.value_or(0);
   const int64_t dim = c.dim;
   const int64_t rank = static_cast<int64_t>(in.size());
-  if (c.kind != "all_reduce" &&
-      (dim < 0 || dim >= rank || c.concat_dim < 0 || c.concat_dim >= rank || out.size() != in.size())) {
-    return site.fail(absl::StrCat("dims ", dim, " and ", c.concat_dim, " do not fit ", shapeText(in),
-                                  " -> ", shapeText(out)));
+  if (c.kind != "all_reduce" && (dim < 0 || dim >= rank || c.concat_dim < 0 ||
+                                 c.concat_dim >= rank || out.size() != in.size())) {
+    return site.fail(absl::StrCat("dims ", dim, " and ", c.concat_dim, " do not fit ",
+                                  shapeText(in), " -> ", shapeText(out)));
   }
   if (c.kind == "all_gather") {
     const int64_t want = c.padded ? out[dim] : in[dim] * c.g;
@@ -140,16 +141,17 @@ absl::Status Executor::checkCollectiveShapes(Site& site, CollectiveCall& c) {
     }
   } else if (c.kind == "reduce_scatter") {
     if (mesh::shardSize(in[dim], c.g) != out[dim]) {
-      return site.fail(absl::StrCat("scattering ", shapeText(in), " over ", c.g, " ranks along dim ",
-                                    dim, " cannot give ", shapeText(out)));
+      return site.fail(absl::StrCat("scattering ", shapeText(in), " over ", c.g,
+                                    " ranks along dim ", dim, " cannot give ", shapeText(out)));
     }
   } else if (c.kind == "all_to_all") {
     std::vector<int64_t> want = in;
     want[dim] /= c.g;
     want[c.concat_dim] *= c.g;
     if (in[dim] % c.g != 0 || out != want) {
-      return site.fail(absl::StrCat("an all-to-all of ", shapeText(in), " over ", c.g, " ranks from dim ",
-                                    dim, " to dim ", c.concat_dim, " cannot give ", shapeText(out),
+      return site.fail(absl::StrCat("an all-to-all of ", shapeText(in), " over ", c.g,
+                                    " ranks from dim ", dim, " to dim ", c.concat_dim,
+                                    " cannot give ", shapeText(out),
                                     " (the split dim must divide by the group)"));
     }
   } else if (c.kind != "all_reduce" || in != out) {
@@ -215,9 +217,11 @@ WorkOr Executor::launchStacked(CollectiveRun& run) {
   if (absl::Status s = (*indexWork)->wait(options_.timeout); !s.ok()) return s;
   if (c.kind == "all_gather" || c.kind == "all_to_all" ||
       (c.kind == "reduce_scatter" && (c.dim != 0 || c.padded))) {
-    return absl::UnimplementedError(absl::StrCat(
-        c.in->where(), ": deterministic mode covers all-reduces and dim-0 reduce-scatters of "
-        "gradients; this plan needs ", c.kind, " along dim ", c.dim));
+    return absl::UnimplementedError(
+        absl::StrCat(c.in->where(),
+                     ": deterministic mode covers all-reduces and dim-0 reduce-scatters of "
+                     "gradients; this plan needs ",
+                     c.kind, " along dim ", c.dim));
   }
   Stack gathered{rowsIn * g, index, mine.mean};
   if (absl::Status s = defineStacked(c.result, gathered); !s.ok()) return s;
@@ -260,11 +264,13 @@ WorkOr Executor::launchExactAllReduce(CollectiveRun& run) {
   }
   absl::StatusOr<Ref> recv = stage(run, c.wire, g * segment);
   absl::StatusOr<Ref> sum = stage(run, c.result_type, segment);
-  absl::StatusOr<Ref> all = pad ? stage(run, c.result_type, g * segment) : absl::StatusOr<Ref>(Ref{});
+  absl::StatusOr<Ref> all =
+      pad ? stage(run, c.result_type, g * segment) : absl::StatusOr<Ref>(Ref{});
   for (const absl::StatusOr<Ref>* block : {&recv, &sum, &all}) {
     if (!block->ok()) return block->status();
   }
-  WorkOr work = c.group->allToAllSingle(run.tensor(*recv, g * segment), run.tensor(send, g * segment));
+  WorkOr work =
+      c.group->allToAllSingle(run.tensor(*recv, g * segment), run.tensor(send, g * segment));
   const bool average = c.reduce == comm::ReduceOp::kAvg;
   const Ref received = *recv, mine = *sum, padded = *all;
   const comm::Device device = run.device;
@@ -274,8 +280,9 @@ WorkOr Executor::launchExactAllReduce(CollectiveRun& run) {
     absl::Status s = kernels_->sumChunks(received, g, segment, average, mine);
     if (!s.ok()) return s;
     const Ref gathered = pad ? padded : out;
-    WorkOr gather = pg->allGatherIntoTensor(comm::Tensor(gathered.data, gathered.dtype, {g * segment}, device),
-                                            comm::Tensor(mine.data, mine.dtype, {segment}, device));
+    WorkOr gather =
+        pg->allGatherIntoTensor(comm::Tensor(gathered.data, gathered.dtype, {g * segment}, device),
+                                comm::Tensor(mine.data, mine.dtype, {segment}, device));
     if (!gather.ok()) return gather.status();
     step_works_.emplace_back(absl::StrCat(where, " (gathering the sums)"), *gather);
     if (s = kernels_->await(**gather, options_.timeout); !s.ok() || !pad) return s;
@@ -289,14 +296,16 @@ WorkOr Executor::launchAllReduce(CollectiveRun& run) {
   absl::StatusOr<Ref> target = engineResult(run);
   if (!target.ok()) return target.status();
   const size_t we = comm::dtypeSize(c.wire);
-  if (absl::Status s = kernels_->copy(target->data, run.src.data, c.in_count * we); !s.ok()) return s;
+  if (absl::Status s = kernels_->copy(target->data, run.src.data, c.in_count * we); !s.ok())
+    return s;
   return c.group->allReduce(run.tensor(*target, c.out_count), {.op = c.reduce});
 }
 
 WorkOr Executor::launchAllGather(CollectiveRun& run) {
   const CollectiveCall& c = run.call;
   if (c.dim == 0 && !c.padded) {
-    return c.group->allGatherIntoTensor(run.tensor(run.dst, c.out_count), run.tensor(run.src, c.in_count));
+    return c.group->allGatherIntoTensor(run.tensor(run.dst, c.out_count),
+                                        run.tensor(run.src, c.in_count));
   }
   // Gather rank-major, then lay the pieces side by side along dim (dropping
   // the padded tail) at the wait.
@@ -328,10 +337,12 @@ WorkOr Executor::launchAllToAll(CollectiveRun& run) {
   absl::StatusOr<Ref> recv = stage(run, c.wire, c.in_count);
   if (!recv.ok()) return recv.status();
   for (int64_t q = 0; q < g; ++q) {
-    absl::Status s = copyDimSlice(*kernels_, run.src, c.in_shape, c.dim, q * part, part, send->at(q * chunk));
+    absl::Status s =
+        copyDimSlice(*kernels_, run.src, c.in_shape, c.dim, q * part, part, send->at(q * chunk));
     if (!s.ok()) return s;
   }
-  WorkOr work = c.group->allToAllSingle(run.tensor(*recv, c.in_count), run.tensor(*send, c.in_count));
+  WorkOr work =
+      c.group->allToAllSingle(run.tensor(*recv, c.in_count), run.tensor(*send, c.in_count));
   // A received chunk is the operand's shape with the split dim cut to
   // `part`, so its extent along the concat dim is `part` or the operand's.
   const int64_t concat = c.concat_dim, block = concat == c.dim ? part : c.in_shape[concat];
@@ -340,7 +351,8 @@ WorkOr Executor::launchAllToAll(CollectiveRun& run) {
   run.pending->finish = [=, this](Ref out) {
     absl::Status s;
     for (int64_t q = 0; q < g; ++q) {
-      s.Update(placeDimSlice(*kernels_, from.at(q * chunk), block, out, outShape, concat, q * block));
+      s.Update(
+          placeDimSlice(*kernels_, from.at(q * chunk), block, out, outShape, concat, q * block));
     }
     return s;
   };
@@ -386,7 +398,9 @@ WorkOr Executor::launchExactReduceScatter(CollectiveRun& run) {
   const bool average = c.reduce == comm::ReduceOp::kAvg;
   const Ref received = *recv;
   const int64_t g = c.g, outCount = c.out_count;
-  run.pending->finish = [=, this](Ref out) { return kernels_->sumChunks(received, g, outCount, average, out); };
+  run.pending->finish = [=, this](Ref out) {
+    return kernels_->sumChunks(received, g, outCount, average, out);
+  };
   return work;
 }
 
@@ -407,8 +421,8 @@ absl::Status Executor::issueCollective(const CollectiveCall& c, Launch launch, i
   WorkOr work = (this->*launch)(run);
   const plan::Instruction& in = *c.in;
   if (!work.ok()) {
-    return absl::Status(work.status().code(),
-                        absl::StrCat("step ", step, ", ", in.where(), ": ", work.status().message()));
+    return absl::Status(work.status().code(), absl::StrCat("step ", step, ", ", in.where(), ": ",
+                                                           work.status().message()));
   }
   p->work = *work;
   step_works_.emplace_back(in.where(), p->work);
@@ -419,7 +433,8 @@ absl::Status Executor::issueCollective(const CollectiveCall& c, Launch launch, i
     const double t0 = TraceRecorder::nowUs();
     absl::Status s = kernels_->await(*p->work, options_.timeout);
     if (!s.ok()) {
-      return absl::Status(s.code(), absl::StrCat("step ", step, ", ", in.where(), ": ", s.message()));
+      return absl::Status(s.code(),
+                          absl::StrCat("step ", step, ", ", in.where(), ": ", s.message()));
     }
     traceWait(in, step, in.index, c.kind, c.axes, t0, TraceRecorder::nowUs());
   }
@@ -427,7 +442,8 @@ absl::Status Executor::issueCollective(const CollectiveCall& c, Launch launch, i
     absl::Status s = kernels_->await(*p->work, options_.timeout);
     if (s.ok() && p->finish) s = p->finish(run.dst);
     if (!s.ok()) {
-      return absl::Status(s.code(), absl::StrCat("step ", step, ", ", in.where(), ": ", s.message()));
+      return absl::Status(s.code(),
+                          absl::StrCat("step ", step, ", ", in.where(), ": ", s.message()));
     }
     for (void* block : p->staging) allocator_->release(block);
     return absl::OkStatus();

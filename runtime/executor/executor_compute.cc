@@ -32,7 +32,8 @@ absl::Status Executor::bindEmbedding(Site& site) {
   if (numel(r[0]) != tokens * hidden) return site.fail("result is not ids x hidden");
   const int64_t rowBegin = box->offsets[0], tableRows = box->valid[0];
   site.bound.body = [=, this](int64_t) {
-    return kernels_->embedding(i32(o[0]), ref(o[1]), ref(r[0]), tokens, hidden, rowBegin, tableRows);
+    return kernels_->embedding(i32(o[0]), ref(o[1]), ref(r[0]), tokens, hidden, rowBegin,
+                               tableRows);
   };
   return absl::OkStatus();
 }
@@ -53,7 +54,8 @@ absl::Status Executor::bindEmbeddingGrad(Site& site) {
   const int64_t table = numel(r[0]);
   site.bound.body = [=, this](int64_t) {
     const int64_t per = tokens / batch;
-    absl::Status s = kernels_->zero2D(ref(r[0]).data, 0, batch * table * comm::dtypeSize(ref(r[0]).dtype), 1);
+    absl::Status s =
+        kernels_->zero2D(ref(r[0]).data, 0, batch * table * comm::dtypeSize(ref(r[0]).dtype), 1);
     for (int64_t b = 0; b < batch; ++b) {
       s.Update(kernels_->embeddingGrad(i32(o[0]) + b * per, ref(o[1]).at(b * per * hidden),
                                        ref(r[0]).at(b * table), per, hidden, rowBegin, tableRows));
@@ -69,7 +71,8 @@ absl::Status Executor::bindLinear(Site& site) {
   if (shape(o[1]).size() != 2) return site.fail("w must be rank 2");
   const int64_t inF = shape(o[1])[0], outF = shape(o[1])[1];
   if (shape(o[0]).back() != inF) {
-    return site.fail(absl::StrCat("x ", shapeText(shape(o[0])), " does not match w ", shapeText(shape(o[1]))));
+    return site.fail(
+        absl::StrCat("x ", shapeText(shape(o[0])), " does not match w ", shapeText(shape(o[1]))));
   }
   const int64_t rows = numel(o[0]) / inF;
   if (numel(r[0]) != rows * outF) return site.fail("result size");
@@ -114,7 +117,8 @@ absl::Status Executor::bindMatmul(Site& site) {
       return s;
     };
   } else {
-    if (shape(o[1]).size() != 2) return site.fail("rhs must be rank 2 (batched matmuls are not supported)");
+    if (shape(o[1]).size() != 2)
+      return site.fail("rhs must be rank 2 (batched matmuls are not supported)");
     const int64_t k = shape(o[0]).back();
     const int64_t n = tr ? shape(o[1])[0] : shape(o[1])[1];
     if ((tr ? shape(o[1])[1] : shape(o[1])[0]) != k) return site.fail("contraction dims disagree");
@@ -124,8 +128,10 @@ absl::Status Executor::bindMatmul(Site& site) {
     site.bound.body = [=, this](int64_t) {
       absl::Status s;
       for (int64_t c = 0; c < rows; c += chunk) {
-        s.Update(tr ? kernels_->matmulTransposeRhs(ref(o[0]).at(c * k), ref(o[1]), ref(r[0]).at(c * n), chunk, k, n)
-                    : kernels_->matmul(ref(o[0]).at(c * k), ref(o[1]), ref(r[0]).at(c * n), chunk, k, n));
+        s.Update(tr ? kernels_->matmulTransposeRhs(ref(o[0]).at(c * k), ref(o[1]),
+                                                   ref(r[0]).at(c * n), chunk, k, n)
+                    : kernels_->matmul(ref(o[0]).at(c * k), ref(o[1]), ref(r[0]).at(c * n), chunk,
+                                       k, n));
       }
       return s;
     };
@@ -142,7 +148,8 @@ absl::Status Executor::bindNorm(Site& site) {
   if (numel(o[1]) != hidden) return site.fail("gamma size");
   const float eps = static_cast<float>(*in.attrs.epsilon);
   site.bound.body = [=, this](int64_t) {
-    if (layer) return kernels_->layerNorm(ref(o[0]), ref(o[1]), ref(o[2]), ref(r[0]), rows, hidden, eps);
+    if (layer)
+      return kernels_->layerNorm(ref(o[0]), ref(o[1]), ref(o[2]), ref(r[0]), rows, hidden, eps);
     return kernels_->rmsNorm(ref(o[0]), ref(o[1]), ref(r[0]), rows, hidden, eps);
   };
   return absl::OkStatus();
@@ -158,17 +165,19 @@ absl::Status Executor::bindNormGrad(Site& site) {
   const float eps = static_cast<float>(*in.attrs.epsilon);
   const int64_t batch = order_->partials();
   absl::Status rowsSplit = order_->reduceOverRows(
-      site.bound, rows, layer ? std::vector<bool>{false, true, true} : std::vector<bool>{false, true});
+      site.bound, rows,
+      layer ? std::vector<bool>{false, true, true} : std::vector<bool>{false, true});
   if (!rowsSplit.ok()) return site.fail(std::string(rowsSplit.message()));
   site.bound.body = [=, this](int64_t) {
     const int64_t per = rows / batch;
     absl::Status s;
     for (int64_t b = 0; b < batch; ++b) {
       const int64_t t = b * per * hidden, g = b * hidden;
-      s.Update(layer ? kernels_->layerNormGrad(ref(o[0]).at(t), ref(o[1]), ref(o[2]).at(t), ref(r[0]).at(t),
-                                               ref(r[1]).at(g), ref(r[2]).at(g), per, hidden, eps)
-                     : kernels_->rmsNormGrad(ref(o[0]).at(t), ref(o[1]), ref(o[2]).at(t), ref(r[0]).at(t),
-                                             ref(r[1]).at(g), per, hidden, eps));
+      s.Update(layer ? kernels_->layerNormGrad(ref(o[0]).at(t), ref(o[1]), ref(o[2]).at(t),
+                                               ref(r[0]).at(t), ref(r[1]).at(g), ref(r[2]).at(g),
+                                               per, hidden, eps)
+                     : kernels_->rmsNormGrad(ref(o[0]).at(t), ref(o[1]), ref(o[2]).at(t),
+                                             ref(r[0]).at(t), ref(r[1]).at(g), per, hidden, eps));
     }
     return s;
   };
@@ -206,11 +215,12 @@ absl::Status Executor::bindAttention(Site& site) {
     return site.fail(absl::StrCat("q ", shapeText(q), " and k/v ", shapeText(k), " do not fit"));
   }
   const cpu::AttentionShape a{q[0], q[1], q[2], k[2], q[3]};
-  if (absl::Status st = kernels_->checkAttention(a); !st.ok()) return site.fail(std::string(st.message()));
+  if (absl::Status st = kernels_->checkAttention(a); !st.ok())
+    return site.fail(std::string(st.message()));
   site.bound.body = [=, this](int64_t) {
     if (grad) {
-      return kernels_->attentionGrad(ref(o[0]), ref(o[1]), ref(o[2]), ref(o[3]), ref(r[0]), ref(r[1]),
-                                     ref(r[2]), a);
+      return kernels_->attentionGrad(ref(o[0]), ref(o[1]), ref(o[2]), ref(o[3]), ref(r[0]),
+                                     ref(r[1]), ref(r[2]), a);
     }
     return kernels_->attention(ref(o[0]), ref(o[1]), ref(o[2]), ref(r[0]), a);
   };
@@ -249,7 +259,8 @@ absl::Status Executor::bindElementwise(Site& site) {
   const auto& [o, r] = site.io();
   if (absl::Status st = site.need(2, 1); !st.ok()) return st;
   const int64_t n = numel(o[0]);
-  if (numel(o[1]) != n || numel(r[0]) != n) return site.fail("operands differ in size (no broadcasting)");
+  if (numel(o[1]) != n || numel(r[0]) != n)
+    return site.fail("operands differ in size (no broadcasting)");
   const bool mul = in.op == "nn.mul";
   order_->carryRows(site.bound);
   site.bound.body = [=, this](int64_t) {
@@ -293,19 +304,23 @@ absl::Status Executor::bindTranspose(Site& site) {
     valid = perm[i] >= 0 && perm[i] < static_cast<int64_t>(in.size()) && !seen[perm[i]];
     if (valid) seen[perm[i]] = true;
   }
-  if (!valid) return site.fail(absl::StrCat("permutation [", absl::StrJoin(perm, ", "), "] does not permute the ",
-                                            in.size(), " dims of ", shapeText(in)));
+  if (!valid)
+    return site.fail(absl::StrCat("permutation [", absl::StrJoin(perm, ", "),
+                                  "] does not permute the ", in.size(), " dims of ",
+                                  shapeText(in)));
   std::vector<int64_t> want(in.size());
   for (size_t i = 0; i < perm.size(); ++i) want[i] = in[perm[i]];
   if (want != shape(r[0]) || plan_.buffers[o[0]].dtype != plan_.buffers[r[0]].dtype) {
-    return site.fail(absl::StrCat("transposing ", shapeText(in), " gives ", shapeText(want), " of the same type, not ",
-                                  shapeText(shape(r[0]))));
+    return site.fail(absl::StrCat("transposing ", shapeText(in), " gives ", shapeText(want),
+                                  " of the same type, not ", shapeText(shape(r[0]))));
   }
   const std::string where = site.in.where();
   site.bound.body = [=, this](int64_t) -> absl::Status {
     if (stacks_[o[0]].rows > 0) {
-      return absl::UnimplementedError(absl::StrCat(where, ": deterministic mode does not transpose per-row "
-                                                   "partial sums"));
+      return absl::UnimplementedError(
+          absl::StrCat(where,
+                       ": deterministic mode does not transpose per-row "
+                       "partial sums"));
     }
     return permuteDims(*kernels_, ref(o[0]), in, perm, ref(r[0]));
   };
@@ -323,7 +338,8 @@ absl::Status Executor::bindReduceSum(Site& site) {
       return site.fail("dims must be strictly increasing and in range");
     }
   }
-  if (absl::Status st = kernels_->checkReduceSum(s.size()); !st.ok()) return site.fail(std::string(st.message()));
+  if (absl::Status st = kernels_->checkReduceSum(s.size()); !st.ok())
+    return site.fail(std::string(st.message()));
   // A sum over the batch dim may be kept per batch row.
   const bool perRow = order_->keepsRows(dims, s);
   if (perRow) {
@@ -340,7 +356,8 @@ absl::Status Executor::bindReduceSum(Site& site) {
     }
     absl::Status status;
     for (int64_t b = 0; b < s[0]; ++b) {
-      status.Update(kernels_->reduceSum(ref(o[0]).at(b * inRow), rowShape, dims, ref(r[0]).at(b * outRow)));
+      status.Update(
+          kernels_->reduceSum(ref(o[0]).at(b * inRow), rowShape, dims, ref(r[0]).at(b * outRow)));
     }
     return status;
   };
@@ -363,24 +380,27 @@ absl::Status Executor::bindCrossEntropy(Site& site) {
   if (absl::Status st = grad ? site.needF32({o[2]}) : site.needF32({r[0]}); !st.ok()) return st;
   const float scale = static_cast<float>(in.attrs.scale.value_or(1.0));
   const bool seedConstant = !kernels_->hostAddressable();
-  if (grad && seedConstant && o[2] != plan_.interface.loss_grad_seed) return site.fail(kDlossNotSeed);
+  if (grad && seedConstant && o[2] != plan_.interface.loss_grad_seed)
+    return site.fail(kDlossNotSeed);
   // The loss may be kept as one mean per batch row.
   const int64_t batch = grad ? 1 : order_->partials();
   if (!grad) {
-    if (absl::Status st = order_->reduceOverRows(site.bound, tokens, {true}, /*mean=*/true); !st.ok()) {
+    if (absl::Status st = order_->reduceOverRows(site.bound, tokens, {true}, /*mean=*/true);
+        !st.ok()) {
       return site.fail(std::string(st.message()));
     }
   }
   site.bound.body = [=, this](int64_t) {
     if (grad) {
-      return kernels_->crossEntropyGrad(ref(o[0]), i32(o[1]), seedConstant ? kLossGradSeed : *f32(o[2]),
-                                        scale, ref(r[0]), tokens, vocab);
+      return kernels_->crossEntropyGrad(ref(o[0]), i32(o[1]),
+                                        seedConstant ? kLossGradSeed : *f32(o[2]), scale, ref(r[0]),
+                                        tokens, vocab);
     }
     const int64_t per = tokens / batch;
     absl::Status s;
     for (int64_t b = 0; b < batch; ++b) {
-      s.Update(kernels_->crossEntropy(ref(o[0]).at(b * per * vocab), i32(o[1]) + b * per, f32(r[0]) + b, per,
-                                      vocab));
+      s.Update(kernels_->crossEntropy(ref(o[0]).at(b * per * vocab), i32(o[1]) + b * per,
+                                      f32(r[0]) + b, per, vocab));
     }
     return s;
   };
@@ -433,13 +453,16 @@ absl::Status Executor::bindVocab(Site& site) {
     }
     if (absl::Status st = site.needF32({o[2], r[0]}); !st.ok()) return st;
     site.bound.body = [=, this](int64_t) {
-      return kernels_->vocabStats(ref(o[0]), i32(o[1]), f32(o[2]), f32(r[0]), tokens, local, valid, rowBegin);
+      return kernels_->vocabStats(ref(o[0]), i32(o[1]), f32(o[2]), f32(r[0]), tokens, local, valid,
+                                  rowBegin);
     };
   } else if (ce) {
     if (absl::Status st = site.need(1, 1); !st.ok()) return st;
     const int64_t count = numel(o[0]) / 2;
     if (absl::Status st = site.needF32({o[0], r[0]}); !st.ok()) return st;
-    site.bound.body = [=, this](int64_t) { return kernels_->vocabCrossEntropy(f32(o[0]), f32(r[0]), count); };
+    site.bound.body = [=, this](int64_t) {
+      return kernels_->vocabCrossEntropy(f32(o[0]), f32(r[0]), count);
+    };
   } else if (in.op == "nn.vocab_cross_entropy_grad") {
     if (absl::Status st = site.need(5, 1); !st.ok()) return st;
     if (numel(o[1]) != tokens || numel(o[2]) != tokens || numel(o[3]) != 2 * tokens ||
@@ -452,8 +475,8 @@ absl::Status Executor::bindVocab(Site& site) {
     if (seedConstant && o[4] != plan_.interface.loss_grad_seed) return site.fail(kDlossNotSeed);
     site.bound.body = [=, this](int64_t) {
       return kernels_->vocabCrossEntropyGrad(ref(o[0]), i32(o[1]), f32(o[2]), f32(o[3]),
-                                             seedConstant ? kLossGradSeed : *f32(o[4]), scale, ref(r[0]),
-                                             tokens, local, valid, rowBegin);
+                                             seedConstant ? kLossGradSeed : *f32(o[4]), scale,
+                                             ref(r[0]), tokens, local, valid, rowBegin);
     };
   } else {
     return site.fail("unknown vocab-parallel op");

@@ -60,12 +60,15 @@ TrainRun train(ExecutorOptions options, const std::string& plan_name = "llama_si
   absl::StatusOr<plan::Plan> plan = plan::loadPlan(planPath(plan_name));
   EXPECT_TRUE(plan.ok()) << plan.status();
   if (!plan.ok()) return run;
-  absl::StatusOr<std::unique_ptr<Executor>> executor = Executor::create(*plan, soloWorld(), options);
+  absl::StatusOr<std::unique_ptr<Executor>> executor =
+      Executor::create(*plan, soloWorld(), options);
   EXPECT_TRUE(executor.ok()) << executor.status();
   if (!executor.ok()) return run;
   Executor& e = **executor;
   absl::StatusOr<std::unique_ptr<data::SyntheticTokens>> feed = data::SyntheticTokens::create(
-      {.seed = 7, .vocab = e.vocab(), .seq = e.seqLength(),
+      {.seed = 7,
+       .vocab = e.vocab(),
+       .seq = e.seqLength(),
        .global_batch = e.plan().buffers[e.plan().interface.ids].global_shape[0]});
   EXPECT_TRUE(feed.ok()) << feed.status();
   if (!feed.ok()) return run;
@@ -110,7 +113,8 @@ void expectClose(const std::vector<double>& cuda, const std::vector<double>& cpu
 class ExecutorCudaTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (std::string reason = cudaDeviceUnavailableReason(0); !reason.empty()) GTEST_SKIP() << reason;
+    if (std::string reason = cudaDeviceUnavailableReason(0); !reason.empty())
+      GTEST_SKIP() << reason;
   }
 };
 

@@ -83,7 +83,8 @@ class Executor::RowOrder {
   RowOrder(bool exact, int64_t rows, int64_t seq) : exact_(exact), rows_(rows), seq_(seq) {}
   bool exact() const { return exact_; }
   // The plans the mode can make exact: CPU, f32, no tp, batch along dim 0.
-  absl::Status checkPlan(const plan::Plan& plan, const std::vector<const plan::Instruction*>& program,
+  absl::Status checkPlan(const plan::Plan& plan,
+                         const std::vector<const plan::Instruction*>& program,
                          ExecutorDevice device) const;
   absl::Status checkCollective(comm::DType operand, comm::DType wire) const;
   // How many partial results an op that sums over this rank's rows makes:
@@ -91,7 +92,8 @@ class Executor::RowOrder {
   int64_t partials() const { return exact_ ? rows_ : 1; }
   // Marks `bound` as summing its `rows` over batch rows into the results
   // flagged in `stacked` (by their mean when `mean`).
-  absl::Status reduceOverRows(Bound& bound, int64_t rows, std::vector<bool> stacked, bool mean = false) const;
+  absl::Status reduceOverRows(Bound& bound, int64_t rows, std::vector<bool> stacked,
+                              bool mean = false) const;
   // Marks `bound` as carrying its operands' per-row partials to its results.
   void carryRows(Bound& bound) const;
   // The rows one GEMM call covers, of `rows`.

@@ -34,9 +34,9 @@ std::string planPath(const std::string& name) {
 }
 
 struct RunResult {
-  std::vector<double> losses;         // rank 0's
+  std::vector<double> losses;  // rank 0's
   std::vector<std::vector<double>> per_rank;
-  int64_t peak_bytes = 0;             // max over ranks and phases
+  int64_t peak_bytes = 0;  // max over ranks and phases
   int64_t predicted_peak = 0;
 };
 
@@ -55,11 +55,14 @@ RunResult train(const std::string& name, int steps = kSteps, ExecutorOptions opt
   comm::testing::runRanksShared(
       world,
       [&](std::shared_ptr<comm::ProcessGroup> group) {
-        absl::StatusOr<std::unique_ptr<Executor>> executor = Executor::create(*plan, group, options);
+        absl::StatusOr<std::unique_ptr<Executor>> executor =
+            Executor::create(*plan, group, options);
         ASSERT_TRUE(executor.ok()) << executor.status();
         Executor& e = **executor;
         absl::StatusOr<std::unique_ptr<data::SyntheticTokens>> feed = data::SyntheticTokens::create(
-            {.seed = 7, .vocab = e.vocab(), .seq = e.seqLength(),
+            {.seed = 7,
+             .vocab = e.vocab(),
+             .seq = e.seqLength(),
              .global_batch = e.plan().buffers[e.plan().interface.ids].global_shape[0]});
         ASSERT_TRUE(feed.ok()) << feed.status();
         const data::RowRange rows = e.batchRows();
@@ -68,7 +71,8 @@ RunResult train(const std::string& name, int steps = kSteps, ExecutorOptions opt
         int64_t peak = 0;
         // Two batches in turn, so that training visibly lowers the loss.
         for (int step = 1; step <= steps; ++step) {
-          ASSERT_TRUE((*feed)->batch(step % 2, rows.begin, rows.count, ids.data(), labels.data()).ok());
+          ASSERT_TRUE(
+              (*feed)->batch(step % 2, rows.begin, rows.count, ids.data(), labels.data()).ok());
           absl::StatusOr<StepResult> r = e.step(step, ids.data(), labels.data());
           ASSERT_TRUE(r.ok()) << r.status();
           losses.push_back(r->loss);
@@ -93,7 +97,8 @@ void expectCloseLosses(const RunResult& run, const RunResult& reference, double 
   }
   double worst = 0;
   for (size_t s = 0; s < reference.losses.size(); ++s) {
-    const double rel = std::abs(run.losses[s] - reference.losses[s]) / std::abs(reference.losses[s]);
+    const double rel =
+        std::abs(run.losses[s] - reference.losses[s]) / std::abs(reference.losses[s]);
     EXPECT_LE(rel, tolerance) << name << " step " << s + 1 << ": " << run.losses[s] << " vs "
                               << reference.losses[s];
     worst = std::max(worst, rel);
@@ -104,7 +109,8 @@ void expectCloseLosses(const RunResult& run, const RunResult& reference, double 
 // Trains `layout` against the 1-rank `single` (trained once per name):
 // losses within `tolerance`, and the planner's peak memory within 10 % of
 // the measured one.
-void expectLayoutMatchesSingle(const std::string& single, const std::string& layout, double tolerance) {
+void expectLayoutMatchesSingle(const std::string& single, const std::string& layout,
+                               double tolerance) {
   static std::map<std::string, RunResult> singles;
   if (!singles.count(single)) singles[single] = train(single);
   const RunResult& reference = singles[single];
@@ -115,7 +121,8 @@ void expectLayoutMatchesSingle(const std::string& single, const std::string& lay
   expectCloseLosses(run, reference, tolerance, layout);
   EXPECT_NEAR(static_cast<double>(run.predicted_peak), static_cast<double>(run.peak_bytes),
               0.10 * run.peak_bytes)
-      << layout << ": predicted " << run.predicted_peak << " B, measured " << run.peak_bytes << " B";
+      << layout << ": predicted " << run.predicted_peak << " B, measured " << run.peak_bytes
+      << " B";
 }
 
 class LayoutTest : public ::testing::TestWithParam<std::pair<std::string, std::string>> {};
@@ -126,17 +133,16 @@ TEST_P(LayoutTest, MatchesTheUnshardedRun) {
 
 INSTANTIATE_TEST_SUITE_P(
     Layouts, LayoutTest,
-    ::testing::Values(std::pair{"llama_single", "llama_fsdp4"}, std::pair{"llama_single", "llama_tp2"},
-                      std::pair{"llama_single", "llama_fsdp2_tp2"},
-                      std::pair{"llama_single", "llama_hsdp2x2"},
-                      std::pair{"gpt2_single", "gpt2_fsdp4"}, std::pair{"gpt2_single", "gpt2_tp2"},
-                      std::pair{"gpt2_single", "gpt2_fsdp2_tp2"},
-                      std::pair{"gpt2_single", "gpt2_hsdp2x2"},
-                      std::pair{"gpt2_v251_single", "gpt2_v251_fsdp4"},
-                      std::pair{"gpt2_v251_single", "gpt2_v251_fsdp2_tp2"},
-                      // nn.transpose, and the labels resharded by a dist.all_to_all.
-                      std::pair{"swap_single", "swap_fsdp2"}, std::pair{"swap_single", "swap_hsdp2x2"},
-                      std::pair{"swap_single", "swap_fsdp2_tp2"}),
+    ::testing::Values(
+        std::pair{"llama_single", "llama_fsdp4"}, std::pair{"llama_single", "llama_tp2"},
+        std::pair{"llama_single", "llama_fsdp2_tp2"}, std::pair{"llama_single", "llama_hsdp2x2"},
+        std::pair{"gpt2_single", "gpt2_fsdp4"}, std::pair{"gpt2_single", "gpt2_tp2"},
+        std::pair{"gpt2_single", "gpt2_fsdp2_tp2"}, std::pair{"gpt2_single", "gpt2_hsdp2x2"},
+        std::pair{"gpt2_v251_single", "gpt2_v251_fsdp4"},
+        std::pair{"gpt2_v251_single", "gpt2_v251_fsdp2_tp2"},
+        // nn.transpose, and the labels resharded by a dist.all_to_all.
+        std::pair{"swap_single", "swap_fsdp2"}, std::pair{"swap_single", "swap_hsdp2x2"},
+        std::pair{"swap_single", "swap_fsdp2_tp2"}),
     [](const auto& info) { return info.param.second; });
 
 // Deterministic mode: the batch-split layouts reproduce the 1-rank run bit

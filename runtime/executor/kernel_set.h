@@ -31,7 +31,8 @@ struct Ref {
 
   // The tensor `elements` elements further on.
   Ref at(int64_t elements) const {
-    return {static_cast<char*>(data) + elements * static_cast<int64_t>(comm::dtypeSize(dtype)), dtype};
+    return {static_cast<char*>(data) + elements * static_cast<int64_t>(comm::dtypeSize(dtype)),
+            dtype};
   }
   float* f32() const { return static_cast<float*>(data); }
 };
@@ -98,7 +99,8 @@ class KernelSet {
                                      int64_t rows, int64_t hidden, float eps) = 0;
   virtual absl::Status rope(Ref x, Ref y, int64_t batch, int64_t seq, int64_t heads,
                             int64_t head_dim, float theta, bool inverse) = 0;
-  virtual absl::Status attention(Ref q, Ref k, Ref v, Ref out, const cpu::AttentionShape& shape) = 0;
+  virtual absl::Status attention(Ref q, Ref k, Ref v, Ref out,
+                                 const cpu::AttentionShape& shape) = 0;
   virtual absl::Status attentionGrad(Ref q, Ref k, Ref v, Ref dout, Ref dq, Ref dk, Ref dv,
                                      const cpu::AttentionShape& shape) = 0;
   virtual absl::Status softmax(Ref x, Ref y, int64_t rows, int64_t n) = 0;

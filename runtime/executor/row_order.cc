@@ -13,21 +13,23 @@ absl::Status Executor::RowOrder::checkPlan(const plan::Plan& plan,
                                            ExecutorDevice device) const {
   if (!exact_) return absl::OkStatus();
   if (device == ExecutorDevice::kCuda) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        plan.source, ": deterministic mode is a CPU debugging mode (per-row partial sums, host "
-        "reductions in global row order); run it with --device=cpu"));
+    return absl::FailedPreconditionError(
+        absl::StrCat(plan.source,
+                     ": deterministic mode is a CPU debugging mode (per-row partial sums, host "
+                     "reductions in global row order); run it with --device=cpu"));
   }
   for (const plan::Buffer& b : plan.buffers) {
     if (b.dtype == comm::DType::kBFloat16) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          plan.source, ": deterministic mode sums f32 per-row contributions; ", b.name,
-          " is bf16 (plan with --dtype=f32 for a bit-exact comparison)"));
+      return absl::InvalidArgumentError(
+          absl::StrCat(plan.source, ": deterministic mode sums f32 per-row contributions; ", b.name,
+                       " is bf16 (plan with --dtype=f32 for a bit-exact comparison)"));
     }
   }
   for (const std::string& strategy : plan.strategies) {
     if (strategy == "tp") {
       return absl::InvalidArgumentError(absl::StrCat(
-          plan.source, ": deterministic mode covers layouts that split the batch (fsdp, dp, hsdp); "
+          plan.source,
+          ": deterministic mode covers layouts that split the batch (fsdp, dp, hsdp); "
           "tensor parallelism splits each token's sums across ranks, so its results cannot match "
           "the 1-rank run bit for bit"));
     }
@@ -35,9 +37,10 @@ absl::Status Executor::RowOrder::checkPlan(const plan::Plan& plan,
   // Per-row sums follow the batch rows along dim 0 of every activation.
   for (const plan::Instruction* in : program) {
     if (in->op == "nn.transpose" && in->attrs.permutation.front() != 0) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          plan.source, ": ", in->where(), ": deterministic mode keeps per-row sums along the batch "
-          "dim 0, and this transpose moves it; such a model has no bit-exact mode"));
+      return absl::InvalidArgumentError(
+          absl::StrCat(plan.source, ": ", in->where(),
+                       ": deterministic mode keeps per-row sums along the batch "
+                       "dim 0, and this transpose moves it; such a model has no bit-exact mode"));
     }
   }
   return absl::OkStatus();
@@ -51,12 +54,12 @@ absl::Status Executor::RowOrder::checkCollective(comm::DType operand, comm::DTyp
   return absl::OkStatus();
 }
 
-absl::Status Executor::RowOrder::reduceOverRows(Bound& bound, int64_t rows, std::vector<bool> stacked,
-                                                bool mean) const {
+absl::Status Executor::RowOrder::reduceOverRows(Bound& bound, int64_t rows,
+                                                std::vector<bool> stacked, bool mean) const {
   if (!exact_) return absl::OkStatus();
   if (rows % rows_ != 0) {
-    return absl::InvalidArgumentError(absl::StrCat("deterministic mode: the ", rows, " rows do not split into ",
-                                                   rows_, " batch rows"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "deterministic mode: the ", rows, " rows do not split into ", rows_, " batch rows"));
   }
   bound.stack_rule = Bound::StackRule::kRowReduce;
   bound.stacked_results = std::move(stacked);

@@ -15,9 +15,16 @@ namespace {
 using json = nlohmann::json;
 
 json eventJson(const TraceEvent& e) {
-  return {{"name", e.name}, {"track", e.track}, {"phase", e.phase}, {"step", e.step},
-          {"index", e.index}, {"start_us", e.start_us}, {"duration_us", e.duration_us},
-          {"collective", e.collective}, {"axes", e.axes}, {"bytes", e.bytes},
+  return {{"name", e.name},
+          {"track", e.track},
+          {"phase", e.phase},
+          {"step", e.step},
+          {"index", e.index},
+          {"start_us", e.start_us},
+          {"duration_us", e.duration_us},
+          {"collective", e.collective},
+          {"axes", e.axes},
+          {"bytes", e.bytes},
           {"wait_us", e.wait_us}};
 }
 
@@ -57,9 +64,9 @@ absl::Status TraceRecorder::alignClocks(comm::ProcessGroup& world) {
   if (absl::Status s = (*barrier)->wait(); !s.ok()) return s;
   double mine = nowUs();
   std::vector<double> all(world.size());
-  absl::StatusOr<std::shared_ptr<comm::Work>> gather = world.allGatherIntoTensor(
-      comm::Tensor(all.data(), comm::DType::kFloat64, {world.size()}),
-      comm::Tensor(&mine, comm::DType::kFloat64, {1}));
+  absl::StatusOr<std::shared_ptr<comm::Work>> gather =
+      world.allGatherIntoTensor(comm::Tensor(all.data(), comm::DType::kFloat64, {world.size()}),
+                                comm::Tensor(&mine, comm::DType::kFloat64, {1}));
   if (!gather.ok()) return gather.status();
   if (absl::Status s = (*gather)->wait(); !s.ok()) return s;
   offset_us_ = all[world.rank()] - all[0];
@@ -160,16 +167,17 @@ absl::StatusOr<json> TraceRecorder::merge(comm::ProcessGroup& world) const {
   const std::string text = mine.dump();
   int64_t size = static_cast<int64_t>(text.size());
   std::vector<int64_t> sizes(world.size());
-  absl::StatusOr<std::shared_ptr<comm::Work>> work = world.allGatherIntoTensor(
-      comm::Tensor(sizes.data(), comm::DType::kInt64, {world.size()}),
-      comm::Tensor(&size, comm::DType::kInt64, {1}));
+  absl::StatusOr<std::shared_ptr<comm::Work>> work =
+      world.allGatherIntoTensor(comm::Tensor(sizes.data(), comm::DType::kInt64, {world.size()}),
+                                comm::Tensor(&size, comm::DType::kInt64, {1}));
   if (!work.ok()) return work.status();
   if (absl::Status s = (*work)->wait(); !s.ok()) return s;
   const int64_t maxSize = std::max<int64_t>(1, *std::max_element(sizes.begin(), sizes.end()));
   std::vector<uint8_t> padded(maxSize, 0), all(maxSize * world.size(), 0);
   std::memcpy(padded.data(), text.data(), text.size());
-  work = world.allGatherIntoTensor(comm::Tensor(all.data(), comm::DType::kUInt8, {maxSize * world.size()}),
-                                   comm::Tensor(padded.data(), comm::DType::kUInt8, {maxSize}));
+  work = world.allGatherIntoTensor(
+      comm::Tensor(all.data(), comm::DType::kUInt8, {maxSize * world.size()}),
+      comm::Tensor(padded.data(), comm::DType::kUInt8, {maxSize}));
   if (!work.ok()) return work.status();
   if (absl::Status s = (*work)->wait(); !s.ok()) return s;
   if (world.rank() != 0) return json::object();
@@ -185,15 +193,23 @@ absl::StatusOr<json> TraceRecorder::merge(comm::ProcessGroup& world) const {
     // Perfetto: one process per rank, thread 1 = compute, one thread per
     // communication group after it.
     std::map<std::string, int> tids = {{"compute", 1}};
-    traceEvents.push_back({{"ph", "M"}, {"name", "process_name"}, {"pid", r},
+    traceEvents.push_back({{"ph", "M"},
+                           {"name", "process_name"},
+                           {"pid", r},
                            {"args", {{"name", absl::StrCat("rank ", r)}}}});
-    traceEvents.push_back({{"ph", "M"}, {"name", "thread_name"}, {"pid", r}, {"tid", 1},
+    traceEvents.push_back({{"ph", "M"},
+                           {"name", "thread_name"},
+                           {"pid", r},
+                           {"tid", 1},
                            {"args", {{"name", "compute"}}}});
     for (const json& j : list) {
       TraceEvent e = eventFrom(j);
       auto [it, inserted] = tids.emplace(e.track, static_cast<int>(tids.size()) + 1);
       if (inserted) {
-        traceEvents.push_back({{"ph", "M"}, {"name", "thread_name"}, {"pid", r}, {"tid", it->second},
+        traceEvents.push_back({{"ph", "M"},
+                               {"name", "thread_name"},
+                               {"pid", r},
+                               {"tid", it->second},
                                {"args", {{"name", e.track}}}});
       }
       json args = {{"phase", e.phase}, {"step", e.step}, {"index", e.index}};
@@ -201,14 +217,19 @@ absl::StatusOr<json> TraceRecorder::merge(comm::ProcessGroup& world) const {
         args["axes"] = e.axes;
         args["bytes"] = e.bytes;
       }
-      traceEvents.push_back({{"ph", "X"}, {"name", e.name}, {"cat", e.phase}, {"pid", r},
-                             {"tid", it->second}, {"ts", e.start_us}, {"dur", e.duration_us},
+      traceEvents.push_back({{"ph", "X"},
+                             {"name", e.name},
+                             {"cat", e.phase},
+                             {"pid", r},
+                             {"tid", it->second},
+                             {"ts", e.start_us},
+                             {"dur", e.duration_us},
                              {"args", args}});
       perRank[r].push_back(std::move(e));
     }
   }
-  return json{{"traceEvents", traceEvents}, {"displayTimeUnit", "ms"},
-              {"loomSummary", summarize(perRank)}};
+  return json{
+      {"traceEvents", traceEvents}, {"displayTimeUnit", "ms"}, {"loomSummary", summarize(perRank)}};
 }
 
 }  // namespace loom::runtime

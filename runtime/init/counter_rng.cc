@@ -43,8 +43,7 @@ std::string shapeString(std::span<const int64_t> shape) {
 
 }  // namespace
 
-std::array<uint32_t, 4> philox4x32(std::array<uint32_t, 4> counter,
-                                   std::array<uint32_t, 2> key) {
+std::array<uint32_t, 4> philox4x32(std::array<uint32_t, 4> counter, std::array<uint32_t, 2> key) {
   for (int round = 0; round < 10; ++round) {
     if (round > 0) {
       key[0] += kWeyl0;
@@ -67,42 +66,37 @@ float uniform(uint64_t seed, uint64_t stream, uint64_t index) {
 }
 
 float normal(uint64_t seed, uint64_t stream, uint64_t index) {
-  const std::array<uint32_t, 4> words =
-      philox4x32(counterOf(stream, index), keyOf(seed));
+  const std::array<uint32_t, 4> words = philox4x32(counterOf(stream, index), keyOf(seed));
   // u1 in (0, 1] keeps log finite; u2 in [0, 1). Double keeps the tail of
   // sqrt(-2 log u1) accurate before the final rounding to float.
   const double u1 = (static_cast<double>(words[0] >> 8) + 1.0) / 16777216.0;
   const double u2 = static_cast<double>(words[1] >> 8) / 16777216.0;
-  return static_cast<float>(std::sqrt(-2.0 * std::log(u1)) *
-                            std::cos(2.0 * std::numbers::pi * u2));
+  return static_cast<float>(std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * std::numbers::pi * u2));
 }
 
-absl::Status initShard(const InitSpec& spec,
-                       std::span<const int64_t> global_shape,
-                       std::span<const int64_t> shard_offsets,
-                       std::span<const int64_t> shard_shape, float* out) {
+absl::Status initShard(const InitSpec& spec, std::span<const int64_t> global_shape,
+                       std::span<const int64_t> shard_offsets, std::span<const int64_t> shard_shape,
+                       float* out) {
   const size_t rank = global_shape.size();
   if (shard_offsets.size() != rank || shard_shape.size() != rank) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "initShard: ranks differ: global shape ", shapeString(global_shape),
-        ", shard offsets ", shapeString(shard_offsets), ", shard shape ",
-        shapeString(shard_shape), "; give one offset and size per dim"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("initShard: ranks differ: global shape ", shapeString(global_shape),
+                     ", shard offsets ", shapeString(shard_offsets), ", shard shape ",
+                     shapeString(shard_shape), "; give one offset and size per dim"));
   }
   for (size_t d = 0; d < rank; ++d) {
     if (global_shape[d] <= 0 || shard_shape[d] <= 0 || shard_offsets[d] < 0 ||
         shard_offsets[d] + shard_shape[d] > global_shape[d]) {
       return absl::InvalidArgumentError(absl::StrCat(
-          "initShard: shard at offsets ", shapeString(shard_offsets),
-          " of shape ", shapeString(shard_shape),
-          " does not lie inside global shape ", shapeString(global_shape),
+          "initShard: shard at offsets ", shapeString(shard_offsets), " of shape ",
+          shapeString(shard_shape), " does not lie inside global shape ", shapeString(global_shape),
           " (dim ", d, "); sizes must be positive and offset + size <= dim"));
     }
   }
   int64_t count = 1;
   for (int64_t size : shard_shape) count *= size;
   if (spec.kind != InitSpec::Kind::kNormal) {
-    std::fill_n(out, count,
-                spec.kind == InitSpec::Kind::kOnes ? 1.0f : 0.0f);
+    std::fill_n(out, count, spec.kind == InitSpec::Kind::kOnes ? 1.0f : 0.0f);
     return absl::OkStatus();
   }
   // Row-major strides of the global tensor, then walk the shard's rows (its
@@ -117,10 +111,8 @@ absl::Status initShard(const InitSpec& spec,
       global += (shard_offsets[d] + coords[d]) * strides[d];
     }
     for (int64_t j = 0; j < inner; ++j) {
-      out[written + j] =
-          spec.mean +
-          spec.std * normal(spec.seed, spec.stream_id,
-                            static_cast<uint64_t>(global + j));
+      out[written + j] = spec.mean + spec.std * normal(spec.seed, spec.stream_id,
+                                                       static_cast<uint64_t>(global + j));
     }
     for (int64_t d = static_cast<int64_t>(rank) - 2; d >= 0; --d) {
       if (++coords[d] < shard_shape[d]) break;

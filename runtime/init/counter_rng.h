@@ -17,8 +17,7 @@ namespace loom::runtime::init {
 // Philox4x32 with 10 rounds (Salmon et al., "Parallel random numbers: as
 // easy as 1, 2, 3", SC'11), the generator of cuRAND, JAX and PyTorch's CUDA
 // RNG: a keyed bijection of a 128-bit counter.
-std::array<uint32_t, 4> philox4x32(std::array<uint32_t, 4> counter,
-                                   std::array<uint32_t, 2> key);
+std::array<uint32_t, 4> philox4x32(std::array<uint32_t, 4> counter, std::array<uint32_t, 2> key);
 
 // A uniform float in [0, 1) for element `index` of stream `stream`: the
 // first Philox word of counter (index, stream) under key `seed`, top 24 bits.
@@ -34,10 +33,9 @@ using InitSpec = plan::InitSpec;
 // Fills `out` (row-major, shard_shape) with the sub-box of the parameter of
 // `global_shape` that starts at `shard_offsets`. InvalidArgument when the
 // ranks differ, a size is not positive or the box leaves the tensor.
-absl::Status initShard(const InitSpec& spec,
-                       std::span<const int64_t> global_shape,
-                       std::span<const int64_t> shard_offsets,
-                       std::span<const int64_t> shard_shape, float* out);
+absl::Status initShard(const InitSpec& spec, std::span<const int64_t> global_shape,
+                       std::span<const int64_t> shard_offsets, std::span<const int64_t> shard_shape,
+                       float* out);
 
 }  // namespace loom::runtime::init
 

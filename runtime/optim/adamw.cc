@@ -9,9 +9,8 @@
 
 namespace loom::runtime::optim {
 
-void adamwStep(const AdamWConfig& config, int64_t step, float* params,
-               const float* grads, float* exp_avg, float* exp_avg_sq,
-               int64_t count) {
+void adamwStep(const AdamWConfig& config, int64_t step, float* params, const float* grads,
+               float* exp_avg, float* exp_avg_sq, int64_t count) {
   // PyTorch computes the scalars in Python doubles and applies them to fp32
   // tensors; so do we.
   const auto t = static_cast<double>(step);
@@ -20,10 +19,8 @@ void adamwStep(const AdamWConfig& config, int64_t step, float* params,
   const auto beta2 = static_cast<float>(config.beta2);
   const auto one_minus_beta1 = static_cast<float>(1.0 - config.beta1);
   const auto one_minus_beta2 = static_cast<float>(1.0 - config.beta2);
-  const auto step_size =
-      static_cast<float>(config.lr / (1.0 - std::pow(config.beta1, t)));
-  const auto correction2_sqrt =
-      static_cast<float>(std::sqrt(1.0 - std::pow(config.beta2, t)));
+  const auto step_size = static_cast<float>(config.lr / (1.0 - std::pow(config.beta1, t)));
+  const auto correction2_sqrt = static_cast<float>(std::sqrt(1.0 - std::pow(config.beta2, t)));
   const auto eps = static_cast<float>(config.eps);
   for (int64_t i = 0; i < count; ++i) {
     const float g = grads[i];
@@ -44,8 +41,7 @@ double localSquaredNorm(const float* grads, int64_t count) {
 }
 
 float clipCoefficient(double total_squared_norm, double max_norm) {
-  return static_cast<float>(
-      std::min(1.0, max_norm / (std::sqrt(total_squared_norm) + 1e-6)));
+  return static_cast<float>(std::min(1.0, max_norm / (std::sqrt(total_squared_norm) + 1e-6)));
 }
 
 void scaleGradients(float* grads, int64_t count, float coefficient) {

@@ -28,9 +28,8 @@ struct AdamWConfig {
 // sqrt(1 - b2^t) + eps). `step` is 1 for the first step; exp_avg and
 // exp_avg_sq start at zero. Elementwise, so a shard's update is exactly its
 // slice of the unsharded update.
-void adamwStep(const AdamWConfig& config, int64_t step, float* params,
-               const float* grads, float* exp_avg, float* exp_avg_sq,
-               int64_t count);
+void adamwStep(const AdamWConfig& config, int64_t step, float* params, const float* grads,
+               float* exp_avg, float* exp_avg_sq, int64_t count);
 
 // The sum of squares of a shard's gradients, accumulated in double so the
 // total does not depend on how the elements were split across shards beyond

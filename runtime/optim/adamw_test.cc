@@ -28,8 +28,7 @@ TEST(AdamWTest, FiveStepsMatchAFloat64Reference) {
   std::vector<double> ref_m(count, 0.0), ref_v(count, 0.0);
   for (int64_t step = 1; step <= 5; ++step) {
     const std::vector<float> grads = pattern(count, 1.1 * step, 0.5 * step);
-    adamwStep(config, step, params.data(), grads.data(), m.data(), v.data(),
-              count);
+    adamwStep(config, step, params.data(), grads.data(), m.data(), v.data(), count);
     for (int64_t i = 0; i < count; ++i) {
       const double g = grads[i];
       ref_p[i] -= config.lr * config.weight_decay * ref_p[i];
@@ -57,13 +56,11 @@ TEST(AdamWTest, ShardUpdatesAreSlicesOfTheWholeUpdate) {
   std::vector<float> shard_m(count, 0.0f), shard_v(count, 0.0f);
   for (int64_t step = 1; step <= 3; ++step) {
     const std::vector<float> grads = pattern(count, step, 1.0);
-    adamwStep(config, step, whole.data(), grads.data(), m.data(), v.data(),
-              count);
+    adamwStep(config, step, whole.data(), grads.data(), m.data(), v.data(), count);
     // Uneven shards [0, 3) and [3, 10).
-    adamwStep(config, step, sharded.data(), grads.data(), shard_m.data(),
-              shard_v.data(), 3);
-    adamwStep(config, step, sharded.data() + 3, grads.data() + 3,
-              shard_m.data() + 3, shard_v.data() + 3, 7);
+    adamwStep(config, step, sharded.data(), grads.data(), shard_m.data(), shard_v.data(), 3);
+    adamwStep(config, step, sharded.data() + 3, grads.data() + 3, shard_m.data() + 3,
+              shard_v.data() + 3, 7);
   }
   EXPECT_EQ(sharded, whole);
   EXPECT_EQ(shard_m, m);
@@ -87,8 +84,7 @@ TEST(ClipTest, LocalNormsOfShardsSumToTheWholeNorm) {
   const std::vector<float> grads = pattern(11, 0.4, 2.0);
   double whole = 0.0;
   for (float g : grads) whole += double{g} * g;
-  const double shards = localSquaredNorm(grads.data(), 4) +
-                        localSquaredNorm(grads.data() + 4, 5) +
+  const double shards = localSquaredNorm(grads.data(), 4) + localSquaredNorm(grads.data() + 4, 5) +
                         localSquaredNorm(grads.data() + 9, 2);
   EXPECT_NEAR(shards, whole, 1e-12 * whole);
   EXPECT_EQ(localSquaredNorm(grads.data(), 11), whole);
@@ -104,8 +100,7 @@ TEST(ClipTest, CoefficientFollowsClipGradNorm) {
   EXPECT_LT(clipCoefficient(4.0, 2.0), 1.0f);
   EXPECT_EQ(clipCoefficient(0.0, 1.0), 1.0f);
   std::vector<float> grads = {3.0f, -4.0f};
-  scaleGradients(grads.data(), 2,
-                 clipCoefficient(localSquaredNorm(grads.data(), 2), 1.0));
+  scaleGradients(grads.data(), 2, clipCoefficient(localSquaredNorm(grads.data(), 2), 1.0));
   EXPECT_NEAR(grads[0], 0.6f, 1e-6);
   EXPECT_NEAR(grads[1], -0.8f, 1e-6);
 }

@@ -37,23 +37,18 @@ int main() {
     for (int64_t k = 0; k < 2; ++k) {
       Shard& shard = shards[k];
       for (size_t i = 0; i < shard.grads.size(); ++i) {
-        shard.grads[i] = static_cast<float>(
-            0.3 * step * std::cos(0.37 * i + 1.3 * step + k));
+        shard.grads[i] = static_cast<float>(0.3 * step * std::cos(0.37 * i + 1.3 * step + k));
       }
       // Each shard's local part; a rank would all-reduce `total`.
-      total += loom::runtime::optim::localSquaredNorm(shard.grads.data(),
-                                                      shard.grads.size());
+      total += loom::runtime::optim::localSquaredNorm(shard.grads.data(), shard.grads.size());
     }
-    const float coefficient =
-        loom::runtime::optim::clipCoefficient(total, max_norm);
+    const float coefficient = loom::runtime::optim::clipCoefficient(total, max_norm);
     std::printf("%lld %.9g", static_cast<long long>(step), coefficient);
     for (Shard& shard : shards) {
       const auto count = static_cast<int64_t>(shard.params.size());
-      loom::runtime::optim::scaleGradients(shard.grads.data(), count,
-                                           coefficient);
-      loom::runtime::optim::adamwStep(config, step, shard.params.data(),
-                                      shard.grads.data(), shard.exp_avg.data(),
-                                      shard.exp_avg_sq.data(), count);
+      loom::runtime::optim::scaleGradients(shard.grads.data(), count, coefficient);
+      loom::runtime::optim::adamwStep(config, step, shard.params.data(), shard.grads.data(),
+                                      shard.exp_avg.data(), shard.exp_avg_sq.data(), count);
       for (float p : shard.params) std::printf(" %.9g", p);
     }
     std::printf("\n");

@@ -77,9 +77,9 @@ TEST_F(CudaWiringTest, CublasSgemm) {
   cublasHandle_t handle = nullptr;
   ASSERT_EQ(cublasCreate(&handle), CUBLAS_STATUS_SUCCESS);
   const float alpha = 1.0f, beta = 0.0f;
-  ASSERT_EQ(cublasSgemm(handle, CUBLAS_OP_N, CUBLAS_OP_N, 2, 2, 2, &alpha, da, 2, db, 2, &beta,
-                        dc, 2),
-            CUBLAS_STATUS_SUCCESS);
+  ASSERT_EQ(
+      cublasSgemm(handle, CUBLAS_OP_N, CUBLAS_OP_N, 2, 2, 2, &alpha, da, 2, db, 2, &beta, dc, 2),
+      CUBLAS_STATUS_SUCCESS);
   ASSERT_CUDA(cudaMemcpy(c.data(), dc, 4 * sizeof(float), cudaMemcpyDeviceToHost));
   EXPECT_EQ(c, (std::vector<float>{2, 4, 6, 8}));
   cublasDestroy(handle);

@@ -17,8 +17,8 @@ TEST(OpenblasWiringTest, SgemmMatchesNaiveProduct) {
     for (int j = 0; j < n; ++j)
       for (int p = 0; p < k; ++p) expected[i * n + j] += a[i * k + p] * b[p * n + j];
 
-  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, n, k, 1.0f, a.data(), k, b.data(),
-              n, 0.0f, c.data(), n);
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, n, k, 1.0f, a.data(), k, b.data(), n,
+              0.0f, c.data(), n);
 
   for (int i = 0; i < m * n; ++i) ASSERT_FLOAT_EQ(c[i], expected[i]) << "element " << i;
   EXPECT_GT(openblas_get_num_threads(), 0);

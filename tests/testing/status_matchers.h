@@ -16,8 +16,7 @@ namespace loom::testutil {
 // `message_matcher` (typically HasSubstr or AllOf of several).
 MATCHER_P2(StatusIs, code, message_matcher, "") {
   *result_listener << "status is " << arg;
-  return arg.code() == code &&
-         ::testing::Matches(message_matcher)(std::string(arg.message()));
+  return arg.code() == code && ::testing::Matches(message_matcher)(std::string(arg.message()));
 }
 
 }  // namespace loom::testutil

@@ -77,8 +77,7 @@ Call makeCall(ProcessGroup& group, CollectiveKind kind, int64_t size_bytes) {
 
 absl::StatusOr<double> maxAcrossRanks(ProcessGroup& group, double value) {
   std::vector<double> cell{value};
-  if (absl::Status s =
-          waitFor(group.allReduce(Tensor::of(cell), {.op = comm::ReduceOp::kMax}));
+  if (absl::Status s = waitFor(group.allReduce(Tensor::of(cell), {.op = comm::ReduceOp::kMax}));
       !s.ok()) {
     return s;
   }

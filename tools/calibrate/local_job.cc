@@ -22,7 +22,7 @@ namespace loom::calibrate {
 namespace {
 
 bool isExecutable(const std::string& path) {
-  struct stat st {};
+  struct stat st{};
   return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode) && ::access(path.c_str(), X_OK) == 0;
 }
 

@@ -144,8 +144,7 @@ struct Collective {
   // The value output element `j` must hold on this rank, or nullopt when
   // the collective defines no output on this rank (reduce and gather off
   // the root).
-  std::function<std::optional<double>(int64_t j, const Layout&, const Params&)> expected =
-      {};
+  std::function<std::optional<double>(int64_t j, const Layout&, const Params&)> expected = {};
 };
 
 // Rank r's input element i: small integers, so every dtype and reduce op
@@ -747,8 +746,8 @@ absl::StatusOr<Cell> measure(Bench& bench, const Collective& coll, const Layout&
     if (absl::Status s = runOnce(bench, coll, buf.views); !s.ok()) return s;
     absl::StatusOr<Tensor> output = hostOutput(buf, gpu);
     if (!output.ok()) return output.status();
-    absl::StatusOr<int64_t> wrong = sumAcrossRanks<int64_t>(
-        bench.group, countWrong(coll, *output, layout, bench.params));
+    absl::StatusOr<int64_t> wrong =
+        sumAcrossRanks<int64_t>(bench.group, countWrong(coll, *output, layout, bench.params));
     if (!wrong.ok()) return wrong.status();
     cell.wrong = *wrong;
   }
@@ -766,10 +765,20 @@ absl::StatusOr<int64_t> parseBytes(const std::string& text) {
   int64_t unit = 1;
   std::string digits = text;
   switch (text.back()) {
-    case 'K': case 'k': unit = int64_t{1} << 10; break;
-    case 'M': case 'm': unit = int64_t{1} << 20; break;
-    case 'G': case 'g': unit = int64_t{1} << 30; break;
-    default: break;
+    case 'K':
+    case 'k':
+      unit = int64_t{1} << 10;
+      break;
+    case 'M':
+    case 'm':
+      unit = int64_t{1} << 20;
+      break;
+    case 'G':
+    case 'g':
+      unit = int64_t{1} << 30;
+      break;
+    default:
+      break;
   }
   if (unit != 1) digits.pop_back();
   int64_t value = 0;
@@ -835,7 +844,8 @@ absl::StatusOr<int64_t> sweep(Bench& bench, const Collective& coll, int64_t min_
     if (factor <= 1) break;
   }
   if (print) {
-    absl::PrintF("# Out of bounds values : %d %s\n", wrong_total, wrong_total == 0 ? "OK" : "FAILED");
+    absl::PrintF("# Out of bounds values : %d %s\n", wrong_total,
+                 wrong_total == 0 ? "OK" : "FAILED");
     absl::PrintF("# Avg bus bandwidth    : %.4f GB/s\n",
                  busbw_cells == 0 ? 0.0 : busbw_sum / busbw_cells);
     std::fflush(stdout);
@@ -913,8 +923,8 @@ absl::StatusOr<Outcome> run() {
     if (op_flag == "all" || op_flag == coll.name) chosen.push_back(std::move(coll));
   }
   if (chosen.empty()) {
-    return absl::InvalidArgumentError(absl::StrCat("--op=", op_flag, " is not one of ",
-                                                   absl::StrJoin(names, ", "), ", all"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("--op=", op_flag, " is not one of ", absl::StrJoin(names, ", "), ", all"));
   }
   const std::string backend = absl::GetFlag(FLAGS_backend);
   if (backend != "gloo" && backend != "mpi" && backend != "nccl") {
@@ -928,8 +938,8 @@ absl::StatusOr<Outcome> run() {
   }
   for (const Collective& coll : chosen) {
     if (direct && !coll.run_direct) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "--direct covers all_reduce, all_gather and broadcast, not ", coll.name));
+      return absl::InvalidArgumentError(
+          absl::StrCat("--direct covers all_reduce, all_gather and broadcast, not ", coll.name));
     }
   }
 
@@ -1000,14 +1010,14 @@ absl::StatusOr<Outcome> run() {
                  absl::GetFlag(FLAGS_b), absl::GetFlag(FLAGS_e), absl::GetFlag(FLAGS_f),
                  bench.iters, bench.warmup, bench.check ? 1 : 0, bench.blocking ? 1 : 0,
                  dtypeName(*dtype), absl::GetFlag(FLAGS_o), bench.params.root);
-    absl::PrintF("# time: mean over ranks of (%s of -n calls) / n; algbw = size / time; "
-                 "busbw = algbw * bus factor\n",
-                 bench.gpu != nullptr ? "CUDA-event time" : "wall time");
+    absl::PrintF(
+        "# time: mean over ranks of (%s of -n calls) / n; algbw = size / time; "
+        "busbw = algbw * bus factor\n",
+        bench.gpu != nullptr ? "CUDA-event time" : "wall time");
   }
   Outcome outcome;
   for (const Collective& coll : chosen) {
-    absl::StatusOr<int64_t> w = sweep(bench, coll, *min_bytes, *max_bytes,
-                                      absl::GetFlag(FLAGS_f));
+    absl::StatusOr<int64_t> w = sweep(bench, coll, *min_bytes, *max_bytes, absl::GetFlag(FLAGS_f));
     if (!w.ok()) return w.status();
     outcome.wrong += *w;
   }

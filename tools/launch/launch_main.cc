@@ -23,10 +23,8 @@
 ABSL_FLAG(int, nproc, 1, "ranks to start on this machine");
 ABSL_FLAG(int, nnodes, 1, "machines in the job, each running its own launcher");
 ABSL_FLAG(int, node_rank, 0, "this machine's index in [0, nnodes)");
-ABSL_FLAG(std::string, master_addr, "127.0.0.1",
-          "host of rank 0, where the job's store listens");
-ABSL_FLAG(int, master_port, 0,
-          "port of the job's store; 0 picks a free one (one machine only)");
+ABSL_FLAG(std::string, master_addr, "127.0.0.1", "host of rank 0, where the job's store listens");
+ABSL_FLAG(int, master_port, 0, "port of the job's store; 0 picks a free one (one machine only)");
 ABSL_FLAG(absl::Duration, grace_period, absl::Seconds(5),
           "how long ranks may take to exit after SIGTERM before SIGKILL");
 ABSL_FLAG(absl::Duration, timeout, absl::InfiniteDuration(),
@@ -76,9 +74,8 @@ int main(int argc, char** argv) {
   // the command line, and the ranks, belong in the user's directory.
   if (const char* dir = std::getenv("BUILD_WORKING_DIRECTORY");
       dir != nullptr && ::chdir(dir) != 0) {
-    return fail(absl::FailedPreconditionError(
-        absl::StrCat("cannot change to BUILD_WORKING_DIRECTORY '", dir,
-                     "': ", std::strerror(errno))));
+    return fail(absl::FailedPreconditionError(absl::StrCat(
+        "cannot change to BUILD_WORKING_DIRECTORY '", dir, "': ", std::strerror(errno))));
   }
 
   loom::launch::LaunchOptions options;
@@ -100,8 +97,7 @@ int main(int argc, char** argv) {
     options.token = token;
   }
 
-  absl::StatusOr<loom::launch::LaunchResult> result =
-      loom::launch::runLocalJob(options);
+  absl::StatusOr<loom::launch::LaunchResult> result = loom::launch::runLocalJob(options);
   if (!result.ok()) return fail(result.status());
   if (!result->message.empty()) {
     std::fprintf(stderr, "launch: %s\n", result->message.c_str());

@@ -104,8 +104,7 @@ int main(int argc, char** argv) {
   std::optional<std::string> any_action;
   absl::StatusOr<loom::launch::RankEnv> env = loom::launch::detectRankEnv();
   if (!env.ok()) {
-    say(STDOUT_FILENO,
-        absl::StrCat("rank_env error: ", env.status().message(), "\n"));
+    say(STDOUT_FILENO, absl::StrCat("rank_env error: ", env.status().message(), "\n"));
     return 1;
   }
   for (int i = 1; i < argc; ++i) {
@@ -126,19 +125,16 @@ int main(int argc, char** argv) {
   const int rank = env->rank;
 
   std::string report = "env";
-  for (const char* name :
-       {"RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK",
-        "GROUP_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "LOOM_STORE_TOKEN"}) {
+  for (const char* name : {"RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK",
+                           "GROUP_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "LOOM_STORE_TOKEN"}) {
     absl::StrAppend(&report, " ", name, "=", envOrUnset(name));
   }
   absl::StrAppend(&report, " pid=", ::getpid(), "\n");
   say(STDOUT_FILENO, report);
   say(STDOUT_FILENO,
-      absl::StrCat(
-          "rank_env source=", loom::launch::rankEnvSourceName(env->source),
-          " rank=", rank, " world_size=", env->world_size,
-          " local_rank=", env->local_rank, " master=", env->master_addr, ":",
-          env->master_port, "\n"));
+      absl::StrCat("rank_env source=", loom::launch::rankEnvSourceName(env->source), " rank=", rank,
+                   " world_size=", env->world_size, " local_rank=", env->local_rank,
+                   " master=", env->master_addr, ":", env->master_port, "\n"));
   say(STDERR_FILENO, absl::StrCat("stderr of rank ", rank, "\n"));
 
   if (action == "ignore_term" || action == "term_parent_twice") {
@@ -177,8 +173,7 @@ int main(int argc, char** argv) {
     // Three writes per line, with yields between, give the scheduler every
     // chance to interleave ranks mid-line if the launcher did not buffer.
     for (int line = 1; line <= count; ++line) {
-      say(STDOUT_FILENO,
-          absl::StrCat("line ", line, "/", count, " from rank ", rank, " "));
+      say(STDOUT_FILENO, absl::StrCat("line ", line, "/", count, " from rank ", rank, " "));
       ::sched_yield();
       say(STDOUT_FILENO, body);
       ::sched_yield();

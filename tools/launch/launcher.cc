@@ -73,8 +73,7 @@ void onSignal(int signal) {
   const unsigned char byte = static_cast<unsigned char>(signal);
   // The pipe is full only if thousands of wake-ups wait unread; one more
   // would change nothing.
-  [[maybe_unused]] const ssize_t written =
-      ::write(g_signal_pipe_write, &byte, 1);
+  [[maybe_unused]] const ssize_t written = ::write(g_signal_pipe_write, &byte, 1);
   errno = saved_errno;
 }
 
@@ -86,8 +85,8 @@ class SignalScope {
     auto scope = std::unique_ptr<SignalScope>(new SignalScope());
     int fds[2];
     if (::pipe2(fds, O_CLOEXEC | O_NONBLOCK) != 0) {
-      return absl::InternalError(absl::StrCat(
-          "cannot create the launcher's signal pipe: ", errnoText(errno)));
+      return absl::InternalError(
+          absl::StrCat("cannot create the launcher's signal pipe: ", errnoText(errno)));
     }
     scope->read_fd_ = fds[0];
     scope->write_fd_ = fds[1];
@@ -172,21 +171,21 @@ class SignalScope {
 
 absl::Status validate(const LaunchOptions& options) {
   if (options.nproc < 1) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "nproc is %d; it must be at least 1 (the number of ranks to start "
-        "on this machine)",
-        options.nproc));
+    return absl::InvalidArgumentError(
+        absl::StrFormat("nproc is %d; it must be at least 1 (the number of ranks to start "
+                        "on this machine)",
+                        options.nproc));
   }
   if (options.nnodes < 1) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "nnodes is %d; it must be at least 1 (the number of machines in the "
-        "job)",
-        options.nnodes));
+    return absl::InvalidArgumentError(
+        absl::StrFormat("nnodes is %d; it must be at least 1 (the number of machines in the "
+                        "job)",
+                        options.nnodes));
   }
   if (options.node_rank < 0 || options.node_rank >= options.nnodes) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "node_rank is %d but nnodes is %d; number the machines 0 to %d",
-        options.node_rank, options.nnodes, options.nnodes - 1));
+    return absl::InvalidArgumentError(
+        absl::StrFormat("node_rank is %d but nnodes is %d; number the machines 0 to %d",
+                        options.node_rank, options.nnodes, options.nnodes - 1));
   }
   if (options.master_addr.empty()) {
     return absl::InvalidArgumentError(
@@ -194,32 +193,31 @@ absl::Status validate(const LaunchOptions& options) {
         "that runs rank 0");
   }
   if (options.master_port < 0 || options.master_port > 65535) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "master_port is %d; it must be a port number in [1, 65535], or 0 to "
-        "pick a free one",
-        options.master_port));
+    return absl::InvalidArgumentError(
+        absl::StrFormat("master_port is %d; it must be a port number in [1, 65535], or 0 to "
+                        "pick a free one",
+                        options.master_port));
   }
   if (options.nnodes > 1 && options.master_port == 0) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "a job over %d machines needs an explicit master_port: every machine "
-        "must give its ranks the same port, so none can pick one at random",
-        options.nnodes));
+    return absl::InvalidArgumentError(
+        absl::StrFormat("a job over %d machines needs an explicit master_port: every machine "
+                        "must give its ranks the same port, so none can pick one at random",
+                        options.nnodes));
   }
   if (options.nnodes > 1 && options.token.empty()) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "a job over %d machines needs a store token that every machine "
-        "shares; export the same %s (any random string) on every machine",
-        options.nnodes, kStoreTokenEnv));
+    return absl::InvalidArgumentError(
+        absl::StrFormat("a job over %d machines needs a store token that every machine "
+                        "shares; export the same %s (any random string) on every machine",
+                        options.nnodes, kStoreTokenEnv));
   }
   if (options.grace_period < absl::ZeroDuration()) {
-    return absl::InvalidArgumentError(
-        absl::StrFormat("grace_period is %s; it must not be negative",
-                        absl::FormatDuration(options.grace_period)));
+    return absl::InvalidArgumentError(absl::StrFormat("grace_period is %s; it must not be negative",
+                                                      absl::FormatDuration(options.grace_period)));
   }
   if (options.timeout <= absl::ZeroDuration()) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "timeout is %s; it must be positive (leave it unset for no limit)",
-        absl::FormatDuration(options.timeout)));
+    return absl::InvalidArgumentError(
+        absl::StrFormat("timeout is %s; it must be positive (leave it unset for no limit)",
+                        absl::FormatDuration(options.timeout)));
   }
   return absl::OkStatus();
 }
@@ -229,21 +227,21 @@ absl::Status checkExecutable(const std::string& path) {
   if (::stat(path.c_str(), &info) != 0) {
     const int error = errno;
     if (error == ENOENT) {
-      return absl::NotFoundError(absl::StrFormat(
-          "rank binary '%s' does not exist; check the path", path));
+      return absl::NotFoundError(
+          absl::StrFormat("rank binary '%s' does not exist; check the path", path));
     }
-    return absl::FailedPreconditionError(absl::StrFormat(
-        "cannot use rank binary '%s': %s", path, errnoText(error)));
+    return absl::FailedPreconditionError(
+        absl::StrFormat("cannot use rank binary '%s': %s", path, errnoText(error)));
   }
   if (S_ISDIR(info.st_mode)) {
-    return absl::FailedPreconditionError(absl::StrFormat(
-        "rank binary '%s' is a directory; name the program inside it", path));
+    return absl::FailedPreconditionError(
+        absl::StrFormat("rank binary '%s' is a directory; name the program inside it", path));
   }
   if (::access(path.c_str(), X_OK) != 0) {
-    return absl::PermissionDeniedError(absl::StrFormat(
-        "rank binary '%s' is not executable; chmod +x it or name the right "
-        "file",
-        path));
+    return absl::PermissionDeniedError(
+        absl::StrFormat("rank binary '%s' is not executable; chmod +x it or name the right "
+                        "file",
+                        path));
   }
   return absl::OkStatus();
 }
@@ -265,17 +263,15 @@ absl::StatusOr<std::string> resolveBinary(const std::string& binary) {
   const char* path_env = std::getenv("PATH");
   const std::string path = path_env != nullptr ? path_env : "/usr/bin:/bin";
   for (absl::string_view dir : absl::StrSplit(path, ':')) {
-    const std::string candidate =
-        absl::StrCat(dir.empty() ? "." : dir, "/", binary);
+    const std::string candidate = absl::StrCat(dir.empty() ? "." : dir, "/", binary);
     struct stat info = {};
     if (::stat(candidate.c_str(), &info) == 0 && S_ISREG(info.st_mode) &&
         ::access(candidate.c_str(), X_OK) == 0) {
       return candidate;
     }
   }
-  return absl::NotFoundError(absl::StrFormat(
-      "rank binary '%s' is not on PATH (%s); give its path instead", binary,
-      path));
+  return absl::NotFoundError(
+      absl::StrFormat("rank binary '%s' is not on PATH (%s); give its path instead", binary, path));
 }
 
 // A port that is free now: bound on every interface and released at once,
@@ -284,22 +280,19 @@ absl::StatusOr<int> pickFreePort() {
   const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0) {
     return absl::InternalError(absl::StrCat(
-        "cannot pick a free master port: socket: ", errnoText(errno),
-        "; pass --master_port"));
+        "cannot pick a free master port: socket: ", errnoText(errno), "; pass --master_port"));
   }
   sockaddr_in address = {};
   address.sin_family = AF_INET;
   address.sin_addr.s_addr = htonl(INADDR_ANY);
   socklen_t length = sizeof address;
-  const bool ok =
-      ::bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof address) == 0 &&
-      ::getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length) == 0;
+  const bool ok = ::bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof address) == 0 &&
+                  ::getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length) == 0;
   const int error = errno;
   ::close(fd);
   if (!ok) {
     return absl::UnavailableError(
-        absl::StrCat("cannot pick a free master port: ", errnoText(error),
-                     "; pass --master_port"));
+        absl::StrCat("cannot pick a free master port: ", errnoText(error), "; pass --master_port"));
   }
   return ntohs(address.sin_port);
 }
@@ -328,8 +321,7 @@ void writeAll(int fd, absl::string_view text) {
 
 // "rank 2" / "ranks 0,1,3".
 std::string rankList(const std::vector<int>& ranks) {
-  return absl::StrCat(ranks.size() == 1 ? "rank " : "ranks ",
-                      absl::StrJoin(ranks, ","));
+  return absl::StrCat(ranks.size() == 1 ? "rank " : "ranks ", absl::StrJoin(ranks, ","));
 }
 
 std::string describeEnding(const RankOutcome& outcome) {
@@ -337,8 +329,7 @@ std::string describeEnding(const RankOutcome& outcome) {
     return absl::StrFormat("was killed by signal %d (%s)", *outcome.term_signal,
                            signalName(*outcome.term_signal));
   }
-  return absl::StrFormat("exited with status %d",
-                         outcome.exit_code.value_or(0));
+  return absl::StrFormat("exited with status %d", outcome.exit_code.value_or(0));
 }
 
 // One output stream (stdout or stderr) of one rank.
@@ -361,8 +352,8 @@ enum class Phase { kRunning, kStopping, kKilling };
 
 class Job {
  public:
-  Job(const LaunchOptions& options, std::string path, int master_port,
-      std::string token, SignalScope& signals)
+  Job(const LaunchOptions& options, std::string path, int master_port, std::string token,
+      SignalScope& signals)
       : options_(options),
         path_(std::move(path)),
         master_port_(master_port),
@@ -370,8 +361,7 @@ class Job {
         signals_(signals),
         read_buffer_(kReadChunk) {
     argv_storage_.push_back(path_);
-    argv_storage_.insert(argv_storage_.end(), options_.args.begin(),
-                         options_.args.end());
+    argv_storage_.insert(argv_storage_.end(), options_.args.begin(), options_.args.end());
     ranks_.resize(options_.nproc);
   }
 
@@ -388,8 +378,7 @@ class Job {
       const Deadline deadline = Deadline::after(kKillWait);
       for (Rank& rank : ranks_) {
         while (rank.running && !deadline.expired()) {
-          if (::waitpid(rank.outcome.pid, nullptr, WNOHANG) ==
-              rank.outcome.pid) {
+          if (::waitpid(rank.outcome.pid, nullptr, WNOHANG) == rank.outcome.pid) {
             rank.running = false;
           } else {
             ::usleep(10'000);
@@ -408,8 +397,7 @@ class Job {
   absl::Status start() {
     dev_null_ = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
     if (dev_null_ < 0) {
-      return absl::InternalError(
-          absl::StrCat("cannot open /dev/null: ", errnoText(errno)));
+      return absl::InternalError(absl::StrCat("cannot open /dev/null: ", errnoText(errno)));
     }
     for (int local_rank = 0; local_rank < options_.nproc; ++local_rank) {
       if (absl::Status status = spawn(local_rank); !status.ok()) return status;
@@ -470,8 +458,7 @@ class Job {
     rank.outcome.rank = options_.node_rank * options_.nproc + local_rank;
     // Everything the child needs is built before fork(): between fork and
     // exec it may only make async-signal-safe calls.
-    std::vector<std::string> env_storage =
-        environmentFor(rank.outcome.rank, local_rank);
+    std::vector<std::string> env_storage = environmentFor(rank.outcome.rank, local_rank);
     std::vector<char*> envp;
     for (std::string& entry : env_storage) envp.push_back(entry.data());
     envp.push_back(nullptr);
@@ -497,14 +484,11 @@ class Job {
           ::close(pipes[j][1]);
         }
         return absl::ResourceExhaustedError(
-            absl::StrFormat("cannot start rank %d: pipe: %s", rank.outcome.rank,
-                            errnoText(error)));
+            absl::StrFormat("cannot start rank %d: pipe: %s", rank.outcome.rank, errnoText(error)));
       }
     }
-    const int child_stdout =
-        options_.prefix_output ? output[0][1] : options_.stdout_fd;
-    const int child_stderr =
-        options_.prefix_output ? output[1][1] : options_.stderr_fd;
+    const int child_stdout = options_.prefix_output ? output[0][1] : options_.stdout_fd;
+    const int child_stderr = options_.prefix_output ? output[1][1] : options_.stderr_fd;
 
     sigset_t all;
     sigset_t before;
@@ -537,8 +521,7 @@ class Job {
       ::sigprocmask(SIG_SETMASK, &none, nullptr);
       ::execve(path_.c_str(), argv.data(), envp.data());
       const int error = errno;
-      [[maybe_unused]] const ssize_t written =
-          ::write(exec_pipe[1], &error, sizeof error);
+      [[maybe_unused]] const ssize_t written = ::write(exec_pipe[1], &error, sizeof error);
       ::_exit(127);
     }
     const int fork_error = errno;
@@ -546,15 +529,13 @@ class Job {
     for (int* ends : pipes) ::close(ends[1]);
     if (pid < 0) {
       for (int* ends : pipes) ::close(ends[0]);
-      return absl::ResourceExhaustedError(
-          absl::StrFormat("cannot start rank %d: fork: %s", rank.outcome.rank,
-                          errnoText(fork_error)));
+      return absl::ResourceExhaustedError(absl::StrFormat(
+          "cannot start rank %d: fork: %s", rank.outcome.rank, errnoText(fork_error)));
     }
     rank.outcome.pid = pid;
     rank.running = true;
     if (options_.prefix_output) {
-      const std::string prefix =
-          absl::StrCat("[rank ", rank.outcome.rank, "] ");
+      const std::string prefix = absl::StrCat("[rank ", rank.outcome.rank, "] ");
       const int sinks[2] = {options_.stdout_fd, options_.stderr_fd};
       for (int i = 0; i < 2; ++i) {
         Stream& stream = rank.streams[i];
@@ -578,8 +559,8 @@ class Job {
       ::waitpid(pid, &status, 0);
       rank.running = false;
       return absl::FailedPreconditionError(
-          absl::StrFormat("cannot start rank %d: exec of '%s' failed: %s",
-                          rank.outcome.rank, path_, errnoText(exec_error)));
+          absl::StrFormat("cannot start rank %d: exec of '%s' failed: %s", rank.outcome.rank, path_,
+                          errnoText(exec_error)));
     }
     return absl::OkStatus();
   }
@@ -617,11 +598,9 @@ class Job {
 
   // Reads what one stream has ready; false when there was nothing.
   bool readOnce(Stream& stream) {
-    const ssize_t n =
-        ::read(stream.fd, read_buffer_.data(), read_buffer_.size());
+    const ssize_t n = ::read(stream.fd, read_buffer_.data(), read_buffer_.size());
     if (n > 0) {
-      writeAll(stream.sink,
-               stream.lines.feed(absl::string_view(read_buffer_.data(), n)));
+      writeAll(stream.sink, stream.lines.feed(absl::string_view(read_buffer_.data(), n)));
       return true;
     }
     if (n < 0 && errno == EINTR) return true;
@@ -645,8 +624,7 @@ class Job {
     for (Rank& rank : ranks_) {
       if (!rank.running) continue;
       siginfo_t info = {};
-      if (::waitid(P_PID, rank.outcome.pid, &info,
-                   WEXITED | WNOHANG | WNOWAIT) != 0 ||
+      if (::waitid(P_PID, rank.outcome.pid, &info, WEXITED | WNOHANG | WNOWAIT) != 0 ||
           info.si_pid != rank.outcome.pid) {
         continue;
       }
@@ -743,23 +721,20 @@ class Job {
       case JobEnd::kRankFailed: {
         const RankOutcome& culprit = ranks_[failed_local_rank_].outcome;
         result.failed_rank = culprit.rank;
-        result.exit_code = culprit.term_signal.has_value()
-                               ? 128 + *culprit.term_signal
-                               : *culprit.exit_code;
-        result.message = absl::StrFormat("rank %d (pid %d) %s", culprit.rank,
-                                         culprit.pid, describeEnding(culprit));
+        result.exit_code =
+            culprit.term_signal.has_value() ? 128 + *culprit.term_signal : *culprit.exit_code;
+        result.message = absl::StrFormat("rank %d (pid %d) %s", culprit.rank, culprit.pid,
+                                         describeEnding(culprit));
         break;
       }
       case JobEnd::kTimedOut:
         result.exit_code = kTimeoutExitCode;
         result.message =
-            absl::StrFormat("job timeout of %s expired",
-                            absl::FormatDuration(options_.timeout));
+            absl::StrFormat("job timeout of %s expired", absl::FormatDuration(options_.timeout));
         break;
       case JobEnd::kInterrupted:
         result.exit_code = 128 + received_signal_;
-        result.message =
-            absl::StrCat("launcher received ", signalName(received_signal_));
+        result.message = absl::StrCat("launcher received ", signalName(received_signal_));
         break;
     }
     if (stopped.empty()) {
@@ -767,19 +742,18 @@ class Job {
                                            ? "; no other rank was still running"
                                            : "; no rank was still running");
     } else {
-      absl::StrAppend(&result.message, "; stopped ", rankList(stopped),
-                      " with ", signalName(stop_signal_));
+      absl::StrAppend(&result.message, "; stopped ", rankList(stopped), " with ",
+                      signalName(stop_signal_));
     }
     if (!killed.empty()) {
       const std::string why =
           escalation_signal_ != 0
               ? absl::StrCat("after a second ", signalName(escalation_signal_))
-              : absl::StrCat("after the ",
-                             absl::FormatDuration(options_.grace_period),
+              : absl::StrCat("after the ", absl::FormatDuration(options_.grace_period),
                              " grace period");
       absl::StrAppend(&result.message, "; ", rankList(killed),
-                      killed.size() == 1 ? " was" : " were",
-                      " still running and got SIGKILL ", why);
+                      killed.size() == 1 ? " was" : " were", " still running and got SIGKILL ",
+                      why);
     }
     for (const Rank& rank : ranks_) {
       if (!rank.running) continue;
@@ -787,8 +761,7 @@ class Job {
           &result.message,
           absl::StrFormat("; rank %d (pid %d) survived SIGKILL for %s (stuck "
                           "in the kernel?) and was left behind",
-                          rank.outcome.rank, rank.outcome.pid,
-                          absl::FormatDuration(kKillWait)));
+                          rank.outcome.rank, rank.outcome.pid, absl::FormatDuration(kKillWait)));
     }
     return result;
   }
@@ -838,8 +811,7 @@ absl::StatusOr<LaunchResult> runLocalJob(const LaunchOptions& options) {
     if (!picked.ok()) return picked.status();
     master_port = *picked;
   }
-  const std::string token =
-      options.token.empty() ? randomToken() : options.token;
+  const std::string token = options.token.empty() ? randomToken() : options.token;
 
   JobRunningGuard guard;
   if (!guard.acquired()) {

@@ -62,8 +62,7 @@ std::string contents(int fd) {
 std::map<std::string, std::string> fields(const std::string& line) {
   std::map<std::string, std::string> result;
   for (absl::string_view word : absl::StrSplit(line, ' ')) {
-    const std::pair<std::string, std::string> kv =
-        absl::StrSplit(word, absl::MaxSplits('=', 1));
+    const std::pair<std::string, std::string> kv = absl::StrSplit(word, absl::MaxSplits('=', 1));
     result[kv.first] = kv.second;
   }
   return result;
@@ -75,8 +74,7 @@ bool isDead(pid_t pid) {
   std::string text;
   if (!std::getline(stat, text)) return true;
   const size_t paren = text.rfind(')');
-  return paren != std::string::npos && paren + 2 < text.size() &&
-         text[paren + 2] == 'Z';
+  return paren != std::string::npos && paren + 2 < text.size() && text[paren + 2] == 'Z';
 }
 
 class LauncherTest : public ::testing::Test {
@@ -120,8 +118,7 @@ class LauncherTest : public ::testing::Test {
 
 TEST_F(LauncherTest, AllRanksSucceedWithTheirOwnRankAndWholePrefixedLines) {
   constexpr int kLines = 50;
-  absl::StatusOr<LaunchResult> result =
-      runLocalJob(options(4, {absl::StrCat("*:lines=", kLines)}));
+  absl::StatusOr<LaunchResult> result = runLocalJob(options(4, {absl::StrCat("*:lines=", kLines)}));
   ASSERT_TRUE(result.ok()) << result.status();
   EXPECT_EQ(result->end, JobEnd::kSucceeded);
   EXPECT_EQ(result->exit_code, 0);
@@ -169,9 +166,7 @@ TEST_F(LauncherTest, AllRanksSucceedWithTheirOwnRankAndWholePrefixedLines) {
       ports.insert(env["MASTER_PORT"]);
       tokens.insert(env["LOOM_STORE_TOKEN"]);
     } else {
-      EXPECT_EQ(text.rfind("rank_env source=torchrun rank=" + rank + " ", 0),
-                0u)
-          << line;
+      EXPECT_EQ(text.rfind("rank_env source=torchrun rank=" + rank + " ", 0), 0u) << line;
     }
   }
   EXPECT_THAT(ranks_seen, ElementsAre("0", "1", "2", "3"));
@@ -179,8 +174,7 @@ TEST_F(LauncherTest, AllRanksSucceedWithTheirOwnRankAndWholePrefixedLines) {
   EXPECT_EQ(tokens.size(), 1u);
   for (const std::string rank : {"0", "1", "2", "3"}) {
     EXPECT_EQ(lines_per_rank[rank], kLines) << "rank " << rank;
-    EXPECT_THAT(err(),
-                HasSubstr("[rank " + rank + "] stderr of rank " + rank + "\n"));
+    EXPECT_THAT(err(), HasSubstr("[rank " + rank + "] stderr of rank " + rank + "\n"));
   }
 }
 
@@ -203,29 +197,26 @@ TEST_F(LauncherTest, MultiNodeNumberingTokenAndPortArePassedThrough) {
   const std::string text = out();
   for (const std::string local : {"0", "1"}) {
     const std::string rank = local == "0" ? "2" : "3";
-    EXPECT_THAT(
-        text, HasSubstr(absl::StrCat(
-                  "[rank ", rank, "] env RANK=", rank, " LOCAL_RANK=", local,
-                  " WORLD_SIZE=6 LOCAL_WORLD_SIZE=2 GROUP_RANK=1 "
-                  "GROUP_WORLD_SIZE=3 MASTER_ADDR=head-node MASTER_PORT=29999 "
-                  "LOOM_STORE_TOKEN=shared-token ")));
+    EXPECT_THAT(text,
+                HasSubstr(absl::StrCat("[rank ", rank, "] env RANK=", rank, " LOCAL_RANK=", local,
+                                       " WORLD_SIZE=6 LOCAL_WORLD_SIZE=2 GROUP_RANK=1 "
+                                       "GROUP_WORLD_SIZE=3 MASTER_ADDR=head-node MASTER_PORT=29999 "
+                                       "LOOM_STORE_TOKEN=shared-token ")));
   }
 }
 
 TEST_F(LauncherTest, FailingRankStopsTheOthersAndNamesItsExitStatus) {
   const absl::Time start = absl::Now();
-  absl::StatusOr<LaunchResult> result =
-      runLocalJob(options(4, {"2:exit=3", "*:sleep"}));
+  absl::StatusOr<LaunchResult> result = runLocalJob(options(4, {"2:exit=3", "*:sleep"}));
   ASSERT_TRUE(result.ok()) << result.status();
   // The sleepers die on SIGTERM; nobody waits out the 10 s grace period.
   EXPECT_LT(absl::Now() - start, absl::Seconds(5));
   EXPECT_EQ(result->end, JobEnd::kRankFailed);
   EXPECT_EQ(result->failed_rank, 2);
   EXPECT_EQ(result->exit_code, 3);
-  EXPECT_EQ(result->message,
-            absl::StrCat("rank 2 (pid ", result->ranks[2].pid,
-                         ") exited with status 3; stopped ranks 0,1,3 with "
-                         "SIGTERM"));
+  EXPECT_EQ(result->message, absl::StrCat("rank 2 (pid ", result->ranks[2].pid,
+                                          ") exited with status 3; stopped ranks 0,1,3 with "
+                                          "SIGTERM"));
   for (int i : {0, 1, 3}) {
     EXPECT_TRUE(result->ranks[i].stopped) << i;
     EXPECT_EQ(result->ranks[i].term_signal, SIGTERM) << i;
@@ -236,17 +227,15 @@ TEST_F(LauncherTest, FailingRankStopsTheOthersAndNamesItsExitStatus) {
 }
 
 TEST_F(LauncherTest, RankKilledBySignalIsNamedWithTheSignal) {
-  absl::StatusOr<LaunchResult> result =
-      runLocalJob(options(3, {"1:signal=9", "*:sleep"}));
+  absl::StatusOr<LaunchResult> result = runLocalJob(options(3, {"1:signal=9", "*:sleep"}));
   ASSERT_TRUE(result.ok()) << result.status();
   EXPECT_EQ(result->end, JobEnd::kRankFailed);
   EXPECT_EQ(result->failed_rank, 1);
   EXPECT_EQ(result->exit_code, 128 + SIGKILL);
   EXPECT_EQ(result->ranks[1].term_signal, SIGKILL);
-  EXPECT_EQ(result->message,
-            absl::StrCat("rank 1 (pid ", result->ranks[1].pid,
-                         ") was killed by signal 9 (SIGKILL); stopped ranks "
-                         "0,2 with SIGTERM"));
+  EXPECT_EQ(result->message, absl::StrCat("rank 1 (pid ", result->ranks[1].pid,
+                                          ") was killed by signal 9 (SIGKILL); stopped ranks "
+                                          "0,2 with SIGTERM"));
 }
 
 TEST_F(LauncherTest, RankThatIgnoresSigtermIsKilledAfterTheGracePeriod) {
@@ -263,10 +252,9 @@ TEST_F(LauncherTest, RankThatIgnoresSigtermIsKilledAfterTheGracePeriod) {
   EXPECT_EQ(result->ranks[1].term_signal, SIGKILL);
   EXPECT_FALSE(result->ranks[2].killed);
   EXPECT_EQ(result->ranks[2].term_signal, SIGTERM);
-  EXPECT_THAT(result->message,
-              HasSubstr("exited with status 1; stopped ranks 1,2 with "
-                        "SIGTERM; rank 1 was still running and got SIGKILL "
-                        "after the 300ms grace period"));
+  EXPECT_THAT(result->message, HasSubstr("exited with status 1; stopped ranks 1,2 with "
+                                         "SIGTERM; rank 1 was still running and got SIGKILL "
+                                         "after the 300ms grace period"));
 }
 
 TEST_F(LauncherTest, JobTimeoutStopsTheRanksStillRunning) {
@@ -280,8 +268,7 @@ TEST_F(LauncherTest, JobTimeoutStopsTheRanksStillRunning) {
   EXPECT_LT(absl::Now() - start, absl::Seconds(5));
   EXPECT_EQ(result->end, JobEnd::kTimedOut);
   EXPECT_EQ(result->exit_code, kTimeoutExitCode);
-  EXPECT_EQ(result->message,
-            "job timeout of 1s expired; stopped rank 1 with SIGTERM");
+  EXPECT_EQ(result->message, "job timeout of 1s expired; stopped rank 1 with SIGTERM");
   EXPECT_FALSE(result->ranks[0].stopped);
   EXPECT_TRUE(result->ranks[1].stopped);
 }
@@ -289,13 +276,11 @@ TEST_F(LauncherTest, JobTimeoutStopsTheRanksStillRunning) {
 TEST_F(LauncherTest, SignalToTheLauncherIsForwardedToEveryRank) {
   // Rank 0's parent is this test process, which runLocalJob makes act as
   // the launcher.
-  absl::StatusOr<LaunchResult> result =
-      runLocalJob(options(3, {"0:signal_parent=15", "*:sleep"}));
+  absl::StatusOr<LaunchResult> result = runLocalJob(options(3, {"0:signal_parent=15", "*:sleep"}));
   ASSERT_TRUE(result.ok()) << result.status();
   EXPECT_EQ(result->end, JobEnd::kInterrupted);
   EXPECT_EQ(result->exit_code, 128 + SIGTERM);
-  EXPECT_EQ(result->message,
-            "launcher received SIGTERM; stopped ranks 0,1,2 with SIGTERM");
+  EXPECT_EQ(result->message, "launcher received SIGTERM; stopped ranks 0,1,2 with SIGTERM");
   for (const RankOutcome& rank : result->ranks) {
     EXPECT_TRUE(rank.stopped);
     EXPECT_EQ(rank.term_signal, SIGTERM);
@@ -341,9 +326,7 @@ TEST_F(LauncherTest, ChildrenLeftBehindByARankAreKilled) {
   EXPECT_EQ(result->exit_code, 0);
   std::smatch match;
   const std::string text = out();
-  ASSERT_TRUE(
-      std::regex_search(text, match, std::regex(R"(grandchild pid=(\d+))")))
-      << text;
+  ASSERT_TRUE(std::regex_search(text, match, std::regex(R"(grandchild pid=(\d+))"))) << text;
   const pid_t grandchild = std::stoi(match[1]);
   // SIGKILL is delivered at once, but the reparented process may take a
   // moment to be marked dead.
@@ -366,58 +349,50 @@ TEST_F(LauncherTest, FindsTheBinaryOnPath) {
 
 TEST_F(LauncherTest, BadOptionsAreRejectedBeforeAnythingStarts) {
   LaunchOptions opts = options(0, {});
-  EXPECT_THAT(runLocalJob(opts).status(),
-              StatusIs(absl::StatusCode::kInvalidArgument,
-                       HasSubstr("nproc is 0; it must be at least 1")));
+  EXPECT_THAT(runLocalJob(opts).status(), StatusIs(absl::StatusCode::kInvalidArgument,
+                                                   HasSubstr("nproc is 0; it must be at least 1")));
 
   opts = options(2, {});
   opts.nnodes = 2;
   opts.node_rank = 2;
-  EXPECT_THAT(runLocalJob(opts).status(),
-              StatusIs(absl::StatusCode::kInvalidArgument,
-                       HasSubstr("node_rank is 2 but nnodes is 2")));
+  EXPECT_THAT(runLocalJob(opts).status(), StatusIs(absl::StatusCode::kInvalidArgument,
+                                                   HasSubstr("node_rank is 2 but nnodes is 2")));
 
   opts.node_rank = 1;
-  EXPECT_THAT(runLocalJob(opts).status(),
-              StatusIs(absl::StatusCode::kInvalidArgument,
-                       HasSubstr("needs an explicit master_port")));
+  EXPECT_THAT(runLocalJob(opts).status(), StatusIs(absl::StatusCode::kInvalidArgument,
+                                                   HasSubstr("needs an explicit master_port")));
 
   opts.master_port = 29500;
-  EXPECT_THAT(runLocalJob(opts).status(),
-              StatusIs(absl::StatusCode::kInvalidArgument,
-                       HasSubstr("export the same LOOM_STORE_TOKEN")));
+  EXPECT_THAT(runLocalJob(opts).status(), StatusIs(absl::StatusCode::kInvalidArgument,
+                                                   HasSubstr("export the same LOOM_STORE_TOKEN")));
 
   opts = options(2, {});
   opts.master_port = 70000;
   EXPECT_THAT(runLocalJob(opts).status(),
-              StatusIs(absl::StatusCode::kInvalidArgument,
-                       HasSubstr("master_port is 70000")));
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("master_port is 70000")));
 
   opts = options(2, {});
   opts.grace_period = absl::Seconds(-1);
   EXPECT_THAT(runLocalJob(opts).status(),
-              StatusIs(absl::StatusCode::kInvalidArgument,
-                       HasSubstr("grace_period is -1s")));
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("grace_period is -1s")));
 
   opts = options(2, {});
   opts.timeout = absl::ZeroDuration();
-  EXPECT_THAT(runLocalJob(opts).status(),
-              StatusIs(absl::StatusCode::kInvalidArgument,
-                       HasSubstr("timeout is 0; it must be positive")));
+  EXPECT_THAT(runLocalJob(opts).status(), StatusIs(absl::StatusCode::kInvalidArgument,
+                                                   HasSubstr("timeout is 0; it must be positive")));
 }
 
 TEST_F(LauncherTest, MissingOrUnusableBinariesAreReportedByPath) {
   LaunchOptions opts = options(2, {});
   opts.binary = "";
   EXPECT_THAT(runLocalJob(opts).status(),
-              StatusIs(absl::StatusCode::kInvalidArgument,
-                       HasSubstr("no rank binary given")));
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("no rank binary given")));
 
   opts.binary = "/nonexistent/dir/trainer";
-  EXPECT_THAT(runLocalJob(opts).status(),
-              StatusIs(absl::StatusCode::kNotFound,
-                       HasSubstr("rank binary '/nonexistent/dir/trainer' does "
-                                 "not exist")));
+  EXPECT_THAT(
+      runLocalJob(opts).status(),
+      StatusIs(absl::StatusCode::kNotFound, HasSubstr("rank binary '/nonexistent/dir/trainer' does "
+                                                      "not exist")));
 
   opts.binary = "no-such-program-anywhere";
   EXPECT_THAT(runLocalJob(opts).status(),
@@ -426,22 +401,19 @@ TEST_F(LauncherTest, MissingOrUnusableBinariesAreReportedByPath) {
 
   opts.binary = sync_dir_;
   EXPECT_THAT(runLocalJob(opts).status(),
-              StatusIs(absl::StatusCode::kFailedPrecondition,
-                       HasSubstr("is a directory")));
+              StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("is a directory")));
 
   const std::string plain = sync_dir_ + "/plain.txt";
   std::ofstream(plain) << "not a program\n";
   opts.binary = plain;
   EXPECT_THAT(runLocalJob(opts).status(),
-              StatusIs(absl::StatusCode::kPermissionDenied,
-                       HasSubstr("is not executable")));
+              StatusIs(absl::StatusCode::kPermissionDenied, HasSubstr("is not executable")));
 
   // Executable but not a program: exec itself fails, and that is reported
   // as a start failure, not as a rank that exited.
   ASSERT_EQ(::chmod(plain.c_str(), 0755), 0);
-  EXPECT_THAT(runLocalJob(opts).status(),
-              StatusIs(absl::StatusCode::kFailedPrecondition,
-                       HasSubstr("cannot start rank 0: exec of")));
+  EXPECT_THAT(runLocalJob(opts).status(), StatusIs(absl::StatusCode::kFailedPrecondition,
+                                                   HasSubstr("cannot start rank 0: exec of")));
 }
 
 TEST_F(LauncherTest, OnlyOneJobRunsPerProcess) {
@@ -452,13 +424,12 @@ TEST_F(LauncherTest, OnlyOneJobRunsPerProcess) {
   // The first job is running once its rank is ready.
   const absl::Time give_up = absl::Now() + absl::Seconds(5);
   struct stat info;
-  while (::stat((sync_dir_ + "/ready.0").c_str(), &info) != 0 &&
-         absl::Now() < give_up) {
+  while (::stat((sync_dir_ + "/ready.0").c_str(), &info) != 0 && absl::Now() < give_up) {
     absl::SleepFor(absl::Milliseconds(10));
   }
-  EXPECT_THAT(runLocalJob(options(1, {})).status(),
-              StatusIs(absl::StatusCode::kFailedPrecondition,
-                       HasSubstr("another runLocalJob is running")));
+  EXPECT_THAT(
+      runLocalJob(options(1, {})).status(),
+      StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("another runLocalJob is running")));
   job.join();
   ASSERT_TRUE(first.ok()) << first.status();
   EXPECT_EQ(first->end, JobEnd::kTimedOut);

@@ -45,26 +45,22 @@ constexpr LauncherVars kLaunchers[] = {
 };
 
 // A launcher variable that must be present.
-absl::StatusOr<std::string> require(const Lookup& getenv,
-                                    const LauncherVars& launcher,
+absl::StatusOr<std::string> require(const Lookup& getenv, const LauncherVars& launcher,
                                     const char* name) {
   std::optional<std::string> value = getenv(name);
   if (!value.has_value()) {
-    return comm::invalidArgumentError(absl::StrFormat(
-        "%s is set, so this is a %s launch, but %s is missing; %s",
-        launcher.rank, rankEnvSourceName(launcher.source), name,
-        launcher.how_to_fix));
+    return comm::invalidArgumentError(
+        absl::StrFormat("%s is set, so this is a %s launch, but %s is missing; %s", launcher.rank,
+                        rankEnvSourceName(launcher.source), name, launcher.how_to_fix));
   }
   return *value;
 }
 
 // `value` of variable `name` as a whole number no smaller than `minimum`.
-absl::StatusOr<int> parseNumber(const char* name, const std::string& value,
-                                int minimum) {
+absl::StatusOr<int> parseNumber(const char* name, const std::string& value, int minimum) {
   int number = 0;
   const char* end = value.data() + value.size();
-  const std::from_chars_result parsed =
-      std::from_chars(value.data(), end, number);
+  const std::from_chars_result parsed = std::from_chars(value.data(), end, number);
   if (parsed.ec == std::errc::result_out_of_range) {
     return comm::invalidArgumentError(
         absl::StrFormat("%s is '%s'; that is too large", name, value));
@@ -74,14 +70,13 @@ absl::StatusOr<int> parseNumber(const char* name, const std::string& value,
         absl::StrFormat("%s is '%s'; it must be a whole number", name, value));
   }
   if (number < minimum) {
-    return comm::invalidArgumentError(absl::StrFormat(
-        "%s is %d; it must be at least %d", name, number, minimum));
+    return comm::invalidArgumentError(
+        absl::StrFormat("%s is %d; it must be at least %d", name, number, minimum));
   }
   return number;
 }
 
-absl::StatusOr<int> requireNumber(const Lookup& getenv,
-                                  const LauncherVars& launcher,
+absl::StatusOr<int> requireNumber(const Lookup& getenv, const LauncherVars& launcher,
                                   const char* name, int minimum) {
   absl::StatusOr<std::string> value = require(getenv, launcher, name);
   if (!value.ok()) return value.status();
@@ -91,8 +86,8 @@ absl::StatusOr<int> requireNumber(const Lookup& getenv,
 absl::StatusOr<int> parsePort(const char* name, const std::string& value) {
   absl::StatusOr<int> port = parseNumber(name, value, 0);
   if (port.ok() && (*port < 1 || *port > 65535)) {
-    return comm::invalidArgumentError(absl::StrFormat(
-        "%s is %d; it must be a port number in [1, 65535]", name, *port));
+    return comm::invalidArgumentError(
+        absl::StrFormat("%s is %d; it must be a port number in [1, 65535]", name, *port));
   }
   return port;
 }
@@ -120,36 +115,33 @@ absl::Status readMaster(const Lookup& getenv, const LauncherVars& launcher,
   }
   env.master_addr = addr.value_or(options.default_master_addr);
   absl::StatusOr<int> number =
-      port.has_value() ? parsePort("MASTER_PORT", *port)
-                       : parsePort("the default master port",
-                                   std::to_string(options.default_master_port));
+      port.has_value()
+          ? parsePort("MASTER_PORT", *port)
+          : parsePort("the default master port", std::to_string(options.default_master_port));
   if (!number.ok()) return number.status();
   env.master_port = *number;
   return absl::OkStatus();
 }
 
-absl::StatusOr<RankEnv> readLauncher(const Lookup& getenv,
-                                     const LauncherVars& launcher,
+absl::StatusOr<RankEnv> readLauncher(const Lookup& getenv, const LauncherVars& launcher,
                                      const RankEnvOptions& options) {
   RankEnv env;
   env.source = launcher.source;
   absl::StatusOr<int> rank = requireNumber(getenv, launcher, launcher.rank, 0);
   if (!rank.ok()) return rank.status();
-  absl::StatusOr<int> world_size =
-      requireNumber(getenv, launcher, launcher.world_size, 1);
+  absl::StatusOr<int> world_size = requireNumber(getenv, launcher, launcher.world_size, 1);
   if (!world_size.ok()) return world_size.status();
-  absl::StatusOr<int> local_rank =
-      requireNumber(getenv, launcher, launcher.local_rank, 0);
+  absl::StatusOr<int> local_rank = requireNumber(getenv, launcher, launcher.local_rank, 0);
   if (!local_rank.ok()) return local_rank.status();
   if (*rank >= *world_size) {
-    return comm::invalidArgumentError(absl::StrFormat(
-        "%s is %d but %s is %d; a rank must be in [0, %d)", launcher.rank,
-        *rank, launcher.world_size, *world_size, *world_size));
+    return comm::invalidArgumentError(
+        absl::StrFormat("%s is %d but %s is %d; a rank must be in [0, %d)", launcher.rank, *rank,
+                        launcher.world_size, *world_size, *world_size));
   }
   if (*local_rank >= *world_size) {
-    return comm::invalidArgumentError(absl::StrFormat(
-        "%s is %d but %s is %d; a local rank must be below the world size",
-        launcher.local_rank, *local_rank, launcher.world_size, *world_size));
+    return comm::invalidArgumentError(
+        absl::StrFormat("%s is %d but %s is %d; a local rank must be below the world size",
+                        launcher.local_rank, *local_rank, launcher.world_size, *world_size));
   }
   env.rank = *rank;
   env.world_size = *world_size;
@@ -160,13 +152,13 @@ absl::StatusOr<RankEnv> readLauncher(const Lookup& getenv,
     if (*count <= *local_rank || *count > *world_size) {
       return comm::invalidArgumentError(absl::StrFormat(
           "%s is %d, but %s is %d and %s is %d; it must be above the local rank and at most "
-          "the world size", launcher.local_world_size, *count, launcher.local_rank, *local_rank,
-          launcher.world_size, *world_size));
+          "the world size",
+          launcher.local_world_size, *count, launcher.local_rank, *local_rank, launcher.world_size,
+          *world_size));
     }
     env.local_world_size = *count;
   }
-  if (absl::Status status = readMaster(getenv, launcher, options, env);
-      !status.ok()) {
+  if (absl::Status status = readMaster(getenv, launcher, options, env); !status.ok()) {
     return status;
   }
   return env;
@@ -188,9 +180,7 @@ absl::string_view rankEnvSourceName(RankEnvSource source) {
 
 absl::StatusOr<RankEnv> detectRankEnv(const RankEnvOptions& options) {
   const Lookup getenv =
-      options.getenv
-          ? options.getenv
-          : [](const std::string& name) -> std::optional<std::string> {
+      options.getenv ? options.getenv : [](const std::string& name) -> std::optional<std::string> {
     const char* value = std::getenv(name.c_str());
     if (value == nullptr) return std::nullopt;
     return std::string(value);

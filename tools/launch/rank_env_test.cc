@@ -21,8 +21,7 @@ using ::testing::HasSubstr;
 using Env = std::map<std::string, std::string>;
 
 absl::StatusOr<RankEnv> detect(const Env& env, RankEnvOptions options = {}) {
-  options.getenv =
-      [env](const std::string& name) -> std::optional<std::string> {
+  options.getenv = [env](const std::string& name) -> std::optional<std::string> {
     auto it = env.find(name);
     if (it == env.end()) return std::nullopt;
     return it->second;
@@ -80,8 +79,7 @@ TEST(RankEnvTest, OpenMpiTakesExportedMasterOverDefaults) {
   options.default_master_addr = "unused";
   options.default_master_port = 1;
   absl::StatusOr<RankEnv> env =
-      detect(with(with(kOpenMpi, "MASTER_ADDR", "head"), "MASTER_PORT", "4000"),
-             options);
+      detect(with(with(kOpenMpi, "MASTER_ADDR", "head"), "MASTER_PORT", "4000"), options);
   ASSERT_TRUE(env.ok()) << env.status();
   EXPECT_EQ(env->master_addr, "head");
   EXPECT_EQ(env->master_port, 4000);
@@ -105,8 +103,7 @@ TEST(RankEnvTest, SlurmPrefersMasterAddrThenFallsBackToDefault) {
 
   RankEnvOptions options;
   options.default_master_addr = "fallback";
-  absl::StatusOr<RankEnv> fallback =
-      detect(without(kSlurm, "SLURM_LAUNCH_NODE_IPADDR"), options);
+  absl::StatusOr<RankEnv> fallback = detect(without(kSlurm, "SLURM_LAUNCH_NODE_IPADDR"), options);
   ASSERT_TRUE(fallback.ok()) << fallback.status();
   EXPECT_EQ(fallback->master_addr, "fallback");
 }
@@ -140,60 +137,52 @@ TEST(RankEnvTest, TorchrunWinsOverMpiWhichWinsOverSlurm) {
 }
 
 TEST(RankEnvTest, NoLauncherVariablesIsAnError) {
-  EXPECT_THAT(
-      detect({{"MASTER_ADDR", "x"}}).status(),
-      StatusIs(
-          absl::StatusCode::kInvalidArgument,
-          AllOf(HasSubstr("no launcher environment found"), HasSubstr("RANK"),
-                HasSubstr("OMPI_COMM_WORLD_RANK"), HasSubstr("SLURM_PROCID"))));
+  EXPECT_THAT(detect({{"MASTER_ADDR", "x"}}).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       AllOf(HasSubstr("no launcher environment found"), HasSubstr("RANK"),
+                             HasSubstr("OMPI_COMM_WORLD_RANK"), HasSubstr("SLURM_PROCID"))));
 }
 
 TEST(RankEnvTest, MissingVariablesAreNamed) {
   EXPECT_THAT(detect(without(kTorchrun, "WORLD_SIZE")).status(),
               StatusIs(absl::StatusCode::kInvalidArgument,
-                       AllOf(HasSubstr("torchrun launch"),
-                             HasSubstr("WORLD_SIZE is missing"))));
+                       AllOf(HasSubstr("torchrun launch"), HasSubstr("WORLD_SIZE is missing"))));
   EXPECT_THAT(detect(without(kTorchrun, "LOCAL_RANK")).status(),
-              StatusIs(absl::StatusCode::kInvalidArgument,
-                       HasSubstr("LOCAL_RANK is missing")));
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("LOCAL_RANK is missing")));
   EXPECT_THAT(detect(without(kTorchrun, "MASTER_PORT")).status(),
-              StatusIs(absl::StatusCode::kInvalidArgument,
-                       HasSubstr("MASTER_PORT is missing")));
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("MASTER_PORT is missing")));
   EXPECT_THAT(detect(without(kTorchrun, "MASTER_ADDR")).status(),
-              StatusIs(absl::StatusCode::kInvalidArgument,
-                       HasSubstr("MASTER_ADDR is missing")));
-  EXPECT_THAT(detect(without(kOpenMpi, "OMPI_COMM_WORLD_LOCAL_RANK")).status(),
-              StatusIs(absl::StatusCode::kInvalidArgument,
-                       AllOf(HasSubstr("openmpi launch"),
-                             HasSubstr("OMPI_COMM_WORLD_LOCAL_RANK is missing"),
-                             HasSubstr("mpirun"))));
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("MASTER_ADDR is missing")));
   EXPECT_THAT(
-      detect(without(kSlurm, "SLURM_NTASKS")).status(),
+      detect(without(kOpenMpi, "OMPI_COMM_WORLD_LOCAL_RANK")).status(),
       StatusIs(absl::StatusCode::kInvalidArgument,
-               AllOf(HasSubstr("slurm launch"),
-                     HasSubstr("SLURM_NTASKS is missing"), HasSubstr("srun"))));
+               AllOf(HasSubstr("openmpi launch"),
+                     HasSubstr("OMPI_COMM_WORLD_LOCAL_RANK is missing"), HasSubstr("mpirun"))));
+  EXPECT_THAT(detect(without(kSlurm, "SLURM_NTASKS")).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       AllOf(HasSubstr("slurm launch"), HasSubstr("SLURM_NTASKS is missing"),
+                             HasSubstr("srun"))));
 }
 
 TEST(RankEnvTest, MalformedNumbersAreNamedWithTheirValue) {
   for (const std::string bad : {"", "two", "3x", "1.5", " 1", "+1"}) {
     EXPECT_THAT(detect(with(kTorchrun, "RANK", bad)).status(),
                 StatusIs(absl::StatusCode::kInvalidArgument,
-                         HasSubstr("RANK is '" + bad +
-                                   "'; it must be a whole number")));
+                         HasSubstr("RANK is '" + bad + "'; it must be a whole number")));
   }
   EXPECT_THAT(detect(with(kTorchrun, "WORLD_SIZE", "99999999999")).status(),
               StatusIs(absl::StatusCode::kInvalidArgument,
                        HasSubstr("WORLD_SIZE is '99999999999'; that is too "
                                  "large")));
-  EXPECT_THAT(detect(with(kOpenMpi, "OMPI_COMM_WORLD_SIZE", "six")).status(),
-              StatusIs(absl::StatusCode::kInvalidArgument,
-                       HasSubstr("OMPI_COMM_WORLD_SIZE is 'six'")));
+  EXPECT_THAT(
+      detect(with(kOpenMpi, "OMPI_COMM_WORLD_SIZE", "six")).status(),
+      StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("OMPI_COMM_WORLD_SIZE is 'six'")));
 }
 
 TEST(RankEnvTest, OutOfRangeValuesAreRejected) {
-  EXPECT_THAT(detect(with(kTorchrun, "RANK", "-1")).status(),
-              StatusIs(absl::StatusCode::kInvalidArgument,
-                       HasSubstr("RANK is -1; it must be at least 0")));
+  EXPECT_THAT(
+      detect(with(kTorchrun, "RANK", "-1")).status(),
+      StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("RANK is -1; it must be at least 0")));
   EXPECT_THAT(detect(with(kTorchrun, "WORLD_SIZE", "0")).status(),
               StatusIs(absl::StatusCode::kInvalidArgument,
                        HasSubstr("WORLD_SIZE is 0; it must be at least 1")));
@@ -201,10 +190,9 @@ TEST(RankEnvTest, OutOfRangeValuesAreRejected) {
               StatusIs(absl::StatusCode::kInvalidArgument,
                        HasSubstr("RANK is 8 but WORLD_SIZE is 8; a rank must "
                                  "be in [0, 8)")));
-  EXPECT_THAT(
-      detect(with(kSlurm, "SLURM_LOCALID", "16")).status(),
-      StatusIs(absl::StatusCode::kInvalidArgument,
-               HasSubstr("SLURM_LOCALID is 16 but SLURM_NTASKS is 16")));
+  EXPECT_THAT(detect(with(kSlurm, "SLURM_LOCALID", "16")).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("SLURM_LOCALID is 16 but SLURM_NTASKS is 16")));
 }
 
 TEST(RankEnvTest, BadMasterValuesAreRejected) {
@@ -213,14 +201,13 @@ TEST(RankEnvTest, BadMasterValuesAreRejected) {
                        HasSubstr("MASTER_PORT is 'http'; it must be a whole "
                                  "number")));
   for (const std::string bad : {"0", "65536"}) {
-    EXPECT_THAT(detect(with(kTorchrun, "MASTER_PORT", bad)).status(),
-                StatusIs(absl::StatusCode::kInvalidArgument,
-                         AllOf(HasSubstr("MASTER_PORT is"),
-                               HasSubstr("port number in [1, 65535]"))));
+    EXPECT_THAT(
+        detect(with(kTorchrun, "MASTER_PORT", bad)).status(),
+        StatusIs(absl::StatusCode::kInvalidArgument,
+                 AllOf(HasSubstr("MASTER_PORT is"), HasSubstr("port number in [1, 65535]"))));
   }
   EXPECT_THAT(detect(with(kOpenMpi, "MASTER_ADDR", "")).status(),
-              StatusIs(absl::StatusCode::kInvalidArgument,
-                       HasSubstr("MASTER_ADDR is empty")));
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("MASTER_ADDR is empty")));
   RankEnvOptions options;
   options.default_master_port = 0;
   EXPECT_THAT(detect(kOpenMpi, options).status(),

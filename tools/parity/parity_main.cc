@@ -28,8 +28,9 @@
 
 ABSL_FLAG(std::string, a, "", "the first run's --dump_dir");
 ABSL_FLAG(std::string, b, "", "the second run's --dump_dir");
-ABSL_FLAG(double, rtol, 0.0,
-          "relative tolerance (of the tensor's largest magnitude); 0 asks for bit-identical values");
+ABSL_FLAG(
+    double, rtol, 0.0,
+    "relative tolerance (of the tensor's largest magnitude); 0 asks for bit-identical values");
 
 namespace loom::parity {
 namespace {
@@ -49,7 +50,8 @@ std::set<int64_t> stepsIn(const std::string& dir) {
   return steps;
 }
 
-absl::StatusOr<std::vector<float>> readWhole(const CheckpointReader& reader, const std::string& name) {
+absl::StatusOr<std::vector<float>> readWhole(const CheckpointReader& reader,
+                                             const std::string& name) {
   absl::StatusOr<runtime::checkpoint::TensorInfo> info = reader.tensor(name);
   if (!info.ok()) return info.status();
   Box box{std::vector<int64_t>(info->shape.size(), 0), info->shape};
@@ -65,7 +67,8 @@ std::string difference(const std::vector<float>& a, const std::vector<float>& b,
   if (a.size() != b.size()) return absl::StrCat("sizes differ: ", a.size(), " vs ", b.size());
   double scale = 0, worst = 0;
   int64_t first = -1, count = 0;
-  for (size_t i = 0; i < a.size(); ++i) scale = std::max(scale, static_cast<double>(std::abs(b[i])));
+  for (size_t i = 0; i < a.size(); ++i)
+    scale = std::max(scale, static_cast<double>(std::abs(b[i])));
   for (size_t i = 0; i < a.size(); ++i) {
     const double d = std::abs(static_cast<double>(a[i]) - b[i]);
     const bool differs = rtol == 0 ? a[i] != b[i] : d > rtol * scale;
@@ -75,8 +78,8 @@ std::string difference(const std::vector<float>& a, const std::vector<float>& b,
     worst = std::max(worst, d);
   }
   if (first < 0) return "";
-  return absl::StrCat(count, " of ", a.size(), " elements differ, first at flat index ", first, " (",
-                      a[first], " vs ", b[first], "), largest difference ", worst, " (",
+  return absl::StrCat(count, " of ", a.size(), " elements differ, first at flat index ", first,
+                      " (", a[first], " vs ", b[first], "), largest difference ", worst, " (",
                       scale > 0 ? worst / scale : 0.0, " of the largest magnitude)");
 }
 
@@ -87,8 +90,10 @@ absl::Status compare(const std::string& a, const std::string& b, double rtol) {
     if (!stepsB.count(step)) continue;
     ++compared;
     for (const char* kind : {"grads", "params"}) {
-      absl::StatusOr<CheckpointReader> ra = CheckpointReader::open(absl::StrCat(a, "/", kind), step);
-      absl::StatusOr<CheckpointReader> rb = CheckpointReader::open(absl::StrCat(b, "/", kind), step);
+      absl::StatusOr<CheckpointReader> ra =
+          CheckpointReader::open(absl::StrCat(a, "/", kind), step);
+      absl::StatusOr<CheckpointReader> rb =
+          CheckpointReader::open(absl::StrCat(b, "/", kind), step);
       if (!ra.ok()) return ra.status();
       if (!rb.ok()) return rb.status();
       if (std::string(kind) == "grads") {
@@ -97,10 +102,11 @@ absl::Status compare(const std::string& a, const std::string& b, double rtol) {
         absl::StatusOr<CheckpointReader> pb = CheckpointReader::open(b + "/params", step);
         if (!pa.ok()) return pa.status();
         if (!pb.ok()) return pb.status();
-        const float la = pa->metadata().value("loss", 0.0f), lb = pb->metadata().value("loss", 0.0f);
+        const float la = pa->metadata().value("loss", 0.0f),
+                    lb = pb->metadata().value("loss", 0.0f);
         if (std::string d = difference({la}, {lb}, rtol); !d.empty()) {
-          std::printf("first divergence: step %lld, the loss: %.9g vs %.9g\n", static_cast<long long>(step),
-                      la, lb);
+          std::printf("first divergence: step %lld, the loss: %.9g vs %.9g\n",
+                      static_cast<long long>(step), la, lb);
           return absl::OkStatus();
         }
       }
@@ -108,11 +114,13 @@ absl::Status compare(const std::string& a, const std::string& b, double rtol) {
         absl::StatusOr<std::vector<float>> va = readWhole(*ra, name);
         absl::StatusOr<std::vector<float>> vb = readWhole(*rb, name);
         if (!va.ok()) return va.status();
-        if (!vb.ok()) return absl::NotFoundError(absl::StrCat(b, "/", kind, " step ", step, ": ",
-                                                              vb.status().message()));
+        if (!vb.ok())
+          return absl::NotFoundError(
+              absl::StrCat(b, "/", kind, " step ", step, ": ", vb.status().message()));
         if (std::string d = difference(*va, *vb, rtol); !d.empty()) {
           std::printf("first divergence: step %lld, %s %s: %s\n", static_cast<long long>(step),
-                      std::string(kind) == "grads" ? "gradient" : "after the update,", name.c_str(), d.c_str());
+                      std::string(kind) == "grads" ? "gradient" : "after the update,", name.c_str(),
+                      d.c_str());
           return absl::OkStatus();
         }
       }
@@ -132,10 +140,12 @@ absl::Status compare(const std::string& a, const std::string& b, double rtol) {
 }  // namespace loom::parity
 
 int main(int argc, char** argv) {
-  absl::SetProgramUsageMessage("parity --a=DUMP_A --b=DUMP_B [--rtol=0]: the first tensor where two runs differ");
+  absl::SetProgramUsageMessage(
+      "parity --a=DUMP_A --b=DUMP_B [--rtol=0]: the first tensor where two runs differ");
   absl::ParseCommandLine(argc, argv);
   if (absl::GetFlag(FLAGS_a).empty() || absl::GetFlag(FLAGS_b).empty()) {
-    std::fprintf(stderr, "parity: --a and --b are required (two //tools:train --dump_dir directories)\n");
+    std::fprintf(stderr,
+                 "parity: --a and --b are required (two //tools:train --dump_dir directories)\n");
     return 2;
   }
   if (absl::Status s = loom::parity::compare(absl::GetFlag(FLAGS_a), absl::GetFlag(FLAGS_b),

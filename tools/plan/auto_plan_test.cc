@@ -22,9 +22,11 @@ TEST(AutoPlanTest, SearchPointsFollowTheRanking) {
   options.ffn_hidden = 1536;
   options.vocab = 8192;
   options.max_seq = 2048;
-  const planner::cost::Workload workload{
-      .config = *planner::models::tinyConfig(options), .seq = 2048, .dtype = planner::cost::Dtype::kBF16};
-  const planner::cost::CostModel model = *planner::cost::CostModel::create(*mesh::Topology::dgxH100(2));
+  const planner::cost::Workload workload{.config = *planner::models::tinyConfig(options),
+                                         .seq = 2048,
+                                         .dtype = planner::cost::Dtype::kBF16};
+  const planner::cost::CostModel model =
+      *planner::cost::CostModel::create(*mesh::Topology::dgxH100(2));
   absl::StatusOr<planner::cost::SearchResult> result =
       planner::cost::searchMesh(workload, model, {.global_batch = 16});
   ASSERT_TRUE(result.ok()) << result.status();

@@ -52,9 +52,8 @@ int main() {
     const auto done = Clock::now();
     auto seconds = [](auto a, auto b) { return std::chrono::duration<double>(b - a).count(); };
     std::printf("%-12s %8s %-8s %6lld %5d %10.3f %10.3f %12.1f %10.3f\n", c.model, c.mesh, c.axes,
-                static_cast<long long>(plan->plan.worldSize()),
-                16, seconds(start, built), seconds(built, done),
-                static_cast<double>(json.size()) / 1e6, seconds(start, done));
+                static_cast<long long>(plan->plan.worldSize()), 16, seconds(start, built),
+                seconds(built, done), static_cast<double>(json.size()) / 1e6, seconds(start, done));
   }
   return 0;
 }

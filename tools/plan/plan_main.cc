@@ -109,14 +109,16 @@ cl::opt<int64_t> top_flag("top", cl::desc("--mesh=auto: rows of the ranked table
 cl::opt<std::string> axes_flag("axes",
                                cl::desc("one strategy per mesh axis: fsdp, dp or tp, e.g. fsdp,tp"),
                                cl::cat(planCategory()));
-cl::opt<std::string> device_flag("device", cl::desc("device kind: h100 (default), h200, a100-80gb, a100-40gb, cpu"),
-                                 cl::init("h100"), cl::cat(planCategory()));
+cl::opt<std::string> device_flag(
+    "device", cl::desc("device kind: h100 (default), h200, a100-80gb, a100-40gb, cpu"),
+    cl::init("h100"), cl::cat(planCategory()));
 cl::opt<int64_t> devices_per_host_flag("devices-per-host", cl::desc("devices per host (default 8)"),
                                        cl::init(8), cl::cat(planCategory()));
 cl::opt<double> memory_gb_flag("memory-gb",
                                cl::desc("device memory in GiB (default: the device's)"),
                                cl::init(0), cl::cat(planCategory()));
-cl::opt<std::string> out_flag("out", cl::desc("directory for plan.json, plan.mlir, report.md, trace.json"),
+cl::opt<std::string> out_flag("out",
+                              cl::desc("directory for plan.json, plan.mlir, report.md, trace.json"),
                               cl::cat(planCategory()));
 cl::opt<uint64_t> seed_flag("seed", cl::desc("seed of the parameters' init specs (default 0)"),
                             cl::init(0), cl::cat(planCategory()));
@@ -128,9 +130,9 @@ cl::opt<bool> reshard_flag(
     cl::desc("gather parameters again for the backward pass (default true; false keeps the "
              "forward copy)"),
     cl::init(true), cl::cat(planCategory()));
-cl::opt<int64_t> bucket_mb_flag("bucket-mb",
-                                cl::desc("largest gathered bucket in MiB (default 0: one per unit)"),
-                                cl::init(0), cl::cat(planCategory()));
+cl::opt<int64_t> bucket_mb_flag(
+    "bucket-mb", cl::desc("largest gathered bucket in MiB (default 0: one per unit)"), cl::init(0),
+    cl::cat(planCategory()));
 
 cl::opt<double> adam_lr_flag("adam-lr", cl::desc("AdamW learning rate (default 0.001)"),
                              cl::init(1e-3), cl::cat(planCategory()));
@@ -140,8 +142,8 @@ cl::opt<double> adam_beta1_flag("adam-beta1",
 cl::opt<double> adam_beta2_flag("adam-beta2",
                                 cl::desc("AdamW decay of the second moment (default 0.999)"),
                                 cl::init(0.999), cl::cat(planCategory()));
-cl::opt<double> adam_eps_flag("adam-eps", cl::desc("AdamW epsilon (default 1e-8)"),
-                              cl::init(1e-8), cl::cat(planCategory()));
+cl::opt<double> adam_eps_flag("adam-eps", cl::desc("AdamW epsilon (default 1e-8)"), cl::init(1e-8),
+                              cl::cat(planCategory()));
 cl::opt<double> weight_decay_flag("weight-decay",
                                   cl::desc("AdamW decoupled weight decay (default 0.01)"),
                                   cl::init(0.01), cl::cat(planCategory()));
@@ -186,24 +188,25 @@ int writeOutputs(mlir::ModuleOp module, const loom::plan::Plan& plan, const std:
   std::string mlir;
   llvm::raw_string_ostream mlir_os(mlir);
   module.print(mlir_os);
-  bool ok = writeFile(dir / "plan.json", loom::plan::writePlan(plan)) &&
-            writeFile(dir / "plan.mlir", mlir + "\n") && writeFile(dir / "report.md", report) &&
-            writeFile(dir / "trace.json",
-                      loom::planner::exporter::chromeTrace(plan).dump(1) + "\n");
+  bool ok =
+      writeFile(dir / "plan.json", loom::plan::writePlan(plan)) &&
+      writeFile(dir / "plan.mlir", mlir + "\n") && writeFile(dir / "report.md", report) &&
+      writeFile(dir / "trace.json", loom::planner::exporter::chromeTrace(plan).dump(1) + "\n");
   if (candidates) ok = ok && writeFile(dir / "candidates.json", candidates->dump(2) + "\n");
   absl::StatusOr<std::string> page = loom::planner::visual::renderPlanPage(plan);
   if (!page.ok()) return fail("cannot draw report.html: " + std::string(page.status().message()));
   ok = ok && writeFile(dir / "report.html", *page);
   if (points) {
-    ok = ok && writeFile(dir / "search.html",
-                         loom::planner::visual::renderSearchPage(*points, "mesh search: " + model_flag));
+    ok = ok && writeFile(dir / "search.html", loom::planner::visual::renderSearchPage(
+                                                  *points, "mesh search: " + model_flag));
   }
   if (!ok) return fail("cannot write the plan files into '" + out_flag + "'");
   // The report on stdout is buffered; this line on stderr is not. Flush
   // first so a terminal shows the report whole, then this line.
   llvm::outs().flush();
   llvm::errs() << "plan: wrote plan.json, plan.mlir, report.md, trace.json, report.html"
-               << (candidates ? ", candidates.json, search.html" : "") << " to " << out_flag << "\n";
+               << (candidates ? ", candidates.json, search.html" : "") << " to " << out_flag
+               << "\n";
   return 0;
 }
 
@@ -223,17 +226,16 @@ int plan(mlir::ModuleOp module, const loom::planner::cost::MachineProfile* profi
                                                .grad_reduce_dtype = grad_reduce_dtype_flag,
                                                .adamw = adamwFlags(),
                                                .profile = profile};
-  for (const auto& [name, occurrences] :
-       {std::pair{"pin", pin_flag.getNumOccurrences()},
-        std::pair{"max-tp", max_tp_flag.getNumOccurrences()},
-        std::pair{"top", top_flag.getNumOccurrences()}}) {
+  for (const auto& [name, occurrences] : {std::pair{"pin", pin_flag.getNumOccurrences()},
+                                          std::pair{"max-tp", max_tp_flag.getNumOccurrences()},
+                                          std::pair{"top", top_flag.getNumOccurrences()}}) {
     if (occurrences > 0) {
-      return fail(std::string("--") + name + " applies to --mesh=auto, not to --mesh=" +
-                  mesh_flag.getValue());
+      return fail(std::string("--") + name +
+                  " applies to --mesh=auto, not to --mesh=" + mesh_flag.getValue());
     }
   }
-  absl::StatusOr<std::vector<std::string>> warnings = loom::tools::plan::checkMesh(
-      request, devices_flag, allow_tp_across_hosts_flag);
+  absl::StatusOr<std::vector<std::string>> warnings =
+      loom::tools::plan::checkMesh(request, devices_flag, allow_tp_across_hosts_flag);
   if (!warnings.ok()) return fail(std::string(warnings.status().message()));
   for (const std::string& warning : *warnings) llvm::errs() << "plan: " << warning << "\n";
   absl::StatusOr<loom::tools::plan::PlanResult> result =
@@ -275,30 +277,32 @@ int planAuto(const std::optional<int64_t>& batch, const std::optional<int64_t>& 
   }
   // The search's step model prices gradients in the parameter type.
   if (!grad_reduce_dtype_flag.empty()) {
-    return fail("--grad-reduce-dtype does not apply to --mesh=auto, whose search prices "
-                "gradients in the parameter type; give an explicit --mesh and --axes");
+    return fail(
+        "--grad-reduce-dtype does not apply to --mesh=auto, whose search prices "
+        "gradients in the parameter type; give an explicit --mesh and --axes");
   }
   if (!axes_flag.empty()) {
-    return fail("--axes does not apply to --mesh=auto, which chooses the strategies; pin them "
-                "with --pin (e.g. --pin tp=8) or give an explicit --mesh");
+    return fail(
+        "--axes does not apply to --mesh=auto, which chooses the strategies; pin them "
+        "with --pin (e.g. --pin tp=8) or give an explicit --mesh");
   }
   mlir::MLIRContext context;
-  absl::StatusOr<loom::tools::plan::AutoResult> result = loom::tools::plan::planAuto(
-      context, {.model = model_flag,
-                .devices = devices_flag,
-                .batch = batch,
-                .seq = seq,
-                .dtype = ifSet(dtype_flag),
-                .device = device_flag,
-                .devices_per_host = devices_per_host_flag,
-                .memory_gb = memory_gb_flag,
-                .seed = seed_flag,
-                .adamw = adamwFlags(),
-                .pins = pins,
-                .max_tp = max_tp_flag,
-                .allow_tp_across_hosts = allow_tp_across_hosts_flag,
-                .profile = profile,
-                .progress = showProgress});
+  absl::StatusOr<loom::tools::plan::AutoResult> result =
+      loom::tools::plan::planAuto(context, {.model = model_flag,
+                                            .devices = devices_flag,
+                                            .batch = batch,
+                                            .seq = seq,
+                                            .dtype = ifSet(dtype_flag),
+                                            .device = device_flag,
+                                            .devices_per_host = devices_per_host_flag,
+                                            .memory_gb = memory_gb_flag,
+                                            .seed = seed_flag,
+                                            .adamw = adamwFlags(),
+                                            .pins = pins,
+                                            .max_tp = max_tp_flag,
+                                            .allow_tp_across_hosts = allow_tp_across_hosts_flag,
+                                            .profile = profile,
+                                            .progress = showProgress});
   if (isatty(STDERR_FILENO)) llvm::errs() << "\n";
   if (!result.ok()) return fail(std::string(result.status().message()));
   llvm::errs() << absl::StrFormat(
@@ -366,11 +370,8 @@ int main(int argc, char** argv) {
     return planAuto(batch, seq, profile ? &*profile : nullptr);
   }
   mlir::MLIRContext context;
-  absl::StatusOr<mlir::OwningOpRef<mlir::ModuleOp>> module =
-      loom::tools::plan::loadModel(context, {.model = model_flag,
-                                             .batch = batch,
-                                             .seq = seq,
-                                             .dtype = ifSet(dtype_flag)});
+  absl::StatusOr<mlir::OwningOpRef<mlir::ModuleOp>> module = loom::tools::plan::loadModel(
+      context, {.model = model_flag, .batch = batch, .seq = seq, .dtype = ifSet(dtype_flag)});
   if (!module.ok()) return fail(std::string(module.status().message()));
   if (emit_flag == "plan") return plan(**module, profile ? &*profile : nullptr);
   if (emit_flag == "graph") {

@@ -31,7 +31,8 @@ constexpr double kBytesPerGiB = 1024.0 * 1024.0 * 1024.0;
 absl::StatusOr<std::string> meshSpec(const std::string& mesh, const std::string& axes) {
   if (mesh.find('=') != std::string::npos) {
     absl::StatusOr<loom::mesh::DeviceMesh> parsed = loom::mesh::DeviceMesh::parse(mesh);
-    if (!parsed.ok()) return absl::InvalidArgumentError(absl::StrCat("--mesh: ", parsed.status().message()));
+    if (!parsed.ok())
+      return absl::InvalidArgumentError(absl::StrCat("--mesh: ", parsed.status().message()));
     return mesh;
   }
   std::vector<std::string> sizes = absl::StrSplit(mesh, 'x');
@@ -53,16 +54,18 @@ absl::StatusOr<std::string> meshSpec(const std::string& mesh, const std::string&
   }
   const std::string spec = absl::StrJoin(parts, ",");
   absl::StatusOr<loom::mesh::DeviceMesh> parsed = loom::mesh::DeviceMesh::parse(spec);
-  if (!parsed.ok()) return absl::InvalidArgumentError(absl::StrCat("--mesh: ", parsed.status().message()));
+  if (!parsed.ok())
+    return absl::InvalidArgumentError(absl::StrCat("--mesh: ", parsed.status().message()));
   return spec;
 }
 
 absl::StatusOr<loom::mesh::Topology> topologyFor(const PlanRequest& request, int64_t devices) {
   absl::StatusOr<loom::mesh::DeviceSpec> device = loom::mesh::deviceSpec(request.device);
-  if (!device.ok()) return absl::InvalidArgumentError(absl::StrCat("--device: ", device.status().message()));
+  if (!device.ok())
+    return absl::InvalidArgumentError(absl::StrCat("--device: ", device.status().message()));
   if (request.devices_per_host < 1) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--devices-per-host must be >= 1, got: ", request.devices_per_host));
+    return absl::InvalidArgumentError(
+        absl::StrCat("--devices-per-host must be >= 1, got: ", request.devices_per_host));
   }
   int64_t perHost = request.devices_per_host;
   if (devices < perHost) perHost = devices;
@@ -76,7 +79,8 @@ absl::StatusOr<loom::mesh::Topology> topologyFor(const PlanRequest& request, int
       {.num_hosts = devices / perHost,
        .devices_per_host = perHost,
        .device = *device,
-       .intra_host_link = cpu ? loom::mesh::LinkClass::kLoopbackTcp : loom::mesh::LinkClass::kNVLink,
+       .intra_host_link =
+           cpu ? loom::mesh::LinkClass::kLoopbackTcp : loom::mesh::LinkClass::kNVLink,
        .inter_host_link =
            cpu ? loom::mesh::LinkClass::kLoopbackTcp : loom::mesh::LinkClass::kInfiniBand});
 }
@@ -89,10 +93,11 @@ absl::StatusOr<std::vector<std::string>> checkMesh(const PlanRequest& request, i
   if (!mesh.ok()) return mesh.status();
   if (devices > 0 && mesh->size() != devices) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "--mesh=", request.mesh, " has ", absl::StrJoin(mesh->shape(), " x "), " = ",
-        mesh->size(), " devices but --devices=", devices,
+        "--mesh=", request.mesh, " has ", absl::StrJoin(mesh->shape(), " x "), " = ", mesh->size(),
+        " devices but --devices=", devices,
         "; make the mesh's product equal the device count, or let the planner choose with "
-        "--mesh=auto --devices=", devices));
+        "--mesh=auto --devices=",
+        devices));
   }
   absl::StatusOr<loom::mesh::Topology> topology = topologyFor(request, mesh->size());
   if (!topology.ok()) return topology.status();
@@ -109,8 +114,8 @@ absl::StatusOr<std::vector<std::string>> checkMesh(const PlanRequest& request, i
     for (int64_t rank : *group) ++hosts[*topology->hostOf(rank)];
     if (hosts.size() <= 1) continue;
     const std::string what = absl::StrCat(
-        "the tp axis '", axis, "' (size ", group->size(), ") spans ", hosts.size(),
-        " hosts of ", topology->devicesPerHost(), " devices, so its all-reduces cross ",
+        "the tp axis '", axis, "' (size ", group->size(), ") spans ", hosts.size(), " hosts of ",
+        topology->devicesPerHost(), " devices, so its all-reduces cross ",
         std::string(loom::mesh::linkClassName(topology->interHostLink().link_class)), " (",
         topology->interHostLink().spec.bandwidth_bytes_per_s / 1e9, " GB/s per device instead of ",
         topology->intraHostLink().spec.bandwidth_bytes_per_s / 1e9, " GB/s on ",
@@ -179,7 +184,8 @@ absl::StatusOr<PlanResult> planModule(mlir::ModuleOp module, const PlanRequest& 
   mlir::PassManager pm(module.getContext());
   planner::pipeline::addPlanPipeline(pm, pipelineOptions);
   if (failed(pm.run(module))) {
-    return absl::InvalidArgumentError(diagnostics.empty() ? "the plan pipeline failed" : diagnostics);
+    return absl::InvalidArgumentError(diagnostics.empty() ? "the plan pipeline failed"
+                                                          : diagnostics);
   }
 
   planner::exporter::PlanExportOptions options;
@@ -191,8 +197,7 @@ absl::StatusOr<PlanResult> planModule(mlir::ModuleOp module, const PlanRequest& 
     // exportPlan prices with the datasheet; a profile re-prices the plan.
     if (absl::Status status = planner::exporter::repricePlan(
             module, *topology,
-            {.compute_efficiency = options.compute_efficiency, .profile = request.profile},
-            *plan);
+            {.compute_efficiency = options.compute_efficiency, .profile = request.profile}, *plan);
         !status.ok()) {
       return status;
     }

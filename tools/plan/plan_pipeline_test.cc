@@ -67,8 +67,9 @@ TEST(PlanPipelineTest, TensorParallelismAcrossHostsIsRefusedOrWarned) {
       "the tp axis 'tp' (size 4) spans 4 hosts of 8 devices, so its all-reduces cross "
       "infiniband (50 GB/s per device instead of 450 GB/s on nvlink)";
   EXPECT_EQ(checkMesh(request, 32, false).status().message(),
-            what + "; keep tp inside a host (a size dividing 8, as the last mesh axis) or pass "
-                   "--allow-tp-across-hosts");
+            what +
+                "; keep tp inside a host (a size dividing 8, as the last mesh axis) or pass "
+                "--allow-tp-across-hosts");
   warnings = checkMesh(request, 32, true);
   ASSERT_TRUE(warnings.ok()) << warnings.status();
   EXPECT_EQ(*warnings, std::vector<std::string>{"warning: " + what});
@@ -127,8 +128,7 @@ TEST(PlanPipelineTest, GradReduceDtypeWidensGradientsDownstream) {
   EXPECT_EQ(reduceScatterBytes(f32), 2 * reduceScatterBytes(bf16));
   // AdamW streams per element param 2 x 2, moments 4 x 4, master 2 x 4 and
   // the grad once: 30 bytes with a bf16 grad, 32 with an f32 one.
-  EXPECT_NEAR(f32.predicted.optimizer_s / bf16.predicted.optimizer_s,
-              32.0 / 30.0, 1e-12);
+  EXPECT_NEAR(f32.predicted.optimizer_s / bf16.predicted.optimizer_s, 32.0 / 30.0, 1e-12);
 }
 
 TEST(PlanPipelineTest, GradReduceDtypeMustBeBf16OrF32) {

@@ -51,9 +51,10 @@ ABSL_FLAG(int, nproc, 0, "start this many local ranks (when not under a launcher
 ABSL_FLAG(std::string, device, "cpu",
           "where each rank computes: cpu, or cuda (GPU LOCAL_RANK; exits 3 with 'train: skipped: "
           "...' where no GPU is usable)");
-ABSL_FLAG(std::string, backend, "",
-          "communication backend: gloo (the default) or mpi with --device=cpu; with --device=cuda "
-          "collectives move CUDA tensors, and that means nccl (the default there, the only choice)");
+ABSL_FLAG(
+    std::string, backend, "",
+    "communication backend: gloo (the default) or mpi with --device=cpu; with --device=cuda "
+    "collectives move CUDA tensors, and that means nccl (the default there, the only choice)");
 ABSL_FLAG(std::string, data, "synthetic", "synthetic, or a token file (docs/runtime_data.md)");
 ABSL_FLAG(uint64_t, data_seed, 1234, "seed that picks each step's rows");
 ABSL_FLAG(double, lr, 0, "AdamW learning rate (0: the plan's)");
@@ -169,9 +170,10 @@ absl::StatusOr<Job> joinJob(absl::Duration timeout) {
   const std::string backend = backendName();
   if (absl::GetFlag(FLAGS_device) == "cuda") {
     if (backend != "nccl") {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "--backend=", backend, " with --device=cuda: CUDA tensors go over nccl; leave --backend "
-          "out or pass --backend=nccl"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("--backend=", backend,
+                       " with --device=cuda: CUDA tensors go over nccl; leave --backend "
+                       "out or pass --backend=nccl"));
     }
     // Gloo carries the host-side exchanges (memory table, trace, barrier).
     options.cpu_backend = "gloo";
@@ -246,10 +248,11 @@ void printMfu(const plan::Plan& plan, double step_seconds) {
   const double achieved = p.model_flops / step_seconds;
   // Significant digits, not decimals: a CPU rank's few GFLOP/s would print
   // as 0.0 TFLOP/s.
-  std::printf("MFU %.3g%%: %.3g model FLOPs per rank per step, %.4g TFLOP/s per rank against the plan's %s "
-              "%s peak of %.4g TFLOP/s\n",
-              100.0 * achieved / peak, p.model_flops, achieved / 1e12, plan.topology.device.c_str(), bf16 ? "bf16" : "fp32",
-              peak / 1e12);
+  std::printf(
+      "MFU %.3g%%: %.3g model FLOPs per rank per step, %.4g TFLOP/s per rank against the plan's %s "
+      "%s peak of %.4g TFLOP/s\n",
+      100.0 * achieved / peak, p.model_flops, achieved / 1e12, plan.topology.device.c_str(),
+      bf16 ? "bf16" : "fp32", peak / 1e12);
 }
 
 // Every rank's peak bytes per phase, gathered; rank 0 prints them beside the
@@ -346,11 +349,12 @@ absl::Status train() {
   std::optional<runtime::checkpoint::CheckpointWriter> gradDump, paramDump;
   absl::Status dumpStatus;
   if (!dumpDir.empty()) {
-    gradDump.emplace(dumpDir + "/grads", runtime::checkpoint::WriterOptions{.mesh = plan->mesh.toString(),
-                                                                            .progress = {}});
-    paramDump.emplace(dumpDir + "/params", runtime::checkpoint::WriterOptions{.mesh = plan->mesh.toString(),
-                                                                              .progress = {}});
-    options.on_gradients = [&](int64_t step, const std::vector<runtime::checkpoint::ShardView>& grads) {
+    gradDump.emplace(dumpDir + "/grads", runtime::checkpoint::WriterOptions{
+                                             .mesh = plan->mesh.toString(), .progress = {}});
+    paramDump.emplace(dumpDir + "/params", runtime::checkpoint::WriterOptions{
+                                               .mesh = plan->mesh.toString(), .progress = {}});
+    options.on_gradients = [&](int64_t step,
+                               const std::vector<runtime::checkpoint::ShardView>& grads) {
       if (!dumpStatus.ok()) return;
       dumpStatus = gradDump->save(step, grads, {{"step", step}}, *job->store, job->rank,
                                   job->world_size, timeout);
@@ -382,12 +386,14 @@ absl::Status train() {
   int64_t savingStep = 0;
   if (!checkpointDir.empty()) {
     runtime::checkpoint::ProgressFn progress;
-    if (job->rank == absl::GetFlag(FLAGS_fault_kill_rank) && absl::GetFlag(FLAGS_fault_kill_in_save) > 0) {
+    if (job->rank == absl::GetFlag(FLAGS_fault_kill_rank) &&
+        absl::GetFlag(FLAGS_fault_kill_in_save) > 0) {
       // Fault injection: die once some, not all, of this rank's bytes are
       // written, so the step's files are torn.
       progress = [&savingStep, rank = job->rank](int64_t done, int64_t total) {
         if (savingStep == absl::GetFlag(FLAGS_fault_kill_in_save) && done > 0 && done <= total) {
-          std::fprintf(stderr, "train: fault injection: rank %d kills itself while saving step %lld\n",
+          std::fprintf(stderr,
+                       "train: fault injection: rank %d kills itself while saving step %lld\n",
                        rank, static_cast<long long>(savingStep));
           std::fflush(stderr);
           kill(getpid(), SIGKILL);
@@ -405,12 +411,13 @@ absl::Status train() {
   const int64_t globalTokens = plan->buffers[plan->interface.ids].global_shape[0] * e.seqLength();
   std::vector<int32_t> ids(rows.count * e.seqLength()), labels(ids.size());
   if (lead) {
-    std::printf("train: %s on mesh %s (%s), %d ranks via %s, device %s, backend %s, %lld tokens per step, "
-                "BLAS threads per rank %s\n",
-                plan->model.c_str(), plan->mesh.toString().c_str(),
-                absl::StrJoin(plan->strategies, ",").c_str(), job->world_size, job->source.c_str(),
-                absl::GetFlag(FLAGS_device).c_str(), backendName().c_str(), static_cast<long long>(globalTokens),
-                blas.c_str());
+    std::printf(
+        "train: %s on mesh %s (%s), %d ranks via %s, device %s, backend %s, %lld tokens per step, "
+        "BLAS threads per rank %s\n",
+        plan->model.c_str(), plan->mesh.toString().c_str(),
+        absl::StrJoin(plan->strategies, ",").c_str(), job->world_size, job->source.c_str(),
+        absl::GetFlag(FLAGS_device).c_str(), backendName().c_str(),
+        static_cast<long long>(globalTokens), blas.c_str());
   }
   json losses = json::array();
   std::vector<double> stepSeconds;
@@ -434,17 +441,18 @@ absl::Status train() {
       }
     }
     if (lead) {
-      std::printf("step %lld/%d loss %.6f tokens/s %.0f step %.1f ms%s\n",
-                  static_cast<long long>(step), steps, result->loss,
-                  globalTokens / result->seconds, result->seconds * 1e3,
-                  options.max_grad_norm > 0 ? absl::StrFormat(" grad_norm %.4f", result->grad_norm).c_str()
-                                            : "");
+      std::printf(
+          "step %lld/%d loss %.6f tokens/s %.0f step %.1f ms%s\n", static_cast<long long>(step),
+          steps, result->loss, globalTokens / result->seconds, result->seconds * 1e3,
+          options.max_grad_norm > 0 ? absl::StrFormat(" grad_norm %.4f", result->grad_norm).c_str()
+                                    : "");
       std::fflush(stdout);
       if (bar) drawProgress(static_cast<int>(step), steps, result->loss);
     }
-    if (job->rank == absl::GetFlag(FLAGS_fault_kill_rank) && step == absl::GetFlag(FLAGS_fault_kill_at_step)) {
-      std::fprintf(stderr, "train: fault injection: rank %d kills itself after step %lld\n", job->rank,
-                   static_cast<long long>(step));
+    if (job->rank == absl::GetFlag(FLAGS_fault_kill_rank) &&
+        step == absl::GetFlag(FLAGS_fault_kill_at_step)) {
+      std::fprintf(stderr, "train: fault injection: rank %d kills itself after step %lld\n",
+                   job->rank, static_cast<long long>(step));
       std::fflush(stderr);
       kill(getpid(), SIGKILL);
     }
@@ -454,12 +462,16 @@ absl::Status train() {
       absl::StatusOr<std::vector<runtime::checkpoint::ShardView>> shards = e.checkpointShards();
       if (!shards.ok()) return shards.status();
       absl::Status saved = writer->save(step, *shards,
-                                        {{"step", step}, {"optimizer_step", step}, {"data_step", step + 1}, {"model", plan->model},
+                                        {{"step", step},
+                                         {"optimizer_step", step},
+                                         {"data_step", step + 1},
+                                         {"model", plan->model},
                                          {"data_seed", absl::GetFlag(FLAGS_data_seed)}},
                                         *job->store, job->rank, job->world_size, timeout);
       e.endPhase();
       if (!saved.ok()) return saved;
-      if (lead) std::printf("saved step %lld to %s\n", static_cast<long long>(step), checkpointDir.c_str());
+      if (lead)
+        std::printf("saved step %lld to %s\n", static_cast<long long>(step), checkpointDir.c_str());
     }
   }
 
@@ -471,8 +483,9 @@ absl::Status train() {
     std::sort(warm.begin(), warm.end());
     medianStep = warm[warm.size() / 2];
     if (lead) {
-      std::printf("median step %.2f ms (steps after the first), %.0f tokens/s, %.0f tokens/s per rank\n",
-                  medianStep * 1e3, globalTokens / medianStep, globalTokens / medianStep / job->world_size);
+      std::printf(
+          "median step %.2f ms (steps after the first), %.0f tokens/s, %.0f tokens/s per rank\n",
+          medianStep * 1e3, globalTokens / medianStep, globalTokens / medianStep / job->world_size);
       printMfu(e.plan(), medianStep);
     }
   }
@@ -487,8 +500,11 @@ absl::Status train() {
     if (lead) {
       if (absl::Status s = writeJson(absl::GetFlag(FLAGS_trace), *trace); !s.ok()) return s;
       const json& summary = (*trace)["loomSummary"];
-      std::printf("\nmeasured communication per rank (trace: %s)\n", absl::GetFlag(FLAGS_trace).c_str());
-      std::printf("| collective | axes | count | comm ms | exposed ms |\n| --- | --- | ---: | ---: | ---: |\n");
+      std::printf("\nmeasured communication per rank (trace: %s)\n",
+                  absl::GetFlag(FLAGS_trace).c_str());
+      std::printf(
+          "| collective | axes | count | comm ms | exposed ms |\n| --- | --- | ---: | ---: | ---: "
+          "|\n");
       for (const json& c : summary["collectives"]) {
         std::printf("| %s | %s | %lld | %.2f | %.2f |\n", c["kind"].get<std::string>().c_str(),
                     c["axes"].get<std::string>().c_str(), c["count_per_rank"].get<long long>(),
@@ -502,12 +518,12 @@ absl::Status train() {
     }
   }
   if (lead && !absl::GetFlag(FLAGS_losses_out).empty()) {
-    if (absl::Status s = writeJson(absl::GetFlag(FLAGS_losses_out),
-                                   {{"losses", losses},
-                                    {"first_step", firstStep},
-                                    {"model", plan->model},
-                                    {"step_seconds", stepSeconds},
-                                    {"median_step_seconds", medianStep}});
+    if (absl::Status s =
+            writeJson(absl::GetFlag(FLAGS_losses_out), {{"losses", losses},
+                                                        {"first_step", firstStep},
+                                                        {"model", plan->model},
+                                                        {"step_seconds", stepSeconds},
+                                                        {"median_step_seconds", medianStep}});
         !s.ok()) {
       return s;
     }
@@ -541,7 +557,8 @@ int main(int argc, char** argv) {
     }
   }
   const int nproc = absl::GetFlag(FLAGS_nproc);
-  if (nproc > 1 && !loom::train::underLauncher()) return loom::train::runAsLauncher(argc, argv, nproc);
+  if (nproc > 1 && !loom::train::underLauncher())
+    return loom::train::runAsLauncher(argc, argv, nproc);
   if (absl::Status s = loom::train::train(); !s.ok()) {
     std::fprintf(stderr, "train: %s\n", std::string(s.message()).c_str());
     return 1;

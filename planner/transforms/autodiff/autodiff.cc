@@ -35,8 +35,7 @@ using ::mlir::Value;
 // "#3 'layers.0.attention.wq.weight'" or "#3" for an unnamed parameter.
 std::string describeParam(mlir::func::FuncOp func, unsigned index) {
   std::string text = "#" + std::to_string(index);
-  if (auto name = func.getArgAttrOfType<mlir::StringAttr>(
-          index, nn::NnDialect::kNameAttrName)) {
+  if (auto name = func.getArgAttrOfType<mlir::StringAttr>(index, nn::NnDialect::kNameAttrName)) {
     text += " '" + name.str() + "'";
   }
   return text;
@@ -45,32 +44,27 @@ std::string describeParam(mlir::func::FuncOp func, unsigned index) {
 // Checks the input contract; the diagnostics say what to change.
 mlir::LogicalResult checkForward(mlir::func::FuncOp func) {
   if (func->hasAttr(kLossGradArgAttrName)) {
-    return func.emitOpError()
-           << "is already a training step (it has '" << kLossGradArgAttrName
-           << "'); run plan-autodiff once, on the forward function";
+    return func.emitOpError() << "is already a training step (it has '" << kLossGradArgAttrName
+                              << "'); run plan-autodiff once, on the forward function";
   }
-  const mlir::Type loss = mlir::RankedTensorType::get(
-      {}, mlir::Float32Type::get(func.getContext()));
+  const mlir::Type loss =
+      mlir::RankedTensorType::get({}, mlir::Float32Type::get(func.getContext()));
   if (func.getResultTypes() != mlir::TypeRange(loss)) {
-    return func.emitOpError()
-           << "must return one scalar loss of type " << loss
-           << " to be differentiated, got: (" << func.getResultTypes()
-           << "); return the nn.cross_entropy result alone";
+    return func.emitOpError() << "must return one scalar loss of type " << loss
+                              << " to be differentiated, got: (" << func.getResultTypes()
+                              << "); return the nn.cross_entropy result alone";
   }
   if (!func.getBody().hasOneBlock()) {
-    return func.emitOpError()
-           << "has " << func.getBody().getBlocks().size()
-           << " blocks, but plan-autodiff differentiates straight-line "
-              "graphs; write the model as one block of nn ops";
+    return func.emitOpError() << "has " << func.getBody().getBlocks().size()
+                              << " blocks, but plan-autodiff differentiates straight-line "
+                                 "graphs; write the model as one block of nn ops";
   }
   if (llvm::none_of(func.getArguments(), [&](BlockArgument arg) {
-        return func.getArgAttr(arg.getArgNumber(),
-                               nn::NnDialect::kParamAttrName);
+        return func.getArgAttr(arg.getArgNumber(), nn::NnDialect::kParamAttrName);
       })) {
-    return func.emitOpError()
-           << "has no parameter to differentiate; mark the trainable "
-              "arguments with {"
-           << nn::NnDialect::kParamAttrName << "}";
+    return func.emitOpError() << "has no parameter to differentiate; mark the trainable "
+                                 "arguments with {"
+                              << nn::NnDialect::kParamAttrName << "}";
   }
   return mlir::success();
 }
@@ -84,8 +78,7 @@ llvm::DenseSet<Value> paramDependentValues(mlir::func::FuncOp func) {
     }
   }
   for (Operation& op : func.getBody().front()) {
-    if (llvm::any_of(op.getOperands(),
-                     [&](Value v) { return active.contains(v); })) {
+    if (llvm::any_of(op.getOperands(), [&](Value v) { return active.contains(v); })) {
       active.insert(op.result_begin(), op.result_end());
     }
   }
@@ -120,23 +113,20 @@ class BackwardBuilder {
     }
     auto vjp = llvm::dyn_cast<nn::VjpOpInterface>(op);
     if (!vjp) {
-      return op.emitOpError()
-             << "has no vector-Jacobian product (VjpOpInterface), but the "
-                "loss depends on a parameter through it; build the forward "
-                "graph from differentiable nn ops";
+      return op.emitOpError() << "has no vector-Jacobian product (VjpOpInterface), but the "
+                                 "loss depends on a parameter through it; build the forward "
+                                 "graph from differentiable nn ops";
     }
     // A result without a cotangent (an unused result of a multi-result op)
     // stays null, and buildVjp reports it: nn has no op to build zeros.
     mlir::FailureOr<llvm::SmallVector<Value>> operandCotangents =
         vjp.buildVjp(builder_, resultCotangents);
     if (failed(operandCotangents)) return mlir::failure();
-    for (auto [index, operand, cotangent] :
-         llvm::enumerate(op.getOperands(), *operandCotangents)) {
+    for (auto [index, operand, cotangent] : llvm::enumerate(op.getOperands(), *operandCotangents)) {
       if (active_.contains(operand) && !cotangent) {
-        return op.emitOpError()
-               << "operand #" << index
-               << " depends on a parameter, but the op's VJP gives it no "
-                  "cotangent; only ids and labels may be non-differentiable";
+        return op.emitOpError() << "operand #" << index
+                                << " depends on a parameter, but the op's VJP gives it no "
+                                   "cotangent; only ids and labels may be non-differentiable";
       }
       accumulate(operand, cotangent, op.getLoc());
     }
@@ -186,8 +176,7 @@ mlir::LogicalResult differentiate(mlir::func::FuncOp func) {
   }
 
   llvm::SmallVector<Value> results = {loss};
-  llvm::SmallVector<mlir::DictionaryAttr> resultAttrs = {
-      func.getResultAttrDict(0)};
+  llvm::SmallVector<mlir::DictionaryAttr> resultAttrs = {func.getResultAttrDict(0)};
   mlir::Builder builder(func.getContext());
   for (BlockArgument arg : func.getArguments().drop_back()) {
     const unsigned index = arg.getArgNumber();
@@ -195,8 +184,7 @@ mlir::LogicalResult differentiate(mlir::func::FuncOp func) {
     const Value grad = backward.cotangentOf(arg);
     if (!grad) {
       return mlir::emitError(arg.getLoc())
-             << "the loss does not depend on parameter "
-             << describeParam(func, index)
+             << "the loss does not depend on parameter " << describeParam(func, index)
              << ", so its gradient is zero and nn has no op to build it; "
                 "use the parameter or drop its {"
              << nn::NnDialect::kParamAttrName << "}";
@@ -204,16 +192,15 @@ mlir::LogicalResult differentiate(mlir::func::FuncOp func) {
     results.push_back(grad);
     mlir::NamedAttrList gradAttrs;
     gradAttrs.set(kGradOfAttrName, builder.getI64IntegerAttr(index));
-    if (mlir::Attribute name =
-            func.getArgAttr(index, nn::NnDialect::kNameAttrName)) {
+    if (mlir::Attribute name = func.getArgAttr(index, nn::NnDialect::kNameAttrName)) {
       gradAttrs.set(nn::NnDialect::kNameAttrName, name);
     }
     resultAttrs.push_back(gradAttrs.getDictionary(func.getContext()));
   }
 
   ret->setOperands(results);
-  func.setType(builder.getFunctionType(func.getArgumentTypes(),
-                                     mlir::ValueRange(results).getTypes()));
+  func.setType(
+      builder.getFunctionType(func.getArgumentTypes(), mlir::ValueRange(results).getTypes()));
   func.setAllResultAttrs(resultAttrs);
   func->setAttr(kLossGradArgAttrName, builder.getI64IntegerAttr(seedIndex));
   eraseUnusedBackwardOps(ret, lastForward);

@@ -52,8 +52,8 @@ int64_t bodyOps(mlir::ModuleOp module) {
 int main(int argc, char** argv) {
   absl::ParseCommandLine(argc, argv);
   const int runs = std::max(1, absl::GetFlag(FLAGS_runs));
-  std::printf("%-12s %6s %8s %8s %12s %10s\n", "model", "seq", "fwd ops", "bwd ops",
-              "autodiff ms", "verify ms");
+  std::printf("%-12s %6s %8s %8s %12s %10s\n", "model", "seq", "fwd ops", "bwd ops", "autodiff ms",
+              "verify ms");
   for (const std::string& name : models::publishedConfigNames()) {
     const models::TransformerConfig config = *models::publishedConfig(name);
     const models::BatchShape shape = {.batch = absl::GetFlag(FLAGS_batch),
@@ -67,7 +67,8 @@ int main(int argc, char** argv) {
       absl::StatusOr<mlir::OwningOpRef<mlir::ModuleOp>> module =
           models::buildModel(context, config, shape, mlir::BFloat16Type::get(&context));
       if (!module.ok()) {
-        std::fprintf(stderr, "autodiff_bench: %s\n", std::string(module.status().message()).c_str());
+        std::fprintf(stderr, "autodiff_bench: %s\n",
+                     std::string(module.status().message()).c_str());
         return 1;
       }
       forward_ops = bodyOps(**module);

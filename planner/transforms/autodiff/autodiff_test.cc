@@ -156,8 +156,7 @@ TEST_P(FiniteDifferenceTest, EveryParameterGradientMatchesTheLoss) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Tiny, FiniteDifferenceTest,
-                         ::testing::Values(models::ModelFamily::kGpt2,
-                                           models::ModelFamily::kLlama),
+                         ::testing::Values(models::ModelFamily::kGpt2, models::ModelFamily::kLlama),
                          [](const auto& info) {
                            return info.param == models::ModelFamily::kGpt2 ? "Gpt2" : "Llama";
                          });

@@ -64,8 +64,7 @@ struct Group {
 
 int64_t bytesOf(mlir::Type type) {
   auto tensor = llvm::cast<mlir::RankedTensorType>(type);
-  return tensor.getNumElements() *
-         ((tensor.getElementTypeBitWidth() + 7) / 8);
+  return tensor.getNumElements() * ((tensor.getElementTypeBitWidth() + 7) / 8);
 }
 
 int64_t elementsOf(mlir::Value value) {
@@ -86,9 +85,8 @@ class PlanBucketingPass : public impl::PlanBucketingBase<PlanBucketingPass> {
   void runOnOperation() override {
     const int64_t limitMb = bucketMb;
     if (limitMb < 0) {
-      getOperation().emitError()
-          << "invalid bucket-mb=" << limitMb
-          << "; use 0 (one bucket per unit) or a size in MiB";
+      getOperation().emitError() << "invalid bucket-mb=" << limitMb
+                                 << "; use 0 (one bucket per unit) or a size in MiB";
       return signalPassFailure();
     }
     for (auto func : getOperation().getOps<mlir::func::FuncOp>()) {
@@ -100,22 +98,18 @@ class PlanBucketingPass : public impl::PlanBucketingBase<PlanBucketingPass> {
 
  private:
   // The unit of argument `index` when it is a parameter.
-  static std::optional<std::string> paramUnit(mlir::func::FuncOp func,
-                                              unsigned index) {
+  static std::optional<std::string> paramUnit(mlir::func::FuncOp func, unsigned index) {
     if (!func.getArgAttr(index, nn::NnDialect::kParamAttrName)) {
       return std::nullopt;
     }
-    auto name = func.getArgAttrOfType<mlir::StringAttr>(
-        index, nn::NnDialect::kNameAttrName);
+    auto name = func.getArgAttrOfType<mlir::StringAttr>(index, nn::NnDialect::kNameAttrName);
     return name ? unitOf(name.getValue()) : std::string("root");
   }
 
   // The ops that depend on the loss cotangent (the backward pass).
-  static llvm::DenseSet<mlir::Operation*> backwardOps(
-      mlir::func::FuncOp func) {
+  static llvm::DenseSet<mlir::Operation*> backwardOps(mlir::func::FuncOp func) {
     llvm::DenseSet<mlir::Operation*> backward;
-    auto seed = func->getAttrOfType<mlir::IntegerAttr>(
-        autodiff::kLossGradArgAttrName);
+    auto seed = func->getAttrOfType<mlir::IntegerAttr>(autodiff::kLossGradArgAttrName);
     if (!seed || seed.getInt() < 0 ||
         seed.getInt() >= static_cast<int64_t>(func.getNumArguments())) {
       return backward;
@@ -135,8 +129,7 @@ class PlanBucketingPass : public impl::PlanBucketingBase<PlanBucketingPass> {
 
   // Appends `member` to the group of `key`, keeping groups in the order of
   // their first member.
-  static void add(std::vector<Group>& groups, const std::string& key,
-                  Member member) {
+  static void add(std::vector<Group>& groups, const std::string& key, Member member) {
     for (Group& group : groups) {
       if (group.key == key) {
         group.members.push_back(std::move(member));
@@ -180,15 +173,14 @@ class PlanBucketingPass : public impl::PlanBucketingBase<PlanBucketingPass> {
   // The packed offsets of the members' `packed` values split into `chunks`
   // parts each along their collective dim; a dim that does not divide gives
   // parts of ceil(n / chunks) rows (the padding rule of dist.bucket).
-  static llvm::SmallVector<int64_t> offsetsOf(llvm::ArrayRef<Member> bucket,
-                                              int64_t chunks, int64_t& total) {
+  static llvm::SmallVector<int64_t> offsetsOf(llvm::ArrayRef<Member> bucket, int64_t chunks,
+                                              int64_t& total) {
     llvm::SmallVector<int64_t> offsets;
     total = 0;
     for (const Member& member : bucket) {
       offsets.push_back(total);
-      const int64_t rows = llvm::cast<mlir::RankedTensorType>(
-                               member.packed.getType())
-                               .getDimSize(member.dim);
+      const int64_t rows =
+          llvm::cast<mlir::RankedTensorType>(member.packed.getType()).getDimSize(member.dim);
       total += elementsOf(member.packed) / rows * ((rows + chunks - 1) / chunks);
     }
     return offsets;
@@ -196,13 +188,12 @@ class PlanBucketingPass : public impl::PlanBucketingBase<PlanBucketingPass> {
 
   // Whether some member's collective dim does not divide into `chunks`, so
   // the bucket layout needs `padded`; null when none does.
-  static mlir::UnitAttr paddedOf(mlir::OpBuilder& builder,
-                                 llvm::ArrayRef<Member> bucket, int64_t chunks,
-                                 bool wholeTensors) {
+  static mlir::UnitAttr paddedOf(mlir::OpBuilder& builder, llvm::ArrayRef<Member> bucket,
+                                 int64_t chunks, bool wholeTensors) {
     for (const Member& member : bucket) {
       mlir::Value whole = wholeTensors ? member.packed : member.delivered;
-      const int64_t rows = llvm::cast<mlir::RankedTensorType>(whole.getType())
-                               .getDimSize(member.dim);
+      const int64_t rows =
+          llvm::cast<mlir::RankedTensorType>(whole.getType()).getDimSize(member.dim);
       if (rows % chunks != 0) return builder.getUnitAttr();
     }
     return nullptr;
@@ -222,18 +213,18 @@ class PlanBucketingPass : public impl::PlanBucketingBase<PlanBucketingPass> {
           inBackward = false;
         }
       }
-      const std::string key =
-          *unit + (inBackward ? "|bwd|" : "|fwd|") +
-          printed(gather.getMeshAttr()) + printed(gather.getMeshAxes()) +
-          printed(gather.getWireTypeAttr());
+      const std::string key = *unit + (inBackward ? "|bwd|" : "|fwd|") +
+                              printed(gather.getMeshAttr()) + printed(gather.getMeshAxes()) +
+                              printed(gather.getWireTypeAttr());
       add(groups, key,
-          Member{{gather}, gather.getInput(), gather.getResult(),
+          Member{{gather},
+                 gather.getInput(),
+                 gather.getResult(),
                  static_cast<int64_t>(gather.getGatherDim())});
     }
     for (const Group& group : groups) {
-      for (const std::vector<Member>& bucket : split(group, [](const Member& m) {
-             return bytesOf(m.delivered.getType());
-           })) {
+      for (const std::vector<Member>& bucket :
+           split(group, [](const Member& m) { return bytesOf(m.delivered.getType()); })) {
         if (bucket.size() > 1) emitGather(bucket);
       }
     }
@@ -241,8 +232,7 @@ class PlanBucketingPass : public impl::PlanBucketingBase<PlanBucketingPass> {
 
   void emitGather(llvm::ArrayRef<Member> bucket) {
     auto first = llvm::cast<dist::AllGatherOp>(bucket.front().chain.front());
-    const int64_t size =
-        collectives::groupSize(first, first.getMeshAttr(), first.getMeshAxes());
+    const int64_t size = collectives::groupSize(first, first.getMeshAttr(), first.getMeshAxes());
     llvm::SmallVector<mlir::Value> shards;
     llvm::SmallVector<mlir::Type> fullTypes;
     for (const Member& member : bucket) {
@@ -252,25 +242,22 @@ class PlanBucketingPass : public impl::PlanBucketingBase<PlanBucketingPass> {
     int64_t total = 0;
     llvm::SmallVector<int64_t> offsets = offsetsOf(bucket, 1, total);
     mlir::Type element =
-        llvm::cast<mlir::RankedTensorType>(shards.front().getType())
-            .getElementType();
+        llvm::cast<mlir::RankedTensorType>(shards.front().getType()).getElementType();
     mlir::Type wire = first.getWireType();
 
     mlir::OpBuilder builder(first);
     const mlir::Location loc = first.getLoc();
     auto packed = dist::BucketOp::create(
         builder, loc, mlir::RankedTensorType::get({total}, element), shards,
-        builder.getDenseI64ArrayAttr(offsets), builder.getI64IntegerAttr(1),
-        nullptr, nullptr);
-    auto gathered = dist::AllGatherOp::create(
-        builder, loc, mlir::RankedTensorType::get({total * size}, wire),
-        first.getMeshAttr(), first.getMeshAxes(), packed.getResult(),
-        builder.getI64IntegerAttr(0), nullptr, first.getWireTypeAttr());
+        builder.getDenseI64ArrayAttr(offsets), builder.getI64IntegerAttr(1), nullptr, nullptr);
+    auto gathered =
+        dist::AllGatherOp::create(builder, loc, mlir::RankedTensorType::get({total * size}, wire),
+                                  first.getMeshAttr(), first.getMeshAxes(), packed.getResult(),
+                                  builder.getI64IntegerAttr(0), nullptr, first.getWireTypeAttr());
     dist::FreeOp::create(builder, loc, packed.getResult());
     auto unpacked = dist::UnbucketOp::create(
-        builder, loc, fullTypes, gathered.getResult(),
-        builder.getDenseI64ArrayAttr(offsets), builder.getI64IntegerAttr(size),
-        splitDimsOf(builder, bucket),
+        builder, loc, fullTypes, gathered.getResult(), builder.getDenseI64ArrayAttr(offsets),
+        builder.getI64IntegerAttr(size), splitDimsOf(builder, bucket),
         paddedOf(builder, bucket, size, /*wholeTensors=*/false));
 
     // The parameters are views of the gathered buffer: it is freed once,
@@ -297,13 +284,12 @@ class PlanBucketingPass : public impl::PlanBucketingBase<PlanBucketingPass> {
   }
 
   // The parameter index a returned value is the gradient of.
-  static std::optional<int64_t> gradientOf(mlir::func::FuncOp func,
-                                           mlir::Value value) {
+  static std::optional<int64_t> gradientOf(mlir::func::FuncOp func, mlir::Value value) {
     if (!value.hasOneUse()) return std::nullopt;
     mlir::OpOperand& use = *value.getUses().begin();
     if (!llvm::isa<mlir::func::ReturnOp>(use.getOwner())) return std::nullopt;
-    auto index = func.getResultAttrOfType<mlir::IntegerAttr>(
-        use.getOperandNumber(), autodiff::kGradOfAttrName);
+    auto index = func.getResultAttrOfType<mlir::IntegerAttr>(use.getOperandNumber(),
+                                                             autodiff::kGradOfAttrName);
     if (!index) return std::nullopt;
     return index.getInt();
   }
@@ -311,37 +297,31 @@ class PlanBucketingPass : public impl::PlanBucketingBase<PlanBucketingPass> {
   void bucketReductions(mlir::func::FuncOp func) {
     std::vector<Group> groups;
     for (auto scatter : func.front().getOps<dist::ReduceScatterOp>()) {
-      Member member{{scatter}, scatter.getInput(), scatter.getResult(),
+      Member member{{scatter},
+                    scatter.getInput(),
+                    scatter.getResult(),
                     static_cast<int64_t>(scatter.getScatterDim())};
       // The input and result element types both: a gradient reduction may
       // change the type (grad-reduce-dtype), and one bucket packs one type
       // and yields one type.
       std::string key =
           printed(scatter.getMeshAttr()) + printed(scatter.getMeshAxes()) +
-          printed(scatter.getReductionAttr()) +
-          printed(scatter.getWireTypeAttr()) +
+          printed(scatter.getReductionAttr()) + printed(scatter.getWireTypeAttr()) +
           printed(scatter.getAccumTypeAttr()) + "|" +
           printed(mlir::TypeAttr::get(
-              llvm::cast<mlir::RankedTensorType>(scatter.getInput().getType())
-                  .getElementType())) +
-          "->" +
-          printed(mlir::TypeAttr::get(
-              scatter.getResultTensorType().getElementType()));
+              llvm::cast<mlir::RankedTensorType>(scatter.getInput().getType()).getElementType())) +
+          "->" + printed(mlir::TypeAttr::get(scatter.getResultTensorType().getElementType()));
       // HSDP: the shard is all-reduced over the replica axes next.
       if (scatter->hasOneUse()) {
-        if (auto reduce =
-                llvm::dyn_cast<dist::AllReduceOp>(*scatter->user_begin())) {
+        if (auto reduce = llvm::dyn_cast<dist::AllReduceOp>(*scatter->user_begin())) {
           member.chain.push_back(reduce);
           member.delivered = reduce.getResult();
-          key += "|" + printed(reduce.getMeshAxes()) +
-                 printed(reduce.getReductionAttr()) +
-                 printed(reduce.getWireTypeAttr()) +
-                 printed(reduce.getAccumTypeAttr());
+          key += "|" + printed(reduce.getMeshAxes()) + printed(reduce.getReductionAttr()) +
+                 printed(reduce.getWireTypeAttr()) + printed(reduce.getAccumTypeAttr());
         }
       }
       std::optional<int64_t> param = gradientOf(func, member.delivered);
-      if (!param || *param < 0 ||
-          *param >= static_cast<int64_t>(func.getNumArguments())) {
+      if (!param || *param < 0 || *param >= static_cast<int64_t>(func.getNumArguments())) {
         continue;
       }
       std::optional<std::string> unit = paramUnit(func, *param);
@@ -349,9 +329,8 @@ class PlanBucketingPass : public impl::PlanBucketingBase<PlanBucketingPass> {
       add(groups, *unit + "|" + key, std::move(member));
     }
     for (const Group& group : groups) {
-      for (const std::vector<Member>& bucket : split(group, [](const Member& m) {
-             return bytesOf(m.packed.getType());
-           })) {
+      for (const std::vector<Member>& bucket :
+           split(group, [](const Member& m) { return bytesOf(m.packed.getType()); })) {
         if (bucket.size() > 1) emitReduction(bucket);
       }
     }
@@ -359,8 +338,7 @@ class PlanBucketingPass : public impl::PlanBucketingBase<PlanBucketingPass> {
 
   void emitReduction(llvm::ArrayRef<Member> bucket) {
     auto first = llvm::cast<dist::ReduceScatterOp>(bucket.front().chain.front());
-    const int64_t size =
-        collectives::groupSize(first, first.getMeshAttr(), first.getMeshAxes());
+    const int64_t size = collectives::groupSize(first, first.getMeshAttr(), first.getMeshAxes());
     // The bucket needs every gradient: it goes where the last collective
     // of the group was.
     mlir::Operation* last = nullptr;
@@ -376,35 +354,30 @@ class PlanBucketingPass : public impl::PlanBucketingBase<PlanBucketingPass> {
     int64_t total = 0;
     llvm::SmallVector<int64_t> offsets = offsetsOf(bucket, size, total);
     mlir::Type element =
-        llvm::cast<mlir::RankedTensorType>(grads.front().getType())
-            .getElementType();
+        llvm::cast<mlir::RankedTensorType>(grads.front().getType()).getElementType();
     mlir::Type result = first.getResultTensorType().getElementType();
 
     mlir::OpBuilder builder(last);
     const mlir::Location loc = first.getLoc();
     auto packed = dist::BucketOp::create(
-        builder, loc, mlir::RankedTensorType::get({total * size}, element),
-        grads, builder.getDenseI64ArrayAttr(offsets),
-        builder.getI64IntegerAttr(size), splitDimsOf(builder, bucket),
-        paddedOf(builder, bucket, size, /*wholeTensors=*/true));
+        builder, loc, mlir::RankedTensorType::get({total * size}, element), grads,
+        builder.getDenseI64ArrayAttr(offsets), builder.getI64IntegerAttr(size),
+        splitDimsOf(builder, bucket), paddedOf(builder, bucket, size, /*wholeTensors=*/true));
     auto shardType = mlir::RankedTensorType::get({total}, result);
     mlir::Value current = dist::ReduceScatterOp::create(
-        builder, loc, shardType, first.getMeshAttr(), first.getMeshAxes(),
-        packed.getResult(), builder.getI64IntegerAttr(0), nullptr,
-        first.getReductionAttr(), first.getWireTypeAttr(),
+        builder, loc, shardType, first.getMeshAttr(), first.getMeshAxes(), packed.getResult(),
+        builder.getI64IntegerAttr(0), nullptr, first.getReductionAttr(), first.getWireTypeAttr(),
         first.getAccumTypeAttr());
     dist::FreeOp::create(builder, loc, packed.getResult());
     if (bucket.front().chain.size() == 2) {
       auto reduce = llvm::cast<dist::AllReduceOp>(bucket.front().chain[1]);
-      current = dist::AllReduceOp::create(
-          builder, reduce.getLoc(), shardType, reduce.getMeshAttr(),
-          reduce.getMeshAxes(), current, reduce.getReductionAttr(),
-          reduce.getWireTypeAttr(), reduce.getAccumTypeAttr());
+      current = dist::AllReduceOp::create(builder, reduce.getLoc(), shardType, reduce.getMeshAttr(),
+                                          reduce.getMeshAxes(), current, reduce.getReductionAttr(),
+                                          reduce.getWireTypeAttr(), reduce.getAccumTypeAttr());
     }
-    auto unpacked = dist::UnbucketOp::create(
-        builder, loc, shardTypes, current,
-        builder.getDenseI64ArrayAttr(offsets), builder.getI64IntegerAttr(1),
-        nullptr, nullptr);
+    auto unpacked = dist::UnbucketOp::create(builder, loc, shardTypes, current,
+                                             builder.getDenseI64ArrayAttr(offsets),
+                                             builder.getI64IntegerAttr(1), nullptr, nullptr);
     for (auto [member, shard] : llvm::zip_equal(bucket, unpacked.getResults())) {
       mlir::Value(member.delivered).replaceAllUsesWith(shard);
       for (mlir::Operation* op : llvm::reverse(member.chain)) op->erase();

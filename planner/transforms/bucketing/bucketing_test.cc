@@ -41,20 +41,17 @@ TEST(BucketingTest, UnitOfNames) {
 // sequences of `seq` tokens under `mesh` (fsdp axes only), with or without
 // plan-bucketing; `perTensor` counts the parameter gathers and gradient
 // reduce-scatters left unbucketed that move padding.
-CommVolume plan(mlir::MLIRContext& context, bool bucket,
-                const std::string& model = "llama3-8b", int64_t batch = 8,
-                int64_t seq = 16, const std::string& mesh = "fsdp=8",
+CommVolume plan(mlir::MLIRContext& context, bool bucket, const std::string& model = "llama3-8b",
+                int64_t batch = 8, int64_t seq = 16, const std::string& mesh = "fsdp=8",
                 int64_t* perTensor = nullptr) {
   auto config = models::configFromSpec(model);
   EXPECT_TRUE(config.ok()) << config.status();
-  auto built = models::buildModel(context, *config, {batch, seq},
-                                  mlir::Float32Type::get(&context));
+  auto built = models::buildModel(context, *config, {batch, seq}, mlir::Float32Type::get(&context));
   EXPECT_TRUE(built.ok()) << built.status();
   mlir::OwningOpRef<mlir::ModuleOp> module = std::move(*built);
   mlir::PassManager pm(&context);
   pm.addNestedPass<mlir::func::FuncOp>(autodiff::createPlanAutodiff());
-  pm.addPass(placement::createPlanPlacement(
-      placement::PlanPlacementOptions{mesh, "fsdp", 0}));
+  pm.addPass(placement::createPlanPlacement(placement::PlanPlacementOptions{mesh, "fsdp", 0}));
   pm.addPass(collectives::createPlanInsertCollectives());
   if (bucket) pm.addPass(createPlanBucketing());
   EXPECT_TRUE(succeeded(pm.run(*module)));
@@ -93,13 +90,12 @@ TEST(BucketingTest, Llama3_8bUnderFsdp8KeepsTheVolumeInOneCollectivePerUnit) {
             flat.of(CollectiveKind::kReduceScatter).bytes);
   EXPECT_EQ(bucketed.of(CollectiveKind::kReduceScatter).bytes, 28105914368);
   EXPECT_EQ(bucketed.totalBytes(), flat.totalBytes());
-  std::printf("llama3-8b fsdp=8 bucketed: %lld gathers, %lld reduce-scatters, "
-              "%lld bytes per rank (unbucketed %lld)\n",
-              static_cast<long long>(bucketed.of(CollectiveKind::kAllGather).count),
-              static_cast<long long>(
-                  bucketed.of(CollectiveKind::kReduceScatter).count),
-              static_cast<long long>(bucketed.totalBytes()),
-              static_cast<long long>(flat.totalBytes()));
+  std::printf(
+      "llama3-8b fsdp=8 bucketed: %lld gathers, %lld reduce-scatters, "
+      "%lld bytes per rank (unbucketed %lld)\n",
+      static_cast<long long>(bucketed.of(CollectiveKind::kAllGather).count),
+      static_cast<long long>(bucketed.of(CollectiveKind::kReduceScatter).count),
+      static_cast<long long>(bucketed.totalBytes()), static_cast<long long>(flat.totalBytes()));
 }
 
 // A tiny GPT-2 whose hidden size (10), MLP width (18) and vocab (30) do not
@@ -109,14 +105,11 @@ TEST(BucketingTest, Llama3_8bUnderFsdp8KeepsTheVolumeInOneCollectivePerUnit) {
 TEST(BucketingTest, PaddedParametersShareTheirUnitsBucket) {
   mlir::MLIRContext context;
   context.loadDialect<dist::DistDialect>();
-  const std::string model =
-      "tiny:family=gpt2,layers=2,hidden=10,heads=2,ffn=18,vocab=30,seq=8";
+  const std::string model = "tiny:family=gpt2,layers=2,hidden=10,heads=2,ffn=18,vocab=30,seq=8";
   int64_t paddedFlat = 0;
   int64_t paddedBucketed = 0;
-  const CommVolume flat =
-      plan(context, false, model, 4, 8, "fsdp=4", &paddedFlat);
-  const CommVolume bucketed =
-      plan(context, true, model, 4, 8, "fsdp=4", &paddedBucketed);
+  const CommVolume flat = plan(context, false, model, 4, 8, "fsdp=4", &paddedFlat);
+  const CommVolume bucketed = plan(context, true, model, 4, 8, "fsdp=4", &paddedBucketed);
   EXPECT_GT(paddedFlat, 0);
   EXPECT_EQ(paddedBucketed, 0);
   // Units root (wte, wpe, ln_f), transformer.h.0 and transformer.h.1:

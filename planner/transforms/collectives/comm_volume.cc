@@ -20,8 +20,7 @@ int64_t elementBytes(mlir::Type type) {
 }
 
 // The group size and axis key of a collective on `mesh` over `axes`.
-std::pair<int64_t, std::string> groupOf(mlir::Operation* op,
-                                        mlir::FlatSymbolRefAttr mesh,
+std::pair<int64_t, std::string> groupOf(mlir::Operation* op, mlir::FlatSymbolRefAttr mesh,
                                         mlir::ArrayAttr axes) {
   std::string key;
   for (llvm::StringRef axis : axes.getAsValueRange<mlir::StringAttr>()) {
@@ -37,17 +36,14 @@ int64_t elements(mlir::Value value) {
 
 }  // namespace
 
-int64_t groupSize(mlir::Operation* op, mlir::FlatSymbolRefAttr mesh,
-                  mlir::ArrayAttr axes) {
+int64_t groupSize(mlir::Operation* op, mlir::FlatSymbolRefAttr mesh, mlir::ArrayAttr axes) {
   auto meshOp =
-      mesh ? mlir::SymbolTable::lookupNearestSymbolFrom<dist::MeshOp>(op, mesh)
-           : dist::MeshOp();
+      mesh ? mlir::SymbolTable::lookupNearestSymbolFrom<dist::MeshOp>(op, mesh) : dist::MeshOp();
   if (!meshOp || !axes) return 1;
   int64_t size = 1;
   for (llvm::StringRef axis : axes.getAsValueRange<mlir::StringAttr>()) {
-    for (auto [name, extent] : llvm::zip_equal(
-             meshOp.getAxes().getAsValueRange<mlir::StringAttr>(),
-             meshOp.getShape())) {
+    for (auto [name, extent] :
+         llvm::zip_equal(meshOp.getAxes().getAsValueRange<mlir::StringAttr>(), meshOp.getShape())) {
       if (name == axis) size *= extent;
     }
   }
@@ -87,9 +83,8 @@ int64_t CommVolume::totalBytes() const {
 CommVolume computeCommVolume(mlir::func::FuncOp func) {
   CommVolume volume;
   for (mlir::Operation& op : func.getBody().getOps()) {
-    auto count = [&](CollectiveKind kind, mlir::FlatSymbolRefAttr mesh,
-                     mlir::ArrayAttr axes, mlir::Type wire,
-                     auto bytesOfGroup) {
+    auto count = [&](CollectiveKind kind, mlir::FlatSymbolRefAttr mesh, mlir::ArrayAttr axes,
+                     mlir::Type wire, auto bytesOfGroup) {
       auto [size, key] = groupOf(&op, mesh, axes);
       CommVolume::Entry& entry = volume.entries[{key, kind}];
       entry.count += 1;
@@ -97,27 +92,23 @@ CommVolume computeCommVolume(mlir::func::FuncOp func) {
     };
     auto gather = [&](auto gatherOp) {
       const int64_t in = elements(gatherOp.getInput());
-      count(CollectiveKind::kAllGather, gatherOp.getMeshAttr(),
-            gatherOp.getMeshAxes(), gatherOp.getWireType(),
-            [&](int64_t g) { return (g - 1) * in; });
+      count(CollectiveKind::kAllGather, gatherOp.getMeshAttr(), gatherOp.getMeshAxes(),
+            gatherOp.getWireType(), [&](int64_t g) { return (g - 1) * in; });
     };
     auto scatter = [&](auto scatterOp) {
       const int64_t out = scatterOp.getResultTensorType().getNumElements();
-      count(CollectiveKind::kReduceScatter, scatterOp.getMeshAttr(),
-            scatterOp.getMeshAxes(), scatterOp.getWireType(),
-            [&](int64_t g) { return (g - 1) * out; });
+      count(CollectiveKind::kReduceScatter, scatterOp.getMeshAttr(), scatterOp.getMeshAxes(),
+            scatterOp.getWireType(), [&](int64_t g) { return (g - 1) * out; });
     };
     auto reduce = [&](auto reduceOp) {
       const int64_t in = elements(reduceOp.getInput());
-      count(CollectiveKind::kAllReduce, reduceOp.getMeshAttr(),
-            reduceOp.getMeshAxes(), reduceOp.getWireType(),
-            [&](int64_t g) { return 2 * (g - 1) * ((in + g - 1) / g); });
+      count(CollectiveKind::kAllReduce, reduceOp.getMeshAttr(), reduceOp.getMeshAxes(),
+            reduceOp.getWireType(), [&](int64_t g) { return 2 * (g - 1) * ((in + g - 1) / g); });
     };
     auto exchange = [&](auto exchangeOp) {
       const int64_t in = elements(exchangeOp.getInput());
-      count(CollectiveKind::kAllToAll, exchangeOp.getMeshAttr(),
-            exchangeOp.getMeshAxes(), exchangeOp.getWireType(),
-            [&](int64_t g) { return (g - 1) * (in / g); });
+      count(CollectiveKind::kAllToAll, exchangeOp.getMeshAttr(), exchangeOp.getMeshAxes(),
+            exchangeOp.getWireType(), [&](int64_t g) { return (g - 1) * (in / g); });
     };
     llvm::TypeSwitch<mlir::Operation*>(&op)
         .Case<dist::AllGatherOp, dist::AllGatherStartOp>(gather)

@@ -23,8 +23,7 @@ const char* collectiveKindName(CollectiveKind kind);
 // The number of ranks in a collective's group: the product of the sizes of
 // `axes` on the dist.mesh `mesh` that `op` refers to (1 when the mesh does
 // not resolve).
-int64_t groupSize(mlir::Operation* op, mlir::FlatSymbolRefAttr mesh,
-                  mlir::ArrayAttr axes);
+int64_t groupSize(mlir::Operation* op, mlir::FlatSymbolRefAttr mesh, mlir::ArrayAttr axes);
 
 // Per rank, with g the group size and e the wire element size in bytes
 // (bit width rounded up to bytes); blocking and `*_start` forms alike:

@@ -94,8 +94,7 @@ struct Mesh {
 // Recomputes `padded` for every shard entry of `entries` on a tensor of
 // `shape`: a dim is padded when the product of the axes splitting it does
 // not divide it.
-Entries normalize(Entries entries, llvm::ArrayRef<int64_t> shape,
-                  const Mesh& mesh) {
+Entries normalize(Entries entries, llvm::ArrayRef<int64_t> shape, const Mesh& mesh) {
   llvm::SmallVector<int64_t, 4> ways(shape.size(), 1);
   for (auto [axis, entry] : llvm::enumerate(entries)) {
     if (entry.isShard()) ways[entry.dim] *= mesh.sizes[axis];
@@ -144,31 +143,26 @@ class PlanInsertCollectivesPass
   // Parses a dtype option; null with an error on `func` when it is not one
   // of the float types a reduction can travel or accumulate in (f64 only
   // when `allowF64`).
-  mlir::FailureOr<mlir::Type> parseFloat(mlir::func::FuncOp func,
-                                         llvm::StringRef option,
-                                         llvm::StringRef value,
-                                         bool allowF64 = true) {
+  mlir::FailureOr<mlir::Type> parseFloat(mlir::func::FuncOp func, llvm::StringRef option,
+                                         llvm::StringRef value, bool allowF64 = true) {
     mlir::Builder builder(func.getContext());
     if (value == "bf16") return mlir::Type(builder.getBF16Type());
     if (value == "f16") return mlir::Type(builder.getF16Type());
     if (value == "f32") return mlir::Type(builder.getF32Type());
     if (value == "f64" && allowF64) return mlir::Type(builder.getF64Type());
-    return func.emitError()
-           << "invalid " << option << "=" << value
-           << (allowF64 ? "; use bf16, f16, f32 or f64"
-                        : "; use bf16, f16 or f32, or leave it empty to keep "
-                          "the gradient's type");
+    return func.emitError() << "invalid " << option << "=" << value
+                            << (allowF64 ? "; use bf16, f16, f32 or f64"
+                                         : "; use bf16, f16 or f32, or leave it empty to keep "
+                                           "the gradient's type");
   }
 
   mlir::LogicalResult convertFunction(mlir::func::FuncOp func) {
-    mlir::FailureOr<mlir::Type> accum =
-        parseFloat(func, "reduce-dtype", reduceDtype);
+    mlir::FailureOr<mlir::Type> accum = parseFloat(func, "reduce-dtype", reduceDtype);
     if (failed(accum)) return mlir::failure();
     accumType_ = *accum;
     wireType_ = nullptr;
     if (!wireDtype.empty()) {
-      mlir::FailureOr<mlir::Type> wire =
-          parseFloat(func, "wire-dtype", wireDtype);
+      mlir::FailureOr<mlir::Type> wire = parseFloat(func, "wire-dtype", wireDtype);
       if (failed(wire)) return mlir::failure();
       wireType_ = *wire;
     }
@@ -176,8 +170,8 @@ class PlanInsertCollectivesPass
     if (!gradReduceDtype.empty()) {
       // Mixed precision reduces gradients in 16- or 32-bit floats, and no
       // optimizer kernel takes f64 gradients, so f64 is not offered.
-      mlir::FailureOr<mlir::Type> grad = parseFloat(
-          func, "grad-reduce-dtype", gradReduceDtype, /*allowF64=*/false);
+      mlir::FailureOr<mlir::Type> grad =
+          parseFloat(func, "grad-reduce-dtype", gradReduceDtype, /*allowF64=*/false);
       if (failed(grad)) return mlir::failure();
       gradType_ = *grad;
     }
@@ -197,11 +191,9 @@ class PlanInsertCollectivesPass
     for (Conversion& conversion : conversions) {
       if (failed(emit(func, conversion))) return mlir::failure();
     }
-    auto returnOp =
-        llvm::cast<mlir::func::ReturnOp>(func.front().getTerminator());
-    func.setFunctionType(mlir::FunctionType::get(
-        func.getContext(), func.front().getArgumentTypes(),
-        returnOp.getOperandTypes()));
+    auto returnOp = llvm::cast<mlir::func::ReturnOp>(func.front().getTerminator());
+    func.setFunctionType(mlir::FunctionType::get(func.getContext(), func.front().getArgumentTypes(),
+                                                 returnOp.getOperandTypes()));
     return mlir::success();
   }
 
@@ -209,36 +201,32 @@ class PlanInsertCollectivesPass
   mlir::LogicalResult useMesh(mlir::Operation* at, dist::PlacementAttr attr) {
     if (mesh_) {
       if (attr.getMesh() != mesh_->ref) {
-        return at->emitOpError()
-               << "uses mesh " << attr.getMesh() << " and " << mesh_->ref
-               << "; plan-insert-collectives needs one mesh per function, "
-                  "place the function on one mesh";
+        return at->emitOpError() << "uses mesh " << attr.getMesh() << " and " << mesh_->ref
+                                 << "; plan-insert-collectives needs one mesh per function, "
+                                    "place the function on one mesh";
       }
       return mlir::success();
     }
-    auto meshOp = mlir::SymbolTable::lookupNearestSymbolFrom<dist::MeshOp>(
-        at, attr.getMesh());
+    auto meshOp = mlir::SymbolTable::lookupNearestSymbolFrom<dist::MeshOp>(at, attr.getMesh());
     if (!meshOp) {
       return at->emitOpError() << "refers to mesh " << attr.getMesh()
                                << ", which is not declared; declare it with "
                                   "dist.mesh";
     }
     Mesh mesh{meshOp, attr.getMesh(), {}, meshOp.getShape()};
-    for (llvm::StringRef name :
-         meshOp.getAxes().getAsValueRange<mlir::StringAttr>()) {
+    for (llvm::StringRef name : meshOp.getAxes().getAsValueRange<mlir::StringAttr>()) {
       mesh.names.push_back(name);
     }
     mesh_ = mesh;
     return mlir::success();
   }
 
-  mlir::LogicalResult record(mlir::Operation* at, mlir::Value value,
-                             mlir::Attribute attr, llvm::StringRef what) {
+  mlir::LogicalResult record(mlir::Operation* at, mlir::Value value, mlir::Attribute attr,
+                             llvm::StringRef what) {
     auto placement = llvm::dyn_cast_or_null<dist::PlacementAttr>(attr);
     if (!placement) {
-      return at->emitOpError()
-             << "has no #dist.placement for " << what
-             << "; run --plan-placement before --plan-insert-collectives";
+      return at->emitOpError() << "has no #dist.placement for " << what
+                               << "; run --plan-placement before --plan-insert-collectives";
     }
     if (failed(useMesh(at, placement))) return mlir::failure();
     given_[value] = Entries(placement.getAxes());
@@ -251,30 +239,24 @@ class PlanInsertCollectivesPass
   mlir::LogicalResult readGiven(mlir::func::FuncOp func) {
     for (mlir::BlockArgument arg : func.getArguments()) {
       if (failed(record(func, arg,
-                        func.getArgAttr(arg.getArgNumber(),
-                                        placement::kPlacementAttrName),
+                        func.getArgAttr(arg.getArgNumber(), placement::kPlacementAttrName),
                         "argument " + std::to_string(arg.getArgNumber())))) {
         return mlir::failure();
       }
     }
     for (mlir::Operation& op : func.front().without_terminator()) {
-      auto results = op.getAttrOfType<mlir::ArrayAttr>(
-          placement::kResultPlacementsAttrName);
-      auto operands = op.getAttrOfType<mlir::ArrayAttr>(
-          placement::kOperandPlacementsAttrName);
-      if (!results || !operands ||
-          results.size() != op.getNumResults() ||
+      auto results = op.getAttrOfType<mlir::ArrayAttr>(placement::kResultPlacementsAttrName);
+      auto operands = op.getAttrOfType<mlir::ArrayAttr>(placement::kOperandPlacementsAttrName);
+      if (!results || !operands || results.size() != op.getNumResults() ||
           operands.size() != op.getNumOperands()) {
-        return op.emitOpError()
-               << "needs " << placement::kOperandPlacementsAttrName << " and "
-               << placement::kResultPlacementsAttrName
-               << " with one #dist.placement per operand and result; run "
-                  "--plan-placement before --plan-insert-collectives";
+        return op.emitOpError() << "needs " << placement::kOperandPlacementsAttrName << " and "
+                                << placement::kResultPlacementsAttrName
+                                << " with one #dist.placement per operand and result; run "
+                                   "--plan-placement before --plan-insert-collectives";
       }
       for (auto [result, attr] : llvm::zip_equal(op.getResults(), results)) {
-        if (failed(record(&op, result, attr,
-                          "result " + std::to_string(
-                                          result.getResultNumber())))) {
+        if (failed(
+                record(&op, result, attr, "result " + std::to_string(result.getResultNumber())))) {
           return mlir::failure();
         }
       }
@@ -284,11 +266,9 @@ class PlanInsertCollectivesPass
 
   // The ops that depend on the loss cotangent: the backward pass of a
   // training step from plan-autodiff (none in a forward graph).
-  static llvm::DenseSet<mlir::Operation*> backwardOps(
-      mlir::func::FuncOp func) {
+  static llvm::DenseSet<mlir::Operation*> backwardOps(mlir::func::FuncOp func) {
     llvm::DenseSet<mlir::Operation*> backward;
-    auto seed = func->getAttrOfType<mlir::IntegerAttr>(
-        autodiff::kLossGradArgAttrName);
+    auto seed = func->getAttrOfType<mlir::IntegerAttr>(autodiff::kLossGradArgAttrName);
     if (!seed || seed.getInt() < 0 ||
         seed.getInt() >= static_cast<int64_t>(func.getNumArguments())) {
       return backward;
@@ -309,10 +289,8 @@ class PlanInsertCollectivesPass
   // Whether function result `index` is the gradient of an nn.param
   // argument (plan-autodiff's nn.grad_of).
   static bool isParamGradient(mlir::func::FuncOp func, unsigned index) {
-    auto of = func.getResultAttrOfType<mlir::IntegerAttr>(
-        index, autodiff::kGradOfAttrName);
-    return of && of.getInt() >= 0 &&
-           of.getInt() < static_cast<int64_t>(func.getNumArguments()) &&
+    auto of = func.getResultAttrOfType<mlir::IntegerAttr>(index, autodiff::kGradOfAttrName);
+    return of && of.getInt() >= 0 && of.getInt() < static_cast<int64_t>(func.getNumArguments()) &&
            func.getArgAttr(of.getInt(), nn::NnDialect::kParamAttrName);
   }
 
@@ -320,16 +298,15 @@ class PlanInsertCollectivesPass
     auto arg = llvm::dyn_cast<mlir::BlockArgument>(value);
     if (!arg) return false;
     auto func = llvm::cast<mlir::func::FuncOp>(arg.getOwner()->getParentOp());
-    return static_cast<bool>(
-        func.getArgAttr(arg.getArgNumber(), nn::NnDialect::kParamAttrName));
+    return static_cast<bool>(func.getArgAttr(arg.getArgNumber(), nn::NnDialect::kParamAttrName));
   }
 
   // The unit of a parameter, as plan-bucketing groups it (`root` without
   // an `nn.name`).
   static std::string unitOfParam(mlir::BlockArgument arg) {
     auto func = llvm::cast<mlir::func::FuncOp>(arg.getOwner()->getParentOp());
-    auto name = func.getArgAttrOfType<mlir::StringAttr>(
-        arg.getArgNumber(), nn::NnDialect::kNameAttrName);
+    auto name =
+        func.getArgAttrOfType<mlir::StringAttr>(arg.getArgNumber(), nn::NnDialect::kNameAttrName);
     return name ? bucketing::unitOf(name.getValue()) : std::string("root");
   }
 
@@ -337,8 +314,7 @@ class PlanInsertCollectivesPass
   // forward copy serves the backward pass too.
   bool isKept(mlir::Value value) {
     if (!isParam(value)) return false;
-    const std::string unit =
-        unitOfParam(llvm::cast<mlir::BlockArgument>(value));
+    const std::string unit = unitOfParam(llvm::cast<mlir::BlockArgument>(value));
     return llvm::is_contained(keepUnits, unit);
   }
 
@@ -354,10 +330,9 @@ class PlanInsertCollectivesPass
     }
     for (const std::string& unit : keepUnits) {
       if (units.contains(unit)) continue;
-      return module.emitError()
-             << "keep-units names unit '" << unit
-             << "', which no parameter belongs to; use units of the model ("
-             << llvm::join(units, ", ") << ")";
+      return module.emitError() << "keep-units names unit '" << unit
+                                << "', which no parameter belongs to; use units of the model ("
+                                << llvm::join(units, ", ") << ")";
     }
     return mlir::success();
   }
@@ -365,38 +340,39 @@ class PlanInsertCollectivesPass
   // Collects one conversion per (value, wanted placement, segment): the
   // segment is the backward pass for a parameter's backward uses when it is
   // gathered again, else the whole function.
-  mlir::LogicalResult planConversions(
-      mlir::func::FuncOp func, const llvm::DenseSet<mlir::Operation*>& backward,
-      std::vector<Conversion>& conversions) {
+  mlir::LogicalResult planConversions(mlir::func::FuncOp func,
+                                      const llvm::DenseSet<mlir::Operation*>& backward,
+                                      std::vector<Conversion>& conversions) {
     llvm::DenseMap<std::tuple<mlir::Value, mlir::Attribute, int>, size_t> index;
-    auto add = [&](mlir::OpOperand& use, mlir::Attribute wanted,
-                   int segment) -> Conversion& {
+    auto add = [&](mlir::OpOperand& use, mlir::Attribute wanted, int segment) -> Conversion& {
       auto key = std::make_tuple(use.get(), wanted, segment);
       auto [it, inserted] = index.try_emplace(key, conversions.size());
       if (inserted) {
-        conversions.push_back(Conversion{
-            use.get(), llvm::cast<dist::PlacementAttr>(wanted), nullptr,
-            nullptr, false, false, {}});
+        conversions.push_back(Conversion{use.get(),
+                                         llvm::cast<dist::PlacementAttr>(wanted),
+                                         nullptr,
+                                         nullptr,
+                                         false,
+                                         false,
+                                         {}});
       }
       Conversion& conversion = conversions[it->second];
       conversion.uses.push_back(&use);
       return conversion;
     };
     for (mlir::Operation& op : func.front().without_terminator()) {
-      auto operands = op.getAttrOfType<mlir::ArrayAttr>(
-          placement::kOperandPlacementsAttrName);
+      auto operands = op.getAttrOfType<mlir::ArrayAttr>(placement::kOperandPlacementsAttrName);
       for (auto [use, wanted] : llvm::zip_equal(op.getOpOperands(), operands)) {
         auto placement = llvm::dyn_cast<dist::PlacementAttr>(wanted);
         if (!placement) {
-          return op.emitOpError()
-                 << "has a " << placement::kOperandPlacementsAttrName
-                 << " entry that is not a #dist.placement: " << wanted
-                 << "; run --plan-placement before --plan-insert-collectives";
+          return op.emitOpError() << "has a " << placement::kOperandPlacementsAttrName
+                                  << " entry that is not a #dist.placement: " << wanted
+                                  << "; run --plan-placement before --plan-insert-collectives";
         }
         if (failed(useMesh(&op, placement))) return mlir::failure();
         if (Entries(placement.getAxes()) == given_[use.get()]) continue;
-        const int segment = reshardAfterForward && isParam(use.get()) &&
-                                    !isKept(use.get()) && backward.contains(&op)
+        const int segment = reshardAfterForward && isParam(use.get()) && !isKept(use.get()) &&
+                                    backward.contains(&op)
                                 ? 1
                                 : 0;
         Conversion& conversion = add(use, wanted, segment);
@@ -407,13 +383,11 @@ class PlanInsertCollectivesPass
     mlir::Operation* returnOp = func.front().getTerminator();
     for (mlir::OpOperand& use : returnOp->getOpOperands()) {
       auto wanted = llvm::dyn_cast_or_null<dist::PlacementAttr>(
-          func.getResultAttr(use.getOperandNumber(),
-                             placement::kPlacementAttrName));
+          func.getResultAttr(use.getOperandNumber(), placement::kPlacementAttrName));
       if (!wanted) {
-        return returnOp->emitOpError()
-               << "returns result " << use.getOperandNumber()
-               << " without a #dist.placement; run --plan-placement before "
-                  "--plan-insert-collectives";
+        return returnOp->emitOpError() << "returns result " << use.getOperandNumber()
+                                       << " without a #dist.placement; run --plan-placement before "
+                                          "--plan-insert-collectives";
       }
       if (failed(useMesh(returnOp, wanted))) return mlir::failure();
       if (Entries(wanted.getAxes()) == given_[use.get()]) continue;
@@ -424,13 +398,11 @@ class PlanInsertCollectivesPass
       const bool gradient =
           gradType_ &&
           llvm::isa<mlir::FloatType>(
-              llvm::cast<mlir::RankedTensorType>(use.get().getType())
-                  .getElementType()) &&
+              llvm::cast<mlir::RankedTensorType>(use.get().getType()).getElementType()) &&
           isParamGradient(func, use.getOperandNumber());
       const bool regathered =
           index.contains(std::make_tuple(use.get(), mlir::Attribute(wanted), 1));
-      Conversion& conversion =
-          add(use, wanted, gradient ? 2 : regathered ? 1 : 0);
+      Conversion& conversion = add(use, wanted, gradient ? 2 : regathered ? 1 : 0);
       conversion.returned = true;
       conversion.gradient = gradient;
     }
@@ -440,11 +412,10 @@ class PlanInsertCollectivesPass
   // Gives every argument and op result the local type of its given
   // placement.
   mlir::LogicalResult localizeTypes(mlir::func::FuncOp func) {
-    auto localize = [&](mlir::Value value,
-                        mlir::Operation* at) -> mlir::LogicalResult {
+    auto localize = [&](mlir::Value value, mlir::Operation* at) -> mlir::LogicalResult {
       auto type = llvm::cast<mlir::RankedTensorType>(value.getType());
-      mlir::FailureOr<llvm::SmallVector<int64_t>> shape = localShape(
-          globalShape_[value], given_[value], at);
+      mlir::FailureOr<llvm::SmallVector<int64_t>> shape =
+          localShape(globalShape_[value], given_[value], at);
       if (failed(shape)) return mlir::failure();
       value.setType(mlir::RankedTensorType::get(*shape, type.getElementType()));
       return mlir::success();
@@ -454,8 +425,7 @@ class PlanInsertCollectivesPass
     // does not follow from the local one.
     for (mlir::BlockArgument arg : func.getArguments()) {
       func.setArgAttr(arg.getArgNumber(), kGlobalShapeAttrName,
-                      mlir::DenseI64ArrayAttr::get(func.getContext(),
-                                                   globalShape_[arg]));
+                      mlir::DenseI64ArrayAttr::get(func.getContext(), globalShape_[arg]));
       if (failed(localize(arg, func))) return mlir::failure();
     }
     for (mlir::Operation& op : func.front().without_terminator()) {
@@ -466,12 +436,11 @@ class PlanInsertCollectivesPass
     return mlir::success();
   }
 
-  mlir::FailureOr<llvm::SmallVector<int64_t>> localShape(
-      llvm::ArrayRef<int64_t> global, const Entries& entries,
-      mlir::Operation* at) {
+  mlir::FailureOr<llvm::SmallVector<int64_t>> localShape(llvm::ArrayRef<int64_t> global,
+                                                         const Entries& entries,
+                                                         mlir::Operation* at) {
     auto attr = dist::PlacementAttr::get(at->getContext(), mesh_->ref, entries);
-    return dist::computeLocalShape(global, attr, mesh_->op,
-                                   [&] { return at->emitOpError(); });
+    return dist::computeLocalShape(global, attr, mesh_->op, [&] { return at->emitOpError(); });
   }
 
   // Plans the ops that take `from` to `to` on a tensor of `shape`: the
@@ -479,20 +448,18 @@ class PlanInsertCollectivesPass
   // all-to-alls, all-gathers, then the other slices, each kind in mesh-axis
   // order. Fails with a diagnostic at `user` (a note at the value) for a
   // conversion dist cannot express.
-  mlir::FailureOr<llvm::SmallVector<Step, 2>> planSteps(
-      const Conversion& conversion, llvm::ArrayRef<int64_t> shape,
-      mlir::Operation* user) {
+  mlir::FailureOr<llvm::SmallVector<Step, 2>> planSteps(const Conversion& conversion,
+                                                        llvm::ArrayRef<int64_t> shape,
+                                                        mlir::Operation* user) {
     const Entries from = given_[conversion.value];
-    const Entries to = normalize(Entries(conversion.wanted.getAxes()), shape,
-                                 *mesh_);
+    const Entries to = normalize(Entries(conversion.wanted.getAxes()), shape, *mesh_);
     const int64_t rank = static_cast<int64_t>(shape.size());
     auto fail = [&](int64_t axis, llvm::StringRef why) -> mlir::LogicalResult {
-      mlir::InFlightDiagnostic diag =
-          user->emitOpError()
-          << "cannot convert " << describe(from) << " to " << describe(to)
-          << " on mesh axis \"" << mesh_->names[axis] << "\" ("
-          << from[axis].toString() << " -> " << to[axis].toString()
-          << "): " << why;
+      mlir::InFlightDiagnostic diag = user->emitOpError()
+                                      << "cannot convert " << describe(from) << " to "
+                                      << describe(to) << " on mesh axis \"" << mesh_->names[axis]
+                                      << "\" (" << from[axis].toString() << " -> "
+                                      << to[axis].toString() << "): " << why;
       if (mlir::Operation* producer = conversion.value.getDefiningOp()) {
         diag.attachNote(producer->getLoc()) << "the value is produced here";
       }
@@ -503,8 +470,7 @@ class PlanInsertCollectivesPass
     // The axes in `axes` move onto `dim` (from partial or another dim); the
     // shards stay in row-major mesh order only if every axis already on
     // `dim` comes before them.
-    auto appendsTo = [&](const Entries& entries, int64_t dim,
-                         llvm::ArrayRef<int64_t> axes) {
+    auto appendsTo = [&](const Entries& entries, int64_t dim, llvm::ArrayRef<int64_t> axes) {
       for (int64_t axis : axesOn(entries, dim)) {
         if (!llvm::is_contained(axes, axis) && axis > axes.front()) {
           return false;
@@ -520,11 +486,9 @@ class PlanInsertCollectivesPass
 
     // replicate -> shard<d>: one local slice per dim.
     auto slice = [&](int64_t dim) -> mlir::LogicalResult {
-      Step step{Step::Kind::kSlice, {}, dim, 0, false,
-                dist::ReductionKind::Sum, current};
+      Step step{Step::Kind::kSlice, {}, dim, 0, false, dist::ReductionKind::Sum, current};
       for (auto [axis, entry] : llvm::enumerate(current)) {
-        if (entry.isReplicate() && to[axis].isShard() &&
-            to[axis].dim == dim) {
+        if (entry.isReplicate() && to[axis].isShard() && to[axis].dim == dim) {
           step.axes.push_back(axis);
           step.after[axis] = to[axis];
         }
@@ -536,8 +500,7 @@ class PlanInsertCollectivesPass
                     "mesh axis; shard the dim on the earlier mesh axis "
                     "first");
       }
-      step.padded =
-          normalize(step.after, shape, *mesh_)[step.axes.front()].padded;
+      step.padded = normalize(step.after, shape, *mesh_)[step.axes.front()].padded;
       if (step.padded && step.axes.size() != axesOn(step.after, dim).size()) {
         return fail(step.axes.front(),
                     "a padded dim must be sliced over all its axes at once; "
@@ -561,8 +524,7 @@ class PlanInsertCollectivesPass
         const bool had = have.isShard() && have.dim == dim;
         const bool wants = want.isShard() && want.dim == dim;
         if (had && !wants) return false;
-        if (!had && wants && !have.isReplicate() &&
-            static_cast<int64_t>(axis) < lastSliced) {
+        if (!had && wants && !have.isReplicate() && static_cast<int64_t>(axis) < lastSliced) {
           return false;
         }
       }
@@ -575,13 +537,12 @@ class PlanInsertCollectivesPass
     }
     // partial -> shard<d>: one reduce-scatter per (dim, reduction).
     for (int64_t dim = 0; dim < rank; ++dim) {
-      for (dist::ReductionKind kind :
-           {dist::ReductionKind::Sum, dist::ReductionKind::Avg,
-            dist::ReductionKind::Max, dist::ReductionKind::Min}) {
+      for (dist::ReductionKind kind : {dist::ReductionKind::Sum, dist::ReductionKind::Avg,
+                                       dist::ReductionKind::Max, dist::ReductionKind::Min}) {
         Step step{Step::Kind::kReduceScatter, {}, dim, 0, false, kind, current};
         for (auto [axis, entry] : llvm::enumerate(current)) {
-          if (entry.isPartial() && entry.reduction == kind &&
-              to[axis].isShard() && to[axis].dim == dim) {
+          if (entry.isPartial() && entry.reduction == kind && to[axis].isShard() &&
+              to[axis].dim == dim) {
             step.axes.push_back(axis);
             step.after[axis] = to[axis];
           }
@@ -593,8 +554,7 @@ class PlanInsertCollectivesPass
                       "a later mesh axis; shard the dim on the earlier mesh "
                       "axis first");
         }
-        step.padded =
-            normalize(step.after, shape, *mesh_)[step.axes.front()].padded;
+        step.padded = normalize(step.after, shape, *mesh_)[step.axes.front()].padded;
         if (step.padded && step.axes.size() != axesOn(step.after, dim).size()) {
           return fail(step.axes.front(),
                       "a padded dim must be reduce-scattered over all its "
@@ -604,13 +564,11 @@ class PlanInsertCollectivesPass
       }
     }
     // partial -> replicate: one all-reduce per reduction.
-    for (dist::ReductionKind kind :
-         {dist::ReductionKind::Sum, dist::ReductionKind::Avg,
-          dist::ReductionKind::Max, dist::ReductionKind::Min}) {
+    for (dist::ReductionKind kind : {dist::ReductionKind::Sum, dist::ReductionKind::Avg,
+                                     dist::ReductionKind::Max, dist::ReductionKind::Min}) {
       Step step{Step::Kind::kAllReduce, {}, 0, 0, false, kind, current};
       for (auto [axis, entry] : llvm::enumerate(current)) {
-        if (entry.isPartial() && entry.reduction == kind &&
-            to[axis].isReplicate()) {
+        if (entry.isPartial() && entry.reduction == kind && to[axis].isReplicate()) {
           step.axes.push_back(axis);
           step.after[axis] = to[axis];
         }
@@ -621,22 +579,18 @@ class PlanInsertCollectivesPass
     for (int64_t dim = 0; dim < rank; ++dim) {
       for (int64_t split = 0; split < rank; ++split) {
         if (split == dim) continue;
-        Step step{Step::Kind::kAllToAll, {}, dim, split, false,
-                  dist::ReductionKind::Sum, current};
+        Step step{Step::Kind::kAllToAll, {}, dim, split, false, dist::ReductionKind::Sum, current};
         for (auto [axis, entry] : llvm::enumerate(current)) {
-          if (entry.isShard() && entry.dim == dim && to[axis].isShard() &&
-              to[axis].dim == split) {
+          if (entry.isShard() && entry.dim == dim && to[axis].isShard() && to[axis].dim == split) {
             step.axes.push_back(axis);
             step.after[axis] = to[axis];
           }
         }
         if (step.axes.empty()) continue;
         bool padded = false;
-        for (const Entries& entries :
-             {current, normalize(step.after, shape, *mesh_)}) {
+        for (const Entries& entries : {current, normalize(step.after, shape, *mesh_)}) {
           for (const dist::AxisPlacement& entry : entries) {
-            padded |= entry.isShard() && entry.padded &&
-                      (entry.dim == dim || entry.dim == split);
+            padded |= entry.isShard() && entry.padded && (entry.dim == dim || entry.dim == split);
           }
         }
         if (padded) {
@@ -646,8 +600,7 @@ class PlanInsertCollectivesPass
         }
         const llvm::SmallVector<int64_t, 2> on = axesOn(current, dim);
         if (!appendsTo(current, split, step.axes) ||
-            !llvm::equal(llvm::ArrayRef(on).take_back(step.axes.size()),
-                         step.axes)) {
+            !llvm::equal(llvm::ArrayRef(on).take_back(step.axes.size()), step.axes)) {
           return fail(step.axes.front(),
                       "the all-to-all would reorder the shards of a dim "
                       "split by several mesh axes");
@@ -657,8 +610,7 @@ class PlanInsertCollectivesPass
     }
     // shard<d> -> replicate: one all-gather per dim.
     for (int64_t dim = 0; dim < rank; ++dim) {
-      Step step{Step::Kind::kAllGather, {}, dim, 0, false,
-                dist::ReductionKind::Sum, current};
+      Step step{Step::Kind::kAllGather, {}, dim, 0, false, dist::ReductionKind::Sum, current};
       for (auto [axis, entry] : llvm::enumerate(current)) {
         if (entry.isShard() && entry.dim == dim && to[axis].isReplicate()) {
           step.axes.push_back(axis);
@@ -667,8 +619,7 @@ class PlanInsertCollectivesPass
       }
       if (step.axes.empty()) continue;
       const llvm::SmallVector<int64_t, 2> on = axesOn(current, dim);
-      if (!llvm::equal(llvm::ArrayRef(on).take_back(step.axes.size()),
-                       step.axes)) {
+      if (!llvm::equal(llvm::ArrayRef(on).take_back(step.axes.size()), step.axes)) {
         return fail(step.axes.front(),
                     "an all-gather over an outer mesh axis while an inner "
                     "one still shards the dim would reorder the shards; "
@@ -691,11 +642,10 @@ class PlanInsertCollectivesPass
       if (have == want) continue;
       // The steps above reach every wanted replicate and shard entry, so
       // only a wanted partial can be left.
-      return fail(axis, have.isPartial()
-                            ? "a change of reduction kind has no collective"
-                            : "dist has no op that makes a partial value "
-                              "(one rank keeping it, the others zero); "
-                              "give the user a replicated operand");
+      return fail(axis, have.isPartial() ? "a change of reduction kind has no collective"
+                                         : "dist has no op that makes a partial value "
+                                           "(one rank keeping it, the others zero); "
+                                           "give the user a replicated operand");
     }
     return steps;
   }
@@ -709,11 +659,9 @@ class PlanInsertCollectivesPass
 
   mlir::LogicalResult emit(mlir::func::FuncOp func, Conversion& conversion) {
     mlir::Value value = conversion.value;
-    mlir::Operation* user =
-        conversion.first ? conversion.first : func.front().getTerminator();
+    mlir::Operation* user = conversion.first ? conversion.first : func.front().getTerminator();
     llvm::ArrayRef<int64_t> shape = globalShape_[value];
-    mlir::FailureOr<llvm::SmallVector<Step, 2>> steps =
-        planSteps(conversion, shape, user);
+    mlir::FailureOr<llvm::SmallVector<Step, 2>> steps = planSteps(conversion, shape, user);
     if (failed(steps)) return mlir::failure();
 
     mlir::OpBuilder builder(func.getContext());
@@ -726,22 +674,17 @@ class PlanInsertCollectivesPass
     } else {
       builder.setInsertionPointToStart(&func.front());
     }
-    mlir::Type element =
-        llvm::cast<mlir::RankedTensorType>(value.getType()).getElementType();
+    mlir::Type element = llvm::cast<mlir::RankedTensorType>(value.getType()).getElementType();
     mlir::Value current = value;
-    const mlir::Location loc = conversion.first ? conversion.first->getLoc()
-                                                : value.getLoc();
+    const mlir::Location loc = conversion.first ? conversion.first->getLoc() : value.getLoc();
     for (const Step& step : *steps) {
-      mlir::FailureOr<llvm::SmallVector<int64_t>> local =
-          localShape(shape, step.after, user);
+      mlir::FailureOr<llvm::SmallVector<int64_t>> local = localShape(shape, step.after, user);
       if (failed(local)) return mlir::failure();
       // A reduction may change the element type (grad-reduce-dtype); its
       // result and the steps after it carry the new one.
       std::optional<ReductionTypes> dtypes;
-      if (step.kind == Step::Kind::kReduceScatter ||
-          step.kind == Step::Kind::kAllReduce) {
-        mlir::FailureOr<ReductionTypes> types =
-            reductionTypes(element, user, conversion.gradient);
+      if (step.kind == Step::Kind::kReduceScatter || step.kind == Step::Kind::kAllReduce) {
+        mlir::FailureOr<ReductionTypes> types = reductionTypes(element, user, conversion.gradient);
         if (failed(types)) return mlir::failure();
         dtypes = *types;
         element = dtypes->result;
@@ -753,41 +696,33 @@ class PlanInsertCollectivesPass
       mlir::Operation* op = nullptr;
       switch (step.kind) {
         case Step::Kind::kSlice:
-          op = dist::SliceOp::create(
-              builder, loc, type, mesh_->ref, axes, current,
-              builder.getI64IntegerAttr(step.dim),
-              step.padded ? builder.getUnitAttr() : nullptr);
+          op = dist::SliceOp::create(builder, loc, type, mesh_->ref, axes, current,
+                                     builder.getI64IntegerAttr(step.dim),
+                                     step.padded ? builder.getUnitAttr() : nullptr);
           break;
         case Step::Kind::kAllGather:
           op = dist::AllGatherOp::create(
-              builder, loc, type, mesh_->ref, axes, current,
-              builder.getI64IntegerAttr(step.dim),
-              step.padded ? builder.getUnitAttr() : nullptr,
-              mlir::TypeAttr::get(element));
+              builder, loc, type, mesh_->ref, axes, current, builder.getI64IntegerAttr(step.dim),
+              step.padded ? builder.getUnitAttr() : nullptr, mlir::TypeAttr::get(element));
           break;
         case Step::Kind::kAllToAll:
-          op = dist::AllToAllOp::create(
-              builder, loc, type, mesh_->ref, axes, current,
-              builder.getI64IntegerAttr(step.splitDim),
-              builder.getI64IntegerAttr(step.dim),
-              mlir::TypeAttr::get(element));
+          op = dist::AllToAllOp::create(builder, loc, type, mesh_->ref, axes, current,
+                                        builder.getI64IntegerAttr(step.splitDim),
+                                        builder.getI64IntegerAttr(step.dim),
+                                        mlir::TypeAttr::get(element));
           break;
         case Step::Kind::kReduceScatter:
         case Step::Kind::kAllReduce: {
-          auto reduction =
-              dist::ReductionKindAttr::get(func.getContext(), step.reduction);
+          auto reduction = dist::ReductionKindAttr::get(func.getContext(), step.reduction);
           auto wire = mlir::TypeAttr::get(dtypes->wire);
           auto accum = mlir::TypeAttr::get(dtypes->accum);
           if (step.kind == Step::Kind::kAllReduce) {
-            op = dist::AllReduceOp::create(builder, loc, type, mesh_->ref,
-                                           axes, current, reduction, wire,
-                                           accum);
+            op = dist::AllReduceOp::create(builder, loc, type, mesh_->ref, axes, current, reduction,
+                                           wire, accum);
           } else {
             op = dist::ReduceScatterOp::create(
-                builder, loc, type, mesh_->ref, axes, current,
-                builder.getI64IntegerAttr(step.dim),
-                step.padded ? builder.getUnitAttr() : nullptr, reduction,
-                wire, accum);
+                builder, loc, type, mesh_->ref, axes, current, builder.getI64IntegerAttr(step.dim),
+                step.padded ? builder.getUnitAttr() : nullptr, reduction, wire, accum);
           }
           break;
         }
@@ -799,8 +734,7 @@ class PlanInsertCollectivesPass
     // A parameter's gathered copy dies after its last use in the segment.
     if (isParam(value) && !conversion.returned) {
       setInsertionAfter(builder, conversion.last);
-      auto freeOp = dist::FreeOp::create(builder, conversion.last->getLoc(),
-                                         current);
+      auto freeOp = dist::FreeOp::create(builder, conversion.last->getLoc(), current);
       afterCursor_[conversion.last] = freeOp;
     }
     return mlir::success();
@@ -812,15 +746,13 @@ class PlanInsertCollectivesPass
   // reduced and kept in f32). Other floats use wire-dtype and reduce-dtype
   // and keep the element type, so it must be one of the two; integers use
   // the element type throughout.
-  mlir::FailureOr<ReductionTypes> reductionTypes(mlir::Type element,
-                                                 mlir::Operation* user,
+  mlir::FailureOr<ReductionTypes> reductionTypes(mlir::Type element, mlir::Operation* user,
                                                  bool gradient) {
     if (!llvm::isa<mlir::FloatType>(element)) {
       return ReductionTypes{element, element, element};
     }
     if (gradient && gradType_) {
-      mlir::Type accum = accumType_.getIntOrFloatBitWidth() >
-                                 gradType_.getIntOrFloatBitWidth()
+      mlir::Type accum = accumType_.getIntOrFloatBitWidth() > gradType_.getIntOrFloatBitWidth()
                              ? accumType_
                              : gradType_;
       return ReductionTypes{gradType_, accum, gradType_};
@@ -829,24 +761,21 @@ class PlanInsertCollectivesPass
     mlir::Type accum = accumType_;
     // f32 accumulation of a wider (f64) wire would lose precision the wire
     // kept, so the default widens with it.
-    if (reduceDtype == "f32" &&
-        wire.getIntOrFloatBitWidth() > accum.getIntOrFloatBitWidth()) {
+    if (reduceDtype == "f32" && wire.getIntOrFloatBitWidth() > accum.getIntOrFloatBitWidth()) {
       accum = wire;
     }
     if (accum.getIntOrFloatBitWidth() < wire.getIntOrFloatBitWidth()) {
-      return user->emitOpError()
-             << "needs a reduction with wire type " << wire
-             << " and accumulation type " << accum
-             << ", which is narrower than the wire; set reduce-dtype to a "
-                "type at least as wide as "
-             << wire;
+      return user->emitOpError() << "needs a reduction with wire type " << wire
+                                 << " and accumulation type " << accum
+                                 << ", which is narrower than the wire; set reduce-dtype to a "
+                                    "type at least as wide as "
+                                 << wire;
     }
     if (element != wire && element != accum) {
-      return user->emitOpError()
-             << "needs a reduction of " << element << " values with wire type "
-             << wire << " and accumulation type " << accum
-             << ", so its result would not be " << element
-             << "; set wire-dtype or reduce-dtype to " << element;
+      return user->emitOpError() << "needs a reduction of " << element << " values with wire type "
+                                 << wire << " and accumulation type " << accum
+                                 << ", so its result would not be " << element
+                                 << "; set wire-dtype or reduce-dtype to " << element;
     }
     return ReductionTypes{wire, accum, element};
   }

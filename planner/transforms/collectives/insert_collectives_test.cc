@@ -42,8 +42,7 @@ TEST(InsertCollectivesTest, Llama3_8bUnderFsdp8MovesTheZero3Volume) {
   context.loadDialect<dist::DistDialect>();
   auto config = models::publishedConfig("llama3-8b");
   ASSERT_TRUE(config.ok()) << config.status();
-  auto built = models::buildModel(context, *config, {8, 16},
-                                  mlir::Float32Type::get(&context));
+  auto built = models::buildModel(context, *config, {8, 16}, mlir::Float32Type::get(&context));
   ASSERT_TRUE(built.ok()) << built.status();
   mlir::OwningOpRef<mlir::ModuleOp> module = std::move(*built);
   auto func = *module->getOps<mlir::func::FuncOp>().begin();
@@ -56,12 +55,10 @@ TEST(InsertCollectivesTest, Llama3_8bUnderFsdp8MovesTheZero3Volume) {
   int64_t embeddingShard = 0;
   for (int64_t arg = 0; arg < func.getNumArguments(); ++arg) {
     if (!func.getArgAttr(arg, nn::NnDialect::kParamAttrName)) continue;
-    auto type =
-        llvm::cast<mlir::RankedTensorType>(func.getArgument(arg).getType());
+    auto type = llvm::cast<mlir::RankedTensorType>(func.getArgument(arg).getType());
     ++params;
     shardSum += shardElements(type);
-    auto name = func.getArgAttrOfType<mlir::StringAttr>(
-        arg, nn::NnDialect::kNameAttrName);
+    auto name = func.getArgAttrOfType<mlir::StringAttr>(arg, nn::NnDialect::kNameAttrName);
     if (name && name.getValue() == "tok_embeddings.weight") {
       embeddingShard = shardElements(type);
     }
@@ -71,8 +68,7 @@ TEST(InsertCollectivesTest, Llama3_8bUnderFsdp8MovesTheZero3Volume) {
 
   mlir::PassManager pm(&context);
   pm.addNestedPass<mlir::func::FuncOp>(autodiff::createPlanAutodiff());
-  pm.addPass(placement::createPlanPlacement(
-      placement::PlanPlacementOptions{"fsdp=8", "fsdp", 0}));
+  pm.addPass(placement::createPlanPlacement(placement::PlanPlacementOptions{"fsdp=8", "fsdp", 0}));
   pm.addPass(createPlanInsertCollectives());
   ASSERT_TRUE(succeeded(pm.run(*module)));
   func = *module->getOps<mlir::func::FuncOp>().begin();
@@ -87,8 +83,7 @@ TEST(InsertCollectivesTest, Llama3_8bUnderFsdp8MovesTheZero3Volume) {
   // sends (n - 1) of them: (n - 1) * S * 4 bytes for S = sum of padded
   // shard elements. The embedding table has no backward use.
   EXPECT_EQ(gathers.count, 2 * params - 1);
-  EXPECT_EQ(gathers.bytes,
-            (kRanks - 1) * (2 * shardSum - embeddingShard) * kF32Bytes);
+  EXPECT_EQ(gathers.bytes, (kRanks - 1) * (2 * shardSum - embeddingShard) * kF32Bytes);
   EXPECT_EQ(scatters.count, params);
   EXPECT_EQ(scatters.bytes, (kRanks - 1) * shardSum * kF32Bytes);
   // The loss: one all-reduce avg of a scalar, 2 * (n - 1) * ceil(1 / n)
@@ -101,11 +96,11 @@ TEST(InsertCollectivesTest, Llama3_8bUnderFsdp8MovesTheZero3Volume) {
   int64_t frees = 0;
   func.walk([&](dist::FreeOp) { ++frees; });
   EXPECT_EQ(frees, gathers.count);
-  std::printf("llama3-8b fsdp=8: %lld params, all_gather %lld bytes, "
-              "reduce_scatter %lld bytes per rank\n",
-              static_cast<long long>(params),
-              static_cast<long long>(gathers.bytes),
-              static_cast<long long>(scatters.bytes));
+  std::printf(
+      "llama3-8b fsdp=8: %lld params, all_gather %lld bytes, "
+      "reduce_scatter %lld bytes per rank\n",
+      static_cast<long long>(params), static_cast<long long>(gathers.bytes),
+      static_cast<long long>(scatters.bytes));
 }
 
 }  // namespace

@@ -57,12 +57,13 @@ int64_t dtypeStagingBytes(mlir::Operation* op) {
   const int64_t out = elementCount(op->getResult(0).getType());
   const int64_t resultBytes = elementBytes(op->getResult(0).getType());
   int64_t bytes = 0;
-  if (llvm::cast<mlir::RankedTensorType>(input.getType()).getElementType() != wire) bytes += in * wireBytes;
+  if (llvm::cast<mlir::RankedTensorType>(input.getType()).getElementType() != wire)
+    bytes += in * wireBytes;
   if (allGather) return bytes;
   auto accumAttr = op->getAttrOfType<mlir::TypeAttr>("accum_type");
   auto reduction = op->getAttrOfType<dist::ReductionKindAttr>("reduction");
   const int64_t g = collectives::groupSize(op, op->getAttrOfType<mlir::FlatSymbolRefAttr>("mesh"),
-                                            op->getAttrOfType<mlir::ArrayAttr>("mesh_axes"));
+                                           op->getAttrOfType<mlir::ArrayAttr>("mesh_axes"));
   const bool sum = reduction && (reduction.getValue() == dist::ReductionKind::Sum ||
                                  reduction.getValue() == dist::ReductionKind::Avg);
   const bool exact = sum && g > 1 && accumAttr &&
@@ -155,13 +156,18 @@ MemoryPlan computeMemoryPlan(mlir::func::FuncOp func) {
         role = BufferRole::kGathered;
         paramDerived.insert(result);
       }
-      plan.values.push_back(
-          {.value = result, .role = role, .bytes = bytes, .first = index[&op],
-           .last = lastUse(result, index[&op])});
+      plan.values.push_back({.value = result,
+                             .role = role,
+                             .bytes = bytes,
+                             .first = index[&op],
+                             .last = lastUse(result, index[&op])});
     }
     // Counted with the activations; it is no SSA value, so not in values.
     if (const int64_t staging = dtypeStagingBytes(&op); staging > 0) {
-      staged.push_back({.value = {}, .role = BufferRole::kActivation, .bytes = staging, .first = index[&op],
+      staged.push_back({.value = {},
+                        .role = BufferRole::kActivation,
+                        .bytes = staging,
+                        .first = index[&op],
                         .last = lastUse(op.getResult(0), index[&op])});
     }
   }
@@ -216,8 +222,7 @@ std::string formatBreakdown(const MemoryBreakdown& breakdown) {
 std::string suggestFix(const MemoryBreakdown& breakdown) {
   const int64_t state = breakdown[BufferRole::kParam] + breakdown[BufferRole::kGrad] +
                         breakdown[BufferRole::kOptimizerState];
-  const int64_t transient =
-      breakdown[BufferRole::kActivation] + breakdown[BufferRole::kGathered];
+  const int64_t transient = breakdown[BufferRole::kActivation] + breakdown[BufferRole::kGathered];
   if (state >= transient) {
     return "shard the parameter state over more ranks (a larger fsdp axis) or add tensor "
            "parallelism (a tp axis)";

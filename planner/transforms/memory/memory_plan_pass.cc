@@ -43,17 +43,19 @@ class PlanMemoryPlanPass : public impl::PlanMemoryPlanBase<PlanMemoryPlanPass> {
         entries.push_back(builder.getNamedAttr(plan::roleName(static_cast<BufferRole>(r)),
                                                builder.getI64IntegerAttr(plan.at_peak.bytes[r])));
       }
-      entries.push_back(builder.getNamedAttr("peak_op", builder.getI64IntegerAttr(plan.peak_index)));
+      entries.push_back(
+          builder.getNamedAttr("peak_op", builder.getI64IntegerAttr(plan.peak_index)));
       func->setAttr(kPeakBytesAttrName, builder.getI64IntegerAttr(plan.peak_bytes));
       func->setAttr(kMemoryAttrName, builder.getDictionaryAttr(entries));
       if (memoryBudgetGb == 0) continue;
       const auto budget = static_cast<int64_t>(std::floor(memoryBudgetGb * kBytesPerGiB));
       if (plan.peak_bytes <= budget) continue;
-      mlir::InFlightDiagnostic error = func.emitError() << absl::StrFormat(
-          "plan needs %s per rank at its peak, over the %g GiB device memory (got: %d > %d "
-          "bytes): %s; %s",
-          formatBytes(plan.peak_bytes), static_cast<double>(memoryBudgetGb), plan.peak_bytes,
-          budget, formatBreakdown(plan.at_peak), suggestFix(plan.at_peak));
+      mlir::InFlightDiagnostic error =
+          func.emitError() << absl::StrFormat(
+              "plan needs %s per rank at its peak, over the %g GiB device memory (got: %d > %d "
+              "bytes): %s; %s",
+              formatBytes(plan.peak_bytes), static_cast<double>(memoryBudgetGb), plan.peak_bytes,
+              budget, formatBreakdown(plan.at_peak), suggestFix(plan.at_peak));
       if (plan.peak_op) error.attachNote(plan.peak_op->getLoc()) << "the peak is reached here";
       return signalPassFailure();
     }

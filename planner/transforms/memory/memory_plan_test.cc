@@ -76,7 +76,7 @@ TEST_F(MemoryPlanTest, StepPeakMatchesHandCount) {
   EXPECT_EQ(g.role, BufferRole::kGathered);
   EXPECT_EQ(g.bytes, 512);
   EXPECT_EQ(g.first, 0);
-  EXPECT_EQ(g.last, 2);  // the free ends it
+  EXPECT_EQ(g.last, 2);               // the free ends it
   EXPECT_EQ(plan.values[9].last, 6);  // y is returned
   EXPECT_EQ(plan.values[11].role, BufferRole::kActivation);
   EXPECT_EQ(plan.values[12].role, BufferRole::kGrad);
@@ -160,8 +160,7 @@ TEST_F(MemoryPlanTest, PassRecordsThePeakAndRefusesOverBudget) {
   // 3 KiB = 3072 bytes < 3712.
   refusing.addPass(createPlanMemoryPlan(PlanMemoryPlanOptions{3.0 / (1024 * 1024)}));
   EXPECT_TRUE(failed(refusing.run(*tight)));
-  EXPECT_NE(message.find("plan needs 3.6 KiB per rank at its peak"), std::string::npos)
-      << message;
+  EXPECT_NE(message.find("plan needs 3.6 KiB per rank at its peak"), std::string::npos) << message;
   EXPECT_NE(message.find("got: 3712 > 3072 bytes"), std::string::npos) << message;
   EXPECT_NE(message.find("activations 1.1 KiB"), std::string::npos) << message;
   // Parameter state (2560) outweighs activations and gathers (1152).

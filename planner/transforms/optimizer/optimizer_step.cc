@@ -45,9 +45,9 @@ mlir::Value addState(mlir::func::FuncOp func, mlir::BlockArgument param, llvm::S
                      mlir::Attribute init) {
   auto type = llvm::cast<mlir::RankedTensorType>(param.getType());
   const unsigned index = func.getNumArguments();
-  auto state = mlir::RankedTensorType::get(type.getShape(), mlir::Float32Type::get(func.getContext()));
-  if (failed(func.insertArgument(index, state,
-                                 stateAttrs(func, param.getArgNumber(), kind, init),
+  auto state =
+      mlir::RankedTensorType::get(type.getShape(), mlir::Float32Type::get(func.getContext()));
+  if (failed(func.insertArgument(index, state, stateAttrs(func, param.getArgNumber(), kind, init),
                                  param.getLoc()))) {
     return nullptr;
   }
@@ -73,8 +73,8 @@ mlir::LogicalResult addOptimizerSteps(mlir::func::FuncOp func,
   }
   mlir::Builder b(func.getContext());
   const mlir::DictionaryAttr zeros = b.getDictionaryAttr(
-      {b.getNamedAttr("kind", b.getStringAttr("zeros")), b.getNamedAttr("mean", b.getF64FloatAttr(0)),
-       b.getNamedAttr("std", b.getF64FloatAttr(0))});
+      {b.getNamedAttr("kind", b.getStringAttr("zeros")),
+       b.getNamedAttr("mean", b.getF64FloatAttr(0)), b.getNamedAttr("std", b.getF64FloatAttr(0))});
   // Parameters first, then their states: the loop appends arguments.
   llvm::SmallVector<mlir::BlockArgument> params;
   for (mlir::BlockArgument arg : func.getArguments()) {
@@ -93,8 +93,8 @@ mlir::LogicalResult addOptimizerSteps(mlir::func::FuncOp func,
     // starts from the same values.
     mlir::Value master = f32 ? nullptr : addState(func, param, "master", init);
     if (!expAvg || !expAvgSq || (!f32 && !master)) {
-      return func.emitError() << "cannot add the AdamW states of argument #"
-                              << param.getArgNumber() << " to the signature";
+      return func.emitError() << "cannot add the AdamW states of argument #" << param.getArgNumber()
+                              << " to the signature";
     }
     auto step = dist::OptimizerStepOp::create(
         builder, param.getLoc(), param, grads.lookup(param.getArgNumber()), expAvg, expAvgSq,

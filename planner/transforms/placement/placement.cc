@@ -49,10 +49,8 @@ dist::ReductionKind distReduction(nn::ReductionKind reduction) {
 // Turns per-axis placements of a tensor of `shape` into #dist.placement,
 // marking a sharded dim `padded` when the product of the sizes of the axes
 // that shard it does not divide it.
-dist::PlacementAttr toAttr(mlir::MLIRContext* context,
-                           mlir::FlatSymbolRefAttr mesh,
-                           llvm::ArrayRef<MeshAxis> axes,
-                           const AxisPlacements& placements,
+dist::PlacementAttr toAttr(mlir::MLIRContext* context, mlir::FlatSymbolRefAttr mesh,
+                           llvm::ArrayRef<MeshAxis> axes, const AxisPlacements& placements,
                            llvm::ArrayRef<int64_t> shape) {
   llvm::SmallVector<int64_t, 4> ways(shape.size(), 1);
   for (auto [axis, placement] : llvm::zip_equal(axes, placements)) {
@@ -71,8 +69,7 @@ dist::PlacementAttr toAttr(mlir::MLIRContext* context,
             placement.dim, shape[placement.dim] % ways[placement.dim] != 0));
         break;
       case nn::Placement::Kind::kPartial:
-        entries.push_back(
-            dist::AxisPlacement::partial(distReduction(placement.reduction)));
+        entries.push_back(dist::AxisPlacement::partial(distReduction(placement.reduction)));
         break;
     }
   }
@@ -91,15 +88,12 @@ class PlanPlacementPass : public impl::PlanPlacementBase<PlanPlacementPass> {
     mlir::ModuleOp module = getOperation();
     mlir::FailureOr<dist::MeshOp> meshOp = declareMesh(module);
     if (failed(meshOp)) return signalPassFailure();
-    mlir::FailureOr<llvm::SmallVector<MeshAxis>> axesOr =
-        resolveAxes(*meshOp);
+    mlir::FailureOr<llvm::SmallVector<MeshAxis>> axesOr = resolveAxes(*meshOp);
     if (failed(axesOr)) return signalPassFailure();
-    const auto meshRef =
-        mlir::FlatSymbolRefAttr::get(meshOp->getSymNameAttr());
+    const auto meshRef = mlir::FlatSymbolRefAttr::get(meshOp->getSymNameAttr());
     for (auto func : module.getOps<mlir::func::FuncOp>()) {
       if (func.isExternal()) continue;
-      mlir::FailureOr<FunctionPlacements> placements =
-          placeFunction(func, *axesOr);
+      mlir::FailureOr<FunctionPlacements> placements = placeFunction(func, *axesOr);
       if (failed(placements)) return signalPassFailure();
       if (rewrite(func, *axesOr, *placements) > 0) {
         placements = placeFunction(func, *axesOr);
@@ -133,27 +127,24 @@ class PlanPlacementPass : public impl::PlanPlacementBase<PlanPlacementPass> {
     const auto count = std::distance(existing.begin(), existing.end());
     if (mesh.empty()) {
       if (count != 1) {
-        return module.emitError()
-               << "plan-placement needs one mesh, got " << count
-               << " dist.mesh ops and no mesh= option; pass e.g. "
-                  "--plan-placement=\"mesh=dp=2,tp=4 axes=dp,tp\" or declare "
-                  "one dist.mesh";
+        return module.emitError() << "plan-placement needs one mesh, got " << count
+                                  << " dist.mesh ops and no mesh= option; pass e.g. "
+                                     "--plan-placement=\"mesh=dp=2,tp=4 axes=dp,tp\" or declare "
+                                     "one dist.mesh";
       }
       dist::MeshOp meshOp = *existing.begin();
       int64_t size = 1;
       for (int64_t axisSize : meshOp.getShape()) size *= axisSize;
       if (devices > 0 && size != devices) {
-        return meshOp.emitOpError()
-               << "has " << size << " devices (" << meshOp.describe()
-               << "), but devices=" << devices
-               << "; make the product of the axis sizes " << devices;
+        return meshOp.emitOpError() << "has " << size << " devices (" << meshOp.describe()
+                                    << "), but devices=" << devices
+                                    << "; make the product of the axis sizes " << devices;
       }
       return meshOp;
     }
     if (count != 0) {
       return (*existing.begin()).emitOpError()
-             << "is declared and mesh=" << mesh
-             << " is given too; drop one of them";
+             << "is declared and mesh=" << mesh << " is given too; drop one of them";
     }
     absl::StatusOr<::loom::mesh::DeviceMesh> parsed =
         devices > 0 ? ::loom::mesh::DeviceMesh::parse(mesh, devices)
@@ -163,71 +154,59 @@ class PlanPlacementPass : public impl::PlanPlacementBase<PlanPlacementPass> {
                                 << "': " << std::string(parsed.status().message());
     }
     if (mlir::SymbolTable::lookupSymbolIn(module, kMeshSymbolName)) {
-      return module.emitError()
-             << "symbol @" << kMeshSymbolName
-             << " is taken, so plan-placement cannot declare its mesh; "
-                "rename that symbol";
+      return module.emitError() << "symbol @" << kMeshSymbolName
+                                << " is taken, so plan-placement cannot declare its mesh; "
+                                   "rename that symbol";
     }
     mlir::OpBuilder builder = mlir::OpBuilder::atBlockBegin(module.getBody());
-    std::vector<llvm::StringRef> names(parsed->axisNames().begin(),
-                                       parsed->axisNames().end());
-    return dist::MeshOp::create(
-        builder, module.getLoc(), builder.getStringAttr(kMeshSymbolName),
-        builder.getDenseI64ArrayAttr(parsed->shape()),
-        builder.getStrArrayAttr(names));
+    std::vector<llvm::StringRef> names(parsed->axisNames().begin(), parsed->axisNames().end());
+    return dist::MeshOp::create(builder, module.getLoc(), builder.getStringAttr(kMeshSymbolName),
+                                builder.getDenseI64ArrayAttr(parsed->shape()),
+                                builder.getStrArrayAttr(names));
   }
 
   // The mesh's axes with the strategy of each, from `axes=` or the mesh's
   // dist.strategies, which is then set to what was used.
-  mlir::FailureOr<llvm::SmallVector<MeshAxis>> resolveAxes(
-      dist::MeshOp meshOp) {
+  mlir::FailureOr<llvm::SmallVector<MeshAxis>> resolveAxes(dist::MeshOp meshOp) {
     std::vector<std::string> names;
-    for (llvm::StringRef name : meshOp.getAxes().getAsValueRange<
-                                mlir::StringAttr>()) {
+    for (llvm::StringRef name : meshOp.getAxes().getAsValueRange<mlir::StringAttr>()) {
       names.push_back(name.str());
     }
     std::string spec = axes;
     if (spec.empty()) {
-      auto annotated = meshOp->getAttrOfType<mlir::ArrayAttr>(
-          kStrategiesAttrName);
+      auto annotated = meshOp->getAttrOfType<mlir::ArrayAttr>(kStrategiesAttrName);
       if (!annotated) {
-        return meshOp.emitOpError()
-               << "has no " << kStrategiesAttrName
-               << " and no axes= option is given; pass one strategy per "
-                  "mesh axis (fsdp, dp, tp), e.g. axes=fsdp,tp";
+        return meshOp.emitOpError() << "has no " << kStrategiesAttrName
+                                    << " and no axes= option is given; pass one strategy per "
+                                       "mesh axis (fsdp, dp, tp), e.g. axes=fsdp,tp";
       }
       for (mlir::Attribute name : annotated) {
         auto text = llvm::dyn_cast<mlir::StringAttr>(name);
         if (!text) {
           return meshOp.emitOpError()
-                 << kStrategiesAttrName << " must hold strings, got: "
-                 << annotated;
+                 << kStrategiesAttrName << " must hold strings, got: " << annotated;
         }
         if (!spec.empty()) spec += ",";
         spec += text.getValue().str();
       }
     }
-    absl::StatusOr<std::vector<AxisStrategy>> strategies =
-        parseAxisStrategies(spec, names);
+    absl::StatusOr<std::vector<AxisStrategy>> strategies = parseAxisStrategies(spec, names);
     if (!strategies.ok()) {
       return meshOp.emitOpError() << std::string(strategies.status().message());
     }
     llvm::SmallVector<MeshAxis> result;
     std::vector<llvm::StringRef> strategyNames;
-    for (auto [name, size, strategy] :
-         llvm::zip_equal(names, meshOp.getShape(), *strategies)) {
+    for (auto [name, size, strategy] : llvm::zip_equal(names, meshOp.getShape(), *strategies)) {
       result.push_back(MeshAxis{name, size, strategy});
       strategyNames.push_back(axisStrategyName(strategy));
     }
     mlir::Builder builder(meshOp.getContext());
-    meshOp->setAttr(kStrategiesAttrName,
-                    builder.getStrArrayAttr(strategyNames));
+    meshOp->setAttr(kStrategiesAttrName, builder.getStrArrayAttr(strategyNames));
     return result;
   }
 
   void annotate(mlir::func::FuncOp func, mlir::FlatSymbolRefAttr meshRef,
-                llvm::ArrayRef<MeshAxis> meshAxes,
-                const FunctionPlacements& placements) {
+                llvm::ArrayRef<MeshAxis> meshAxes, const FunctionPlacements& placements) {
     mlir::MLIRContext* context = func.getContext();
     auto attrOf = [&](const AxisPlacements& axisPlacements, mlir::Type type) {
       return toAttr(context, meshRef, meshAxes, axisPlacements, shapeOf(type));
@@ -237,11 +216,9 @@ class PlanPlacementPass : public impl::PlanPlacementBase<PlanPlacementPass> {
                       attrOf(argPlacements, func.getArgument(arg).getType()));
     }
     for (auto [result, target] : llvm::enumerate(placements.results)) {
-      func.setResultAttr(result, kPlacementAttrName,
-                         attrOf(target, func.getResultTypes()[result]));
+      func.setResultAttr(result, kPlacementAttrName, attrOf(target, func.getResultTypes()[result]));
     }
-    auto arrayOf = [&](llvm::ArrayRef<AxisPlacements> tensors,
-                       mlir::TypeRange types) {
+    auto arrayOf = [&](llvm::ArrayRef<AxisPlacements> tensors, mlir::TypeRange types) {
       llvm::SmallVector<mlir::Attribute> attrs;
       for (auto [tensor, type] : llvm::zip_equal(tensors, types)) {
         attrs.push_back(attrOf(tensor, type));
@@ -251,8 +228,7 @@ class PlanPlacementPass : public impl::PlanPlacementBase<PlanPlacementPass> {
     for (const auto& [op, opPlacements] : placements.ops) {
       op->setAttr(kOperandPlacementsAttrName,
                   arrayOf(opPlacements.operands, op->getOperandTypes()));
-      op->setAttr(kResultPlacementsAttrName,
-                  arrayOf(opPlacements.results, op->getResultTypes()));
+      op->setAttr(kResultPlacementsAttrName, arrayOf(opPlacements.results, op->getResultTypes()));
     }
   }
 };

@@ -36,22 +36,19 @@ std::string str(mlir::Attribute attr) {
   return text;
 }
 
-std::string placement(const std::string& axes) {
-  return "#dist.placement<@mesh, [" + axes + "]>";
-}
+std::string placement(const std::string& axes) { return "#dist.placement<@mesh, [" + axes + "]>"; }
 
 class LlamaPlacementTest : public ::testing::Test {
  protected:
   // Builds `model` for `batch` sequences of 16 tokens and runs plan-placement
   // with `mesh` and `axes`; returns the model function.
-  mlir::func::FuncOp place(const std::string& model, int64_t batch,
-                           const std::string& mesh, const std::string& axes,
-                           double* seconds = nullptr) {
+  mlir::func::FuncOp place(const std::string& model, int64_t batch, const std::string& mesh,
+                           const std::string& axes, double* seconds = nullptr) {
     context_.loadDialect<dist::DistDialect>();
     auto config = models::publishedConfig(model);
     EXPECT_TRUE(config.ok()) << config.status();
-    auto built = models::buildModel(context_, *config, {batch, 16},
-                                    mlir::Float32Type::get(&context_));
+    auto built =
+        models::buildModel(context_, *config, {batch, 16}, mlir::Float32Type::get(&context_));
     EXPECT_TRUE(built.ok()) << built.status();
     module_ = std::move(*built);
     mlir::PassManager pm(&context_);
@@ -59,9 +56,7 @@ class LlamaPlacementTest : public ::testing::Test {
     const auto start = std::chrono::steady_clock::now();
     EXPECT_TRUE(succeeded(pm.run(*module_)));
     if (seconds) {
-      *seconds = std::chrono::duration<double>(
-                     std::chrono::steady_clock::now() - start)
-                     .count();
+      *seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     }
     return *module_->getOps<mlir::func::FuncOp>().begin();
   }
@@ -70,11 +65,9 @@ class LlamaPlacementTest : public ::testing::Test {
   static std::map<std::string, std::string> storage(mlir::func::FuncOp func) {
     std::map<std::string, std::string> placements;
     for (int64_t arg = 0; arg < func.getNumArguments(); ++arg) {
-      auto name = func.getArgAttrOfType<mlir::StringAttr>(
-          arg, nn::NnDialect::kNameAttrName);
+      auto name = func.getArgAttrOfType<mlir::StringAttr>(arg, nn::NnDialect::kNameAttrName);
       if (!name) continue;
-      placements[name.str()] =
-          str(func.getArgAttr(arg, kPlacementAttrName));
+      placements[name.str()] = str(func.getArgAttr(arg, kPlacementAttrName));
     }
     return placements;
   }
@@ -90,20 +83,17 @@ class LlamaPlacementTest : public ::testing::Test {
     std::vector<LinearUse> uses;
     func.walk([&](nn::LinearOp op) {
       auto arg = llvm::cast<mlir::BlockArgument>(op.getWeight());
-      auto operands = op->getAttrOfType<mlir::ArrayAttr>(
-          kOperandPlacementsAttrName);
-      auto results = op->getAttrOfType<mlir::ArrayAttr>(
-          kResultPlacementsAttrName);
-      uses.push_back({func.getArgAttrOfType<mlir::StringAttr>(
-                              arg.getArgNumber(), nn::NnDialect::kNameAttrName)
-                          .str(),
-                      str(operands[1]), str(results[0])});
+      auto operands = op->getAttrOfType<mlir::ArrayAttr>(kOperandPlacementsAttrName);
+      auto results = op->getAttrOfType<mlir::ArrayAttr>(kResultPlacementsAttrName);
+      uses.push_back(
+          {func.getArgAttrOfType<mlir::StringAttr>(arg.getArgNumber(), nn::NnDialect::kNameAttrName)
+               .str(),
+           str(operands[1]), str(results[0])});
     });
     return uses;
   }
 
-  static bool endsWithAny(const std::string& name,
-                          const std::vector<std::string>& suffixes) {
+  static bool endsWithAny(const std::string& name, const std::vector<std::string>& suffixes) {
     for (const std::string& suffix : suffixes) {
       if (absl::EndsWith(name, suffix)) return true;
     }
@@ -114,11 +104,10 @@ class LlamaPlacementTest : public ::testing::Test {
   mlir::OwningOpRef<mlir::ModuleOp> module_;
 };
 
-const std::vector<std::string> kColumn = {
-    "attention.wq.weight", "attention.wk.weight", "attention.wv.weight",
-    "feed_forward.w1.weight", "feed_forward.w3.weight"};
-const std::vector<std::string> kRow = {"attention.wo.weight",
-                                       "feed_forward.w2.weight"};
+const std::vector<std::string> kColumn = {"attention.wq.weight", "attention.wk.weight",
+                                          "attention.wv.weight", "feed_forward.w1.weight",
+                                          "feed_forward.w3.weight"};
+const std::vector<std::string> kRow = {"attention.wo.weight", "feed_forward.w2.weight"};
 
 TEST_F(LlamaPlacementTest, Llama3_8bUnderFsdpShardsEveryParameterOnDim0) {
   mlir::func::FuncOp func = place("llama3-8b", 8, "fsdp=8", "fsdp");
@@ -132,15 +121,13 @@ TEST_F(LlamaPlacementTest, Llama3_8bUnderFsdpShardsEveryParameterOnDim0) {
     EXPECT_EQ(use.resultPlacement, placement("shard<0>")) << use.weight;
   }
   func.walk([&](nn::CrossEntropyOp op) {
-    EXPECT_EQ(str(op->getAttrOfType<mlir::ArrayAttr>(
-                  kResultPlacementsAttrName)[0]),
+    EXPECT_EQ(str(op->getAttrOfType<mlir::ArrayAttr>(kResultPlacementsAttrName)[0]),
               placement("partial<avg>"));
   });
 }
 
 TEST_F(LlamaPlacementTest, Llama3_8bUnderFsdpAndTpFollowsMegatron) {
-  mlir::func::FuncOp func =
-      place("llama3-8b", 8, "fsdp=8,tp=8", "fsdp,tp");
+  mlir::func::FuncOp func = place("llama3-8b", 8, "fsdp=8,tp=8", "fsdp,tp");
   int64_t column = 0, row = 0, norms = 0;
   for (const auto& [name, stored] : storage(func)) {
     if (endsWithAny(name, kColumn) || name == "output.weight") {
@@ -162,49 +149,41 @@ TEST_F(LlamaPlacementTest, Llama3_8bUnderFsdpAndTpFollowsMegatron) {
   EXPECT_EQ(norms, 32 * 2 + 1);
   for (const LinearUse& use : linears(func)) {
     if (endsWithAny(use.weight, kRow)) {
-      EXPECT_EQ(use.weightPlacement, placement("replicate, shard<0>"))
-          << use.weight;
-      EXPECT_EQ(use.resultPlacement, placement("shard<0>, partial<sum>"))
-          << use.weight;
+      EXPECT_EQ(use.weightPlacement, placement("replicate, shard<0>")) << use.weight;
+      EXPECT_EQ(use.resultPlacement, placement("shard<0>, partial<sum>")) << use.weight;
     } else {
-      EXPECT_EQ(use.weightPlacement, placement("replicate, shard<1>"))
-          << use.weight;
-      EXPECT_EQ(use.resultPlacement, placement("shard<0>, shard<2>"))
-          << use.weight;
+      EXPECT_EQ(use.weightPlacement, placement("replicate, shard<1>")) << use.weight;
+      EXPECT_EQ(use.resultPlacement, placement("shard<0>, shard<2>")) << use.weight;
     }
   }
   int64_t attentions = 0;
   func.walk([&](nn::AttentionOp op) {
-    for (mlir::Attribute operand :
-         op->getAttrOfType<mlir::ArrayAttr>(kOperandPlacementsAttrName)) {
+    for (mlir::Attribute operand : op->getAttrOfType<mlir::ArrayAttr>(kOperandPlacementsAttrName)) {
       EXPECT_EQ(str(operand), placement("shard<0>, shard<2>"));
     }
     ++attentions;
   });
   EXPECT_EQ(attentions, 32);
   func.walk([&](nn::EmbeddingOp op) {
-    EXPECT_EQ(str(op->getAttrOfType<mlir::ArrayAttr>(
-                  kResultPlacementsAttrName)[0]),
+    EXPECT_EQ(str(op->getAttrOfType<mlir::ArrayAttr>(kResultPlacementsAttrName)[0]),
               placement("shard<0>, partial<sum>"));
   });
   func.walk([&](nn::CrossEntropyOp op) {
-    EXPECT_EQ(str(op->getAttrOfType<mlir::ArrayAttr>(
-                  kOperandPlacementsAttrName)[0]),
+    EXPECT_EQ(str(op->getAttrOfType<mlir::ArrayAttr>(kOperandPlacementsAttrName)[0]),
               placement("shard<0>, replicate"));
   });
 }
 
 TEST_F(LlamaPlacementTest, Llama3_405bOn1024DevicesTiming) {
   double seconds = 0;
-  mlir::func::FuncOp func =
-      place("llama3-405b", 128, "fsdp=128,tp=8", "fsdp,tp", &seconds);
+  mlir::func::FuncOp func = place("llama3-405b", 128, "fsdp=128,tp=8", "fsdp,tp", &seconds);
   int64_t ops = 0;
   func.walk([&](mlir::Operation*) { ++ops; });
-  std::printf("plan-placement of llama3-405b (%lld ops) on fsdp=128 x tp=8: "
-              "%.3f s\n",
-              static_cast<long long>(ops), seconds);
-  EXPECT_EQ(storage(func).at("layers.125.attention.wo.weight"),
-            placement("shard<1>, shard<0>"));
+  std::printf(
+      "plan-placement of llama3-405b (%lld ops) on fsdp=128 x tp=8: "
+      "%.3f s\n",
+      static_cast<long long>(ops), seconds);
+  EXPECT_EQ(storage(func).at("layers.125.attention.wo.weight"), placement("shard<1>, shard<0>"));
 }
 
 }  // namespace

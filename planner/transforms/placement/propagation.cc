@@ -33,14 +33,11 @@ using nn::Placement;
 // parameter argument by.
 constexpr char kGradOfAttrName[] = "nn.grad_of";
 
-bool isShard(const Placement& placement) {
-  return placement.kind == Placement::Kind::kShard;
-}
+bool isShard(const Placement& placement) { return placement.kind == Placement::Kind::kShard; }
 
 // The factor that splits dim `dim` of `tensor` when that dim is sharded: its
 // first factor larger than 1 (placementsFor refuses minor factors).
-std::optional<int64_t> majorFactor(const nn::OpShardingRule& rule,
-                                   const nn::TensorFactors& tensor,
+std::optional<int64_t> majorFactor(const nn::OpShardingRule& rule, const nn::TensorFactors& tensor,
                                    int64_t dim) {
   if (dim >= static_cast<int64_t>(tensor.size())) return std::nullopt;
   for (int64_t factor : tensor[dim]) {
@@ -50,9 +47,8 @@ std::optional<int64_t> majorFactor(const nn::OpShardingRule& rule,
 }
 
 bool hasFactor(const nn::TensorFactors& tensor, int64_t factor) {
-  return llvm::any_of(tensor, [&](const nn::DimFactors& dim) {
-    return llvm::is_contained(dim, factor);
-  });
+  return llvm::any_of(tensor,
+                      [&](const nn::DimFactors& dim) { return llvm::is_contained(dim, factor); });
 }
 
 llvm::ArrayRef<int64_t> shapeOf(mlir::Type type) {
@@ -78,9 +74,8 @@ class FunctionPlacer {
   mlir::LogicalResult collect();
   mlir::LogicalResult checkBatch();
   mlir::LogicalResult placeAxis(int64_t axis);
-  std::optional<int64_t> chooseFactor(
-      const PlacedOp& placed, int64_t axis,
-      llvm::ArrayRef<std::optional<Placement>> operands) const;
+  std::optional<int64_t> chooseFactor(const PlacedOp& placed, int64_t axis,
+                                      llvm::ArrayRef<std::optional<Placement>> operands) const;
   mlir::LogicalResult checkUnevenSplit(const PlacedOp& placed, int64_t factor,
                                        const MeshAxis& axis) const;
   Placement storage(int64_t arg, int64_t axis) const;
@@ -116,26 +111,22 @@ mlir::LogicalResult FunctionPlacer::collect() {
   }
   const int64_t numArgs = func_.getNumArguments();
   for (int64_t arg = 0; arg < numArgs; ++arg) {
-    const bool param =
-        func_.getArgAttr(arg, nn::NnDialect::kParamAttrName) != nullptr;
+    const bool param = func_.getArgAttr(arg, nn::NnDialect::kParamAttrName) != nullptr;
     isParam_.push_back(param);
     argTypes_.push_back(func_.getArgument(arg).getType());
     ParamStrategy strategy = ParamStrategy::kDefault;
     if (mlir::Attribute attr = func_.getArgAttr(arg, kParamStrategyAttrName)) {
       auto name = llvm::dyn_cast<mlir::StringAttr>(attr);
       if (!name || !param) {
-        return func_.emitError()
-               << "argument #" << arg << " has " << kParamStrategyAttrName
-               << " = " << attr
-               << ", expected a string on an nn.param argument; use \"dp\" or "
-                  "\"replicate\" on a parameter";
+        return func_.emitError() << "argument #" << arg << " has " << kParamStrategyAttrName
+                                 << " = " << attr
+                                 << ", expected a string on an nn.param argument; use \"dp\" or "
+                                    "\"replicate\" on a parameter";
       }
-      absl::StatusOr<ParamStrategy> parsed =
-          parseParamStrategy(name.getValue().str());
+      absl::StatusOr<ParamStrategy> parsed = parseParamStrategy(name.getValue().str());
       if (!parsed.ok()) {
-        return func_.emitError()
-               << "argument #" << arg << ": "
-               << std::string(parsed.status().message());
+        return func_.emitError() << "argument #" << arg << ": "
+                                 << std::string(parsed.status().message());
       }
       strategy = *parsed;
     }
@@ -154,17 +145,15 @@ mlir::LogicalResult FunctionPlacer::collect() {
     }
     auto ruleOp = llvm::dyn_cast<nn::ShardingRuleOpInterface>(op);
     if (!ruleOp) {
-      return op.emitOpError()
-             << "has no sharding rule; plan-placement places functions of nn "
-                "ops, so lower or remove this op first";
+      return op.emitOpError() << "has no sharding rule; plan-placement places functions of nn "
+                                 "ops, so lower or remove this op first";
     }
     PlacedOp placed{&op, ruleOp.getShardingRule(), {}};
     for (mlir::Value operand : op.getOperands()) {
       auto arg = llvm::dyn_cast<mlir::BlockArgument>(operand);
-      placed.paramArgs.push_back(
-          arg && isParam_[arg.getArgNumber()]
-              ? static_cast<int64_t>(arg.getArgNumber())
-              : int64_t{-1});
+      placed.paramArgs.push_back(arg && isParam_[arg.getArgNumber()]
+                                     ? static_cast<int64_t>(arg.getArgNumber())
+                                     : int64_t{-1});
     }
     ops_.push_back(std::move(placed));
   }
@@ -173,13 +162,11 @@ mlir::LogicalResult FunctionPlacer::collect() {
     std::optional<int64_t> gradOf;
     if (mlir::Attribute attr = func_.getResultAttr(result, kGradOfAttrName)) {
       auto index = llvm::dyn_cast<mlir::IntegerAttr>(attr);
-      if (!index || index.getInt() < 0 || index.getInt() >= numArgs ||
-          !isParam_[index.getInt()]) {
-        return func_.emitError()
-               << "result #" << result << " has " << kGradOfAttrName << " = "
-               << attr
-               << ", which is not the index of an nn.param argument; it "
-                  "must name the parameter the result is the gradient of";
+      if (!index || index.getInt() < 0 || index.getInt() >= numArgs || !isParam_[index.getInt()]) {
+        return func_.emitError() << "result #" << result << " has " << kGradOfAttrName << " = "
+                                 << attr
+                                 << ", which is not the index of an nn.param argument; it "
+                                    "must name the parameter the result is the gradient of";
       }
       gradOf = index.getInt();
     }
@@ -202,12 +189,11 @@ mlir::LogicalResult FunctionPlacer::checkBatch() {
     if (isParam_[arg.getArgNumber()]) continue;
     const llvm::ArrayRef<int64_t> shape = shapeOf(arg.getType());
     if (shape.empty() || shape[0] % ways == 0) continue;
-    return func_.emitError()
-           << "input argument #" << arg.getArgNumber() << " has batch dim 0 of "
-           << "size " << shape[0] << ", which does not divide by the " << ways
-           << " ranks of the data axes (" << names
-           << "); use a batch that is a multiple of " << ways
-           << " (zero-padded rows would skew the mean loss)";
+    return func_.emitError() << "input argument #" << arg.getArgNumber() << " has batch dim 0 of "
+                             << "size " << shape[0] << ", which does not divide by the " << ways
+                             << " ranks of the data axes (" << names
+                             << "); use a batch that is a multiple of " << ways
+                             << " (zero-padded rows would skew the mean loss)";
   }
   return mlir::success();
 }
@@ -239,9 +225,8 @@ Placement FunctionPlacer::storage(int64_t arg, int64_t axis) const {
     case AxisStrategy::kDp:
       return Placement::replicate();
     case AxisStrategy::kFsdp:
-      return paramStrategies_[arg] == ParamStrategy::kDefault
-                 ? fsdpStorage(arg)
-                 : Placement::replicate();
+      return paramStrategies_[arg] == ParamStrategy::kDefault ? fsdpStorage(arg)
+                                                              : Placement::replicate();
   }
   return Placement::replicate();
 }
@@ -252,8 +237,7 @@ Placement FunctionPlacer::resultTarget(int64_t result, int64_t axis) const {
 }
 
 std::optional<int64_t> FunctionPlacer::chooseFactor(
-    const PlacedOp& placed, int64_t axis,
-    llvm::ArrayRef<std::optional<Placement>> operands) const {
+    const PlacedOp& placed, int64_t axis, llvm::ArrayRef<std::optional<Placement>> operands) const {
   const nn::OpShardingRule& rule = placed.rule;
   const bool tp = axes_[axis].strategy == AxisStrategy::kTp;
   auto usable = [&](std::optional<int64_t> factor) {
@@ -267,8 +251,7 @@ std::optional<int64_t> FunctionPlacer::chooseFactor(
     for (auto [index, given] : llvm::enumerate(operands)) {
       if ((placed.paramArgs[index] >= 0) != fromParams) continue;
       if (!given || !isShard(*given)) continue;
-      std::optional<int64_t> factor =
-          majorFactor(rule, rule.getOperands()[index], given->dim);
+      std::optional<int64_t> factor = majorFactor(rule, rule.getOperands()[index], given->dim);
       if (usable(factor)) return factor;
     }
   }
@@ -276,40 +259,34 @@ std::optional<int64_t> FunctionPlacer::chooseFactor(
   //    activations replicated on tp: vocab-parallel (a vocab factor of the
   //    parameter), else column-parallel (a factor of the parameter and the
   //    result that no activation operand has: linear's output features).
-  const bool undecidedParam = llvm::any_of(
-      llvm::enumerate(operands), [&](auto operand) {
-        return placed.paramArgs[operand.index()] >= 0 && !operand.value();
-      });
+  const bool undecidedParam = llvm::any_of(llvm::enumerate(operands), [&](auto operand) {
+    return placed.paramArgs[operand.index()] >= 0 && !operand.value();
+  });
   if (tp && undecidedParam) {
     auto inParam = [&](int64_t factor) {
-      return llvm::any_of(llvm::enumerate(rule.getOperands()),
-                          [&](auto operand) {
-                            return placed.paramArgs[operand.index()] >= 0 &&
-                                   hasFactor(operand.value(), factor);
-                          });
+      return llvm::any_of(llvm::enumerate(rule.getOperands()), [&](auto operand) {
+        return placed.paramArgs[operand.index()] >= 0 && hasFactor(operand.value(), factor);
+      });
     };
     auto inActivation = [&](int64_t factor) {
-      return llvm::any_of(llvm::enumerate(rule.getOperands()),
-                          [&](auto operand) {
-                            return placed.paramArgs[operand.index()] < 0 &&
-                                   hasFactor(operand.value(), factor);
-                          });
+      return llvm::any_of(llvm::enumerate(rule.getOperands()), [&](auto operand) {
+        return placed.paramArgs[operand.index()] < 0 && hasFactor(operand.value(), factor);
+      });
     };
     auto inResult = [&](int64_t factor) {
-      return llvm::any_of(rule.getResults(), [&](const auto& result) {
-        return hasFactor(result, factor);
-      });
+      return llvm::any_of(rule.getResults(),
+                          [&](const auto& result) { return hasFactor(result, factor); });
     };
     const auto factors = rule.getFactors();
     for (int64_t f = 0; f < static_cast<int64_t>(factors.size()); ++f) {
-      if (factors[f].kind == nn::FactorKind::kVocab && factors[f].size > 1 &&
-          inParam(f) && usable(f)) {
+      if (factors[f].kind == nn::FactorKind::kVocab && factors[f].size > 1 && inParam(f) &&
+          usable(f)) {
         return f;
       }
     }
     for (int64_t f = 0; f < static_cast<int64_t>(factors.size()); ++f) {
-      if (factors[f].kind == nn::FactorKind::kOther && factors[f].size > 1 &&
-          inParam(f) && inResult(f) && !inActivation(f) && usable(f)) {
+      if (factors[f].kind == nn::FactorKind::kOther && factors[f].size > 1 && inParam(f) &&
+          inResult(f) && !inActivation(f) && usable(f)) {
         return f;
       }
     }
@@ -322,23 +299,21 @@ std::optional<int64_t> FunctionPlacer::chooseFactor(
     for (int64_t result : returned->second) {
       const Placement target = resultTarget(result, axis);
       if (!isShard(target)) continue;
-      std::optional<int64_t> factor =
-          majorFactor(rule, rule.getResults()[index], target.dim);
+      std::optional<int64_t> factor = majorFactor(rule, rule.getResults()[index], target.dim);
       if (usable(factor)) return factor;
     }
   }
   return std::nullopt;
 }
 
-mlir::LogicalResult FunctionPlacer::checkUnevenSplit(
-    const PlacedOp& placed, int64_t factor, const MeshAxis& axis) const {
+mlir::LogicalResult FunctionPlacer::checkUnevenSplit(const PlacedOp& placed, int64_t factor,
+                                                     const MeshAxis& axis) const {
   const nn::ShardingFactor& info = placed.rule.getFactors()[factor];
   if (info.size % axis.size == 0) return mlir::success();
   if (info.kind == nn::FactorKind::kHead) {
     return placed.op->emitOpError()
-           << "cannot split " << info.size << " attention heads (factor '"
-           << info.name << "') over the tp axis '" << axis.name
-           << "' of size " << axis.size
+           << "cannot split " << info.size << " attention heads (factor '" << info.name
+           << "') over the tp axis '" << axis.name << "' of size " << axis.size
            << ": heads must divide by the tensor-parallel size (a head cannot "
               "be padded, and with grouped-query attention the query heads of "
               "a group stay with their kv head); use a tp size that divides "
@@ -354,10 +329,9 @@ mlir::LogicalResult FunctionPlacer::checkUnevenSplit(
         });
         if (!merged) continue;
         return placed.op->emitOpError()
-               << "cannot split factor '" << info.name << "' of size "
-               << info.size << " unevenly over the tp axis '" << axis.name
-               << "' of size " << axis.size << ": " << what << " #" << index
-               << " merges it with other factors in dim " << dim
+               << "cannot split factor '" << info.name << "' of size " << info.size
+               << " unevenly over the tp axis '" << axis.name << "' of size " << axis.size << ": "
+               << what << " #" << index << " merges it with other factors in dim " << dim
                << ", where zero padding would not line up; use a tp size "
                   "that divides "
                << info.size << " (with attention: the head count)";
@@ -385,16 +359,13 @@ mlir::LogicalResult FunctionPlacer::placeAxis(int64_t axis) {
     for (auto [index, operand] : llvm::enumerate(placed.op->getOperands())) {
       const int64_t param = placed.paramArgs[index];
       if (param >= 0) {
-        operands.push_back(tp ? tpPlacements_[param]
-                              : std::optional(Placement::replicate()));
+        operands.push_back(tp ? tpPlacements_[param] : std::optional(Placement::replicate()));
       } else {
         operands.push_back(given.find(operand)->second);
       }
     }
-    if (llvm::isa<nn::AddOp>(placed.op) &&
-        llvm::all_of(operands, [](const auto& operand) {
-          return operand &&
-                 *operand == Placement::partial(nn::ReductionKind::kSum);
+    if (llvm::isa<nn::AddOp>(placed.op) && llvm::all_of(operands, [](const auto& operand) {
+          return operand && *operand == Placement::partial(nn::ReductionKind::kSum);
         })) {
       // A sum of partial sums is a partial sum: summed cotangents and tied
       // weight gradients reduce once, after the add (rather than each
@@ -402,8 +373,7 @@ mlir::LogicalResult FunctionPlacer::placeAxis(int64_t axis) {
       const Placement partial = Placement::partial(nn::ReductionKind::kSum);
       for (AxisPlacements& operand : out.operands) operand[axis] = partial;
       out.results[0][axis] = partial;
-    } else if (std::optional<int64_t> factor =
-                   chooseFactor(placed, axis, operands)) {
+    } else if (std::optional<int64_t> factor = chooseFactor(placed, axis, operands)) {
       if (tp && failed(checkUnevenSplit(placed, *factor, meshAxis))) {
         return mlir::failure();
       }
@@ -420,9 +390,8 @@ mlir::LogicalResult FunctionPlacer::placeAxis(int64_t axis) {
       const Placement wanted = out.operands[index][axis];
       // A row-parallel bias is wanted partial; it is stored replicated and
       // made partial locally.
-      tpPlacements_[param] = wanted.kind == Placement::Kind::kPartial
-                                 ? Placement::replicate()
-                                 : wanted;
+      tpPlacements_[param] =
+          wanted.kind == Placement::Kind::kPartial ? Placement::replicate() : wanted;
     }
     for (auto [index, result] : llvm::enumerate(placed.op->getResults())) {
       given.insert_or_assign(result, out.results[index][axis]);
@@ -445,10 +414,8 @@ mlir::FailureOr<FunctionPlacements> FunctionPlacer::run() {
   }
   for (const PlacedOp& placed : ops_) {
     opPlacements_.push_back(
-        {llvm::SmallVector<AxisPlacements>(placed.op->getNumOperands(),
-                                           replicated),
-         llvm::SmallVector<AxisPlacements>(placed.op->getNumResults(),
-                                           replicated)});
+        {llvm::SmallVector<AxisPlacements>(placed.op->getNumOperands(), replicated),
+         llvm::SmallVector<AxisPlacements>(placed.op->getNumResults(), replicated)});
   }
   // The tp axis goes first: fsdp shards a dim that tp leaves whole.
   if (tpAxis_ >= 0 && failed(placeAxis(tpAxis_))) return mlir::failure();
@@ -459,8 +426,7 @@ mlir::FailureOr<FunctionPlacements> FunctionPlacer::run() {
   FunctionPlacements placements;
   for (auto [arg, argPlacements] : llvm::enumerate(arguments_)) {
     if (isParam_[arg]) {
-      for (int64_t axis = 0; axis < static_cast<int64_t>(axes_.size());
-           ++axis) {
+      for (int64_t axis = 0; axis < static_cast<int64_t>(axes_.size()); ++axis) {
         argPlacements[axis] = storage(arg, axis);
       }
     }
@@ -481,8 +447,8 @@ mlir::FailureOr<FunctionPlacements> FunctionPlacer::run() {
 
 }  // namespace
 
-mlir::FailureOr<FunctionPlacements> placeFunction(
-    mlir::func::FuncOp func, llvm::ArrayRef<MeshAxis> axes) {
+mlir::FailureOr<FunctionPlacements> placeFunction(mlir::func::FuncOp func,
+                                                  llvm::ArrayRef<MeshAxis> axes) {
   return FunctionPlacer(func, axes).run();
 }
 

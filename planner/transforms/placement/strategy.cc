@@ -34,8 +34,7 @@ bool splitsBatch(AxisStrategy strategy) {
 absl::StatusOr<std::vector<AxisStrategy>> parseAxisStrategies(
     std::string_view spec, const std::vector<std::string>& axis_names) {
   const std::string mesh_axes = absl::StrJoin(axis_names, ", ");
-  if (absl::StripAsciiWhitespace(absl::string_view(spec.data(), spec.size()))
-          .empty()) {
+  if (absl::StripAsciiWhitespace(absl::string_view(spec.data(), spec.size())).empty()) {
     return absl::InvalidArgumentError(
         absl::StrCat("no axis strategies given for mesh axes [", mesh_axes,
                      "]; give one of fsdp, dp, tp per axis, e.g. axes=fsdp,tp"));
@@ -45,10 +44,10 @@ absl::StatusOr<std::vector<AxisStrategy>> parseAxisStrategies(
   const std::vector<absl::string_view> names =
       absl::StrSplit(absl::string_view(spec.data(), spec.size()), ',');
   if (names.size() != axis_names.size()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "got ", names.size(), " axis strategies ('", std::string(spec),
-        "') for ", axis_names.size(), " mesh axes [", mesh_axes,
-        "]; give exactly one strategy per mesh axis, in mesh order"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("got ", names.size(), " axis strategies ('", std::string(spec), "') for ",
+                     axis_names.size(), " mesh axes [", mesh_axes,
+                     "]; give exactly one strategy per mesh axis, in mesh order"));
   }
   for (size_t i = 0; i < names.size(); ++i) {
     const absl::string_view name = absl::StripAsciiWhitespace(names[i]);
@@ -60,15 +59,15 @@ absl::StatusOr<std::vector<AxisStrategy>> parseAxisStrategies(
       strategies.push_back(AxisStrategy::kTp);
       ++tp_axes;
     } else {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "unknown strategy '", name, "' for mesh axis '", axis_names[i],
-          "'; expected fsdp, dp or tp (HSDP is one fsdp and one dp axis)"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("unknown strategy '", name, "' for mesh axis '", axis_names[i],
+                       "'; expected fsdp, dp or tp (HSDP is one fsdp and one dp axis)"));
     }
   }
   if (tp_axes > 1) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "got ", tp_axes, " tp axes in '", std::string(spec),
-        "'; tensor parallelism uses one mesh axis, merge them into one"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("got ", tp_axes, " tp axes in '", std::string(spec),
+                     "'; tensor parallelism uses one mesh axis, merge them into one"));
   }
   return strategies;
 }

@@ -60,13 +60,11 @@ TEST(ParseAxisStrategiesTest, RefusesUnknownStrategy) {
 
 TEST(ParseAxisStrategiesTest, RefusesTwoTpAxes) {
   EXPECT_THAT(parseAxisStrategies("tp,tp", kTwoAxes).status(),
-              StatusIs(absl::StatusCode::kInvalidArgument,
-                       HasSubstr("got 2 tp axes in 'tp,tp'")));
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("got 2 tp axes in 'tp,tp'")));
 }
 
 TEST(AxisStrategyNameTest, NamesRoundTrip) {
-  for (AxisStrategy strategy :
-       {AxisStrategy::kDp, AxisStrategy::kFsdp, AxisStrategy::kTp}) {
+  for (AxisStrategy strategy : {AxisStrategy::kDp, AxisStrategy::kFsdp, AxisStrategy::kTp}) {
     auto parsed = parseAxisStrategies(axisStrategyName(strategy), {"a"});
     ASSERT_TRUE(parsed.ok()) << parsed.status();
     EXPECT_THAT(*parsed, ElementsAre(strategy));
@@ -76,9 +74,9 @@ TEST(AxisStrategyNameTest, NamesRoundTrip) {
 TEST(ParseParamStrategyTest, AcceptsDpAndReplicate) {
   EXPECT_EQ(*parseParamStrategy("dp"), ParamStrategy::kDp);
   EXPECT_EQ(*parseParamStrategy("replicate"), ParamStrategy::kReplicate);
-  EXPECT_THAT(parseParamStrategy("fsdp").status(),
-              StatusIs(absl::StatusCode::kInvalidArgument,
-                       HasSubstr("unknown parameter strategy 'fsdp'")));
+  EXPECT_THAT(
+      parseParamStrategy("fsdp").status(),
+      StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("unknown parameter strategy 'fsdp'")));
 }
 
 }  // namespace

@@ -17,8 +17,7 @@ namespace {
 
 // What `value` is on mesh axis `axis`: its argument's placement or its
 // producer's result placement.
-nn::Placement givenOn(const FunctionPlacements& placements, mlir::Value value,
-                      int64_t axis) {
+nn::Placement givenOn(const FunctionPlacements& placements, mlir::Value value, int64_t axis) {
   if (auto arg = llvm::dyn_cast<mlir::BlockArgument>(value)) {
     return placements.arguments[arg.getArgNumber()][axis];
   }
@@ -30,8 +29,7 @@ nn::Placement givenOn(const FunctionPlacements& placements, mlir::Value value,
 
 }  // namespace
 
-int64_t splitPartialBiases(mlir::func::FuncOp func,
-                           const FunctionPlacements& placements) {
+int64_t splitPartialBiases(mlir::func::FuncOp func, const FunctionPlacements& placements) {
   std::vector<nn::LinearOp> linears;
   for (auto linear : func.getBody().front().getOps<nn::LinearOp>()) {
     if (!linear.getBias()) continue;
@@ -46,24 +44,21 @@ int64_t splitPartialBiases(mlir::func::FuncOp func,
   }
   for (nn::LinearOp linear : linears) {
     mlir::OpBuilder builder(linear);
-    auto product =
-        nn::LinearOp::create(builder, linear.getLoc(), linear.getInput(),
-                             linear.getWeight(), mlir::Value());
-    auto sum = nn::BiasAddOp::create(builder, linear.getLoc(),
-                                     product.getResult(), linear.getBias());
+    auto product = nn::LinearOp::create(builder, linear.getLoc(), linear.getInput(),
+                                        linear.getWeight(), mlir::Value());
+    auto sum =
+        nn::BiasAddOp::create(builder, linear.getLoc(), product.getResult(), linear.getBias());
     linear.getResult().replaceAllUsesWith(sum.getResult());
     linear.erase();
   }
   return static_cast<int64_t>(linears.size());
 }
 
-int64_t lowerVocabParallelLoss(mlir::func::FuncOp func,
-                               const FunctionPlacements& placements,
+int64_t lowerVocabParallelLoss(mlir::func::FuncOp func, const FunctionPlacements& placements,
                                int64_t tpAxis) {
   std::vector<nn::CrossEntropyOp> losses;
   for (auto loss : func.getBody().front().getOps<nn::CrossEntropyOp>()) {
-    const nn::Placement given =
-        givenOn(placements, loss.getLogits(), tpAxis);
+    const nn::Placement given = givenOn(placements, loss.getLogits(), tpAxis);
     const int64_t vocabDim = loss.getLogits().getType().getRank() - 1;
     if (given.kind == nn::Placement::Kind::kShard && given.dim == vocabDim) {
       losses.push_back(loss);
@@ -76,10 +71,8 @@ int64_t lowerVocabParallelLoss(mlir::func::FuncOp func,
     mlir::OpBuilder builder(loss);
     const mlir::Location loc = loss.getLoc();
     auto max = nn::VocabMaxOp::create(builder, loc, logits, vocab);
-    auto stats = nn::VocabStatsOp::create(builder, loc, logits, labels,
-                                          max.getResult(), vocab);
-    auto value =
-        nn::VocabCrossEntropyOp::create(builder, loc, stats.getResult());
+    auto stats = nn::VocabStatsOp::create(builder, loc, logits, labels, max.getResult(), vocab);
+    auto value = nn::VocabCrossEntropyOp::create(builder, loc, stats.getResult());
     llvm::SmallVector<nn::CrossEntropyGradOp> grads;
     for (mlir::Operation* user : logits.getUsers()) {
       auto grad = llvm::dyn_cast<nn::CrossEntropyGradOp>(user);
@@ -90,9 +83,8 @@ int64_t lowerVocabParallelLoss(mlir::func::FuncOp func,
     for (nn::CrossEntropyGradOp grad : grads) {
       builder.setInsertionPoint(grad);
       auto lowered = nn::VocabCrossEntropyGradOp::create(
-          builder, grad.getLoc(), logits, labels, max.getResult(),
-          stats.getResult(), grad.getLossGrad(), grad.getScaleAttr(),
-          builder.getI64IntegerAttr(vocab));
+          builder, grad.getLoc(), logits, labels, max.getResult(), stats.getResult(),
+          grad.getLossGrad(), grad.getScaleAttr(), builder.getI64IntegerAttr(vocab));
       grad.getResult().replaceAllUsesWith(lowered.getResult());
       grad.erase();
     }

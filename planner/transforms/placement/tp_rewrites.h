@@ -18,8 +18,7 @@ namespace loom::planner::placement {
 // `nn.linear` without the bias and `nn.bias_add`, so that the bias is added
 // once, to the all-reduced product (Megatron's RowParallelLinear). Returns
 // the number of linears split.
-int64_t splitPartialBiases(mlir::func::FuncOp func,
-                           const FunctionPlacements& placements);
+int64_t splitPartialBiases(mlir::func::FuncOp func, const FunctionPlacements& placements);
 
 // Lowers every `nn.cross_entropy` whose logits arrive sharded on their last
 // (vocab) dim along mesh axis `tpAxis` into Megatron's vocab-parallel
@@ -27,8 +26,7 @@ int64_t splitPartialBiases(mlir::func::FuncOp func,
 // `nn.vocab_cross_entropy`, and each `nn.cross_entropy_grad` of the same
 // logits and labels into `nn.vocab_cross_entropy_grad` of the forward's
 // statistics. Returns the number of losses lowered.
-int64_t lowerVocabParallelLoss(mlir::func::FuncOp func,
-                               const FunctionPlacements& placements,
+int64_t lowerVocabParallelLoss(mlir::func::FuncOp func, const FunctionPlacements& placements,
                                int64_t tpAxis);
 
 }  // namespace loom::planner::placement

@@ -41,8 +41,7 @@ struct Case {
 };
 
 void PrintTo(const Case& c, std::ostream* os) {
-  *os << c.model << " on " << c.mesh
-      << (c.vocabParallelLoss ? "" : " vocab-parallel-loss=false");
+  *os << c.model << " on " << c.mesh << (c.vocabParallelLoss ? "" : " vocab-parallel-loss=false");
 }
 
 class TpRewritesTest : public ::testing::TestWithParam<Case> {
@@ -51,11 +50,9 @@ class TpRewritesTest : public ::testing::TestWithParam<Case> {
 
   // The training step of GetParam().model, batch 4 x 8 tokens.
   mlir::OwningOpRef<mlir::ModuleOp> step() {
-    absl::StatusOr<models::TransformerConfig> config =
-        models::configFromSpec(GetParam().model);
+    absl::StatusOr<models::TransformerConfig> config = models::configFromSpec(GetParam().model);
     EXPECT_TRUE(config.ok()) << config.status();
-    auto built = models::buildModel(context_, *config, {4, 8},
-                                    mlir::Float32Type::get(&context_));
+    auto built = models::buildModel(context_, *config, {4, 8}, mlir::Float32Type::get(&context_));
     EXPECT_TRUE(built.ok()) << built.status();
     mlir::OwningOpRef<mlir::ModuleOp> module = std::move(*built);
     mlir::PassManager pm(&context_);
@@ -73,8 +70,7 @@ class TpRewritesTest : public ::testing::TestWithParam<Case> {
     std::vector<nn::eval::Tensor> args;
     for (mlir::BlockArgument arg : func.getArguments()) {
       auto type = llvm::cast<mlir::RankedTensorType>(arg.getType());
-      nn::eval::Tensor tensor(std::vector<int64_t>(type.getShape().begin(),
-                                                   type.getShape().end()));
+      nn::eval::Tensor tensor(std::vector<int64_t>(type.getShape().begin(), type.getShape().end()));
       for (double& v : tensor.values) {
         v = type.getElementType().isInteger() ? index(rng) : value(rng);
       }
@@ -108,10 +104,8 @@ TEST_P(TpRewritesTest, KeepTheStepExact) {
   EXPECT_EQ(vocabLosses, GetParam().vocabLosses);
 
   const std::vector<nn::eval::Tensor> args = arguments(before);
-  absl::StatusOr<std::vector<nn::eval::Tensor>> expected =
-      nn::eval::evaluate(before, args);
-  absl::StatusOr<std::vector<nn::eval::Tensor>> got =
-      nn::eval::evaluate(after, args);
+  absl::StatusOr<std::vector<nn::eval::Tensor>> expected = nn::eval::evaluate(before, args);
+  absl::StatusOr<std::vector<nn::eval::Tensor>> got = nn::eval::evaluate(after, args);
   ASSERT_TRUE(expected.ok()) << expected.status();
   ASSERT_TRUE(got.ok()) << got.status();
   ASSERT_EQ(got->size(), expected->size());
@@ -124,8 +118,7 @@ TEST_P(TpRewritesTest, KeepTheStepExact) {
     double scale = 1.0;
     for (double v : want) scale = std::max(scale, std::abs(v));
     for (size_t i = 0; i < want.size(); ++i) {
-      ASSERT_NEAR(have[i], want[i], 1e-12 * scale)
-          << "result #" << result << " element " << i;
+      ASSERT_NEAR(have[i], want[i], 1e-12 * scale) << "result #" << result << " element " << i;
     }
   }
 }
@@ -136,22 +129,21 @@ TEST_P(TpRewritesTest, KeepTheStepExact) {
 // compute the step, not its values.
 INSTANTIATE_TEST_SUITE_P(
     TinyModels, TpRewritesTest,
-    ::testing::Values(
-        Case{"tiny:family=gpt2,layers=2,hidden=16,heads=4,ffn=32,vocab=30,"
-             "seq=8",
-             "tp=2", "tp", true, 4, 1},
-        Case{"tiny:family=gpt2,layers=2,hidden=16,heads=4,ffn=32,vocab=30,"
-             "seq=8",
-             "fsdp=2,tp=4", "fsdp,tp", true, 4, 1},
-        Case{"tiny:family=gpt2,layers=2,hidden=16,heads=4,ffn=32,vocab=30,"
-             "seq=8",
-             "tp=2", "tp", false, 4, 0},
-        Case{"tiny:family=llama,layers=2,hidden=16,heads=4,kv_heads=2,ffn=32,"
-             "vocab=30,seq=8",
-             "fsdp=2,tp=2", "fsdp,tp", true, 0, 1},
-        Case{"tiny:family=gpt2,layers=2,hidden=16,heads=4,ffn=32,vocab=30,"
-             "seq=8",
-             "fsdp=2,dp=2", "fsdp,dp", true, 0, 0}));
+    ::testing::Values(Case{"tiny:family=gpt2,layers=2,hidden=16,heads=4,ffn=32,vocab=30,"
+                           "seq=8",
+                           "tp=2", "tp", true, 4, 1},
+                      Case{"tiny:family=gpt2,layers=2,hidden=16,heads=4,ffn=32,vocab=30,"
+                           "seq=8",
+                           "fsdp=2,tp=4", "fsdp,tp", true, 4, 1},
+                      Case{"tiny:family=gpt2,layers=2,hidden=16,heads=4,ffn=32,vocab=30,"
+                           "seq=8",
+                           "tp=2", "tp", false, 4, 0},
+                      Case{"tiny:family=llama,layers=2,hidden=16,heads=4,kv_heads=2,ffn=32,"
+                           "vocab=30,seq=8",
+                           "fsdp=2,tp=2", "fsdp,tp", true, 0, 1},
+                      Case{"tiny:family=gpt2,layers=2,hidden=16,heads=4,ffn=32,vocab=30,"
+                           "seq=8",
+                           "fsdp=2,dp=2", "fsdp,dp", true, 0, 0}));
 
 }  // namespace
 }  // namespace loom::planner::placement

@@ -61,16 +61,15 @@ struct Chain {
 
 // The unit of a gather operand that is a parameter shard or a dist.bucket of
 // parameter shards; nullopt for any other operand.
-std::optional<std::string> paramUnit(mlir::func::FuncOp func,
-                                     mlir::Value input) {
+std::optional<std::string> paramUnit(mlir::func::FuncOp func, mlir::Value input) {
   auto unitOfArg = [&](mlir::Value value) -> std::optional<std::string> {
     auto arg = llvm::dyn_cast<mlir::BlockArgument>(value);
     if (!arg || arg.getOwner() != &func.front() ||
         !func.getArgAttr(arg.getArgNumber(), nn::NnDialect::kParamAttrName)) {
       return std::nullopt;
     }
-    auto name = func.getArgAttrOfType<mlir::StringAttr>(
-        arg.getArgNumber(), nn::NnDialect::kNameAttrName);
+    auto name =
+        func.getArgAttrOfType<mlir::StringAttr>(arg.getArgNumber(), nn::NnDialect::kNameAttrName);
     return name ? bucketing::unitOf(name.getValue()) : std::string("root");
   };
   auto bucket = input.getDefiningOp<dist::BucketOp>();
@@ -86,17 +85,14 @@ std::optional<std::string> paramUnit(mlir::func::FuncOp func,
 // The first op of the backward pass (the first that depends on the loss
 // cotangent), or null when the function has none.
 mlir::Operation* firstBackwardOp(mlir::func::FuncOp func) {
-  auto seed = func->getAttrOfType<mlir::IntegerAttr>(
-      autodiff::kLossGradArgAttrName);
-  if (!seed || seed.getInt() < 0 ||
-      seed.getInt() >= static_cast<int64_t>(func.getNumArguments())) {
+  auto seed = func->getAttrOfType<mlir::IntegerAttr>(autodiff::kLossGradArgAttrName);
+  if (!seed || seed.getInt() < 0 || seed.getInt() >= static_cast<int64_t>(func.getNumArguments())) {
     return nullptr;
   }
   llvm::DenseSet<mlir::Value> backward = {func.getArgument(seed.getInt())};
   for (mlir::Operation& op : func.front().without_terminator()) {
-    if (llvm::any_of(op.getOperands(), [&](mlir::Value operand) {
-          return backward.contains(operand);
-        })) {
+    if (llvm::any_of(op.getOperands(),
+                     [&](mlir::Value operand) { return backward.contains(operand); })) {
       return &op;
     }
   }
@@ -130,29 +126,24 @@ Async makeAsync(mlir::Operation* op) {
   mlir::Operation* start = nullptr;
   if (auto gather = llvm::dyn_cast<dist::AllGatherOp>(op)) {
     start = dist::AllGatherStartOp::create(
-        builder, loc, future, gather.getMeshAttr(), gather.getMeshAxes(),
-        gather.getInput(), gather.getGatherDimAttr(), gather.getPaddedAttr(),
-        gather.getWireTypeAttr());
+        builder, loc, future, gather.getMeshAttr(), gather.getMeshAxes(), gather.getInput(),
+        gather.getGatherDimAttr(), gather.getPaddedAttr(), gather.getWireTypeAttr());
   } else if (auto scatter = llvm::dyn_cast<dist::ReduceScatterOp>(op)) {
     start = dist::ReduceScatterStartOp::create(
-        builder, loc, future, scatter.getMeshAttr(), scatter.getMeshAxes(),
-        scatter.getInput(), scatter.getScatterDimAttr(),
-        scatter.getPaddedAttr(), scatter.getReductionAttr(),
+        builder, loc, future, scatter.getMeshAttr(), scatter.getMeshAxes(), scatter.getInput(),
+        scatter.getScatterDimAttr(), scatter.getPaddedAttr(), scatter.getReductionAttr(),
         scatter.getWireTypeAttr(), scatter.getAccumTypeAttr());
   } else if (auto reduce = llvm::dyn_cast<dist::AllReduceOp>(op)) {
     start = dist::AllReduceStartOp::create(
-        builder, loc, future, reduce.getMeshAttr(), reduce.getMeshAxes(),
-        reduce.getInput(), reduce.getReductionAttr(),
-        reduce.getWireTypeAttr(), reduce.getAccumTypeAttr());
+        builder, loc, future, reduce.getMeshAttr(), reduce.getMeshAxes(), reduce.getInput(),
+        reduce.getReductionAttr(), reduce.getWireTypeAttr(), reduce.getAccumTypeAttr());
   } else {
     auto toAll = llvm::cast<dist::AllToAllOp>(op);
     start = dist::AllToAllStartOp::create(
-        builder, loc, future, toAll.getMeshAttr(), toAll.getMeshAxes(),
-        toAll.getInput(), toAll.getSplitDimAttr(), toAll.getConcatDimAttr(),
-        toAll.getWireTypeAttr());
+        builder, loc, future, toAll.getMeshAttr(), toAll.getMeshAxes(), toAll.getInput(),
+        toAll.getSplitDimAttr(), toAll.getConcatDimAttr(), toAll.getWireTypeAttr());
   }
-  auto wait =
-      dist::WaitOp::create(builder, loc, tensor, start->getResult(0));
+  auto wait = dist::WaitOp::create(builder, loc, tensor, start->getResult(0));
   op->getResult(0).replaceAllUsesWith(wait.getResult());
   op->erase();
   return Async{start, wait};
@@ -179,8 +170,7 @@ std::vector<Chain> chainsOf(mlir::func::FuncOp func) {
     if (scatter->hasOneUse()) {
       chain.reduce = llvm::dyn_cast<dist::AllReduceOp>(*scatter->user_begin());
     }
-    mlir::Value delivered =
-        chain.reduce ? chain.reduce.getResult() : scatter.getResult();
+    mlir::Value delivered = chain.reduce ? chain.reduce.getResult() : scatter.getResult();
     if (onlyReturned(delivered)) chains.push_back(chain);
   }
   return chains;
@@ -219,8 +209,8 @@ void scheduleFunc(mlir::func::FuncOp func, int64_t k) {
 
   llvm::SmallVector<mlir::Operation*> collectives;
   for (mlir::Operation& op : block) {
-    if (llvm::isa<dist::AllGatherOp, dist::ReduceScatterOp, dist::AllReduceOp,
-                  dist::AllToAllOp>(op)) {
+    if (llvm::isa<dist::AllGatherOp, dist::ReduceScatterOp, dist::AllReduceOp, dist::AllToAllOp>(
+            op)) {
       collectives.push_back(&op);
     }
   }
@@ -245,8 +235,7 @@ void scheduleFunc(mlir::func::FuncOp func, int64_t k) {
       // After the wait and the free of the bucket it gathered.
       Async previous = async[steps[index - k].gathers.back()];
       anchor = previous.wait;
-      while (auto free = llvm::dyn_cast_or_null<dist::FreeOp>(
-                 anchor->getNextNode())) {
+      while (auto free = llvm::dyn_cast_or_null<dist::FreeOp>(anchor->getNextNode())) {
         if (free.getBuffer() != previous.start->getOperand(0)) break;
         anchor = free;
       }
@@ -300,8 +289,7 @@ void scheduleFunc(mlir::func::FuncOp func, int64_t k) {
       tail.clear();
     }
     for (mlir::Operation* op : head) op->moveBefore(next);
-    mlir::Operation* after =
-        i + 2 < chains.size() ? beginOf(i + 2) : block.getTerminator();
+    mlir::Operation* after = i + 2 < chains.size() ? beginOf(i + 2) : block.getTerminator();
     for (mlir::Operation* op : tail) op->moveBefore(after);
   }
 
@@ -324,9 +312,7 @@ void scheduleFunc(mlir::func::FuncOp func, int64_t k) {
         frees.push_back(user);
       }
     }
-    llvm::sort(frees, [](mlir::Operation* a, mlir::Operation* b) {
-      return a->isBeforeInBlock(b);
-    });
+    llvm::sort(frees, [](mlir::Operation* a, mlir::Operation* b) { return a->isBeforeInBlock(b); });
     placeAfter(frees, block, cursor);
   }
 }
@@ -344,15 +330,13 @@ class PlanSchedulePass : public impl::PlanScheduleBase<PlanSchedulePass> {
 
   void runOnOperation() override {
     if (prefetch < 0) {
-      getOperation().emitError()
-          << "invalid prefetch=" << static_cast<int64_t>(prefetch)
-          << "; use 0 (no prefetch) or the number of steps to run ahead";
+      getOperation().emitError() << "invalid prefetch=" << static_cast<int64_t>(prefetch)
+                                 << "; use 0 (no prefetch) or the number of steps to run ahead";
       return signalPassFailure();
     }
     if (memoryBudgetGb < 0) {
-      getOperation().emitError()
-          << "invalid memory-budget-gb=" << gigabytes(memoryBudgetGb)
-          << "; use a budget in GiB, or 0 to take k from prefetch";
+      getOperation().emitError() << "invalid memory-budget-gb=" << gigabytes(memoryBudgetGb)
+                                 << "; use a budget in GiB, or 0 to take k from prefetch";
       return signalPassFailure();
     }
     for (auto func : getOperation().getOps<mlir::func::FuncOp>()) {
@@ -365,8 +349,7 @@ class PlanSchedulePass : public impl::PlanScheduleBase<PlanSchedulePass> {
       }
       scheduleFunc(func, k);
       func->setAttr(kPrefetchAttrName,
-                    mlir::IntegerAttr::get(
-                        mlir::IntegerType::get(func.getContext(), 64), k));
+                    mlir::IntegerAttr::get(mlir::IntegerType::get(func.getContext(), 64), k));
     }
   }
 
@@ -410,13 +393,11 @@ class PlanSchedulePass : public impl::PlanScheduleBase<PlanSchedulePass> {
       return low;
     }
     func.emitError() << "memory-budget-gb=" << gigabytes(memoryBudgetGb)
-                     << " is below the peak without prefetch: "
-                     << atZero.peak_bytes << " bytes ("
+                     << " is below the peak without prefetch: " << atZero.peak_bytes << " bytes ("
                      << memory::formatBreakdown(atZero.at_peak)
                      << "); raise memory-budget-gb to at least "
-                     << gigabytes(static_cast<double>(atZero.peak_bytes) /
-                                  kBytesPerGiB)
-                     << " or " << memory::suggestFix(atZero.at_peak);
+                     << gigabytes(static_cast<double>(atZero.peak_bytes) / kBytesPerGiB) << " or "
+                     << memory::suggestFix(atZero.at_peak);
     return std::nullopt;
   }
 };

@@ -55,8 +55,7 @@ func.func @mlp(%x: tensor<8x16xf32>, %labels: tensor<8xi32>,
 class ScheduleBudgetTest : public ::testing::Test {
  protected:
   ScheduleBudgetTest() {
-    context_.loadDialect<nn::NnDialect, dist::DistDialect,
-                         mlir::func::FuncDialect>();
+    context_.loadDialect<nn::NnDialect, dist::DistDialect, mlir::func::FuncDialect>();
   }
 
   mlir::OwningOpRef<mlir::ModuleOp> mlp() {
@@ -68,8 +67,7 @@ class ScheduleBudgetTest : public ::testing::Test {
         "tiny:family=llama,layers=4,hidden=16,heads=4,kv_heads=2,ffn=32,"
         "vocab=32,seq=8");
     EXPECT_TRUE(config.ok()) << config.status();
-    auto built = models::buildModel(context_, *config, {4, 8},
-                                    mlir::Float32Type::get(&context_));
+    auto built = models::buildModel(context_, *config, {4, 8}, mlir::Float32Type::get(&context_));
     EXPECT_TRUE(built.ok()) << built.status();
     return std::move(*built);
   }
@@ -77,13 +75,11 @@ class ScheduleBudgetTest : public ::testing::Test {
   // Runs the pipeline up to plan-schedule with `options` on `module`
   // (fsdp over `mesh`), then plan-optimizer-step, and returns the scheduled
   // function's k and peak.
-  std::pair<int64_t, int64_t> schedule(mlir::ModuleOp module,
-                                       const std::string& mesh,
+  std::pair<int64_t, int64_t> schedule(mlir::ModuleOp module, const std::string& mesh,
                                        const PlanScheduleOptions& options) {
     mlir::PassManager pm(&context_);
     pm.addNestedPass<mlir::func::FuncOp>(autodiff::createPlanAutodiff());
-    pm.addPass(placement::createPlanPlacement(
-        placement::PlanPlacementOptions{mesh, "fsdp", 0}));
+    pm.addPass(placement::createPlanPlacement(placement::PlanPlacementOptions{mesh, "fsdp", 0}));
     pm.addPass(collectives::createPlanInsertCollectives());
     pm.addPass(bucketing::createPlanBucketing());
     pm.addPass(createPlanSchedule(options));
@@ -106,16 +102,13 @@ TEST_F(ScheduleBudgetTest, PeakOfEachDepthIsTheMemoryPlans) {
     ASSERT_TRUE(module);
     PlanScheduleOptions options;
     options.prefetch = k;
-    EXPECT_EQ(schedule(*module, "fsdp=4", options),
-              std::make_pair(k, expected[k]))
-        << "k = " << k;
+    EXPECT_EQ(schedule(*module, "fsdp=4", options), std::make_pair(k, expected[k])) << "k = " << k;
   }
 }
 
 TEST_F(ScheduleBudgetTest, BudgetPicksTheLargestDepthThatFits) {
-  const std::pair<double, int64_t> cases[] = {
-      {7908, 0}, {9483, 0}, {9484, 1}, {11723, 1},
-      {11724, 2}, {12747, 2}, {12748, 3}, {1e9, 3}};
+  const std::pair<double, int64_t> cases[] = {{7908, 0},  {9483, 0},  {9484, 1},  {11723, 1},
+                                              {11724, 2}, {12747, 2}, {12748, 3}, {1e9, 3}};
   for (const auto& [bytes, k] : cases) {
     auto module = mlp();
     ASSERT_TRUE(module);

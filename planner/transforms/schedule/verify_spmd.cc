@@ -32,20 +32,16 @@ struct Reduction {
 
 std::optional<Reduction> reductionOf(mlir::Operation* op) {
   if (auto scatter = llvm::dyn_cast<dist::ReduceScatterOp>(op)) {
-    return Reduction{scatter.getMeshAxes(), scatter.getWireType(),
-                     scatter.getAccumType()};
+    return Reduction{scatter.getMeshAxes(), scatter.getWireType(), scatter.getAccumType()};
   }
   if (auto scatter = llvm::dyn_cast<dist::ReduceScatterStartOp>(op)) {
-    return Reduction{scatter.getMeshAxes(), scatter.getWireType(),
-                     scatter.getAccumType()};
+    return Reduction{scatter.getMeshAxes(), scatter.getWireType(), scatter.getAccumType()};
   }
   if (auto reduce = llvm::dyn_cast<dist::AllReduceOp>(op)) {
-    return Reduction{reduce.getMeshAxes(), reduce.getWireType(),
-                     reduce.getAccumType()};
+    return Reduction{reduce.getMeshAxes(), reduce.getWireType(), reduce.getAccumType()};
   }
   if (auto reduce = llvm::dyn_cast<dist::AllReduceStartOp>(op)) {
-    return Reduction{reduce.getMeshAxes(), reduce.getWireType(),
-                     reduce.getAccumType()};
+    return Reduction{reduce.getMeshAxes(), reduce.getWireType(), reduce.getAccumType()};
   }
   return std::nullopt;
 }
@@ -69,15 +65,12 @@ std::string text(mlir::Type type) {
 }
 
 bool isScheduled(mlir::Operation* op) {
-  return llvm::isa<dist::AllGatherOp, dist::AllGatherStartOp,
-                   dist::ReduceScatterOp, dist::ReduceScatterStartOp,
-                   dist::AllReduceOp, dist::AllReduceStartOp,
-                   dist::AllToAllOp, dist::AllToAllStartOp, dist::WaitOp,
-                   dist::FreeOp>(op);
+  return llvm::isa<dist::AllGatherOp, dist::AllGatherStartOp, dist::ReduceScatterOp,
+                   dist::ReduceScatterStartOp, dist::AllReduceOp, dist::AllReduceStartOp,
+                   dist::AllToAllOp, dist::AllToAllStartOp, dist::WaitOp, dist::FreeOp>(op);
 }
 
-class PlanVerifySpmdPass
-    : public impl::PlanVerifySpmdBase<PlanVerifySpmdPass> {
+class PlanVerifySpmdPass : public impl::PlanVerifySpmdBase<PlanVerifySpmdPass> {
  public:
   using PlanVerifySpmdBase::PlanVerifySpmdBase;
 
@@ -96,22 +89,20 @@ class PlanVerifySpmdPass
   static mlir::LogicalResult verifyPlacement(mlir::Operation* op) {
     mlir::Operation* parent = op->getParentOp();
     if (!llvm::isa<mlir::func::FuncOp>(parent)) {
-      mlir::InFlightDiagnostic diag =
-          op->emitOpError()
-          << "is inside a region of '" << parent->getName()
-          << "'; ranks that take different paths would issue different "
-             "collectives, so move it into the function body";
+      mlir::InFlightDiagnostic diag = op->emitOpError()
+                                      << "is inside a region of '" << parent->getName()
+                                      << "'; ranks that take different paths would issue different "
+                                         "collectives, so move it into the function body";
       diag.attachNote(parent->getLoc()) << "the region holder";
       return diag;
     }
     mlir::Block* entry = &op->getParentRegion()->front();
     if (op->getBlock() != entry) {
-      const int64_t index = std::distance(
-          op->getParentRegion()->begin(), op->getBlock()->getIterator());
-      return op->emitOpError()
-             << "is in block " << index
-             << " of its function; ranks that branch differently would "
-                "issue different collectives, so keep it in the entry block";
+      const int64_t index =
+          std::distance(op->getParentRegion()->begin(), op->getBlock()->getIterator());
+      return op->emitOpError() << "is in block " << index
+                               << " of its function; ranks that branch differently would "
+                                  "issue different collectives, so keep it in the entry block";
     }
     return mlir::success();
   }
@@ -128,13 +119,11 @@ class PlanVerifySpmdPass
       return mlir::success();
     }
     mlir::InFlightDiagnostic diag =
-        op->emitOpError()
-        << "reduces over " << now.axes << " with wire = " << text(now.wire)
-        << " accum = " << text(now.accum)
-        << ", but its operand was reduced over " << before->axes
-        << " with wire = " << text(before->wire)
-        << " accum = " << text(before->accum)
-        << "; use the same wire and accumulation types on every mesh axis";
+        op->emitOpError() << "reduces over " << now.axes << " with wire = " << text(now.wire)
+                          << " accum = " << text(now.accum) << ", but its operand was reduced over "
+                          << before->axes << " with wire = " << text(before->wire)
+                          << " accum = " << text(before->accum)
+                          << "; use the same wire and accumulation types on every mesh axis";
     diag.attachNote(producer->getLoc()) << "the first reduction";
     return diag;
   }

@@ -10,8 +10,9 @@
 
 namespace loom::runtime::cpu {
 
-BlasThreads chooseBlasThreads(int requested, int local_ranks, int cores,
-                              const std::function<std::optional<std::string>(const char*)>& getenv) {
+BlasThreads chooseBlasThreads(
+    int requested, int local_ranks, int cores,
+    const std::function<std::optional<std::string>(const char*)>& getenv) {
   if (requested > 0) return {requested, "--blas_threads"};
   for (const char* name : {"OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS"}) {
     if (std::optional<std::string> value = getenv(name); value && !value->empty()) {

@@ -51,8 +51,8 @@ float softmaxRow(const float* x, float* y, int64_t n) {
 // The causal attention probabilities p[0..i] of query row q_i against the
 // keys of one kv head (`k_head` points at key 0 of that head, `k_stride`
 // floats between consecutive positions).
-void attentionProbs(const float* q_i, const float* k_head, int64_t k_stride,
-                    int64_t i, int64_t head_dim, float scale, float* p) {
+void attentionProbs(const float* q_i, const float* k_head, int64_t k_stride, int64_t i,
+                    int64_t head_dim, float scale, float* p) {
   for (int64_t j = 0; j <= i; ++j) {
     p[j] = scale * dot(q_i, k_head + j * k_stride, head_dim);
   }
@@ -60,9 +60,8 @@ void attentionProbs(const float* q_i, const float* k_head, int64_t k_stride,
 }
 
 template <typename Id>
-void embeddingImpl(const Id* ids, const float* table, float* out,
-                   int64_t tokens, int64_t hidden, int64_t row_begin,
-                   int64_t table_rows) {
+void embeddingImpl(const Id* ids, const float* table, float* out, int64_t tokens, int64_t hidden,
+                   int64_t row_begin, int64_t table_rows) {
   for (int64_t t = 0; t < tokens; ++t) {
     const int64_t row = static_cast<int64_t>(ids[t]) - row_begin;
     float* dst = out + t * hidden;
@@ -75,9 +74,8 @@ void embeddingImpl(const Id* ids, const float* table, float* out,
 }
 
 template <typename Id>
-void embeddingGradImpl(const Id* ids, const float* dy, float* dtable,
-                       int64_t tokens, int64_t hidden, int64_t row_begin,
-                       int64_t table_rows) {
+void embeddingGradImpl(const Id* ids, const float* dy, float* dtable, int64_t tokens,
+                       int64_t hidden, int64_t row_begin, int64_t table_rows) {
   std::fill_n(dtable, table_rows * hidden, 0.0f);
   for (int64_t t = 0; t < tokens; ++t) {
     const int64_t row = static_cast<int64_t>(ids[t]) - row_begin;
@@ -88,8 +86,7 @@ void embeddingGradImpl(const Id* ids, const float* dy, float* dtable,
 }
 
 template <typename Label>
-float crossEntropyImpl(const float* logits, const Label* labels,
-                       int64_t tokens, int64_t vocab) {
+float crossEntropyImpl(const float* logits, const Label* labels, int64_t tokens, int64_t vocab) {
   std::vector<float> probs(vocab);
   // The token sum is kept in double: it adds up many similar terms, and the
   // result is compared across shardings.
@@ -97,16 +94,14 @@ float crossEntropyImpl(const float* logits, const Label* labels,
   for (int64_t t = 0; t < tokens; ++t) {
     const float* row = logits + t * vocab;
     const float lse = softmaxRow(row, probs.data(), vocab);
-    sum += static_cast<double>(lse) -
-           static_cast<double>(row[static_cast<int64_t>(labels[t])]);
+    sum += static_cast<double>(lse) - static_cast<double>(row[static_cast<int64_t>(labels[t])]);
   }
   return static_cast<float>(sum / static_cast<double>(tokens));
 }
 
 template <typename Label>
-void crossEntropyGradImpl(const float* logits, const Label* labels,
-                          float dloss, float scale, float* dlogits,
-                          int64_t tokens, int64_t vocab) {
+void crossEntropyGradImpl(const float* logits, const Label* labels, float dloss, float scale,
+                          float* dlogits, int64_t tokens, int64_t vocab) {
   const float factor = dloss * scale;
   for (int64_t t = 0; t < tokens; ++t) {
     float* out = dlogits + t * vocab;
@@ -118,57 +113,53 @@ void crossEntropyGradImpl(const float* logits, const Label* labels,
 
 }  // namespace
 
-void linear(const float* x, const float* w, const float* bias, float* y,
-            int64_t rows, int64_t in, int64_t out) {
+void linear(const float* x, const float* w, const float* bias, float* y, int64_t rows, int64_t in,
+            int64_t out) {
   if (bias != nullptr) {
     // Seeding y with the bias lets one GEMM with beta = 1 add it.
     for (int64_t r = 0; r < rows; ++r) std::copy_n(bias, out, y + r * out);
   }
-  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rows, out, in, 1.0f,
-              x, in, w, out, bias != nullptr ? 1.0f : 0.0f, y, out);
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rows, out, in, 1.0f, x, in, w, out,
+              bias != nullptr ? 1.0f : 0.0f, y, out);
 }
 
-void matmul(const float* lhs, const float* rhs, float* out, int64_t rows,
-            int64_t k, int64_t n) {
-  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rows, n, k, 1.0f, lhs,
-              k, rhs, n, 0.0f, out, n);
+void matmul(const float* lhs, const float* rhs, float* out, int64_t rows, int64_t k, int64_t n) {
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rows, n, k, 1.0f, lhs, k, rhs, n, 0.0f,
+              out, n);
 }
 
-void matmulTransposeRhs(const float* lhs, const float* rhs, float* out,
-                        int64_t rows, int64_t k, int64_t n) {
-  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, n, k, 1.0f, lhs,
-              k, rhs, k, 0.0f, out, n);
+void matmulTransposeRhs(const float* lhs, const float* rhs, float* out, int64_t rows, int64_t k,
+                        int64_t n) {
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, n, k, 1.0f, lhs, k, rhs, k, 0.0f, out,
+              n);
 }
 
-void matmulTransposeLhs(const float* lhs, const float* rhs, float* out,
-                        int64_t rows, int64_t m, int64_t n) {
-  cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, m, n, rows, 1.0f, lhs,
-              m, rhs, n, 0.0f, out, n);
+void matmulTransposeLhs(const float* lhs, const float* rhs, float* out, int64_t rows, int64_t m,
+                        int64_t n) {
+  cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, m, n, rows, 1.0f, lhs, m, rhs, n, 0.0f, out,
+              n);
 }
 
-void rmsNorm(const float* x, const float* gamma, float* y, int64_t rows,
-             int64_t hidden, float epsilon) {
+void rmsNorm(const float* x, const float* gamma, float* y, int64_t rows, int64_t hidden,
+             float epsilon) {
   for (int64_t r = 0; r < rows; ++r) {
     const float* xr = x + r * hidden;
     float* yr = y + r * hidden;
     const float scale =
-        1.0f / std::sqrt(dot(xr, xr, hidden) / static_cast<float>(hidden) +
-                         epsilon);
+        1.0f / std::sqrt(dot(xr, xr, hidden) / static_cast<float>(hidden) + epsilon);
     for (int64_t j = 0; j < hidden; ++j) yr[j] = xr[j] * scale * gamma[j];
   }
 }
 
-void rmsNormGrad(const float* x, const float* gamma, const float* dy,
-                 float* dx, float* dgamma, int64_t rows, int64_t hidden,
-                 float epsilon) {
+void rmsNormGrad(const float* x, const float* gamma, const float* dy, float* dx, float* dgamma,
+                 int64_t rows, int64_t hidden, float epsilon) {
   std::fill_n(dgamma, hidden, 0.0f);
   const float inverse_n = 1.0f / static_cast<float>(hidden);
   for (int64_t r = 0; r < rows; ++r) {
     const float* xr = x + r * hidden;
     const float* dyr = dy + r * hidden;
     float* dxr = dx + r * hidden;
-    const float scale =
-        1.0f / std::sqrt(dot(xr, xr, hidden) * inverse_n + epsilon);
+    const float scale = 1.0f / std::sqrt(dot(xr, xr, hidden) * inverse_n + epsilon);
     // mean(g xhat) with g = dy gamma, xhat = x scale.
     float g_xhat = 0.0f;
 #pragma omp simd reduction(+ : g_xhat)
@@ -182,8 +173,8 @@ void rmsNormGrad(const float* x, const float* gamma, const float* dy,
   }
 }
 
-void layerNorm(const float* x, const float* gamma, const float* beta,
-               float* y, int64_t rows, int64_t hidden, float epsilon) {
+void layerNorm(const float* x, const float* gamma, const float* beta, float* y, int64_t rows,
+               int64_t hidden, float epsilon) {
   const float inverse_n = 1.0f / static_cast<float>(hidden);
   for (int64_t r = 0; r < rows; ++r) {
     const float* xr = x + r * hidden;
@@ -206,9 +197,8 @@ void layerNorm(const float* x, const float* gamma, const float* beta,
   }
 }
 
-void layerNormGrad(const float* x, const float* gamma, const float* dy,
-                   float* dx, float* dgamma, float* dbeta, int64_t rows,
-                   int64_t hidden, float epsilon) {
+void layerNormGrad(const float* x, const float* gamma, const float* dy, float* dx, float* dgamma,
+                   float* dbeta, int64_t rows, int64_t hidden, float epsilon) {
   std::fill_n(dgamma, hidden, 0.0f);
   std::fill_n(dbeta, hidden, 0.0f);
   const float inverse_n = 1.0f / static_cast<float>(hidden);
@@ -245,8 +235,8 @@ void layerNormGrad(const float* x, const float* gamma, const float* dy,
   }
 }
 
-void rope(const float* x, float* y, int64_t batch, int64_t seq, int64_t heads,
-          int64_t head_dim, float theta, bool inverse) {
+void rope(const float* x, float* y, int64_t batch, int64_t seq, int64_t heads, int64_t head_dim,
+          float theta, bool inverse) {
   const int64_t half = head_dim / 2;
   // cos/sin of every (position, pair), computed in double once per call: the
   // angle s * theta^(-2i/D) grows with s, and float would lose its phase.
@@ -257,8 +247,7 @@ void rope(const float* x, float* y, int64_t batch, int64_t seq, int64_t heads,
       const double frequency =
           std::pow(static_cast<double>(theta),
                    -2.0 * static_cast<double>(i) / static_cast<double>(head_dim));
-      const double angle =
-          (inverse ? -1.0 : 1.0) * static_cast<double>(s) * frequency;
+      const double angle = (inverse ? -1.0 : 1.0) * static_cast<double>(s) * frequency;
       cosines[s * half + i] = static_cast<float>(std::cos(angle));
       sines[s * half + i] = static_cast<float>(std::sin(angle));
     }
@@ -298,8 +287,7 @@ void attention(const float* q, const float* k, const float* v, float* out,
       const float* v_head = v + kv_offset;
       for (int64_t i = 0; i < seq; ++i) {
         const int64_t q_offset = (b * seq + i) * q_stride + h * head_dim;
-        attentionProbs(q + q_offset, k_head, kv_stride, i, head_dim, scale,
-                       p.data());
+        attentionProbs(q + q_offset, k_head, kv_stride, i, head_dim, scale, p.data());
         float* out_i = out + q_offset;
         std::fill_n(out_i, head_dim, 0.0f);
         for (int64_t j = 0; j <= i; ++j) {
@@ -310,9 +298,8 @@ void attention(const float* q, const float* k, const float* v, float* out,
   }
 }
 
-void attentionGrad(const float* q, const float* k, const float* v,
-                   const float* dout, float* dq, float* dk, float* dv,
-                   const AttentionShape& shape) {
+void attentionGrad(const float* q, const float* k, const float* v, const float* dout, float* dq,
+                   float* dk, float* dv, const AttentionShape& shape) {
   const auto [batch, seq, heads, kv_heads, head_dim] = shape;
   const int64_t group = heads / kv_heads;
   const float scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
@@ -357,8 +344,7 @@ void softmax(const float* x, float* y, int64_t rows, int64_t n) {
   for (int64_t r = 0; r < rows; ++r) softmaxRow(x + r * n, y + r * n, n);
 }
 
-void softmaxGrad(const float* y, const float* dy, float* dx, int64_t rows,
-                 int64_t n) {
+void softmaxGrad(const float* y, const float* dy, float* dx, int64_t rows, int64_t n) {
   for (int64_t r = 0; r < rows; ++r) {
     const float* yr = y + r * n;
     const float* dyr = dy + r * n;
@@ -390,8 +376,8 @@ void geluGrad(const float* x, const float* dy, float* dx, int64_t count) {
   for (int64_t i = 0; i < count; ++i) {
     const float xi = x[i];
     const float t = std::tanh(kGeluC * (xi + kGeluA * xi * xi * xi));
-    dx[i] = dy[i] * (0.5f * (1.0f + t) + 0.5f * xi * (1.0f - t * t) * kGeluC *
-                                             (1.0f + 3.0f * kGeluA * xi * xi));
+    dx[i] = dy[i] * (0.5f * (1.0f + t) +
+                     0.5f * xi * (1.0f - t * t) * kGeluC * (1.0f + 3.0f * kGeluA * xi * xi));
   }
 }
 
@@ -403,8 +389,8 @@ void mul(const float* a, const float* b, float* out, int64_t count) {
   for (int64_t i = 0; i < count; ++i) out[i] = a[i] * b[i];
 }
 
-void reduceSum(const float* x, std::span<const int64_t> shape,
-               std::span<const int64_t> dims, float* out) {
+void reduceSum(const float* x, std::span<const int64_t> shape, std::span<const int64_t> dims,
+               float* out) {
   const int64_t rank = static_cast<int64_t>(shape.size());
   // The output stride of every input dim, 0 for a reduced one.
   std::vector<int64_t> out_strides(rank, 0);
@@ -442,49 +428,41 @@ void reduceSum(const float* x, std::span<const int64_t> shape,
   }
 }
 
-void embedding(const int32_t* ids, const float* table, float* out,
-               int64_t tokens, int64_t hidden, int64_t row_begin,
-               int64_t table_rows) {
+void embedding(const int32_t* ids, const float* table, float* out, int64_t tokens, int64_t hidden,
+               int64_t row_begin, int64_t table_rows) {
   embeddingImpl(ids, table, out, tokens, hidden, row_begin, table_rows);
 }
 
-void embedding(const int64_t* ids, const float* table, float* out,
-               int64_t tokens, int64_t hidden, int64_t row_begin,
-               int64_t table_rows) {
+void embedding(const int64_t* ids, const float* table, float* out, int64_t tokens, int64_t hidden,
+               int64_t row_begin, int64_t table_rows) {
   embeddingImpl(ids, table, out, tokens, hidden, row_begin, table_rows);
 }
 
-void embeddingGrad(const int32_t* ids, const float* dy, float* dtable,
-                   int64_t tokens, int64_t hidden, int64_t row_begin,
-                   int64_t table_rows) {
+void embeddingGrad(const int32_t* ids, const float* dy, float* dtable, int64_t tokens,
+                   int64_t hidden, int64_t row_begin, int64_t table_rows) {
   embeddingGradImpl(ids, dy, dtable, tokens, hidden, row_begin, table_rows);
 }
 
-void embeddingGrad(const int64_t* ids, const float* dy, float* dtable,
-                   int64_t tokens, int64_t hidden, int64_t row_begin,
-                   int64_t table_rows) {
+void embeddingGrad(const int64_t* ids, const float* dy, float* dtable, int64_t tokens,
+                   int64_t hidden, int64_t row_begin, int64_t table_rows) {
   embeddingGradImpl(ids, dy, dtable, tokens, hidden, row_begin, table_rows);
 }
 
-float crossEntropy(const float* logits, const int32_t* labels, int64_t tokens,
-                   int64_t vocab) {
+float crossEntropy(const float* logits, const int32_t* labels, int64_t tokens, int64_t vocab) {
   return crossEntropyImpl(logits, labels, tokens, vocab);
 }
 
-float crossEntropy(const float* logits, const int64_t* labels, int64_t tokens,
-                   int64_t vocab) {
+float crossEntropy(const float* logits, const int64_t* labels, int64_t tokens, int64_t vocab) {
   return crossEntropyImpl(logits, labels, tokens, vocab);
 }
 
-void crossEntropyGrad(const float* logits, const int32_t* labels, float dloss,
-                      float scale, float* dlogits, int64_t tokens,
-                      int64_t vocab) {
+void crossEntropyGrad(const float* logits, const int32_t* labels, float dloss, float scale,
+                      float* dlogits, int64_t tokens, int64_t vocab) {
   crossEntropyGradImpl(logits, labels, dloss, scale, dlogits, tokens, vocab);
 }
 
-void crossEntropyGrad(const float* logits, const int64_t* labels, float dloss,
-                      float scale, float* dlogits, int64_t tokens,
-                      int64_t vocab) {
+void crossEntropyGrad(const float* logits, const int64_t* labels, float dloss, float scale,
+                      float* dlogits, int64_t tokens, int64_t vocab) {
   crossEntropyGradImpl(logits, labels, dloss, scale, dlogits, tokens, vocab);
 }
 

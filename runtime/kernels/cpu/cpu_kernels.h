@@ -22,38 +22,35 @@ namespace loom::runtime::cpu {
 
 // nn.linear: y[rows, out] = x[rows, in] w[in, out] (+ bias[out]); `bias` may
 // be null. The weight is [in, out] as in the nn dialect.
-void linear(const float* x, const float* w, const float* bias, float* y,
-            int64_t rows, int64_t in, int64_t out);
+void linear(const float* x, const float* w, const float* bias, float* y, int64_t rows, int64_t in,
+            int64_t out);
 
 // nn.matmul, default layout: out[rows, n] = lhs[rows, k] rhs[k, n].
-void matmul(const float* lhs, const float* rhs, float* out, int64_t rows,
-            int64_t k, int64_t n);
+void matmul(const float* lhs, const float* rhs, float* out, int64_t rows, int64_t k, int64_t n);
 // nn.matmul transpose_rhs: out[rows, n] = lhs[rows, k] rhs[n, k]^T.
-void matmulTransposeRhs(const float* lhs, const float* rhs, float* out,
-                        int64_t rows, int64_t k, int64_t n);
+void matmulTransposeRhs(const float* lhs, const float* rhs, float* out, int64_t rows, int64_t k,
+                        int64_t n);
 // nn.matmul transpose_lhs: out[m, n] = lhs[rows, m]^T rhs[rows, n], summing
 // over all rows (a weight gradient x^T dy).
-void matmulTransposeLhs(const float* lhs, const float* rhs, float* out,
-                        int64_t rows, int64_t m, int64_t n);
+void matmulTransposeLhs(const float* lhs, const float* rhs, float* out, int64_t rows, int64_t m,
+                        int64_t n);
 
 // ---- Normalisation ---------------------------------------------------------
 
 // nn.rms_norm over the last dim: y = x / sqrt(mean(x^2) + eps) * gamma.
-void rmsNorm(const float* x, const float* gamma, float* y, int64_t rows,
-             int64_t hidden, float epsilon);
+void rmsNorm(const float* x, const float* gamma, float* y, int64_t rows, int64_t hidden,
+             float epsilon);
 // nn.rms_norm_grad: writes dx[rows, hidden] and dgamma[hidden] (overwritten,
 // summed over rows).
-void rmsNormGrad(const float* x, const float* gamma, const float* dy,
-                 float* dx, float* dgamma, int64_t rows, int64_t hidden,
-                 float epsilon);
+void rmsNormGrad(const float* x, const float* gamma, const float* dy, float* dx, float* dgamma,
+                 int64_t rows, int64_t hidden, float epsilon);
 
 // nn.layer_norm with the biased variance.
-void layerNorm(const float* x, const float* gamma, const float* beta,
-               float* y, int64_t rows, int64_t hidden, float epsilon);
+void layerNorm(const float* x, const float* gamma, const float* beta, float* y, int64_t rows,
+               int64_t hidden, float epsilon);
 // nn.layer_norm_grad: writes dx, dgamma and dbeta (both overwritten).
-void layerNormGrad(const float* x, const float* gamma, const float* dy,
-                   float* dx, float* dgamma, float* dbeta, int64_t rows,
-                   int64_t hidden, float epsilon);
+void layerNormGrad(const float* x, const float* gamma, const float* dy, float* dx, float* dgamma,
+                   float* dbeta, int64_t rows, int64_t hidden, float epsilon);
 
 // ---- Attention family ------------------------------------------------------
 
@@ -71,8 +68,8 @@ struct AttentionShape {
 // nn.rope on x[batch, seq, heads, head_dim] (head_dim even): rotates the
 // pairs (i, i + D/2) by s * theta^(-2i/D), negated when `inverse`; s counts
 // from 0. `y` may equal `x` (in place).
-void rope(const float* x, float* y, int64_t batch, int64_t seq, int64_t heads,
-          int64_t head_dim, float theta, bool inverse);
+void rope(const float* x, float* y, int64_t batch, int64_t seq, int64_t heads, int64_t head_dim,
+          float theta, bool inverse);
 
 // nn.attention: causal SDPA with scale 1/sqrt(head_dim); q and out are
 // [B, S, heads, D], k and v [B, S, kv_heads, D].
@@ -80,17 +77,15 @@ void attention(const float* q, const float* k, const float* v, float* out,
                const AttentionShape& shape);
 // nn.attention_grad: recomputes the probabilities and writes dq, dk, dv
 // (all overwritten); a kv head's gradient sums over its query-head group.
-void attentionGrad(const float* q, const float* k, const float* v,
-                   const float* dout, float* dq, float* dk, float* dv,
-                   const AttentionShape& shape);
+void attentionGrad(const float* q, const float* k, const float* v, const float* dout, float* dq,
+                   float* dk, float* dv, const AttentionShape& shape);
 
 // ---- Softmax and elementwise ----------------------------------------------
 
 // nn.softmax over the last dim, max-shifted.
 void softmax(const float* x, float* y, int64_t rows, int64_t n);
 // nn.softmax_grad from softmax's output y: dx = y (dy - rowsum(dy y)).
-void softmaxGrad(const float* y, const float* dy, float* dx, int64_t rows,
-                 int64_t n);
+void softmaxGrad(const float* y, const float* dy, float* dx, int64_t rows, int64_t n);
 
 // nn.silu: x sigmoid(x); nn.silu_grad: dy s (1 + x (1 - s)).
 void silu(const float* x, float* y, int64_t count);
@@ -106,8 +101,8 @@ void mul(const float* a, const float* b, float* out, int64_t count);
 
 // nn.reduce_sum: sums x (row-major, `shape`) over `dims` (strictly
 // increasing) and writes the remaining dims, in order, to `out`.
-void reduceSum(const float* x, std::span<const int64_t> shape,
-               std::span<const int64_t> dims, float* out);
+void reduceSum(const float* x, std::span<const int64_t> shape, std::span<const int64_t> dims,
+               float* out);
 
 // ---- Embedding and loss ----------------------------------------------------
 
@@ -116,36 +111,28 @@ void reduceSum(const float* x, std::span<const int64_t> shape,
 // unsharded: row_begin 0, table_rows V). An id outside that range gives a
 // zero row, which is the vocab-parallel shard's contribution to a P(sum)
 // output; unsharded, ids must lie in [0, V).
-void embedding(const int32_t* ids, const float* table, float* out,
-               int64_t tokens, int64_t hidden, int64_t row_begin,
-               int64_t table_rows);
-void embedding(const int64_t* ids, const float* table, float* out,
-               int64_t tokens, int64_t hidden, int64_t row_begin,
-               int64_t table_rows);
+void embedding(const int32_t* ids, const float* table, float* out, int64_t tokens, int64_t hidden,
+               int64_t row_begin, int64_t table_rows);
+void embedding(const int64_t* ids, const float* table, float* out, int64_t tokens, int64_t hidden,
+               int64_t row_begin, int64_t table_rows);
 // nn.embedding_grad: zeroes dtable[table_rows, hidden], then scatter-adds
 // dy[t] into row ids[t] - row_begin; ids outside the rows are skipped.
-void embeddingGrad(const int32_t* ids, const float* dy, float* dtable,
-                   int64_t tokens, int64_t hidden, int64_t row_begin,
-                   int64_t table_rows);
-void embeddingGrad(const int64_t* ids, const float* dy, float* dtable,
-                   int64_t tokens, int64_t hidden, int64_t row_begin,
-                   int64_t table_rows);
+void embeddingGrad(const int32_t* ids, const float* dy, float* dtable, int64_t tokens,
+                   int64_t hidden, int64_t row_begin, int64_t table_rows);
+void embeddingGrad(const int64_t* ids, const float* dy, float* dtable, int64_t tokens,
+                   int64_t hidden, int64_t row_begin, int64_t table_rows);
 
 // nn.cross_entropy: (1/tokens) sum_t (logsumexp(logits[t]) -
 // logits[t, labels[t]]); labels in [0, vocab).
-float crossEntropy(const float* logits, const int32_t* labels, int64_t tokens,
-                   int64_t vocab);
-float crossEntropy(const float* logits, const int64_t* labels, int64_t tokens,
-                   int64_t vocab);
+float crossEntropy(const float* logits, const int32_t* labels, int64_t tokens, int64_t vocab);
+float crossEntropy(const float* logits, const int64_t* labels, int64_t tokens, int64_t vocab);
 // nn.cross_entropy_grad: dlogits = (softmax(logits) - onehot(labels)) *
 // dloss * scale. `scale` is the op's attribute (1/N of the whole batch, not
 // of this shard's tokens), so a token-sharded gradient stays exact.
-void crossEntropyGrad(const float* logits, const int32_t* labels, float dloss,
-                      float scale, float* dlogits, int64_t tokens,
-                      int64_t vocab);
-void crossEntropyGrad(const float* logits, const int64_t* labels, float dloss,
-                      float scale, float* dlogits, int64_t tokens,
-                      int64_t vocab);
+void crossEntropyGrad(const float* logits, const int32_t* labels, float dloss, float scale,
+                      float* dlogits, int64_t tokens, int64_t vocab);
+void crossEntropyGrad(const float* logits, const int64_t* labels, float dloss, float scale,
+                      float* dlogits, int64_t tokens, int64_t vocab);
 
 // nn.bias_add: y[t, o] = x[t, o] + bias[o]; y may alias x.
 void biasAdd(const float* x, const float* bias, float* y, int64_t rows, int64_t out);

@@ -20,8 +20,7 @@ namespace {
 
 namespace ref = ::loom::planner::nn::eval;
 
-std::vector<float> randomVector(int64_t count, uint32_t seed,
-                                float scale = 1.0f) {
+std::vector<float> randomVector(int64_t count, uint32_t seed, float scale = 1.0f) {
   std::mt19937 engine(seed);
   std::uniform_real_distribution<float> uniform(-scale, scale);
   std::vector<float> values(count);
@@ -29,23 +28,19 @@ std::vector<float> randomVector(int64_t count, uint32_t seed,
   return values;
 }
 
-ref::Tensor toTensor(const std::vector<float>& values,
-                     std::vector<int64_t> shape) {
-  return ref::Tensor(std::move(shape),
-                     std::vector<double>(values.begin(), values.end()));
+ref::Tensor toTensor(const std::vector<float>& values, std::vector<int64_t> shape) {
+  return ref::Tensor(std::move(shape), std::vector<double>(values.begin(), values.end()));
 }
 
 template <typename Int>
 ref::Tensor idsTensor(const std::vector<Int>& ids, std::vector<int64_t> shape) {
-  return ref::Tensor(std::move(shape),
-                     std::vector<double>(ids.begin(), ids.end()));
+  return ref::Tensor(std::move(shape), std::vector<double>(ids.begin(), ids.end()));
 }
 
 // fp32 result vs float64 reference: every element within `rtol` of the
 // reference's largest magnitude (fp32 sums of tens of terms round at ~1e-7
 // of that scale).
-void expectAllClose(const std::vector<float>& actual, const ref::Tensor& want,
-                    double rtol = 1e-5) {
+void expectAllClose(const std::vector<float>& actual, const ref::Tensor& want, double rtol = 1e-5) {
   ASSERT_EQ(static_cast<int64_t>(actual.size()), want.numElements());
   double scale = 0.0;
   for (double value : want.values) scale = std::max(scale, std::abs(value));
@@ -67,8 +62,7 @@ double weightedSum(const std::vector<float>& c, const std::vector<float>& y) {
 // (perturbed in place and restored) against the analytic gradient. fp32
 // forward kernels limit the step to 1e-2; the check allows 1e-3 of the
 // gradient's largest magnitude.
-void expectMatchesFiniteDifferences(std::vector<float>& x,
-                                    const std::vector<float>& grad,
+void expectMatchesFiniteDifferences(std::vector<float>& x, const std::vector<float>& grad,
                                     const std::function<double()>& loss) {
   ASSERT_EQ(x.size(), grad.size());
   constexpr float kStep = 1e-2f;
@@ -83,8 +77,7 @@ void expectMatchesFiniteDifferences(std::vector<float>& x,
     x[i] = saved - kStep;
     const double minus = loss();
     x[i] = saved;
-    EXPECT_NEAR((plus - minus) / (2.0 * kStep), grad[i], 1e-3 * scale)
-        << "element " << i;
+    EXPECT_NEAR((plus - minus) / (2.0 * kStep), grad[i], 1e-3 * scale) << "element " << i;
   }
 }
 
@@ -95,12 +88,10 @@ TEST(LinearTest, MatchesReferenceWithAndWithoutBias) {
   const auto bias = randomVector(out, 3);
   std::vector<float> y(rows * out, 123.0f);
   linear(x.data(), w.data(), nullptr, y.data(), rows, in, out);
-  expectAllClose(y, ref::linear(toTensor(x, {2, 3, in}), toTensor(w, {in, out}),
-                                nullptr));
+  expectAllClose(y, ref::linear(toTensor(x, {2, 3, in}), toTensor(w, {in, out}), nullptr));
   linear(x.data(), w.data(), bias.data(), y.data(), rows, in, out);
   const ref::Tensor bias_tensor = toTensor(bias, {out});
-  expectAllClose(y, ref::linear(toTensor(x, {2, 3, in}), toTensor(w, {in, out}),
-                                &bias_tensor));
+  expectAllClose(y, ref::linear(toTensor(x, {2, 3, in}), toTensor(w, {in, out}), &bias_tensor));
 }
 
 TEST(MatmulTest, ThreeLayoutsMatchReference) {
@@ -109,16 +100,14 @@ TEST(MatmulTest, ThreeLayoutsMatchReference) {
   const auto rhs = randomVector(k * n, 5);
   std::vector<float> out(rows * n);
   matmul(lhs.data(), rhs.data(), out.data(), rows, k, n);
-  expectAllClose(out, ref::matmul(toTensor(lhs, {2, 3, k}),
-                                  toTensor(rhs, {k, n}), false, false));
+  expectAllClose(out, ref::matmul(toTensor(lhs, {2, 3, k}), toTensor(rhs, {k, n}), false, false));
   matmulTransposeRhs(lhs.data(), rhs.data(), out.data(), rows, k, n);
-  expectAllClose(out, ref::matmul(toTensor(lhs, {2, 3, k}),
-                                  toTensor(rhs, {n, k}), false, true));
+  expectAllClose(out, ref::matmul(toTensor(lhs, {2, 3, k}), toTensor(rhs, {n, k}), false, true));
   const auto right = randomVector(rows * n, 6);
   std::vector<float> product(k * n);
   matmulTransposeLhs(lhs.data(), right.data(), product.data(), rows, k, n);
-  expectAllClose(product, ref::matmul(toTensor(lhs, {2, 3, k}),
-                                      toTensor(right, {2, 3, n}), true, false));
+  expectAllClose(product,
+                 ref::matmul(toTensor(lhs, {2, 3, k}), toTensor(right, {2, 3, n}), true, false));
 }
 
 // linear's VJP in the nn dialect: dx = matmul(dy, w) transpose_rhs,
@@ -153,14 +142,11 @@ TEST(RmsNormTest, ForwardAndBackwardMatchReferenceAndFiniteDifferences) {
   const auto dy = randomVector(rows * hidden, 13);
   std::vector<float> y(rows * hidden);
   rmsNorm(x.data(), gamma.data(), y.data(), rows, hidden, eps);
-  expectAllClose(y, ref::rmsNorm(toTensor(x, {rows, hidden}),
-                                 toTensor(gamma, {hidden}), eps));
+  expectAllClose(y, ref::rmsNorm(toTensor(x, {rows, hidden}), toTensor(gamma, {hidden}), eps));
   std::vector<float> dx(rows * hidden), dgamma(hidden, 99.0f);
-  rmsNormGrad(x.data(), gamma.data(), dy.data(), dx.data(), dgamma.data(),
-              rows, hidden, eps);
-  const ref::NormGrads want =
-      ref::rmsNormGrad(toTensor(x, {rows, hidden}), toTensor(gamma, {hidden}),
-                       toTensor(dy, {rows, hidden}), eps);
+  rmsNormGrad(x.data(), gamma.data(), dy.data(), dx.data(), dgamma.data(), rows, hidden, eps);
+  const ref::NormGrads want = ref::rmsNormGrad(
+      toTensor(x, {rows, hidden}), toTensor(gamma, {hidden}), toTensor(dy, {rows, hidden}), eps);
   expectAllClose(dx, want.input);
   expectAllClose(dgamma, want.gamma);
   const auto loss = [&] {
@@ -180,22 +166,18 @@ TEST(LayerNormTest, ForwardAndBackwardMatchReferenceAndFiniteDifferences) {
   const auto dy = randomVector(rows * hidden, 17);
   std::vector<float> y(rows * hidden);
   layerNorm(x.data(), gamma.data(), beta.data(), y.data(), rows, hidden, eps);
-  expectAllClose(y, ref::layerNorm(toTensor(x, {rows, hidden}),
-                                   toTensor(gamma, {hidden}),
+  expectAllClose(y, ref::layerNorm(toTensor(x, {rows, hidden}), toTensor(gamma, {hidden}),
                                    toTensor(beta, {hidden}), eps));
-  std::vector<float> dx(rows * hidden), dgamma(hidden, 99.0f),
-      dbeta(hidden, 99.0f);
-  layerNormGrad(x.data(), gamma.data(), dy.data(), dx.data(), dgamma.data(),
-                dbeta.data(), rows, hidden, eps);
-  const ref::NormGrads want =
-      ref::layerNormGrad(toTensor(x, {rows, hidden}), toTensor(gamma, {hidden}),
-                         toTensor(dy, {rows, hidden}), eps);
+  std::vector<float> dx(rows * hidden), dgamma(hidden, 99.0f), dbeta(hidden, 99.0f);
+  layerNormGrad(x.data(), gamma.data(), dy.data(), dx.data(), dgamma.data(), dbeta.data(), rows,
+                hidden, eps);
+  const ref::NormGrads want = ref::layerNormGrad(
+      toTensor(x, {rows, hidden}), toTensor(gamma, {hidden}), toTensor(dy, {rows, hidden}), eps);
   expectAllClose(dx, want.input);
   expectAllClose(dgamma, want.gamma);
   expectAllClose(dbeta, want.beta);
   const auto loss = [&] {
-    layerNorm(x.data(), gamma.data(), beta.data(), y.data(), rows, hidden,
-              eps);
+    layerNorm(x.data(), gamma.data(), beta.data(), y.data(), rows, hidden, eps);
     return weightedSum(dy, y);
   };
   expectMatchesFiniteDifferences(x, dx, loss);
@@ -237,26 +219,21 @@ class AttentionTest : public ::testing::TestWithParam<int64_t> {};
 TEST_P(AttentionTest, ForwardAndBackwardMatchReference) {
   const AttentionShape shape{2, 5, 4, GetParam(), 8};
   const int64_t q_count = shape.batch * shape.seq * shape.heads * shape.head_dim;
-  const int64_t kv_count =
-      shape.batch * shape.seq * shape.kv_heads * shape.head_dim;
+  const int64_t kv_count = shape.batch * shape.seq * shape.kv_heads * shape.head_dim;
   const auto q = randomVector(q_count, 21);
   const auto k = randomVector(kv_count, 22);
   const auto v = randomVector(kv_count, 23);
   const auto dout = randomVector(q_count, 24);
-  const std::vector<int64_t> q_shape = {shape.batch, shape.seq, shape.heads,
-                                        shape.head_dim};
-  const std::vector<int64_t> kv_shape = {shape.batch, shape.seq,
-                                         shape.kv_heads, shape.head_dim};
+  const std::vector<int64_t> q_shape = {shape.batch, shape.seq, shape.heads, shape.head_dim};
+  const std::vector<int64_t> kv_shape = {shape.batch, shape.seq, shape.kv_heads, shape.head_dim};
   std::vector<float> out(q_count);
   attention(q.data(), k.data(), v.data(), out.data(), shape);
-  expectAllClose(out, ref::attention(toTensor(q, q_shape), toTensor(k, kv_shape),
-                                     toTensor(v, kv_shape)));
+  expectAllClose(
+      out, ref::attention(toTensor(q, q_shape), toTensor(k, kv_shape), toTensor(v, kv_shape)));
   std::vector<float> dq(q_count, 9.0f), dk(kv_count, 9.0f), dv(kv_count, 9.0f);
-  attentionGrad(q.data(), k.data(), v.data(), dout.data(), dq.data(),
-                dk.data(), dv.data(), shape);
+  attentionGrad(q.data(), k.data(), v.data(), dout.data(), dq.data(), dk.data(), dv.data(), shape);
   const ref::AttentionGrads want = ref::attentionGrad(
-      toTensor(q, q_shape), toTensor(k, kv_shape), toTensor(v, kv_shape),
-      toTensor(dout, q_shape));
+      toTensor(q, q_shape), toTensor(k, kv_shape), toTensor(v, kv_shape), toTensor(dout, q_shape));
   expectAllClose(dq, want.query);
   expectAllClose(dk, want.key);
   expectAllClose(dv, want.value);
@@ -271,8 +248,7 @@ TEST_P(AttentionTest, BackwardMatchesFiniteDifferences) {
   auto v = randomVector(kv_count, 27);
   const auto dout = randomVector(q_count, 28);
   std::vector<float> dq(q_count), dk(kv_count), dv(kv_count), out(q_count);
-  attentionGrad(q.data(), k.data(), v.data(), dout.data(), dq.data(),
-                dk.data(), dv.data(), shape);
+  attentionGrad(q.data(), k.data(), v.data(), dout.data(), dq.data(), dk.data(), dv.data(), shape);
   const auto loss = [&] {
     attention(q.data(), k.data(), v.data(), out.data(), shape);
     return weightedSum(dout, out);
@@ -307,9 +283,7 @@ TEST_P(AttentionTest, FutureTokensDoNotInfluenceOutputs) {
 }
 
 INSTANTIATE_TEST_SUITE_P(MhaAndGqa, AttentionTest, ::testing::Values(4, 2),
-                         [](const auto& info) {
-                           return info.param == 4 ? "Mha" : "Gqa4q2kv";
-                         });
+                         [](const auto& info) { return info.param == 4 ? "Mha" : "Gqa4q2kv"; });
 
 TEST(SoftmaxTest, ForwardAndBackwardMatchReferenceAndFiniteDifferences) {
   const int64_t rows = 4, n = 9;
@@ -319,8 +293,7 @@ TEST(SoftmaxTest, ForwardAndBackwardMatchReferenceAndFiniteDifferences) {
   softmax(x.data(), y.data(), rows, n);
   expectAllClose(y, ref::softmax(toTensor(x, {rows, n})));
   softmaxGrad(y.data(), dy.data(), dx.data(), rows, n);
-  expectAllClose(dx, ref::softmaxGrad(toTensor(y, {rows, n}),
-                                      toTensor(dy, {rows, n})));
+  expectAllClose(dx, ref::softmaxGrad(toTensor(y, {rows, n}), toTensor(dy, {rows, n})));
   std::vector<float> probe(rows * n);
   expectMatchesFiniteDifferences(x, dx, [&] {
     softmax(x.data(), probe.data(), rows, n);
@@ -340,8 +313,7 @@ TEST(ActivationTest, SiluAndGeluMatchReferenceAndFiniteDifferences) {
     ref::Tensor (*ref_backward)(const ref::Tensor&, const ref::Tensor&);
   };
   for (const Case& c : {Case{"silu", silu, siluGrad, ref::silu, ref::siluGrad},
-                        Case{"gelu", gelu, geluGrad, ref::gelu,
-                             ref::geluGrad}}) {
+                        Case{"gelu", gelu, geluGrad, ref::gelu, ref::geluGrad}}) {
     SCOPED_TRACE(c.name);
     auto x = randomVector(count, 34, 4.0f);
     const auto dy = randomVector(count, 35);
@@ -349,8 +321,7 @@ TEST(ActivationTest, SiluAndGeluMatchReferenceAndFiniteDifferences) {
     c.forward(x.data(), y.data(), count);
     expectAllClose(y, c.ref_forward(toTensor(x, {count})));
     c.backward(x.data(), dy.data(), dx.data(), count);
-    expectAllClose(dx, c.ref_backward(toTensor(x, {count}),
-                                      toTensor(dy, {count})));
+    expectAllClose(dx, c.ref_backward(toTensor(x, {count}), toTensor(dy, {count})));
     expectMatchesFiniteDifferences(x, dx, [&] {
       c.forward(x.data(), y.data(), count);
       return weightedSum(dy, y);
@@ -402,13 +373,10 @@ TYPED_TEST(EmbeddingTest, ForwardAndBackwardMatchReference) {
   const auto dy = randomVector(tokens * hidden, 40);
   std::vector<float> out(tokens * hidden), dtable(vocab * hidden, 5.0f);
   embedding(ids.data(), table.data(), out.data(), tokens, hidden, 0, vocab);
-  expectAllClose(out, ref::embedding(idsTensor(ids, {2, 3}),
-                                     toTensor(table, {vocab, hidden})));
-  embeddingGrad(ids.data(), dy.data(), dtable.data(), tokens, hidden, 0,
-                vocab);
-  expectAllClose(dtable, ref::embeddingGrad(idsTensor(ids, {2, 3}),
-                                            toTensor(dy, {2, 3, hidden}),
-                                            vocab));
+  expectAllClose(out, ref::embedding(idsTensor(ids, {2, 3}), toTensor(table, {vocab, hidden})));
+  embeddingGrad(ids.data(), dy.data(), dtable.data(), tokens, hidden, 0, vocab);
+  expectAllClose(dtable,
+                 ref::embeddingGrad(idsTensor(ids, {2, 3}), toTensor(dy, {2, 3, hidden}), vocab));
   expectMatchesFiniteDifferences(table, dtable, [&] {
     embedding(ids.data(), table.data(), out.data(), tokens, hidden, 0, vocab);
     return weightedSum(dy, out);
@@ -425,17 +393,13 @@ TYPED_TEST(EmbeddingTest, RowShardsComposeToTheWholeTable) {
   const auto dy = randomVector(tokens * hidden, 42);
   std::vector<float> whole(tokens * hidden), whole_grad(vocab * hidden);
   embedding(ids.data(), table.data(), whole.data(), tokens, hidden, 0, vocab);
-  embeddingGrad(ids.data(), dy.data(), whole_grad.data(), tokens, hidden, 0,
-                vocab);
+  embeddingGrad(ids.data(), dy.data(), whole_grad.data(), tokens, hidden, 0, vocab);
   std::vector<float> summed(tokens * hidden, 0.0f), part(tokens * hidden);
-  for (const auto& [begin, rows] :
-       {std::pair<int64_t, int64_t>{0, 4}, {4, 3}}) {
-    embedding(ids.data(), table.data() + begin * hidden, part.data(), tokens,
-              hidden, begin, rows);
+  for (const auto& [begin, rows] : {std::pair<int64_t, int64_t>{0, 4}, {4, 3}}) {
+    embedding(ids.data(), table.data() + begin * hidden, part.data(), tokens, hidden, begin, rows);
     add(summed.data(), part.data(), summed.data(), tokens * hidden);
     std::vector<float> grad(rows * hidden);
-    embeddingGrad(ids.data(), dy.data(), grad.data(), tokens, hidden, begin,
-                  rows);
+    embeddingGrad(ids.data(), dy.data(), grad.data(), tokens, hidden, begin, rows);
     for (int64_t i = 0; i < rows * hidden; ++i) {
       EXPECT_EQ(grad[i], whole_grad[begin * hidden + i]);
     }
@@ -452,22 +416,17 @@ TYPED_TEST(CrossEntropyTest, LossAndGradientMatchReferenceAndFiniteDiffs) {
   const std::vector<TypeParam> labels = {4, 0, 10, 7, 4, 2};
   const int64_t tokens = static_cast<int64_t>(labels.size());
   auto logits = randomVector(tokens * vocab, 43, 3.0f);
-  const float loss =
-      crossEntropy(logits.data(), labels.data(), tokens, vocab);
+  const float loss = crossEntropy(logits.data(), labels.data(), tokens, vocab);
   const ref::Tensor logits_ref = toTensor(logits, {2, 3, vocab});
   const ref::Tensor labels_ref = idsTensor(labels, {2, 3});
-  EXPECT_NEAR(loss, ref::crossEntropy(logits_ref, labels_ref).values[0],
-              1e-5 * std::abs(loss));
+  EXPECT_NEAR(loss, ref::crossEntropy(logits_ref, labels_ref).values[0], 1e-5 * std::abs(loss));
   const float dloss = 0.7f;
   const float scale = 1.0f / static_cast<float>(tokens);
   std::vector<float> dlogits(tokens * vocab);
-  crossEntropyGrad(logits.data(), labels.data(), dloss, scale, dlogits.data(),
-                   tokens, vocab);
+  crossEntropyGrad(logits.data(), labels.data(), dloss, scale, dlogits.data(), tokens, vocab);
   expectAllClose(dlogits,
-                 ref::crossEntropyGrad(logits_ref, labels_ref,
-                                       ref::Tensor({}, {dloss}), scale));
-  crossEntropyGrad(logits.data(), labels.data(), 1.0f, scale, dlogits.data(),
-                   tokens, vocab);
+                 ref::crossEntropyGrad(logits_ref, labels_ref, ref::Tensor({}, {dloss}), scale));
+  crossEntropyGrad(logits.data(), labels.data(), 1.0f, scale, dlogits.data(), tokens, vocab);
   expectMatchesFiniteDifferences(logits, dlogits, [&] {
     return double{crossEntropy(logits.data(), labels.data(), tokens, vocab)};
   });
@@ -481,11 +440,10 @@ TYPED_TEST(CrossEntropyTest, TokenShardGradientsUseTheBatchScale) {
   const auto logits = randomVector(tokens * vocab, 44, 2.0f);
   const float scale = 1.0f / static_cast<float>(tokens);
   std::vector<float> whole(tokens * vocab), shard(2 * vocab);
-  crossEntropyGrad(logits.data(), labels.data(), 1.0f, scale, whole.data(),
-                   tokens, vocab);
+  crossEntropyGrad(logits.data(), labels.data(), 1.0f, scale, whole.data(), tokens, vocab);
   for (int64_t begin = 0; begin < tokens; begin += 2) {
-    crossEntropyGrad(logits.data() + begin * vocab, labels.data() + begin,
-                     1.0f, scale, shard.data(), 2, vocab);
+    crossEntropyGrad(logits.data() + begin * vocab, labels.data() + begin, 1.0f, scale,
+                     shard.data(), 2, vocab);
     for (int64_t i = 0; i < 2 * vocab; ++i) {
       EXPECT_EQ(shard[i], whole[begin * vocab + i]);
     }
@@ -525,16 +483,18 @@ TEST(VocabParallelTest, ShardsCombineIntoTheWholeLossAndGradient) {
   const ref::Tensor labels_ref = idsTensor(labels, {tokens});
   EXPECT_NEAR(loss, ref::crossEntropy(logits_ref, labels_ref).values[0], 1e-5 * std::abs(loss));
   const float scale = 1.0f / tokens;
-  const ref::Tensor whole = ref::crossEntropyGrad(logits_ref, labels_ref, ref::Tensor({}, {0.5f}), scale);
+  const ref::Tensor whole =
+      ref::crossEntropyGrad(logits_ref, labels_ref, ref::Tensor({}, {0.5f}), scale);
   for (int64_t i = 0; i < shards; ++i) {
     auto [part, begin, valid] = shard(i);
     std::vector<float> grad(tokens * local);
-    vocabCrossEntropyGrad(part.data(), labels.data(), max.data(), stats.data(), 0.5f, scale, grad.data(),
-                          tokens, local, valid, begin);
+    vocabCrossEntropyGrad(part.data(), labels.data(), max.data(), stats.data(), 0.5f, scale,
+                          grad.data(), tokens, local, valid, begin);
     for (int64_t t = 0; t < tokens; ++t) {
       for (int64_t r = 0; r < local; ++r) {
         const double want = r < valid ? whole.values[t * vocab + begin + r] : 0.0;
-        EXPECT_NEAR(grad[t * local + r], want, 1e-6) << "shard " << i << " token " << t << " row " << r;
+        EXPECT_NEAR(grad[t * local + r], want, 1e-6)
+            << "shard " << i << " token " << t << " row " << r;
       }
     }
   }

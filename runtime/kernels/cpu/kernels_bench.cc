@@ -22,14 +22,13 @@ std::vector<float> filled(int64_t count) {
 }
 
 void setFlops(benchmark::State& state, double flops_per_iteration) {
-  state.counters["GFLOP/s"] = benchmark::Counter(
-      flops_per_iteration * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["GFLOP/s"] =
+      benchmark::Counter(flops_per_iteration * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
 }
 
 // Args: tokens, in, out.
 void BM_Linear(benchmark::State& state) {
-  const int64_t rows = state.range(0), in = state.range(1),
-                out = state.range(2);
+  const int64_t rows = state.range(0), in = state.range(1), out = state.range(2);
   const auto x = filled(rows * in), w = filled(in * out), b = filled(out);
   std::vector<float> y(rows * out);
   for (auto _ : state) {
@@ -72,8 +71,7 @@ AttentionShape attentionShape(const benchmark::State& state) {
 }
 
 double attentionPairs(const AttentionShape& s) {
-  return static_cast<double>(s.batch) * s.heads * s.head_dim * s.seq *
-         (s.seq + 1) / 2.0;
+  return static_cast<double>(s.batch) * s.heads * s.head_dim * s.seq * (s.seq + 1) / 2.0;
 }
 
 void BM_Attention(benchmark::State& state) {
@@ -95,8 +93,7 @@ void BM_AttentionGrad(benchmark::State& state) {
   const auto kv = filled(s.seq * s.kv_heads * 64);
   std::vector<float> dq(q.size()), dk(kv.size()), dv(kv.size());
   for (auto _ : state) {
-    attentionGrad(q.data(), kv.data(), kv.data(), q.data(), dq.data(),
-                  dk.data(), dv.data(), s);
+    attentionGrad(q.data(), kv.data(), kv.data(), q.data(), dq.data(), dk.data(), dv.data(), s);
     benchmark::DoNotOptimize(dq.data());
   }
   setFlops(state, 10.0 * attentionPairs(s));

@@ -105,11 +105,10 @@ template Status adamwStep<float>(const optim::AdamWConfig&, int64_t, float*, con
 template Status adamwStep<bf16>(const optim::AdamWConfig&, int64_t, float*, const bf16*, float*,
                                 float*, int64_t, const float*, cudaStream_t);
 
-#define LOOM_INSTANTIATE_ADAMW_MASTER(TParam, TGrad)                                       \
-  template Status adamwStepWithMaster<TParam, TGrad>(const optim::AdamWConfig&, int64_t,   \
-                                                     TParam*, const TGrad*, float*, float*, \
-                                                     float*, int64_t, const float*,         \
-                                                     cudaStream_t);
+#define LOOM_INSTANTIATE_ADAMW_MASTER(TParam, TGrad)                                              \
+  template Status adamwStepWithMaster<TParam, TGrad>(const optim::AdamWConfig&, int64_t, TParam*, \
+                                                     const TGrad*, float*, float*, float*,        \
+                                                     int64_t, const float*, cudaStream_t);
 
 LOOM_INSTANTIATE_ADAMW_MASTER(bf16, bf16)
 LOOM_INSTANTIATE_ADAMW_MASTER(bf16, float)

@@ -253,8 +253,8 @@ Status crossEntropy(const T* logits, const Label* labels, float* loss, int64_t t
 // nn.cross_entropy_grad: (softmax - onehot) * dloss * scale; `dloss` and
 // `scale` are host values.
 template <typename T, typename Label>
-Status crossEntropyGrad(const T* logits, const Label* labels, float dloss, float scale,
-                        T* dlogits, int64_t tokens, int64_t vocab, cudaStream_t stream);
+Status crossEntropyGrad(const T* logits, const Label* labels, float dloss, float scale, T* dlogits,
+                        int64_t tokens, int64_t vocab, cudaStream_t stream);
 
 // Vocab-parallel cross-entropy, as the CPU kernels (docs/planner_nn.md):
 // rows hold `local` logits of which the first `valid` are vocab rows

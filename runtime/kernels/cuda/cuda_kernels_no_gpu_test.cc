@@ -79,8 +79,8 @@ TEST(CudaKernelsArgumentTest, RefusedBeforeAnyCudaCall) {
   EXPECT_EQ(workspace.cudaError(), cudaErrorInvalidValue);
   EXPECT_THAT(workspace.message(), HasSubstr("rmsNormGradWorkspaceBytes"));
   EXPECT_EQ(layerNormGradWorkspaceBytes(3, 10), 2u * 3u * 10u * sizeof(float));
-  const Status loss = crossEntropy<float, int32_t>(nullptr, nullptr, nullptr, 10, 5, nullptr, 8,
-                                                   nullptr);
+  const Status loss =
+      crossEntropy<float, int32_t>(nullptr, nullptr, nullptr, 10, 5, nullptr, 8, nullptr);
   EXPECT_THAT(loss.message(), HasSubstr("needs 80"));
   const Status bf16_loss =
       crossEntropy<bf16, int32_t>(nullptr, nullptr, nullptr, 10, 5, nullptr, 8, nullptr);

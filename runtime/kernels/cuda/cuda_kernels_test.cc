@@ -934,9 +934,9 @@ std::vector<float> hostSumChunks(const std::vector<float>& src, int64_t chunks, 
 
 template <typename TIn, typename TOut>
 void checkSumChunks(cudaStream_t stream, int64_t chunks, int64_t count, bool average) {
-  const std::string what = std::string("sumChunks ") + dtypeName<TIn>() + "->" +
-                           dtypeName<TOut>() + " chunks " + std::to_string(chunks) + " count " +
-                           std::to_string(count) + (average ? " average" : " sum");
+  const std::string what = std::string("sumChunks ") + dtypeName<TIn>() + "->" + dtypeName<TOut>() +
+                           " chunks " + std::to_string(chunks) + " count " + std::to_string(count) +
+                           (average ? " average" : " sum");
   // Magnitudes over 2^-12..2^12, so a different order of the adds would
   // change the fp32 sum.
   std::vector<float> src = randomVector(chunks * count, 181 + static_cast<uint32_t>(chunks));

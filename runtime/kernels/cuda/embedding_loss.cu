@@ -238,8 +238,8 @@ Status crossEntropy(const T* logits, const Label* labels, float* loss, int64_t t
 }
 
 template <typename T, typename Label>
-Status crossEntropyGrad(const T* logits, const Label* labels, float dloss, float scale,
-                        T* dlogits, int64_t tokens, int64_t vocab, cudaStream_t stream) {
+Status crossEntropyGrad(const T* logits, const Label* labels, float dloss, float scale, T* dlogits,
+                        int64_t tokens, int64_t vocab, cudaStream_t stream) {
   crossEntropyGradKernel<<<static_cast<unsigned>(tokens), rowThreads(vocab), 0, stream>>>(
       logits, labels, dloss * scale, dlogits, vocab);
   return launched("crossEntropyGrad");
@@ -288,7 +288,7 @@ LOOM_INSTANTIATE_EMBEDDING(float, int64_t)
 LOOM_INSTANTIATE_EMBEDDING(bf16, int32_t)
 LOOM_INSTANTIATE_EMBEDDING(bf16, int64_t)
 
-#define LOOM_INSTANTIATE_LOSS(T, Label)                                                          \
+#define LOOM_INSTANTIATE_LOSS(T, Label)                                                           \
   template Status crossEntropy<T, Label>(const T*, const Label*, float*, int64_t, int64_t, void*, \
                                          size_t, cudaStream_t);                                   \
   template Status crossEntropyGrad<T, Label>(const T*, const Label*, float, float, T*, int64_t,   \
@@ -300,11 +300,11 @@ LOOM_INSTANTIATE_LOSS(bf16, int32_t)
 LOOM_INSTANTIATE_LOSS(bf16, int64_t)
 
 #define LOOM_INSTANTIATE_VOCAB(T)                                                                 \
-  template Status vocabMax<T>(const T*, float*, int64_t, int64_t, int64_t, cudaStream_t);        \
+  template Status vocabMax<T>(const T*, float*, int64_t, int64_t, int64_t, cudaStream_t);         \
   template Status vocabStats<T>(const T*, const int32_t*, const float*, float*, int64_t, int64_t, \
-                                int64_t, int64_t, cudaStream_t);                                 \
-  template Status vocabCrossEntropyGrad<T>(const T*, const int32_t*, const float*, const float*, \
-                                           float, float, T*, int64_t, int64_t, int64_t, int64_t, \
+                                int64_t, int64_t, cudaStream_t);                                  \
+  template Status vocabCrossEntropyGrad<T>(const T*, const int32_t*, const float*, const float*,  \
+                                           float, float, T*, int64_t, int64_t, int64_t, int64_t,  \
                                            cudaStream_t);
 
 LOOM_INSTANTIATE_VOCAB(float)

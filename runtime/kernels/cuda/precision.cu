@@ -58,12 +58,12 @@ Status sumChunks(const TIn* src, int64_t chunks, int64_t count, bool average, TO
   }
   if (count <= 0) return Status();
   sumChunksKernel<<<elementwiseBlocks(count), kElementwiseThreads, 0, stream>>>(src, chunks, count,
-                                                                               average, dst);
+                                                                                average, dst);
   return launched("sumChunks");
 }
 
-#define LOOM_INSTANTIATE_PRECISION(TIn, TOut)                                                     \
-  template Status convert<TIn, TOut>(const TIn*, TOut*, int64_t, cudaStream_t);                  \
+#define LOOM_INSTANTIATE_PRECISION(TIn, TOut)                                   \
+  template Status convert<TIn, TOut>(const TIn*, TOut*, int64_t, cudaStream_t); \
   template Status sumChunks<TIn, TOut>(const TIn*, int64_t, int64_t, bool, TOut*, cudaStream_t);
 
 LOOM_INSTANTIATE_PRECISION(float, float)

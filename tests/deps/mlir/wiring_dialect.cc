@@ -21,8 +21,7 @@ void WiringDialect::initialize() {
 mlir::LogicalResult ScaleOp::verify() {
   const double factor = getFactor().convertToDouble();
   if (factor <= 0.0) {
-    return emitOpError() << "factor must be positive, got: " << factor
-                         << "; use a factor > 0";
+    return emitOpError() << "factor must be positive, got: " << factor << "; use a factor > 0";
   }
   return mlir::success();
 }

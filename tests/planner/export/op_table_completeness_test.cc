@@ -40,7 +40,8 @@ TEST(OpTableCompletenessTest, EveryDialectOpIsExecutedOrHasAReason) {
     const bool excused = plannerOnly().count(op) > 0;
     EXPECT_TRUE(inTable || excused)
         << op << " is neither in plan/op_table.cc nor listed here with a reason";
-    EXPECT_FALSE(inTable && excused) << op << " is in the plan op table; take it off this test's list";
+    EXPECT_FALSE(inTable && excused)
+        << op << " is in the plan op table; take it off this test's list";
   }
   // The table names no op the dialects lack (a typo would never match).
   for (const plan::OpInfo& info : plan::opTable()) {

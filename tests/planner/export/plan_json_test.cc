@@ -49,7 +49,8 @@ class PlanJsonTest : public ::testing::Test {
     module_ = std::move(*built);
     mlir::PassManager pm(&context_);
     pm.addNestedPass<mlir::func::FuncOp>(autodiff::createPlanAutodiff());
-    pm.addPass(placement::createPlanPlacement(placement::PlanPlacementOptions{"fsdp=8", "fsdp", 0}));
+    pm.addPass(
+        placement::createPlanPlacement(placement::PlanPlacementOptions{"fsdp=8", "fsdp", 0}));
     pm.addPass(collectives::createPlanInsertCollectives());
     pm.addPass(optimizer::createPlanOptimizerStep());
     ASSERT_TRUE(succeeded(pm.run(*module_)));

@@ -42,22 +42,19 @@ std::string AxisPlacement::toString() const {
 }
 
 llvm::hash_code hash_value(const AxisPlacement& placement) {
-  return llvm::hash_combine(placement.kind, placement.dim, placement.padded,
-                            placement.reduction);
+  return llvm::hash_combine(placement.kind, placement.dim, placement.padded, placement.reduction);
 }
 
 namespace {
 
 // Parses one entry: `replicate`, `shard<D>`, `shard<D, padded>` or
 // `partial<R>`.
-mlir::ParseResult parseAxisPlacement(mlir::AsmParser& parser,
-                                     AxisPlacement& result) {
+mlir::ParseResult parseAxisPlacement(mlir::AsmParser& parser, AxisPlacement& result) {
   const llvm::SMLoc loc = parser.getCurrentLocation();
   llvm::StringRef keyword;
   if (parser.parseOptionalKeyword(&keyword)) {
-    return parser.emitError(loc)
-           << "expected a placement: replicate, shard<dim> or "
-              "partial<reduction>";
+    return parser.emitError(loc) << "expected a placement: replicate, shard<dim> or "
+                                    "partial<reduction>";
   }
   if (keyword == "replicate") {
     result = AxisPlacement::replicate();
@@ -89,9 +86,8 @@ mlir::ParseResult parseAxisPlacement(mlir::AsmParser& parser,
     result = AxisPlacement::partial(*reduction);
     return mlir::success();
   }
-  return parser.emitError(loc)
-         << "unknown placement '" << keyword
-         << "'; use replicate, shard<dim> or partial<reduction>";
+  return parser.emitError(loc) << "unknown placement '" << keyword
+                               << "'; use replicate, shard<dim> or partial<reduction>";
 }
 
 }  // namespace
@@ -100,33 +96,31 @@ mlir::Attribute PlacementAttr::parse(mlir::AsmParser& parser, mlir::Type) {
   const llvm::SMLoc loc = parser.getCurrentLocation();
   mlir::FlatSymbolRefAttr mesh;
   llvm::SmallVector<AxisPlacement> axes;
-  if (parser.parseLess() || parser.parseAttribute(mesh) ||
-      parser.parseComma() ||
+  if (parser.parseLess() || parser.parseAttribute(mesh) || parser.parseComma() ||
       parser.parseCommaSeparatedList(
           mlir::AsmParser::Delimiter::Square,
           [&] { return parseAxisPlacement(parser, axes.emplace_back()); }) ||
       parser.parseGreater()) {
     return {};
   }
-  return PlacementAttr::getChecked([&] { return parser.emitError(loc); },
-                                   parser.getContext(), mesh, axes);
+  return PlacementAttr::getChecked([&] { return parser.emitError(loc); }, parser.getContext(), mesh,
+                                   axes);
 }
 
 void PlacementAttr::print(mlir::AsmPrinter& printer) const {
   printer << "<" << getMesh() << ", [";
-  llvm::interleaveComma(getAxes(), printer, [&](const AxisPlacement& axis) {
-    printer << axis.toString();
-  });
+  llvm::interleaveComma(getAxes(), printer,
+                        [&](const AxisPlacement& axis) { printer << axis.toString(); });
   printer << "]>";
 }
 
-mlir::LogicalResult PlacementAttr::verify(
-    llvm::function_ref<mlir::InFlightDiagnostic()> emitError,
-    mlir::FlatSymbolRefAttr, llvm::ArrayRef<AxisPlacement> axes) {
+mlir::LogicalResult PlacementAttr::verify(llvm::function_ref<mlir::InFlightDiagnostic()> emitError,
+                                          mlir::FlatSymbolRefAttr,
+                                          llvm::ArrayRef<AxisPlacement> axes) {
   for (const auto& [index, axis] : llvm::enumerate(axes)) {
     if (axis.isShard() && axis.dim < 0) {
-      return emitError() << "placement entry " << index << " shards dim "
-                         << axis.dim << "; use a non-negative dim";
+      return emitError() << "placement entry " << index << " shards dim " << axis.dim
+                         << "; use a non-negative dim";
     }
   }
   return mlir::success();

@@ -30,12 +30,11 @@ void DistDialect::initialize() {
       >();
 }
 
-mlir::LogicalResult FutureType::verify(
-    llvm::function_ref<mlir::InFlightDiagnostic()> emitError,
-    mlir::RankedTensorType value_type) {
+mlir::LogicalResult FutureType::verify(llvm::function_ref<mlir::InFlightDiagnostic()> emitError,
+                                       mlir::RankedTensorType value_type) {
   if (!value_type.hasStaticShape()) {
-    return emitError() << "future must carry a statically shaped tensor, got: "
-                       << value_type << "; give every dim a size";
+    return emitError() << "future must carry a statically shaped tensor, got: " << value_type
+                       << "; give every dim a size";
   }
   return mlir::success();
 }

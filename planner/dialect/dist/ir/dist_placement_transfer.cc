@@ -57,12 +57,14 @@ Placement AllReduceStartOp::getResultPlacement(unsigned, llvm::ArrayRef<AxisPlac
 
 Placement ReduceScatterOp::getResultPlacement(unsigned, llvm::ArrayRef<AxisPlacement> operand,
                                               mlir::ArrayAttr meshAxes) {
-  return withAxes(operand, getMeshAxes(), meshAxes, AxisPlacement::shard(getScatterDim(), getPadded()));
+  return withAxes(operand, getMeshAxes(), meshAxes,
+                  AxisPlacement::shard(getScatterDim(), getPadded()));
 }
 
 Placement ReduceScatterStartOp::getResultPlacement(unsigned, llvm::ArrayRef<AxisPlacement> operand,
                                                    mlir::ArrayAttr meshAxes) {
-  return withAxes(operand, getMeshAxes(), meshAxes, AxisPlacement::shard(getScatterDim(), getPadded()));
+  return withAxes(operand, getMeshAxes(), meshAxes,
+                  AxisPlacement::shard(getScatterDim(), getPadded()));
 }
 
 Placement AllToAllOp::getResultPlacement(unsigned, llvm::ArrayRef<AxisPlacement> operand,
@@ -77,7 +79,8 @@ Placement AllToAllStartOp::getResultPlacement(unsigned, llvm::ArrayRef<AxisPlace
 
 Placement SliceOp::getResultPlacement(unsigned, llvm::ArrayRef<AxisPlacement> operand,
                                       mlir::ArrayAttr meshAxes) {
-  return withAxes(operand, getMeshAxes(), meshAxes, AxisPlacement::shard(getSliceDim(), getPadded()));
+  return withAxes(operand, getMeshAxes(), meshAxes,
+                  AxisPlacement::shard(getSliceDim(), getPadded()));
 }
 
 // Every input's shards are flattened into dim 0 of the flat buffer.

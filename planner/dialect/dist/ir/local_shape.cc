@@ -31,28 +31,25 @@ mlir::FailureOr<llvm::SmallVector<int64_t>> computeLocalShape(
   // Every failure is about the mesh's sizes or axes, so each points at it.
   auto fail = [&]() {
     mlir::InFlightDiagnostic diag = emitError();
-    diag.attachNote(mesh.getLoc())
-        << "mesh @" << mesh.getSymName() << " declared here";
+    diag.attachNote(mesh.getLoc()) << "mesh @" << mesh.getSymName() << " declared here";
     return diag;
   };
   const llvm::ArrayRef<int64_t> mesh_shape = mesh.getShape();
   const llvm::ArrayRef<AxisPlacement> entries = placement.getAxes();
   if (entries.size() != mesh_shape.size()) {
-    fail() << "placement has " << entries.size() << " entries but @"
-           << mesh.getSymName() << " has " << mesh_shape.size() << " axes ("
-           << mesh.describe() << "); give one entry per mesh axis";
+    fail() << "placement has " << entries.size() << " entries but @" << mesh.getSymName() << " has "
+           << mesh_shape.size() << " axes (" << mesh.describe()
+           << "); give one entry per mesh axis";
     return mlir::failure();
   }
   const int64_t rank = static_cast<int64_t>(global_shape.size());
   std::vector<DimSplit> splits(global_shape.size());
   for (const auto& [axis, entry] : llvm::enumerate(entries)) {
     if (!entry.isShard()) continue;
-    const llvm::StringRef name =
-        llvm::cast<mlir::StringAttr>(mesh.getAxes()[axis]).getValue();
+    const llvm::StringRef name = llvm::cast<mlir::StringAttr>(mesh.getAxes()[axis]).getValue();
     if (entry.dim >= rank) {
-      fail() << "placement entry for mesh axis \"" << name << "\" shards dim "
-             << entry.dim << ", out of range for a rank-" << rank
-             << " tensor; use a dim in [0, " << rank << ")";
+      fail() << "placement entry for mesh axis \"" << name << "\" shards dim " << entry.dim
+             << ", out of range for a rank-" << rank << " tensor; use a dim in [0, " << rank << ")";
       return mlir::failure();
     }
     DimSplit& split = splits[entry.dim];
@@ -66,8 +63,7 @@ mlir::FailureOr<llvm::SmallVector<int64_t>> computeLocalShape(
   llvm::SmallVector<int64_t> local(global_shape);
   for (const auto& [dim, split] : llvm::enumerate(splits)) {
     if (split.shard_entries == 0) continue;
-    if (split.padded_entries != 0 &&
-        split.padded_entries != split.shard_entries) {
+    if (split.padded_entries != 0 && split.padded_entries != split.shard_entries) {
       fail() << "shard entries of dim " << dim
              << " disagree on `padded`; mark all of them `padded` or none";
       return mlir::failure();
@@ -77,9 +73,8 @@ mlir::FailureOr<llvm::SmallVector<int64_t>> computeLocalShape(
     const bool divides = size % split.ways == 0;
     if (!padded && !divides) {
       fail() << "dim " << dim << " of size " << size << " does not divide by "
-             << "the " << split.ways << " ranks that shard it (" << split.axes
-             << "), got: " << size << " % " << split.ways << " = "
-             << size % split.ways
+             << "the " << split.ways << " ranks that shard it (" << split.axes << "), got: " << size
+             << " % " << split.ways << " = " << size % split.ways
              << "; mark its shard entries `padded` (each rank then holds "
              << "ceil(" << size << " / " << split.ways
              << ") = " << mesh::shardSize(size, split.ways)
@@ -87,8 +82,8 @@ mlir::FailureOr<llvm::SmallVector<int64_t>> computeLocalShape(
       return mlir::failure();
     }
     if (padded && divides) {
-      fail() << "dim " << dim << " of size " << size << " divides by the "
-             << split.ways << " ranks that shard it (" << split.axes
+      fail() << "dim " << dim << " of size " << size << " divides by the " << split.ways
+             << " ranks that shard it (" << split.axes
              << "), so nothing is padded; drop `padded` from its shard "
                 "entries";
       return mlir::failure();

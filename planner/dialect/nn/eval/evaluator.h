@@ -17,8 +17,8 @@ namespace loom::planner::nn::eval {
 // returns the returned values. Element types are ignored: everything is
 // computed in float64. Fails with InvalidArgument when an argument does not
 // match, an op is not an nn op, or an id or label lies outside the vocab.
-absl::StatusOr<std::vector<Tensor>> evaluate(
-    mlir::func::FuncOp func, const std::vector<Tensor>& arguments);
+absl::StatusOr<std::vector<Tensor>> evaluate(mlir::func::FuncOp func,
+                                             const std::vector<Tensor>& arguments);
 
 }  // namespace loom::planner::nn::eval
 

@@ -73,20 +73,18 @@ TEST_F(EvaluatorTest, RunsAModelAndReturnsEveryResult) {
   ASSERT_TRUE(results.ok()) << results.status();
   ASSERT_EQ(results->size(), 2u);
   // logits = [1, 2]; loss = logsumexp(1, 2) - 2 = log(1 + e^-1).
-  EXPECT_THAT((*results)[0].values,
-              ElementsAre(DoubleNear(0.31326168751822286, 1e-15)));
+  EXPECT_THAT((*results)[0].values, ElementsAre(DoubleNear(0.31326168751822286, 1e-15)));
   EXPECT_THAT((*results)[1].shape, ElementsAre(1, 2));
   EXPECT_THAT((*results)[1].values, ElementsAre(1, 2));
 }
 
 TEST_F(EvaluatorTest, BindsEveryResultOfAMultiResultOp) {
-  auto results = evaluate(func("norm_grad"),
-                          {Tensor({1, 2}, {3, 4}), Tensor({2}, {1, 1})});
+  auto results = evaluate(func("norm_grad"), {Tensor({1, 2}, {3, 4}), Tensor({2}, {1, 1})});
   ASSERT_TRUE(results.ok()) << results.status();
   // gamma_grad = dy * xhat with dy = x: x^2 / rms(x), rms = sqrt(12.5 + eps).
   const double rms = std::sqrt(12.5 + 1e-5);
-  EXPECT_THAT((*results)[0].values, ElementsAre(DoubleNear(9 / rms, 1e-12),
-                                                DoubleNear(16 / rms, 1e-12)));
+  EXPECT_THAT((*results)[0].values,
+              ElementsAre(DoubleNear(9 / rms, 1e-12), DoubleNear(16 / rms, 1e-12)));
 }
 
 TEST_F(EvaluatorTest, RejectsAWrongArgumentCount) {
@@ -96,35 +94,32 @@ TEST_F(EvaluatorTest, RejectsAWrongArgumentCount) {
 }
 
 TEST_F(EvaluatorTest, RejectsAnArgumentOfTheWrongShape) {
-  EXPECT_THAT(
-      evaluate(func("norm_grad"), {Tensor({2, 1}, {3, 4}), Tensor({2}, {1, 1})})
-          .status(),
-      StatusIs(absl::StatusCode::kInvalidArgument,
-               HasSubstr("@norm_grad argument #0 has shape [1, 2], got: "
-                         "[2, 1] with 2 values")));
+  EXPECT_THAT(evaluate(func("norm_grad"), {Tensor({2, 1}, {3, 4}), Tensor({2}, {1, 1})}).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("@norm_grad argument #0 has shape [1, 2], got: "
+                                 "[2, 1] with 2 values")));
 }
 
 TEST_F(EvaluatorTest, RejectsIdsOutsideTheVocab) {
-  EXPECT_THAT(evaluate(func("loss"), lossInputs(2)).status(),
-              StatusIs(absl::StatusCode::kInvalidArgument,
-                       AllOf(HasSubstr("'nn.embedding' at"),
-                             HasSubstr("ids #0 is 2, outside the vocab "
-                                       "[0, 2)"))));
+  EXPECT_THAT(
+      evaluate(func("loss"), lossInputs(2)).status(),
+      StatusIs(absl::StatusCode::kInvalidArgument,
+               AllOf(HasSubstr("'nn.embedding' at"), HasSubstr("ids #0 is 2, outside the vocab "
+                                                               "[0, 2)"))));
 }
 
 TEST_F(EvaluatorTest, RejectsOpsOutsideNn) {
-  EXPECT_THAT(
-      evaluate(func("calls"), {Tensor({2}, {1, 2})}).status(),
-      StatusIs(absl::StatusCode::kInvalidArgument,
-               AllOf(HasSubstr("'func.call' at"),
-                     HasSubstr("is not an nn op; the reference evaluator "
-                               "runs nn ops only"))));
+  EXPECT_THAT(evaluate(func("calls"), {Tensor({2}, {1, 2})}).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       AllOf(HasSubstr("'func.call' at"),
+                             HasSubstr("is not an nn op; the reference evaluator "
+                                       "runs nn ops only"))));
 }
 
 TEST_F(EvaluatorTest, RejectsADeclaration) {
-  EXPECT_THAT(evaluate(func("external"), {Tensor({2}, {1, 2})}).status(),
-              StatusIs(absl::StatusCode::kInvalidArgument,
-                       HasSubstr("@external is a declaration")));
+  EXPECT_THAT(
+      evaluate(func("external"), {Tensor({2}, {1, 2})}).status(),
+      StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("@external is a declaration")));
 }
 
 }  // namespace

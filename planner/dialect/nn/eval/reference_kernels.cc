@@ -16,8 +16,7 @@ namespace loom::planner::nn::eval {
 namespace {
 
 int64_t product(const std::vector<int64_t>& shape) {
-  return std::accumulate(shape.begin(), shape.end(), int64_t{1},
-                         std::multiplies<int64_t>());
+  return std::accumulate(shape.begin(), shape.end(), int64_t{1}, std::multiplies<int64_t>());
 }
 
 std::vector<int64_t> withLastDim(std::vector<int64_t> shape, int64_t last) {
@@ -59,15 +58,13 @@ double logSumExp(const double* row, int64_t n) {
 }
 
 // Index of [b, s, h, d] in a row-major [B, S, H, D] tensor.
-int64_t index4(const std::vector<int64_t>& shape, int64_t b, int64_t s,
-               int64_t h, int64_t d) {
+int64_t index4(const std::vector<int64_t>& shape, int64_t b, int64_t s, int64_t h, int64_t d) {
   return ((b * shape[1] + s) * shape[2] + h) * shape[3] + d;
 }
 
 // For query (b, i, h): the causal attention probabilities p[j], j <= i.
-std::vector<double> attentionProbs(const Tensor& query, const Tensor& key,
-                                   int64_t b, int64_t i, int64_t h,
-                                   int64_t kvHead) {
+std::vector<double> attentionProbs(const Tensor& query, const Tensor& key, int64_t b, int64_t i,
+                                   int64_t h, int64_t kvHead) {
   const int64_t headDim = query.shape[3];
   const double scale = 1.0 / std::sqrt(static_cast<double>(headDim));
   std::vector<double> scores(i + 1);
@@ -92,8 +89,7 @@ double rmsNormScale(const double* row, int64_t n, double epsilon) {
 }
 
 // layer_norm's per-row mean and 1 / sqrt(var + epsilon).
-std::pair<double, double> layerNormStats(const double* row, int64_t n,
-                                         double epsilon) {
+std::pair<double, double> layerNormStats(const double* row, int64_t n, double epsilon) {
   double mean = 0.0;
   for (int64_t j = 0; j < n; ++j) mean += row[j];
   mean /= static_cast<double>(n);
@@ -106,10 +102,9 @@ std::pair<double, double> layerNormStats(const double* row, int64_t n,
 // The backward of both norms given xhat and r per row: input_grad =
 // r (g - [mean(g)] - xhat mean(g xhat)) with g = dy gamma; the mean(g) term
 // only for layer_norm. Accumulates gamma_grad (and beta_grad).
-NormGrads normGrad(
-    const Tensor& input, const Tensor& gamma, const Tensor& resultGrad,
-    bool centered,
-    const std::function<std::pair<double, double>(const double*)>& rowStats) {
+NormGrads normGrad(const Tensor& input, const Tensor& gamma, const Tensor& resultGrad,
+                   bool centered,
+                   const std::function<std::pair<double, double>(const double*)>& rowStats) {
   const int64_t n = input.lastDim();
   const int64_t rows = input.numElements() / n;
   NormGrads grads{Tensor(input.shape), Tensor(gamma.shape),
@@ -155,8 +150,7 @@ Tensor embedding(const Tensor& ids, const Tensor& table) {
   Tensor result(shape);
   for (int64_t t = 0; t < ids.numElements(); ++t) {
     const auto row = static_cast<int64_t>(ids.values[t]);
-    std::copy_n(&table.values[row * hidden], hidden,
-                &result.values[t * hidden]);
+    std::copy_n(&table.values[row * hidden], hidden, &result.values[t * hidden]);
   }
   return result;
 }
@@ -181,8 +175,7 @@ Tensor biasAdd(const Tensor& input, const Tensor& bias) {
   return result;
 }
 
-Tensor matmul(const Tensor& lhs, const Tensor& rhs, bool transposeLhs,
-              bool transposeRhs) {
+Tensor matmul(const Tensor& lhs, const Tensor& rhs, bool transposeLhs, bool transposeRhs) {
   if (transposeLhs) {
     // [T..., m] x [T..., n] -> [m, n], summing over the T rows.
     const int64_t m = lhs.lastDim();
@@ -192,8 +185,7 @@ Tensor matmul(const Tensor& lhs, const Tensor& rhs, bool transposeLhs,
     for (int64_t t = 0; t < rows; ++t) {
       for (int64_t i = 0; i < m; ++i) {
         for (int64_t j = 0; j < n; ++j) {
-          result.values[i * n + j] +=
-              lhs.values[t * m + i] * rhs.values[t * n + j];
+          result.values[i * n + j] += lhs.values[t * m + i] * rhs.values[t * n + j];
         }
       }
     }
@@ -208,8 +200,8 @@ Tensor matmul(const Tensor& lhs, const Tensor& rhs, bool transposeLhs,
     for (int64_t j = 0; j < n; ++j) {
       double sum = 0.0;
       for (int64_t c = 0; c < k; ++c) {
-        sum += lhs.values[t * k + c] *
-               (transposeRhs ? rhs.values[j * k + c] : rhs.values[c * n + j]);
+        sum +=
+            lhs.values[t * k + c] * (transposeRhs ? rhs.values[j * k + c] : rhs.values[c * n + j]);
       }
       result.values[t * n + j] = sum;
     }
@@ -230,16 +222,14 @@ Tensor rmsNorm(const Tensor& input, const Tensor& gamma, double epsilon) {
   return result;
 }
 
-Tensor layerNorm(const Tensor& input, const Tensor& gamma, const Tensor& beta,
-                 double epsilon) {
+Tensor layerNorm(const Tensor& input, const Tensor& gamma, const Tensor& beta, double epsilon) {
   const int64_t n = input.lastDim();
   Tensor result(input.shape);
   for (int64_t r = 0; r < input.numElements() / n; ++r) {
     const double* x = &input.values[r * n];
     const auto [mean, scale] = layerNormStats(x, n, epsilon);
     for (int64_t j = 0; j < n; ++j) {
-      result.values[r * n + j] =
-          (x[j] - mean) * scale * gamma.values[j] + beta.values[j];
+      result.values[r * n + j] = (x[j] - mean) * scale * gamma.values[j] + beta.values[j];
     }
   }
   return result;
@@ -254,14 +244,11 @@ Tensor rope(const Tensor& input, double theta, bool inverse) {
       for (int64_t h = 0; h < shape[2]; ++h) {
         for (int64_t i = 0; i < half; ++i) {
           const double frequency =
-              std::pow(theta, -2.0 * static_cast<double>(i) /
-                                  static_cast<double>(shape[3]));
-          const double angle =
-              (inverse ? -1.0 : 1.0) * static_cast<double>(s) * frequency;
+              std::pow(theta, -2.0 * static_cast<double>(i) / static_cast<double>(shape[3]));
+          const double angle = (inverse ? -1.0 : 1.0) * static_cast<double>(s) * frequency;
           const double x1 = input.values[index4(shape, b, s, h, i)];
           const double x2 = input.values[index4(shape, b, s, h, i + half)];
-          result.values[index4(shape, b, s, h, i)] =
-              x1 * std::cos(angle) - x2 * std::sin(angle);
+          result.values[index4(shape, b, s, h, i)] = x1 * std::cos(angle) - x2 * std::sin(angle);
           result.values[index4(shape, b, s, h, i + half)] =
               x2 * std::cos(angle) + x1 * std::sin(angle);
         }
@@ -279,8 +266,7 @@ Tensor attention(const Tensor& query, const Tensor& key, const Tensor& value) {
     for (int64_t h = 0; h < shape[2]; ++h) {
       const int64_t kvHead = h / group;
       for (int64_t i = 0; i < shape[1]; ++i) {
-        const std::vector<double> p =
-            attentionProbs(query, key, b, i, h, kvHead);
+        const std::vector<double> p = attentionProbs(query, key, b, i, h, kvHead);
         for (int64_t d = 0; d < shape[3]; ++d) {
           double sum = 0.0;
           for (int64_t j = 0; j <= i; ++j) {
@@ -304,9 +290,7 @@ Tensor gelu(const Tensor& input) {
   });
 }
 
-Tensor add(const Tensor& lhs, const Tensor& rhs) {
-  return zipWith(lhs, rhs, std::plus<double>());
-}
+Tensor add(const Tensor& lhs, const Tensor& rhs) { return zipWith(lhs, rhs, std::plus<double>()); }
 
 Tensor mul(const Tensor& lhs, const Tensor& rhs) {
   return zipWith(lhs, rhs, std::multiplies<double>());
@@ -362,8 +346,7 @@ Tensor crossEntropy(const Tensor& logits, const Tensor& labels) {
   return Tensor({}, {sum / static_cast<double>(tokens)});
 }
 
-Tensor embeddingGrad(const Tensor& ids, const Tensor& resultGrad,
-                     int64_t vocab) {
+Tensor embeddingGrad(const Tensor& ids, const Tensor& resultGrad, int64_t vocab) {
   const int64_t hidden = resultGrad.lastDim();
   Tensor result({vocab, hidden});
   for (int64_t t = 0; t < ids.numElements(); ++t) {
@@ -401,37 +384,33 @@ Tensor reduceSum(const Tensor& input, const std::vector<int64_t>& dims) {
   return result;
 }
 
-NormGrads rmsNormGrad(const Tensor& input, const Tensor& gamma,
-                      const Tensor& resultGrad, double epsilon) {
+NormGrads rmsNormGrad(const Tensor& input, const Tensor& gamma, const Tensor& resultGrad,
+                      double epsilon) {
   const int64_t n = input.lastDim();
-  return normGrad(input, gamma, resultGrad, /*centered=*/false,
-                  [&](const double* row) {
-                    return std::make_pair(0.0, rmsNormScale(row, n, epsilon));
-                  });
+  return normGrad(input, gamma, resultGrad, /*centered=*/false, [&](const double* row) {
+    return std::make_pair(0.0, rmsNormScale(row, n, epsilon));
+  });
 }
 
-NormGrads layerNormGrad(const Tensor& input, const Tensor& gamma,
-                        const Tensor& resultGrad, double epsilon) {
+NormGrads layerNormGrad(const Tensor& input, const Tensor& gamma, const Tensor& resultGrad,
+                        double epsilon) {
   const int64_t n = input.lastDim();
-  return normGrad(
-      input, gamma, resultGrad, /*centered=*/true,
-      [&](const double* row) { return layerNormStats(row, n, epsilon); });
+  return normGrad(input, gamma, resultGrad, /*centered=*/true,
+                  [&](const double* row) { return layerNormStats(row, n, epsilon); });
 }
 
-AttentionGrads attentionGrad(const Tensor& query, const Tensor& key,
-                             const Tensor& value, const Tensor& resultGrad) {
+AttentionGrads attentionGrad(const Tensor& query, const Tensor& key, const Tensor& value,
+                             const Tensor& resultGrad) {
   const std::vector<int64_t>& shape = query.shape;
   const int64_t headDim = shape[3];
   const int64_t group = shape[2] / key.shape[2];
   const double scale = 1.0 / std::sqrt(static_cast<double>(headDim));
-  AttentionGrads grads{Tensor(query.shape), Tensor(key.shape),
-                       Tensor(value.shape)};
+  AttentionGrads grads{Tensor(query.shape), Tensor(key.shape), Tensor(value.shape)};
   for (int64_t b = 0; b < shape[0]; ++b) {
     for (int64_t h = 0; h < shape[2]; ++h) {
       const int64_t kvHead = h / group;
       for (int64_t i = 0; i < shape[1]; ++i) {
-        const std::vector<double> p =
-            attentionProbs(query, key, b, i, h, kvHead);
+        const std::vector<double> p = attentionProbs(query, key, b, i, h, kvHead);
         // dp[j] = dO_i . v_j; ds = p (dp - sum_j p dp).
         std::vector<double> dp(i + 1, 0.0);
         double weighted = 0.0;
@@ -439,8 +418,7 @@ AttentionGrads attentionGrad(const Tensor& query, const Tensor& key,
           for (int64_t d = 0; d < headDim; ++d) {
             const double dOut = resultGrad.values[index4(shape, b, i, h, d)];
             dp[j] += dOut * value.values[index4(value.shape, b, j, kvHead, d)];
-            grads.value.values[index4(value.shape, b, j, kvHead, d)] +=
-                p[j] * dOut;
+            grads.value.values[index4(value.shape, b, j, kvHead, d)] += p[j] * dOut;
           }
           weighted += p[j] * dp[j];
         }
@@ -484,13 +462,12 @@ Tensor siluGrad(const Tensor& input, const Tensor& resultGrad) {
 Tensor geluGrad(const Tensor& input, const Tensor& resultGrad) {
   return zipWith(input, resultGrad, [](double x, double dy) {
     const double t = std::tanh(kGeluC * (x + kGeluA * x * x * x));
-    return dy * (0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * kGeluC *
-                                       (1.0 + 3.0 * kGeluA * x * x));
+    return dy * (0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * kGeluC * (1.0 + 3.0 * kGeluA * x * x));
   });
 }
 
-Tensor crossEntropyGrad(const Tensor& logits, const Tensor& labels,
-                        const Tensor& lossGrad, double scale) {
+Tensor crossEntropyGrad(const Tensor& logits, const Tensor& labels, const Tensor& lossGrad,
+                        double scale) {
   const int64_t vocab = logits.lastDim();
   const double factor = lossGrad.values[0] * scale;
   Tensor result = softmax(logits);
@@ -515,8 +492,7 @@ Tensor vocabMax(const Tensor& logits, int64_t rowBegin, int64_t vocab) {
   const int64_t rows = logits.lastDim();
   const int64_t real = realRows(rows, rowBegin, vocab);
   const int64_t tokens = logits.numElements() / rows;
-  Tensor result(std::vector<int64_t>(logits.shape.begin(),
-                                     logits.shape.end() - 1));
+  Tensor result(std::vector<int64_t>(logits.shape.begin(), logits.shape.end() - 1));
   for (int64_t t = 0; t < tokens; ++t) {
     double max = -std::numeric_limits<double>::infinity();
     for (int64_t v = 0; v < real; ++v) {
@@ -527,8 +503,8 @@ Tensor vocabMax(const Tensor& logits, int64_t rowBegin, int64_t vocab) {
   return result;
 }
 
-Tensor vocabStats(const Tensor& logits, const Tensor& labels, const Tensor& max,
-                  int64_t rowBegin, int64_t vocab) {
+Tensor vocabStats(const Tensor& logits, const Tensor& labels, const Tensor& max, int64_t rowBegin,
+                  int64_t vocab) {
   const int64_t rows = logits.lastDim();
   const int64_t real = realRows(rows, rowBegin, vocab);
   const int64_t tokens = labels.numElements();
@@ -541,8 +517,7 @@ Tensor vocabStats(const Tensor& logits, const Tensor& labels, const Tensor& max,
     for (int64_t v = 0; v < real; ++v) sum += std::exp(row[v] - max.values[t]);
     const int64_t label = static_cast<int64_t>(labels.values[t]) - rowBegin;
     result.values[2 * t] = sum;
-    result.values[2 * t + 1] =
-        label >= 0 && label < real ? row[label] - max.values[t] : 0.0;
+    result.values[2 * t + 1] = label >= 0 && label < real ? row[label] - max.values[t] : 0.0;
   }
   return result;
 }
@@ -556,9 +531,8 @@ Tensor vocabCrossEntropy(const Tensor& stats) {
   return Tensor({}, {sum / static_cast<double>(tokens)});
 }
 
-Tensor vocabCrossEntropyGrad(const Tensor& logits, const Tensor& labels,
-                             const Tensor& max, const Tensor& stats,
-                             const Tensor& lossGrad, double scale,
+Tensor vocabCrossEntropyGrad(const Tensor& logits, const Tensor& labels, const Tensor& max,
+                             const Tensor& stats, const Tensor& lossGrad, double scale,
                              int64_t rowBegin, int64_t vocab) {
   const int64_t rows = logits.lastDim();
   const int64_t real = realRows(rows, rowBegin, vocab);
@@ -567,8 +541,7 @@ Tensor vocabCrossEntropyGrad(const Tensor& logits, const Tensor& labels,
   for (int64_t t = 0; t < labels.numElements(); ++t) {
     const int64_t label = static_cast<int64_t>(labels.values[t]) - rowBegin;
     for (int64_t v = 0; v < real; ++v) {
-      const double p = std::exp(logits.values[t * rows + v] - max.values[t]) /
-                       stats.values[2 * t];
+      const double p = std::exp(logits.values[t * rows + v] - max.values[t]) / stats.values[2 * t];
       result.values[t * rows + v] = (p - (v == label ? 1.0 : 0.0)) * factor;
     }
   }

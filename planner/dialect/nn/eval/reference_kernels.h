@@ -43,11 +43,9 @@ struct AttentionGrads {
 Tensor embedding(const Tensor& ids, const Tensor& table);
 Tensor linear(const Tensor& input, const Tensor& weight, const Tensor* bias);
 Tensor biasAdd(const Tensor& input, const Tensor& bias);
-Tensor matmul(const Tensor& lhs, const Tensor& rhs, bool transposeLhs,
-              bool transposeRhs);
+Tensor matmul(const Tensor& lhs, const Tensor& rhs, bool transposeLhs, bool transposeRhs);
 Tensor rmsNorm(const Tensor& input, const Tensor& gamma, double epsilon);
-Tensor layerNorm(const Tensor& input, const Tensor& gamma, const Tensor& beta,
-                 double epsilon);
+Tensor layerNorm(const Tensor& input, const Tensor& gamma, const Tensor& beta, double epsilon);
 Tensor rope(const Tensor& input, double theta, bool inverse);
 Tensor attention(const Tensor& query, const Tensor& key, const Tensor& value);
 Tensor silu(const Tensor& input);
@@ -59,20 +57,19 @@ Tensor reshape(const Tensor& input, std::vector<int64_t> shape);
 Tensor transpose(const Tensor& input, const std::vector<int64_t>& permutation);
 Tensor crossEntropy(const Tensor& logits, const Tensor& labels);
 
-Tensor embeddingGrad(const Tensor& ids, const Tensor& resultGrad,
-                     int64_t vocab);
+Tensor embeddingGrad(const Tensor& ids, const Tensor& resultGrad, int64_t vocab);
 Tensor reduceSum(const Tensor& input, const std::vector<int64_t>& dims);
-NormGrads rmsNormGrad(const Tensor& input, const Tensor& gamma,
-                      const Tensor& resultGrad, double epsilon);
-NormGrads layerNormGrad(const Tensor& input, const Tensor& gamma,
-                        const Tensor& resultGrad, double epsilon);
-AttentionGrads attentionGrad(const Tensor& query, const Tensor& key,
-                             const Tensor& value, const Tensor& resultGrad);
+NormGrads rmsNormGrad(const Tensor& input, const Tensor& gamma, const Tensor& resultGrad,
+                      double epsilon);
+NormGrads layerNormGrad(const Tensor& input, const Tensor& gamma, const Tensor& resultGrad,
+                        double epsilon);
+AttentionGrads attentionGrad(const Tensor& query, const Tensor& key, const Tensor& value,
+                             const Tensor& resultGrad);
 Tensor softmaxGrad(const Tensor& output, const Tensor& resultGrad);
 Tensor siluGrad(const Tensor& input, const Tensor& resultGrad);
 Tensor geluGrad(const Tensor& input, const Tensor& resultGrad);
-Tensor crossEntropyGrad(const Tensor& logits, const Tensor& labels,
-                        const Tensor& lossGrad, double scale);
+Tensor crossEntropyGrad(const Tensor& logits, const Tensor& labels, const Tensor& lossGrad,
+                        double scale);
 
 // The vocab-parallel cross-entropy (docs/planner_nn.md, "Vocab-parallel
 // cross-entropy"). `logits` is [T..., V]: rows [rowBegin, rowBegin + V) of
@@ -82,12 +79,11 @@ Tensor crossEntropyGrad(const Tensor& logits, const Tensor& labels,
 // gives its contribution to the partial<max> (vocabMax) or partial<sum>
 // (vocabStats) result, and its rows of the gradient (0 on padding).
 Tensor vocabMax(const Tensor& logits, int64_t rowBegin, int64_t vocab);
-Tensor vocabStats(const Tensor& logits, const Tensor& labels, const Tensor& max,
-                  int64_t rowBegin, int64_t vocab);
+Tensor vocabStats(const Tensor& logits, const Tensor& labels, const Tensor& max, int64_t rowBegin,
+                  int64_t vocab);
 Tensor vocabCrossEntropy(const Tensor& stats);
-Tensor vocabCrossEntropyGrad(const Tensor& logits, const Tensor& labels,
-                             const Tensor& max, const Tensor& stats,
-                             const Tensor& lossGrad, double scale,
+Tensor vocabCrossEntropyGrad(const Tensor& logits, const Tensor& labels, const Tensor& max,
+                             const Tensor& stats, const Tensor& lossGrad, double scale,
                              int64_t rowBegin, int64_t vocab);
 
 }  // namespace loom::planner::nn::eval

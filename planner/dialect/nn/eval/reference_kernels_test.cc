@@ -22,9 +22,7 @@ using ::testing::Pointwise;
 
 constexpr double kTolerance = 1e-12;
 
-MATCHER(Near, "") {
-  return std::abs(std::get<0>(arg) - std::get<1>(arg)) <= kTolerance;
-}
+MATCHER(Near, "") { return std::abs(std::get<0>(arg) - std::get<1>(arg)) <= kTolerance; }
 
 TEST(ReferenceKernelsTest, EmbeddingCopiesRows) {
   const Tensor table({3, 2}, {0, 1, 10, 11, 20, 21});
@@ -43,8 +41,7 @@ TEST(ReferenceKernelsTest, LinearAddsBiasToEachRow) {
 }
 
 TEST(ReferenceKernelsTest, BiasAddAddsBiasToEachRow) {
-  const Tensor result =
-      biasAdd(Tensor({2, 3}, {1, 2, 3, 4, 5, 6}), Tensor({3}, {10, 20, 30}));
+  const Tensor result = biasAdd(Tensor({2, 3}, {1, 2, 3, 4, 5, 6}), Tensor({3}, {10, 20, 30}));
   EXPECT_THAT(result.shape, ElementsAre(2, 3));
   EXPECT_THAT(result.values, ElementsAre(11, 22, 33, 14, 25, 36));
 }
@@ -67,24 +64,18 @@ TEST(ReferenceKernelsTest, TransposeLhsContractsAllLeadingDims) {
 }
 
 TEST(ReferenceKernelsTest, RmsNorm) {
-  const Tensor result =
-      rmsNorm(Tensor({1, 4}, {1, 2, 3, 4}), Tensor({4}, {1, 1, 1, 2}), 1e-5);
-  EXPECT_THAT(
-      result.values,
-      Pointwise(Near(), std::vector<double>{
-                            0.3651481282381064, 0.7302962564762128,
-                            1.0954443847143192, 2 * 1.4605925129524255}));
+  const Tensor result = rmsNorm(Tensor({1, 4}, {1, 2, 3, 4}), Tensor({4}, {1, 1, 1, 2}), 1e-5);
+  EXPECT_THAT(result.values,
+              Pointwise(Near(), std::vector<double>{0.3651481282381064, 0.7302962564762128,
+                                                    1.0954443847143192, 2 * 1.4605925129524255}));
 }
 
 TEST(ReferenceKernelsTest, LayerNormUsesBiasedVariance) {
-  const Tensor result =
-      layerNorm(Tensor({1, 4}, {1, 2, 3, 4}), Tensor({4}, {1, 1, 1, 1}),
-                Tensor({4}, {0, 0, 0, 1}), 1e-5);
-  EXPECT_THAT(
-      result.values,
-      Pointwise(Near(), std::vector<double>{
-                            -1.3416354199689269, -0.447211806656309,
-                            0.447211806656309, 1 + 1.3416354199689269}));
+  const Tensor result = layerNorm(Tensor({1, 4}, {1, 2, 3, 4}), Tensor({4}, {1, 1, 1, 1}),
+                                  Tensor({4}, {0, 0, 0, 1}), 1e-5);
+  EXPECT_THAT(result.values,
+              Pointwise(Near(), std::vector<double>{-1.3416354199689269, -0.447211806656309,
+                                                    0.447211806656309, 1 + 1.3416354199689269}));
 }
 
 TEST(ReferenceKernelsTest, RopeRotatesHalvesByPosition) {
@@ -93,11 +84,9 @@ TEST(ReferenceKernelsTest, RopeRotatesHalvesByPosition) {
   const Tensor result = rope(input, 100.0, false);
   EXPECT_THAT(
       result.values,
-      Pointwise(Near(), std::vector<double>{
-                            1, 2, 3, 4, -1.9841106485555495, 1.590674663968739,
-                            2.4623779024123156, 4.17968349440576}));
-  EXPECT_THAT(rope(result, 100.0, true).values,
-              Pointwise(Near(), input.values));
+      Pointwise(Near(), std::vector<double>{1, 2, 3, 4, -1.9841106485555495, 1.590674663968739,
+                                            2.4623779024123156, 4.17968349440576}));
+  EXPECT_THAT(rope(result, 100.0, true).values, Pointwise(Near(), input.values));
 }
 
 TEST(ReferenceKernelsTest, AttentionIsCausalAndScaled) {
@@ -106,8 +95,7 @@ TEST(ReferenceKernelsTest, AttentionIsCausalAndScaled) {
   const Tensor value({1, 2, 1, 2}, {1, 2, 3, 4});
   // Query 0 sees key 0 only; query 1 weighs both with softmax(q.k / sqrt(2)).
   EXPECT_THAT(attention(query, key, value).values,
-              Pointwise(Near(), std::vector<double>{1, 2, 2.3395230986533138,
-                                                    3.3395230986533138}));
+              Pointwise(Near(), std::vector<double>{1, 2, 2.3395230986533138, 3.3395230986533138}));
 }
 
 TEST(ReferenceKernelsTest, GroupedQueryAttentionRepeatsKvHeads) {
@@ -117,18 +105,15 @@ TEST(ReferenceKernelsTest, GroupedQueryAttentionRepeatsKvHeads) {
   const Tensor value({1, 2, 1, 2}, {1, 2, 3, 4});
   EXPECT_THAT(
       attention(query, key, value).values,
-      Pointwise(Near(), std::vector<double>{
-                            1, 2, 1, 2, 2.3395230986533138, 3.3395230986533138,
-                            2.3395230986533138, 3.3395230986533138}));
+      Pointwise(Near(), std::vector<double>{1, 2, 1, 2, 2.3395230986533138, 3.3395230986533138,
+                                            2.3395230986533138, 3.3395230986533138}));
 }
 
 TEST(ReferenceKernelsTest, Activations) {
   EXPECT_THAT(silu(Tensor({2}, {1, -2})).values,
-              Pointwise(Near(), std::vector<double>{0.7310585786300049,
-                                                    -0.2384058440442351}));
+              Pointwise(Near(), std::vector<double>{0.7310585786300049, -0.2384058440442351}));
   EXPECT_THAT(gelu(Tensor({2}, {1, -0.5})).values,
-              Pointwise(Near(), std::vector<double>{0.8411919906082768,
-                                                    -0.15428599017485606}));
+              Pointwise(Near(), std::vector<double>{0.8411919906082768, -0.15428599017485606}));
 }
 
 TEST(ReferenceKernelsTest, ElementwiseAddAndMul) {
@@ -141,9 +126,8 @@ TEST(ReferenceKernelsTest, ElementwiseAddAndMul) {
 TEST(ReferenceKernelsTest, SoftmaxPerRow) {
   EXPECT_THAT(
       softmax(Tensor({2, 3}, {1, 2, 3, 0, 0, 0})).values,
-      Pointwise(Near(), std::vector<double>{
-                            0.09003057317038046, 0.24472847105479767,
-                            0.6652409557748219, 1.0 / 3, 1.0 / 3, 1.0 / 3}));
+      Pointwise(Near(), std::vector<double>{0.09003057317038046, 0.24472847105479767,
+                                            0.6652409557748219, 1.0 / 3, 1.0 / 3, 1.0 / 3}));
 }
 
 TEST(ReferenceKernelsTest, TransposeAndReshape) {
@@ -160,13 +144,11 @@ TEST(ReferenceKernelsTest, CrossEntropyIsTheMeanOverTokens) {
   const Tensor logits({2, 3}, {1, 2, 3, 1, 1, 1});
   const Tensor loss = crossEntropy(logits, Tensor({2}, {2, 0}));
   EXPECT_TRUE(loss.shape.empty());
-  EXPECT_THAT(loss.values,
-              ElementsAre(DoubleNear(0.7531091265562448, kTolerance)));
+  EXPECT_THAT(loss.values, ElementsAre(DoubleNear(0.7531091265562448, kTolerance)));
 }
 
 TEST(ReferenceKernelsTest, EmbeddingGradScatterAddsRepeatedIds) {
-  const Tensor result =
-      embeddingGrad(Tensor({3}, {1, 1, 0}), Tensor({3, 1}, {1, 2, 4}), 3);
+  const Tensor result = embeddingGrad(Tensor({3}, {1, 1, 0}), Tensor({3, 1}, {1, 2, 4}), 3);
   EXPECT_THAT(result.shape, ElementsAre(3, 1));
   EXPECT_THAT(result.values, ElementsAre(4, 3, 0));
 }
@@ -182,8 +164,8 @@ TEST(ReferenceKernelsTest, ReduceSumDropsTheSummedDims) {
 }
 
 TEST(ReferenceKernelsTest, CrossEntropyGradIsScaledSoftmaxMinusOneHot) {
-  const Tensor grad = crossEntropyGrad(Tensor({1, 2}, {0, 0}), Tensor({1}, {1}),
-                                       Tensor({}, {2}), 0.5);
+  const Tensor grad =
+      crossEntropyGrad(Tensor({1, 2}, {0, 0}), Tensor({1}, {1}), Tensor({}, {2}), 0.5);
   EXPECT_THAT(grad.values, Pointwise(Near(), std::vector<double>{0.5, -0.5}));
 }
 
@@ -211,15 +193,12 @@ TEST(ReferenceKernelsTest, VocabParallelLossIsCrossEntropyUnsharded) {
   EXPECT_THAT(stats.shape, ElementsAre(2, 3, 2));
   const Tensor loss = vocabCrossEntropy(stats);
   EXPECT_TRUE(loss.shape.empty());
-  EXPECT_NEAR(loss.values[0], crossEntropy(in.logits, in.labels).values[0],
-              kTolerance);
+  EXPECT_NEAR(loss.values[0], crossEntropy(in.logits, in.labels).values[0], kTolerance);
   const Tensor dloss({}, {0.5});
-  const Tensor grad = vocabCrossEntropyGrad(in.logits, in.labels, max, stats,
-                                            dloss, 1.0 / 6, 0, 10);
+  const Tensor grad =
+      vocabCrossEntropyGrad(in.logits, in.labels, max, stats, dloss, 1.0 / 6, 0, 10);
   EXPECT_THAT(grad.values,
-              Pointwise(Near(), crossEntropyGrad(in.logits, in.labels, dloss,
-                                                 1.0 / 6)
-                                    .values));
+              Pointwise(Near(), crossEntropyGrad(in.logits, in.labels, dloss, 1.0 / 6).values));
 }
 
 // Rows [begin, begin + rows) of the [2, 3, vocab] logits, padded past vocab
@@ -229,9 +208,7 @@ Tensor shardOf(const Tensor& logits, int64_t begin, int64_t rows) {
   Tensor shard({2, 3, rows});
   for (int64_t t = 0; t < 6; ++t) {
     for (int64_t v = 0; v < rows; ++v) {
-      shard.values[t * rows + v] = begin + v < vocab
-                                       ? logits.values[t * vocab + begin + v]
-                                       : 1e3;
+      shard.values[t * rows + v] = begin + v < vocab ? logits.values[t * vocab + begin + v] : 1e3;
     }
   }
   return shard;
@@ -247,8 +224,8 @@ TEST(ReferenceKernelsTest, VocabShardsCombineToTheWholeLoss) {
   const Tensor max = vocabMax(in.logits, 0, 10);
   const Tensor stats = vocabStats(in.logits, in.labels, max, 0, 10);
   const Tensor dloss({}, {1.0});
-  const Tensor grad = vocabCrossEntropyGrad(in.logits, in.labels, max, stats,
-                                            dloss, 1.0 / 6, 0, 10);
+  const Tensor grad =
+      vocabCrossEntropyGrad(in.logits, in.labels, max, stats, dloss, 1.0 / 6, 0, 10);
   Tensor shardMax({2, 3});
   std::fill(shardMax.values.begin(), shardMax.values.end(),
             -std::numeric_limits<double>::infinity());
@@ -262,8 +239,8 @@ TEST(ReferenceKernelsTest, VocabShardsCombineToTheWholeLoss) {
     // Every rank uses the all-reduced max.
     const Tensor s = vocabStats(local, in.labels, max, 3 * rank, 10);
     for (int64_t i = 0; i < 12; ++i) shardStats.values[i] += s.values[i];
-    const Tensor g = vocabCrossEntropyGrad(local, in.labels, max, stats, dloss,
-                                           1.0 / 6, 3 * rank, 10);
+    const Tensor g =
+        vocabCrossEntropyGrad(local, in.labels, max, stats, dloss, 1.0 / 6, 3 * rank, 10);
     for (int64_t t = 0; t < 6; ++t) {
       for (int64_t v = 0; v < 3; ++v) {
         const int64_t row = 3 * rank + v;
@@ -282,12 +259,9 @@ TEST(ReferenceKernelsTest, VocabShardsCombineToTheWholeLoss) {
 TEST(ReferenceKernelsTest, VocabShardWithoutRealRows) {
   const Tensor logits({1, 1}, {5.0});
   const Tensor labels({1}, {1});
-  EXPECT_EQ(vocabMax(logits, 2, 2).values[0],
-            -std::numeric_limits<double>::infinity());
-  EXPECT_THAT(vocabStats(logits, labels, Tensor({1}, {0.0}), 2, 2).values,
-              ElementsAre(0.0, 0.0));
-  EXPECT_THAT(vocabCrossEntropyGrad(logits, labels, Tensor({1}, {0.0}),
-                                    Tensor({1, 2}, {2.0, 0.0}),
+  EXPECT_EQ(vocabMax(logits, 2, 2).values[0], -std::numeric_limits<double>::infinity());
+  EXPECT_THAT(vocabStats(logits, labels, Tensor({1}, {0.0}), 2, 2).values, ElementsAre(0.0, 0.0));
+  EXPECT_THAT(vocabCrossEntropyGrad(logits, labels, Tensor({1}, {0.0}), Tensor({1, 2}, {2.0, 0.0}),
                                     Tensor({}, {1.0}), 1.0, 2, 2)
                   .values,
               ElementsAre(0.0));

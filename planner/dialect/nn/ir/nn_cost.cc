@@ -18,16 +18,14 @@ int64_t numElements(mlir::Value value) {
 
 int64_t bytesOf(mlir::Value value) {
   auto type = llvm::cast<mlir::RankedTensorType>(value.getType());
-  return type.getNumElements() *
-         (type.getElementType().getIntOrFloatBitWidth() / 8);
+  return type.getNumElements() * (type.getElementType().getIntOrFloatBitWidth() / 8);
 }
 
 // Multiply-adds of causal attention's two matrix products (Q K^T and P V):
 // only the S(S+1)/2 unmasked (query, key) pairs count, as flash kernels skip
 // masked blocks; softmax and scaling are not counted.
 int64_t causalAttentionMacs(mlir::Value query) {
-  const auto shape =
-      llvm::cast<mlir::RankedTensorType>(query.getType()).getShape();
+  const auto shape = llvm::cast<mlir::RankedTensorType>(query.getType()).getShape();
   const int64_t batch = shape[0];
   const int64_t seq = shape[1];
   const int64_t heads = shape[2];
@@ -40,9 +38,7 @@ int64_t causalAttentionMacs(mlir::Value query) {
 int64_t EmbeddingOp::getFlops() { return 0; }
 
 // Reads the ids and only the looked-up rows, writes the result.
-int64_t EmbeddingOp::getBytesMoved() {
-  return bytesOf(getIds()) + 2 * bytesOf(getResult());
-}
+int64_t EmbeddingOp::getBytesMoved() { return bytesOf(getIds()) + 2 * bytesOf(getResult()); }
 
 int64_t LinearOp::getFlops() {
   const int64_t in = getWeight().getType().getShape()[0];
@@ -66,9 +62,7 @@ int64_t LayerNormOp::getFlops() { return 7 * numElements(getInput()); }
 
 int64_t RopeOp::getFlops() { return 3 * numElements(getInput()); }
 
-int64_t AttentionOp::getFlops() {
-  return 2 * 2 * causalAttentionMacs(getQuery());
-}
+int64_t AttentionOp::getFlops() { return 2 * 2 * causalAttentionMacs(getQuery()); }
 
 int64_t SiluOp::getFlops() { return 4 * numElements(getInput()); }
 
@@ -91,8 +85,7 @@ int64_t EmbeddingGradOp::getFlops() { return numElements(getResultGrad()); }
 // Reads ids and result_grad, reads and writes the updated rows, and
 // zero-fills the table.
 int64_t EmbeddingGradOp::getBytesMoved() {
-  return bytesOf(getIds()) + 3 * bytesOf(getResultGrad()) +
-         bytesOf(getResult());
+  return bytesOf(getIds()) + 3 * bytesOf(getResultGrad()) + bytesOf(getResult());
 }
 
 int64_t ReduceSumOp::getFlops() { return numElements(getInput()); }
@@ -102,9 +95,7 @@ int64_t RmsNormGradOp::getFlops() { return 11 * numElements(getInput()); }
 int64_t LayerNormGradOp::getFlops() { return 17 * numElements(getInput()); }
 
 // Five matrix products: Q K^T recomputed, dV, dP, dQ and dK.
-int64_t AttentionGradOp::getFlops() {
-  return 5 * 2 * causalAttentionMacs(getQuery());
-}
+int64_t AttentionGradOp::getFlops() { return 5 * 2 * causalAttentionMacs(getQuery()); }
 
 int64_t SoftmaxGradOp::getFlops() { return 4 * numElements(getOutput()); }
 
@@ -122,8 +113,6 @@ int64_t VocabStatsOp::getFlops() { return 3 * numElements(getLogits()); }
 
 int64_t VocabCrossEntropyOp::getFlops() { return numElements(getStats()); }
 
-int64_t VocabCrossEntropyGradOp::getFlops() {
-  return 6 * numElements(getLogits());
-}
+int64_t VocabCrossEntropyGradOp::getFlops() { return 6 * numElements(getLogits()); }
 
 }  // namespace loom::planner::nn

@@ -116,8 +116,7 @@ TEST(NnCostTest, FlopsOfEveryOp) {
   ASSERT_EQ(ops.size(), expected.size());
   for (size_t i = 0; i < ops.size(); ++i) {
     EXPECT_EQ(ops[i]->getName().getStringRef(), expected[i].first);
-    EXPECT_EQ(ops[i].getFlops(), expected[i].second)
-        << "op #" << i << " " << expected[i].first;
+    EXPECT_EQ(ops[i].getFlops(), expected[i].second) << "op #" << i << " " << expected[i].first;
   }
 }
 

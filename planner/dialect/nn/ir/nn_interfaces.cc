@@ -58,11 +58,9 @@ std::string Placement::str() const {
   llvm_unreachable("unknown Placement::Kind");
 }
 
-int64_t OpShardingRule::addFactor(llvm::StringRef name, FactorKind kind,
-                                  int64_t size, bool needsReplication,
-                                  ReductionKind reduction) {
-  factors_.push_back(
-      ShardingFactor{name.str(), kind, size, needsReplication, reduction});
+int64_t OpShardingRule::addFactor(llvm::StringRef name, FactorKind kind, int64_t size,
+                                  bool needsReplication, ReductionKind reduction) {
+  factors_.push_back(ShardingFactor{name.str(), kind, size, needsReplication, reduction});
   return static_cast<int64_t>(factors_.size()) - 1;
 }
 
@@ -71,9 +69,7 @@ void OpShardingRule::addOperand(TensorFactors dims, bool isAddend) {
   addends_.push_back(isAddend);
 }
 
-void OpShardingRule::addResult(TensorFactors dims) {
-  results_.push_back(std::move(dims));
-}
+void OpShardingRule::addResult(TensorFactors dims) { results_.push_back(std::move(dims)); }
 
 std::optional<int64_t> OpShardingRule::findFactor(llvm::StringRef name) const {
   for (auto [index, factor] : llvm::enumerate(factors_)) {
@@ -88,15 +84,13 @@ namespace {
 // size-1 factors before it), or failure when a larger factor comes first, so
 // sharding it would not split the dim into contiguous blocks; nullopt when
 // the tensor lacks it.
-mlir::FailureOr<std::optional<int64_t>> shardedDim(
-    llvm::ArrayRef<ShardingFactor> allFactors, const TensorFactors& tensor,
-    int64_t factor) {
+mlir::FailureOr<std::optional<int64_t>> shardedDim(llvm::ArrayRef<ShardingFactor> allFactors,
+                                                   const TensorFactors& tensor, int64_t factor) {
   for (auto [dim, factors] : llvm::enumerate(tensor)) {
     const auto* position = llvm::find(factors, factor);
     if (position == factors.end()) continue;
-    const bool major = llvm::all_of(
-        llvm::make_range(factors.begin(), position),
-        [&](int64_t before) { return allFactors[before].size == 1; });
+    const bool major = llvm::all_of(llvm::make_range(factors.begin(), position),
+                                    [&](int64_t before) { return allFactors[before].size == 1; });
     if (!major) return mlir::failure();
     return std::optional<int64_t>(static_cast<int64_t>(dim));
   }
@@ -105,14 +99,12 @@ mlir::FailureOr<std::optional<int64_t>> shardedDim(
 
 }  // namespace
 
-mlir::FailureOr<FactorPlacements> OpShardingRule::placementsFor(
-    int64_t factor) const {
+mlir::FailureOr<FactorPlacements> OpShardingRule::placementsFor(int64_t factor) const {
   const ShardingFactor& info = factors_[factor];
   if (info.needsReplication) return mlir::failure();
   auto contains = [&](const TensorFactors& tensor) {
-    return llvm::any_of(tensor, [&](const DimFactors& dim) {
-      return llvm::is_contained(dim, factor);
-    });
+    return llvm::any_of(tensor,
+                        [&](const DimFactors& dim) { return llvm::is_contained(dim, factor); });
   };
   const bool inAnOperand = llvm::any_of(operands_, contains);
   // A factor in no result is summed (or averaged) over inside the op.
@@ -146,8 +138,7 @@ mlir::FailureOr<FactorPlacements> OpShardingRule::placementsFor(
 std::string OpShardingRule::str() const {
   std::string text;
   llvm::raw_string_ostream os(text);
-  auto printTensors = [&](llvm::ArrayRef<TensorFactors> tensors,
-                          llvm::ArrayRef<bool> addends) {
+  auto printTensors = [&](llvm::ArrayRef<TensorFactors> tensors, llvm::ArrayRef<bool> addends) {
     os << '(';
     for (auto [index, tensor] : llvm::enumerate(tensors)) {
       if (index > 0) os << ", ";
@@ -159,8 +150,7 @@ std::string OpShardingRule::str() const {
           return;
         }
         if (dim.size() > 1) os << '{';
-        llvm::interleaveComma(dim, os,
-                              [&](int64_t f) { os << factors_[f].name; });
+        llvm::interleaveComma(dim, os, [&](int64_t f) { os << factors_[f].name; });
         if (dim.size() > 1) os << '}';
       });
       os << ']';
@@ -172,8 +162,7 @@ std::string OpShardingRule::str() const {
   printTensors(results_, {});
   os << " {";
   llvm::interleaveComma(factors_, os, [&](const ShardingFactor& factor) {
-    os << factor.name << '=' << factor.size << ' '
-       << stringifyFactorKind(factor.kind);
+    os << factor.name << '=' << factor.size << ' ' << stringifyFactorKind(factor.kind);
     if (factor.needsReplication) os << ":replicated";
     if (factor.reduction != ReductionKind::kSum) {
       os << ':' << stringifyReductionKind(factor.reduction);
@@ -187,8 +176,7 @@ int64_t operandAndResultBytes(mlir::Operation* op) {
   int64_t bytes = 0;
   auto add = [&](mlir::Type type) {
     auto tensor = llvm::cast<mlir::RankedTensorType>(type);
-    bytes += tensor.getNumElements() *
-             (tensor.getElementType().getIntOrFloatBitWidth() / 8);
+    bytes += tensor.getNumElements() * (tensor.getElementType().getIntOrFloatBitWidth() / 8);
   };
   llvm::for_each(op->getOperandTypes(), add);
   llvm::for_each(op->getResultTypes(), add);

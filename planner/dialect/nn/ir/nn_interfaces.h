@@ -57,15 +57,9 @@ using TensorFactors = llvm::SmallVector<DimFactors, 4>;
 struct Placement {
   enum class Kind { kReplicate, kShard, kPartial };
 
-  static Placement replicate() {
-    return {Kind::kReplicate, -1, ReductionKind::kSum};
-  }
-  static Placement shard(int64_t dim) {
-    return {Kind::kShard, dim, ReductionKind::kSum};
-  }
-  static Placement partial(ReductionKind reduction) {
-    return {Kind::kPartial, -1, reduction};
-  }
+  static Placement replicate() { return {Kind::kReplicate, -1, ReductionKind::kSum}; }
+  static Placement shard(int64_t dim) { return {Kind::kShard, dim, ReductionKind::kSum}; }
+  static Placement partial(ReductionKind reduction) { return {Kind::kPartial, -1, reduction}; }
 
   bool operator==(const Placement& other) const = default;
   // "R", "S(1)", "P(sum)", "P(mean)" or "P(max)".
@@ -94,8 +88,7 @@ class OpShardingRule {
  public:
   // Adds a factor and returns its index.
   int64_t addFactor(llvm::StringRef name, FactorKind kind, int64_t size,
-                    bool needsReplication = false,
-                    ReductionKind reduction = ReductionKind::kSum);
+                    bool needsReplication = false, ReductionKind reduction = ReductionKind::kSum);
   // Appends the next operand's (result's) dims, in operand (result) order.
   void addOperand(TensorFactors dims, bool isAddend = false);
   void addResult(TensorFactors dims);

@@ -10,9 +10,7 @@
 namespace loom::planner::nn {
 
 // Lets gMock print placements in failure messages.
-void PrintTo(const Placement& placement, std::ostream* os) {
-  *os << placement.str();
-}
+void PrintTo(const Placement& placement, std::ostream* os) { *os << placement.str(); }
 
 namespace {
 
@@ -55,19 +53,16 @@ TEST(OpShardingRuleTest, ShardedFactorShardsEveryDimItIsIn) {
   const auto placements = linearRule().placementsFor(0);
   ASSERT_TRUE(mlir::succeeded(placements));
   EXPECT_THAT(placements->operands,
-              ElementsAre(Placement::shard(0), Placement::replicate(),
-                          Placement::replicate()));
+              ElementsAre(Placement::shard(0), Placement::replicate(), Placement::replicate()));
   EXPECT_THAT(placements->results, ElementsAre(Placement::shard(0)));
 }
 
 TEST(OpShardingRuleTest, ContractingFactorMakesResultAndAddendPartial) {
   const auto placements = linearRule().placementsFor(1);
   ASSERT_TRUE(mlir::succeeded(placements));
-  EXPECT_THAT(placements->operands,
-              ElementsAre(Placement::shard(1), Placement::shard(0),
-                          Placement::partial(ReductionKind::kSum)));
-  EXPECT_THAT(placements->results,
-              ElementsAre(Placement::partial(ReductionKind::kSum)));
+  EXPECT_THAT(placements->operands, ElementsAre(Placement::shard(1), Placement::shard(0),
+                                                Placement::partial(ReductionKind::kSum)));
+  EXPECT_THAT(placements->results, ElementsAre(Placement::partial(ReductionKind::kSum)));
 }
 
 TEST(OpShardingRuleTest, FactorOnlyInAResultReplicatesTheOperands) {
@@ -84,14 +79,12 @@ TEST(OpShardingRuleTest, FactorOnlyInAResultReplicatesTheOperands) {
 
 TEST(OpShardingRuleTest, MeanFactorMakesResultsPartialMean) {
   OpShardingRule rule;
-  const int64_t t =
-      rule.addFactor("t", FactorKind::kBatch, 4, false, ReductionKind::kMean);
+  const int64_t t = rule.addFactor("t", FactorKind::kBatch, 4, false, ReductionKind::kMean);
   rule.addOperand({{t}});
   rule.addResult({});
   const auto placements = rule.placementsFor(t);
   ASSERT_TRUE(mlir::succeeded(placements));
-  EXPECT_THAT(placements->results,
-              ElementsAre(Placement::partial(ReductionKind::kMean)));
+  EXPECT_THAT(placements->results, ElementsAre(Placement::partial(ReductionKind::kMean)));
   EXPECT_EQ(rule.str(), "([t]) -> ([]) {t=4 batch:mean}");
 }
 

@@ -44,8 +44,7 @@ struct ReshapeRefinement {
 // Refines two shapes of equal element count (e.g. [4, 6] and [2, 12] into
 // factors [2, 2, 6]); sets `mismatch` when a group such as [2, 3] -> [3, 2]
 // has no common refinement.
-ReshapeRefinement refineReshape(llvm::ArrayRef<int64_t> input,
-                                llvm::ArrayRef<int64_t> result);
+ReshapeRefinement refineReshape(llvm::ArrayRef<int64_t> input, llvm::ArrayRef<int64_t> result);
 
 // Infers `op`'s result types (which reports invalid operands) and checks
 // that they equal the declared ones.
@@ -56,12 +55,9 @@ namespace OpTrait {
 // Runs before the upstream InferTypeOpInterface verifier so that a mismatch
 // is reported once, with a diagnostic that says how to fix it.
 template <typename ConcreteType>
-class VerifyInferredTypes
-    : public mlir::OpTrait::TraitBase<ConcreteType, VerifyInferredTypes> {
+class VerifyInferredTypes : public mlir::OpTrait::TraitBase<ConcreteType, VerifyInferredTypes> {
  public:
-  static mlir::LogicalResult verifyTrait(mlir::Operation* op) {
-    return verifyInferredTypes(op);
-  }
+  static mlir::LogicalResult verifyTrait(mlir::Operation* op) { return verifyInferredTypes(op); }
 };
 
 }  // namespace OpTrait

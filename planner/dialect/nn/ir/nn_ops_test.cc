@@ -32,17 +32,14 @@ class NnOpsTest : public ::testing::Test {
   mlir::Type tensor(llvm::ArrayRef<int64_t> shape, mlir::Type element) {
     return mlir::RankedTensorType::get(shape, element);
   }
-  mlir::Type f32(llvm::ArrayRef<int64_t> shape) {
-    return tensor(shape, builder_.getF32Type());
-  }
+  mlir::Type f32(llvm::ArrayRef<int64_t> shape) { return tensor(shape, builder_.getF32Type()); }
 
   // Starts a function with arguments of `types` and returns them.
   llvm::SmallVector<mlir::Value> arguments(llvm::ArrayRef<mlir::Type> types) {
     module_ = mlir::ModuleOp::create(builder_.getUnknownLoc());
     builder_.setInsertionPointToEnd(module_->getBody());
-    auto func =
-        mlir::func::FuncOp::create(builder_, builder_.getUnknownLoc(), "f",
-                                   builder_.getFunctionType(types, {}));
+    auto func = mlir::func::FuncOp::create(builder_, builder_.getUnknownLoc(), "f",
+                                           builder_.getFunctionType(types, {}));
     builder_.setInsertionPointToEnd(func.addEntryBlock());
     return llvm::SmallVector<mlir::Value>(func.getArguments());
   }
@@ -55,80 +52,64 @@ class NnOpsTest : public ::testing::Test {
 };
 
 TEST_F(NnOpsTest, InfersEmbeddingFromIdsAndTable) {
-  auto args = arguments({tensor({2, 3}, builder_.getI64Type()),
-                         tensor({10, 8}, builder_.getBF16Type())});
+  auto args =
+      arguments({tensor({2, 3}, builder_.getI64Type()), tensor({10, 8}, builder_.getBF16Type())});
   auto op = EmbeddingOp::create(builder_, loc(), args[0], args[1]);
   EXPECT_EQ(op.getType(), tensor({2, 3, 8}, builder_.getBF16Type()));
 }
 
 TEST_F(NnOpsTest, InfersLinearWithAndWithoutBias) {
   auto args = arguments({f32({2, 4, 8}), f32({8, 6}), f32({6})});
-  EXPECT_EQ(
-      LinearOp::create(builder_, loc(), args[0], args[1], args[2]).getType(),
-      f32({2, 4, 6}));
-  EXPECT_EQ(LinearOp::create(builder_, loc(), args[0], args[1], mlir::Value())
-                .getType(),
+  EXPECT_EQ(LinearOp::create(builder_, loc(), args[0], args[1], args[2]).getType(), f32({2, 4, 6}));
+  EXPECT_EQ(LinearOp::create(builder_, loc(), args[0], args[1], mlir::Value()).getType(),
             f32({2, 4, 6}));
 }
 
 TEST_F(NnOpsTest, InfersMatmulInEachLayout) {
-  auto args =
-      arguments({f32({2, 4, 8}), f32({8, 6}), f32({6, 8}), f32({2, 4, 6})});
-  EXPECT_EQ(MatmulOp::create(builder_, loc(), args[0], args[1]).getType(),
+  auto args = arguments({f32({2, 4, 8}), f32({8, 6}), f32({6, 8}), f32({2, 4, 6})});
+  EXPECT_EQ(MatmulOp::create(builder_, loc(), args[0], args[1]).getType(), f32({2, 4, 6}));
+  EXPECT_EQ(MatmulOp::create(builder_, loc(), args[0], args[2], false, true).getType(),
             f32({2, 4, 6}));
-  EXPECT_EQ(MatmulOp::create(builder_, loc(), args[0], args[2], false, true)
-                .getType(),
-            f32({2, 4, 6}));
-  EXPECT_EQ(MatmulOp::create(builder_, loc(), args[0], args[3], true, false)
-                .getType(),
+  EXPECT_EQ(MatmulOp::create(builder_, loc(), args[0], args[3], true, false).getType(),
             f32({8, 6}));
 }
 
 TEST_F(NnOpsTest, InfersShapePreservingOps) {
   auto args = arguments({f32({2, 4, 2, 8}), f32({8}), f32({2, 4, 1, 8})});
   const mlir::Type type = f32({2, 4, 2, 8});
-  EXPECT_EQ(RmsNormOp::create(builder_, loc(), args[0], args[1],
-                              builder_.getF64FloatAttr(1e-5))
+  EXPECT_EQ(RmsNormOp::create(builder_, loc(), args[0], args[1], builder_.getF64FloatAttr(1e-5))
                 .getType(),
             type);
-  EXPECT_EQ(
-      RopeOp::create(builder_, loc(), args[0], builder_.getF64FloatAttr(1e4))
-          .getType(),
-      type);
-  EXPECT_EQ(
-      AttentionOp::create(builder_, loc(), args[0], args[2], args[2]).getType(),
-      type);
+  EXPECT_EQ(RopeOp::create(builder_, loc(), args[0], builder_.getF64FloatAttr(1e4)).getType(),
+            type);
+  EXPECT_EQ(AttentionOp::create(builder_, loc(), args[0], args[2], args[2]).getType(), type);
   EXPECT_EQ(SoftmaxOp::create(builder_, loc(), args[0]).getType(), type);
 }
 
 TEST_F(NnOpsTest, InfersTransposeAndReduceSum) {
   auto args = arguments({f32({2, 4, 8})});
-  EXPECT_EQ(TransposeOp::create(builder_, loc(), args[0],
-                                llvm::ArrayRef<int64_t>{2, 0, 1})
-                .getType(),
-            f32({8, 2, 4}));
-  EXPECT_EQ(ReduceSumOp::create(builder_, loc(), args[0],
-                                llvm::ArrayRef<int64_t>{0, 2})
-                .getType(),
+  EXPECT_EQ(
+      TransposeOp::create(builder_, loc(), args[0], llvm::ArrayRef<int64_t>{2, 0, 1}).getType(),
+      f32({8, 2, 4}));
+  EXPECT_EQ(ReduceSumOp::create(builder_, loc(), args[0], llvm::ArrayRef<int64_t>{0, 2}).getType(),
             f32({4}));
 }
 
 TEST_F(NnOpsTest, CrossEntropyReturnsAnF32ScalarForAnyLogitsType) {
-  auto args = arguments({tensor({2, 4, 10}, builder_.getBF16Type()),
-                         tensor({2, 4}, builder_.getI32Type())});
+  auto args = arguments(
+      {tensor({2, 4, 10}, builder_.getBF16Type()), tensor({2, 4}, builder_.getI32Type())});
   auto op = CrossEntropyOp::create(builder_, loc(), args[0], args[1]);
   EXPECT_EQ(op.getType(), f32({}));
 }
 
 TEST_F(NnOpsTest, InfersEveryResultOfTheGradOps) {
   auto args = arguments({f32({2, 4, 4, 8}), f32({2, 4, 2, 8}), f32({8})});
-  auto norm = LayerNormGradOp::create(builder_, loc(), args[0], args[2],
-                                      args[0], builder_.getF64FloatAttr(1e-5));
+  auto norm = LayerNormGradOp::create(builder_, loc(), args[0], args[2], args[0],
+                                      builder_.getF64FloatAttr(1e-5));
   EXPECT_EQ(norm.getInputGrad().getType(), f32({2, 4, 4, 8}));
   EXPECT_EQ(norm.getGammaGrad().getType(), f32({8}));
   EXPECT_EQ(norm.getBetaGrad().getType(), f32({8}));
-  auto attention = AttentionGradOp::create(builder_, loc(), args[0], args[1],
-                                           args[1], args[0]);
+  auto attention = AttentionGradOp::create(builder_, loc(), args[0], args[1], args[1], args[0]);
   EXPECT_EQ(attention.getQueryGrad().getType(), f32({2, 4, 4, 8}));
   EXPECT_EQ(attention.getKeyGrad().getType(), f32({2, 4, 2, 8}));
   EXPECT_EQ(attention.getValueGrad().getType(), f32({2, 4, 2, 8}));
@@ -138,14 +119,12 @@ TEST_F(NnOpsTest, InfersEveryResultOfTheGradOps) {
 // can still hand inference such an operand, and gets a diagnostic.
 TEST_F(NnOpsTest, InferenceRejectsDynamicOperandsFromBuilders) {
   auto args = arguments({f32({mlir::ShapedType::kDynamic, 8}), f32({8, 6})});
-  auto op = LinearOp::create(builder_, loc(), f32({2, 6}), args[0], args[1],
-                             mlir::Value());
+  auto op = LinearOp::create(builder_, loc(), f32({2, 6}), args[0], args[1], mlir::Value());
   std::string message;
-  mlir::ScopedDiagnosticHandler handler(&context_,
-                                        [&](mlir::Diagnostic& diagnostic) {
-                                          message = diagnostic.str();
-                                          return mlir::success();
-                                        });
+  mlir::ScopedDiagnosticHandler handler(&context_, [&](mlir::Diagnostic& diagnostic) {
+    message = diagnostic.str();
+    return mlir::success();
+  });
   EXPECT_TRUE(mlir::failed(verifyInferredTypes(op)));
   EXPECT_EQ(message,
             "'nn.linear' op input must be a statically shaped tensor, got: "
@@ -163,10 +142,9 @@ TEST(RefineReshapeTest, SplitsAndMergesIntoCommonFactors) {
 TEST(RefineReshapeTest, HeadSplitKeepsLeadingDims) {
   const ReshapeRefinement r = refineReshape({2, 4, 16}, {2, 4, 2, 8});
   EXPECT_THAT(r.factorSizes, ElementsAre(2, 4, 2, 8));
-  EXPECT_THAT(r.input,
-              ElementsAre(ElementsAre(0), ElementsAre(1), ElementsAre(2, 3)));
-  EXPECT_THAT(r.result, ElementsAre(ElementsAre(0), ElementsAre(1),
-                                    ElementsAre(2), ElementsAre(3)));
+  EXPECT_THAT(r.input, ElementsAre(ElementsAre(0), ElementsAre(1), ElementsAre(2, 3)));
+  EXPECT_THAT(r.result,
+              ElementsAre(ElementsAre(0), ElementsAre(1), ElementsAre(2), ElementsAre(3)));
 }
 
 TEST(RefineReshapeTest, SizeOneDimsGetNoFactor) {

@@ -32,15 +32,13 @@ TensorFactors appendDim(TensorFactors dims, int64_t factor) {
 }
 
 // Adds one factor per size, named prefix0, prefix1, ...
-llvm::SmallVector<int64_t> addFactors(
-    OpShardingRule& rule, llvm::StringRef prefix, FactorKind kind,
-    llvm::ArrayRef<int64_t> sizes,
-    ReductionKind reduction = ReductionKind::kSum) {
+llvm::SmallVector<int64_t> addFactors(OpShardingRule& rule, llvm::StringRef prefix, FactorKind kind,
+                                      llvm::ArrayRef<int64_t> sizes,
+                                      ReductionKind reduction = ReductionKind::kSum) {
   llvm::SmallVector<int64_t> factors;
   for (auto [index, size] : llvm::enumerate(sizes)) {
-    factors.push_back(rule.addFactor(prefix.str() + std::to_string(index), kind,
-                                     size, /*needsReplication=*/false,
-                                     reduction));
+    factors.push_back(rule.addFactor(prefix.str() + std::to_string(index), kind, size,
+                                     /*needsReplication=*/false, reduction));
   }
   return factors;
 }
@@ -48,14 +46,14 @@ llvm::SmallVector<int64_t> addFactors(
 // An elementwise op over `shape` with `numOperands` operands and one result
 // of that shape; the last dim needs replication when the op reduces over it
 // (softmax).
-OpShardingRule elementwiseRule(llvm::ArrayRef<int64_t> shape,
-                               int64_t numOperands, bool lastDimIsReduced) {
+OpShardingRule elementwiseRule(llvm::ArrayRef<int64_t> shape, int64_t numOperands,
+                               bool lastDimIsReduced) {
   OpShardingRule rule;
   llvm::SmallVector<int64_t> factors;
   for (auto [index, size] : llvm::enumerate(shape)) {
     const bool reduced = lastDimIsReduced && index + 1 == shape.size();
-    factors.push_back(rule.addFactor("d" + std::to_string(index),
-                                     FactorKind::kOther, size, reduced));
+    factors.push_back(
+        rule.addFactor("d" + std::to_string(index), FactorKind::kOther, size, reduced));
   }
   for (int64_t i = 0; i < numOperands; ++i) rule.addOperand(dimsOf(factors));
   rule.addResult(dimsOf(factors));
@@ -65,14 +63,13 @@ OpShardingRule elementwiseRule(llvm::ArrayRef<int64_t> shape,
 // A norm over the last dim: input [b..., h] and per-feature operands [h].
 // With `numGradResults` > 0 it is the backward op: result_grad follows the
 // operands, and input_grad plus that many [h] gradients are the results.
-OpShardingRule normRule(llvm::ArrayRef<int64_t> inputShape,
-                        int64_t numPerFeatureOperands, int64_t numGradResults) {
+OpShardingRule normRule(llvm::ArrayRef<int64_t> inputShape, int64_t numPerFeatureOperands,
+                        int64_t numGradResults) {
   OpShardingRule rule;
   const TensorFactors tokens =
       dimsOf(addFactors(rule, "b", FactorKind::kBatch, inputShape.drop_back()));
-  const int64_t hidden =
-      rule.addFactor("h", FactorKind::kOther, inputShape.back(),
-                     /*needsReplication=*/true);
+  const int64_t hidden = rule.addFactor("h", FactorKind::kOther, inputShape.back(),
+                                        /*needsReplication=*/true);
   const TensorFactors input = appendDim(tokens, hidden);
   rule.addOperand(input);
   for (int64_t i = 0; i < numPerFeatureOperands; ++i) {
@@ -124,15 +121,13 @@ OpShardingRule attentionRule(mlir::Value query, mlir::Value key, bool isGrad) {
 // Cross-entropy over logits [b..., v]: the token factors average into the
 // forward op's loss (the backward op keeps them in its result), and the
 // vocab factor needs replication (logsumexp runs over it).
-OpShardingRule crossEntropyRule(llvm::ArrayRef<int64_t> logitsShape,
-                                bool isGrad) {
+OpShardingRule crossEntropyRule(llvm::ArrayRef<int64_t> logitsShape, bool isGrad) {
   OpShardingRule rule;
   const TensorFactors tokens =
       dimsOf(addFactors(rule, "b", FactorKind::kBatch, logitsShape.drop_back(),
                         isGrad ? ReductionKind::kSum : ReductionKind::kMean));
-  const int64_t vocab =
-      rule.addFactor("v", FactorKind::kVocab, logitsShape.back(),
-                     /*needsReplication=*/true);
+  const int64_t vocab = rule.addFactor("v", FactorKind::kVocab, logitsShape.back(),
+                                       /*needsReplication=*/true);
   const TensorFactors logits = appendDim(tokens, vocab);
   rule.addOperand(logits);
   rule.addOperand(tokens);
@@ -155,13 +150,10 @@ struct VocabFactors {
   int64_t pair = -1;
 };
 
-VocabFactors vocabFactors(OpShardingRule& rule,
-                          llvm::ArrayRef<int64_t> tokenShape, int64_t vocab,
-                          ReductionKind tokenReduction,
-                          ReductionKind vocabReduction) {
+VocabFactors vocabFactors(OpShardingRule& rule, llvm::ArrayRef<int64_t> tokenShape, int64_t vocab,
+                          ReductionKind tokenReduction, ReductionKind vocabReduction) {
   VocabFactors factors;
-  factors.tokens = dimsOf(
-      addFactors(rule, "b", FactorKind::kBatch, tokenShape, tokenReduction));
+  factors.tokens = dimsOf(addFactors(rule, "b", FactorKind::kBatch, tokenShape, tokenReduction));
   if (vocab > 0) {
     factors.vocab = rule.addFactor("v", FactorKind::kVocab, vocab,
                                    /*needsReplication=*/false, vocabReduction);
@@ -177,8 +169,7 @@ VocabFactors vocabFactors(OpShardingRule& rule,
 // and contributes zeros for the others, so the shards sum to the result.
 OpShardingRule EmbeddingOp::getShardingRule() {
   OpShardingRule rule;
-  const TensorFactors tokens =
-      dimsOf(addFactors(rule, "b", FactorKind::kBatch, shapeOf(getIds())));
+  const TensorFactors tokens = dimsOf(addFactors(rule, "b", FactorKind::kBatch, shapeOf(getIds())));
   const llvm::ArrayRef<int64_t> table = shapeOf(getTable());
   const int64_t vocab = rule.addFactor("v", FactorKind::kVocab, table[0]);
   const int64_t hidden = rule.addFactor("h", FactorKind::kOther, table[1]);
@@ -193,12 +184,9 @@ OpShardingRule EmbeddingOp::getShardingRule() {
 OpShardingRule LinearOp::getShardingRule() {
   OpShardingRule rule;
   const llvm::ArrayRef<int64_t> input = shapeOf(getInput());
-  const TensorFactors tokens =
-      dimsOf(addFactors(rule, "b", FactorKind::kBatch, input.drop_back()));
-  const int64_t in =
-      rule.addFactor("i", FactorKind::kContracting, input.back());
-  const int64_t out =
-      rule.addFactor("o", FactorKind::kOther, shapeOf(getWeight())[1]);
+  const TensorFactors tokens = dimsOf(addFactors(rule, "b", FactorKind::kBatch, input.drop_back()));
+  const int64_t in = rule.addFactor("i", FactorKind::kContracting, input.back());
+  const int64_t out = rule.addFactor("o", FactorKind::kOther, shapeOf(getWeight())[1]);
   rule.addOperand(appendDim(tokens, in));
   rule.addOperand({{in}, {out}});
   if (getBias()) rule.addOperand({{out}}, /*isAddend=*/true);
@@ -209,8 +197,7 @@ OpShardingRule LinearOp::getShardingRule() {
 OpShardingRule BiasAddOp::getShardingRule() {
   OpShardingRule rule;
   const llvm::ArrayRef<int64_t> input = shapeOf(getInput());
-  const TensorFactors tokens =
-      dimsOf(addFactors(rule, "b", FactorKind::kBatch, input.drop_back()));
+  const TensorFactors tokens = dimsOf(addFactors(rule, "b", FactorKind::kBatch, input.drop_back()));
   const int64_t out = rule.addFactor("o", FactorKind::kOther, input.back());
   rule.addOperand(appendDim(tokens, out));
   rule.addOperand({{out}});
@@ -222,8 +209,7 @@ OpShardingRule MatmulOp::getShardingRule() {
   OpShardingRule rule;
   const llvm::ArrayRef<int64_t> lhs = shapeOf(getLhs());
   const llvm::ArrayRef<int64_t> rhs = shapeOf(getRhs());
-  const TensorFactors tokens =
-      dimsOf(addFactors(rule, "b", FactorKind::kBatch, lhs.drop_back()));
+  const TensorFactors tokens = dimsOf(addFactors(rule, "b", FactorKind::kBatch, lhs.drop_back()));
   if (getTransposeLhs()) {
     const int64_t m = rule.addFactor("m", FactorKind::kOther, lhs.back());
     const int64_t n = rule.addFactor("n", FactorKind::kOther, rhs.back());
@@ -233,33 +219,26 @@ OpShardingRule MatmulOp::getShardingRule() {
     return rule;
   }
   const int64_t k = rule.addFactor("k", FactorKind::kContracting, lhs.back());
-  const int64_t n = rule.addFactor("n", FactorKind::kOther,
-                                   getTransposeRhs() ? rhs[0] : rhs[1]);
+  const int64_t n = rule.addFactor("n", FactorKind::kOther, getTransposeRhs() ? rhs[0] : rhs[1]);
   rule.addOperand(appendDim(tokens, k));
-  rule.addOperand(getTransposeRhs() ? TensorFactors{{n}, {k}}
-                                    : TensorFactors{{k}, {n}});
+  rule.addOperand(getTransposeRhs() ? TensorFactors{{n}, {k}} : TensorFactors{{k}, {n}});
   rule.addResult(appendDim(tokens, n));
   return rule;
 }
 
-OpShardingRule RmsNormOp::getShardingRule() {
-  return normRule(shapeOf(getInput()), 1, 0);
-}
+OpShardingRule RmsNormOp::getShardingRule() { return normRule(shapeOf(getInput()), 1, 0); }
 
-OpShardingRule LayerNormOp::getShardingRule() {
-  return normRule(shapeOf(getInput()), 2, 0);
-}
+OpShardingRule LayerNormOp::getShardingRule() { return normRule(shapeOf(getInput()), 2, 0); }
 
 // Rotation angles depend on the global position and pair feature i with
 // i + head_dim/2, so seq and head_dim need replication.
 OpShardingRule RopeOp::getShardingRule() {
   const llvm::ArrayRef<int64_t> shape = shapeOf(getInput());
   OpShardingRule rule;
-  const TensorFactors dims = {
-      {rule.addFactor("b", FactorKind::kBatch, shape[0])},
-      {rule.addFactor("s", FactorKind::kOther, shape[1], true)},
-      {rule.addFactor("h", FactorKind::kHead, shape[2])},
-      {rule.addFactor("d", FactorKind::kOther, shape[3], true)}};
+  const TensorFactors dims = {{rule.addFactor("b", FactorKind::kBatch, shape[0])},
+                              {rule.addFactor("s", FactorKind::kOther, shape[1], true)},
+                              {rule.addFactor("h", FactorKind::kHead, shape[2])},
+                              {rule.addFactor("d", FactorKind::kOther, shape[3], true)}};
   rule.addOperand(dims);
   rule.addResult(dims);
   return rule;
@@ -269,29 +248,20 @@ OpShardingRule AttentionOp::getShardingRule() {
   return attentionRule(getQuery(), getKey(), /*isGrad=*/false);
 }
 
-OpShardingRule SiluOp::getShardingRule() {
-  return elementwiseRule(shapeOf(getInput()), 1, false);
-}
+OpShardingRule SiluOp::getShardingRule() { return elementwiseRule(shapeOf(getInput()), 1, false); }
 
-OpShardingRule GeluOp::getShardingRule() {
-  return elementwiseRule(shapeOf(getInput()), 1, false);
-}
+OpShardingRule GeluOp::getShardingRule() { return elementwiseRule(shapeOf(getInput()), 1, false); }
 
-OpShardingRule AddOp::getShardingRule() {
-  return elementwiseRule(shapeOf(getLhs()), 2, false);
-}
+OpShardingRule AddOp::getShardingRule() { return elementwiseRule(shapeOf(getLhs()), 2, false); }
 
-OpShardingRule MulOp::getShardingRule() {
-  return elementwiseRule(shapeOf(getLhs()), 2, false);
-}
+OpShardingRule MulOp::getShardingRule() { return elementwiseRule(shapeOf(getLhs()), 2, false); }
 
 OpShardingRule SoftmaxOp::getShardingRule() {
   return elementwiseRule(shapeOf(getInput()), 1, true);
 }
 
 OpShardingRule ReshapeOp::getShardingRule() {
-  const ReshapeRefinement refinement =
-      refineReshape(shapeOf(getInput()), shapeOf(getResult()));
+  const ReshapeRefinement refinement = refineReshape(shapeOf(getInput()), shapeOf(getResult()));
   OpShardingRule rule;
   addFactors(rule, "r", FactorKind::kOther, refinement.factorSizes);
   rule.addOperand(refinement.input);
@@ -317,8 +287,7 @@ OpShardingRule CrossEntropyOp::getShardingRule() {
 // A shard of the vocab computes its rows of the table gradient.
 OpShardingRule EmbeddingGradOp::getShardingRule() {
   OpShardingRule rule;
-  const TensorFactors tokens =
-      dimsOf(addFactors(rule, "b", FactorKind::kBatch, shapeOf(getIds())));
+  const TensorFactors tokens = dimsOf(addFactors(rule, "b", FactorKind::kBatch, shapeOf(getIds())));
   const llvm::ArrayRef<int64_t> table = shapeOf(getResult());
   const int64_t vocab = rule.addFactor("v", FactorKind::kVocab, table[0]);
   const int64_t hidden = rule.addFactor("h", FactorKind::kOther, table[1]);
@@ -343,13 +312,9 @@ OpShardingRule ReduceSumOp::getShardingRule() {
   return rule;
 }
 
-OpShardingRule RmsNormGradOp::getShardingRule() {
-  return normRule(shapeOf(getInput()), 1, 1);
-}
+OpShardingRule RmsNormGradOp::getShardingRule() { return normRule(shapeOf(getInput()), 1, 1); }
 
-OpShardingRule LayerNormGradOp::getShardingRule() {
-  return normRule(shapeOf(getInput()), 1, 2);
-}
+OpShardingRule LayerNormGradOp::getShardingRule() { return normRule(shapeOf(getInput()), 1, 2); }
 
 OpShardingRule AttentionGradOp::getShardingRule() {
   return attentionRule(getQuery(), getKey(), /*isGrad=*/true);
@@ -376,9 +341,8 @@ OpShardingRule VocabMaxOp::getShardingRule() {
   OpShardingRule rule;
   const TensorFactors tokens =
       dimsOf(addFactors(rule, "b", FactorKind::kBatch, logits.drop_back()));
-  const int64_t vocab =
-      rule.addFactor("v", FactorKind::kVocab, logits.back(),
-                     /*needsReplication=*/false, ReductionKind::kMax);
+  const int64_t vocab = rule.addFactor("v", FactorKind::kVocab, logits.back(),
+                                       /*needsReplication=*/false, ReductionKind::kMax);
   rule.addOperand(appendDim(tokens, vocab));
   rule.addResult(tokens);
   return rule;
@@ -387,8 +351,8 @@ OpShardingRule VocabMaxOp::getShardingRule() {
 OpShardingRule VocabStatsOp::getShardingRule() {
   const llvm::ArrayRef<int64_t> logits = shapeOf(getLogits());
   OpShardingRule rule;
-  const VocabFactors f = vocabFactors(rule, logits.drop_back(), logits.back(),
-                                      ReductionKind::kSum, ReductionKind::kSum);
+  const VocabFactors f = vocabFactors(rule, logits.drop_back(), logits.back(), ReductionKind::kSum,
+                                      ReductionKind::kSum);
   rule.addOperand(appendDim(f.tokens, f.vocab));
   rule.addOperand(f.tokens);
   rule.addOperand(f.tokens);
@@ -398,9 +362,8 @@ OpShardingRule VocabStatsOp::getShardingRule() {
 
 OpShardingRule VocabCrossEntropyOp::getShardingRule() {
   OpShardingRule rule;
-  const VocabFactors f =
-      vocabFactors(rule, shapeOf(getStats()).drop_back(), /*vocab=*/0,
-                   ReductionKind::kMean, ReductionKind::kSum);
+  const VocabFactors f = vocabFactors(rule, shapeOf(getStats()).drop_back(), /*vocab=*/0,
+                                      ReductionKind::kMean, ReductionKind::kSum);
   rule.addOperand(appendDim(f.tokens, f.pair));
   rule.addResult({});
   return rule;
@@ -409,8 +372,8 @@ OpShardingRule VocabCrossEntropyOp::getShardingRule() {
 OpShardingRule VocabCrossEntropyGradOp::getShardingRule() {
   const llvm::ArrayRef<int64_t> logits = shapeOf(getLogits());
   OpShardingRule rule;
-  const VocabFactors f = vocabFactors(rule, logits.drop_back(), logits.back(),
-                                      ReductionKind::kSum, ReductionKind::kSum);
+  const VocabFactors f = vocabFactors(rule, logits.drop_back(), logits.back(), ReductionKind::kSum,
+                                      ReductionKind::kSum);
   const TensorFactors logitDims = appendDim(f.tokens, f.vocab);
   rule.addOperand(logitDims);
   rule.addOperand(f.tokens);

@@ -16,9 +16,7 @@
 namespace loom::planner::nn {
 
 // Lets gMock print placements in failure messages.
-void PrintTo(const Placement& placement, std::ostream* os) {
-  *os << placement.str();
-}
+void PrintTo(const Placement& placement, std::ostream* os) { *os << placement.str(); }
 
 namespace {
 
@@ -76,9 +74,7 @@ class NnShardingRulesTest : public ::testing::Test {
     loadNnDialects(context_);
     module_ = parseNnModule(context_, kOps);
     ASSERT_TRUE(module_);
-    module_->walk([&](ShardingRuleOpInterface op) {
-      rules_.push_back(op.getShardingRule());
-    });
+    module_->walk([&](ShardingRuleOpInterface op) { rules_.push_back(op.getShardingRule()); });
   }
 
   // The placements of `factor` (by name) in the rule of op #index.
@@ -87,8 +83,7 @@ class NnShardingRulesTest : public ::testing::Test {
     std::optional<int64_t> id = rule.findFactor(factor);
     EXPECT_TRUE(id.has_value()) << factor.str() << " in " << rule.str();
     auto result = rule.placementsFor(*id);
-    EXPECT_TRUE(mlir::succeeded(result))
-        << factor.str() << " in " << rule.str();
+    EXPECT_TRUE(mlir::succeeded(result)) << factor.str() << " in " << rule.str();
     return mlir::succeeded(result) ? *result : FactorPlacements();
   }
 

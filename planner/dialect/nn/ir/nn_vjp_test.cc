@@ -45,8 +45,7 @@ std::vector<int64_t> shapeOf(mlir::Type type) {
 }
 
 bool isInteger(mlir::Type type) {
-  return llvm::isa<mlir::IntegerType>(
-      llvm::cast<mlir::RankedTensorType>(type).getElementType());
+  return llvm::isa<mlir::IntegerType>(llvm::cast<mlir::RankedTensorType>(type).getElementType());
 }
 
 // Random test data: floats in [-1, 1], ids and labels in [0, 3) (every
@@ -84,15 +83,14 @@ TEST_P(NnVjpTest, MatchesFiniteDifferences) {
   builder.setInsertionPointToEnd(module->getBody());
   llvm::SmallVector<mlir::Type> argTypes(f.getArgumentTypes());
   argTypes.append(op->getResultTypes().begin(), op->getResultTypes().end());
-  auto vjp = mlir::func::FuncOp::create(builder, f.getLoc(), "vjp",
-                                        builder.getFunctionType(argTypes, {}));
+  auto vjp =
+      mlir::func::FuncOp::create(builder, f.getLoc(), "vjp", builder.getFunctionType(argTypes, {}));
   mlir::Block* block = vjp.addEntryBlock();
   builder.setInsertionPointToEnd(block);
   mlir::IRMapping mapping;
   mapping.map(f.getArguments(), block->getArguments().take_front(numArgs));
   auto clone = llvm::cast<VjpOpInterface>(builder.clone(*op, mapping));
-  auto grads =
-      clone.buildVjp(builder, block->getArguments().drop_front(numArgs));
+  auto grads = clone.buildVjp(builder, block->getArguments().drop_front(numArgs));
   ASSERT_TRUE(mlir::succeeded(grads));
   ASSERT_EQ(grads->size(), op->getNumOperands());
   llvm::SmallVector<mlir::Value> returned;
@@ -107,12 +105,10 @@ TEST_P(NnVjpTest, MatchesFiniteDifferences) {
     returned.push_back(grad);
     gradArgs.push_back(arg.getArgNumber());
   }
-  ASSERT_EQ(std::set<unsigned>(gradArgs.begin(), gradArgs.end()).size(),
-            gradArgs.size())
+  ASSERT_EQ(std::set<unsigned>(gradArgs.begin(), gradArgs.end()).size(), gradArgs.size())
       << "each argument may feed one operand only";
   mlir::func::ReturnOp::create(builder, f.getLoc(), returned);
-  vjp.setType(
-      builder.getFunctionType(argTypes, mlir::ValueRange(returned).getTypes()));
+  vjp.setType(builder.getFunctionType(argTypes, mlir::ValueRange(returned).getTypes()));
   ASSERT_TRUE(mlir::succeeded(mlir::verify(*module)));
 
   std::mt19937 rng(1234);
@@ -268,8 +264,7 @@ func.func @f(%logits: tensor<2x3x5xf32>, %labels: tensor<2x3xi64>) -> tensor<f32
 })mlir"},
 };
 
-INSTANTIATE_TEST_SUITE_P(EveryDifferentiableOp, NnVjpTest,
-                         ::testing::ValuesIn(kCases),
+INSTANTIATE_TEST_SUITE_P(EveryDifferentiableOp, NnVjpTest, ::testing::ValuesIn(kCases),
                          [](const ::testing::TestParamInfo<VjpCase>& info) {
                            return info.param.name;
                          });
@@ -286,11 +281,10 @@ func.func @f(%x: tensor<2x5xf32>, %dy: tensor<2x4xf32>) -> tensor<2x5xf32> {
   auto op = firstOp<SiluOp>(*module);
   auto f = module->lookupSymbol<mlir::func::FuncOp>("f");
   std::string message;
-  mlir::ScopedDiagnosticHandler handler(&context,
-                                        [&](mlir::Diagnostic& diagnostic) {
-                                          message = diagnostic.str();
-                                          return mlir::success();
-                                        });
+  mlir::ScopedDiagnosticHandler handler(&context, [&](mlir::Diagnostic& diagnostic) {
+    message = diagnostic.str();
+    return mlir::success();
+  });
   mlir::OpBuilder builder(op);
   EXPECT_TRUE(mlir::failed(op.buildVjp(builder, f.getArgument(1))));
   EXPECT_EQ(message,

@@ -15,8 +15,7 @@ void loadNnDialects(mlir::MLIRContext& context);
 
 // Parses and verifies `source`; adds a test failure (the diagnostics go to
 // stderr) and returns null when it is invalid.
-mlir::OwningOpRef<mlir::ModuleOp> parseNnModule(mlir::MLIRContext& context,
-                                                llvm::StringRef source);
+mlir::OwningOpRef<mlir::ModuleOp> parseNnModule(mlir::MLIRContext& context, llvm::StringRef source);
 
 // The first op of type OpT in `module`, or null.
 template <typename OpT>
