@@ -49,7 +49,10 @@ class JsonOut {
     if (!std::isfinite(v)) return null();
     char text[32];
     const std::to_chars_result end = std::to_chars(text, text + sizeof(text), v);
-    scalar(std::string(text, end.ptr));
+    std::string number(text, end.ptr);
+    // An integral double keeps a fraction, so every reader sees a float.
+    if (number.find_first_of(".e") == std::string::npos) number += ".0";
+    scalar(number);
   }
   // A C string would convert to bool before string_view; say which.
   void value(const char*) = delete;

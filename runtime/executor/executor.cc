@@ -179,6 +179,10 @@ absl::StatusOr<std::unique_ptr<Executor>> Executor::create(
         " micro-batches per step; this runtime runs one (re-plan without micro-batches)"));
   }
   e.instructions_ = plan::programFor(e.plan_, e.coords_).instructions();
+  // Before any device is touched: what deterministic mode cannot run.
+  e.order_ = std::make_unique<RowOrder>(options.deterministic);
+  if (absl::Status s = e.order_->checkPlan(e.plan_, e.instructions_, options.device); !s.ok())
+    return s;
   if (options.device == ExecutorDevice::kCuda) {
     absl::StatusOr<std::unique_ptr<KernelSet>> kernels = cudaKernelSet(options.cuda_device);
     if (!kernels.ok()) {
@@ -224,9 +228,7 @@ absl::StatusOr<std::unique_ptr<Executor>> Executor::create(
   e.rows_ = {rows->offsets[0], ids.local_shape[0]};
   e.global_batch_ = ids.global_shape[0];
   e.seq_ = ids.global_shape[1];
-  e.order_ = std::make_unique<RowOrder>(options.deterministic, e.rows_.count, e.seq_);
-  if (absl::Status s = e.order_->checkPlan(e.plan_, e.instructions_, options.device); !s.ok())
-    return s;
+  e.order_->setRows(e.rows_.count, e.seq_);
   // The exporter's interface.vocab, else the first embedding's rows (a
   // gathered padded table would count its padding: plans from before
   // interface.vocab).

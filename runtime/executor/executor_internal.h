@@ -79,8 +79,13 @@ struct Executor::Bound {
 // the mode themselves.
 class Executor::RowOrder {
  public:
-  RowOrder() = default;
-  RowOrder(bool exact, int64_t rows, int64_t seq) : exact_(exact), rows_(rows), seq_(seq) {}
+  explicit RowOrder(bool exact) : exact_(exact) {}
+  // This rank's batch rows and the sequence length, once the plan's ids
+  // have given them.
+  void setRows(int64_t rows, int64_t seq) {
+    rows_ = rows;
+    seq_ = seq;
+  }
   bool exact() const { return exact_; }
   // The plans the mode can make exact: CPU, f32, no tp, batch along dim 0.
   absl::Status checkPlan(const plan::Plan& plan,
