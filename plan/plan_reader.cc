@@ -235,6 +235,8 @@ absl::Status readBuffer(const Reader& r, const json& b, size_t i, Buffer& buffer
   return readInit(r, b, path, buffer);
 }
 
+// Every key must be an attribute of the op; which ones it must have is
+// checkPlan's (plan_check.cc), for read and built plans alike.
 absl::Status readAttrs(const Reader& r, const json& attrs, const std::string& path,
                        Instruction& in) {
   for (const auto& [key, value] : attrs.items()) {
@@ -246,12 +248,6 @@ absl::Status readAttrs(const Reader& r, const json& attrs, const std::string& pa
     }
     if (absl::Status s = internal::readAttr(*id, value, in.attrs); !s.ok()) {
       return r.error(where, s.message());
-    }
-  }
-  for (const AttrUse& use : in.info->attrs) {
-    if (use.required && !attrs.contains(std::string(attrName(use.id)))) {
-      return r.error(absl::StrCat(path, ".attrs.", attrName(use.id)),
-                     absl::StrCat("is missing; ", in.op, " needs it"));
     }
   }
   return absl::OkStatus();

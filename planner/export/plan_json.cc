@@ -207,6 +207,30 @@ plan::Topology topologyOf(const mesh::Topology& topology) {
           .inter_host = link(topology.interHostLink())};
 }
 
+// The value a dist op chain starts from: back through collectives, waits,
+// slices and buckets (an unbucket's entry to the bucket operand it came
+// from) to the value the plan resharded, usually a function argument.
+mlir::Value valueBehindDistOps(mlir::Value value) {
+  for (int hops = 0; hops < 16 && !llvm::isa<mlir::BlockArgument>(value); ++hops) {
+    mlir::Operation* def = value.getDefiningOp();
+    if (auto unbucket = llvm::dyn_cast<dist::UnbucketOp>(def)) {
+      const unsigned entry = llvm::cast<mlir::OpResult>(value).getResultNumber();
+      mlir::Operation* producer = unbucket->getOperand(0).getDefiningOp();
+      while (producer && !llvm::isa<dist::BucketOp>(producer) && producer->getNumOperands() > 0) {
+        producer = producer->getOperand(0).getDefiningOp();
+      }
+      if (!producer || entry >= producer->getNumOperands()) break;
+      value = producer->getOperand(entry);
+    } else if (def && def->getDialect() && def->getDialect()->getNamespace() == "dist" &&
+               def->getNumOperands() > 0) {
+      value = def->getOperand(0);
+    } else {
+      break;
+    }
+  }
+  return value;
+}
+
 // One export: the module's function, its memory plan and timeline, and the
 // plan being built.
 class Exporter {
@@ -432,21 +456,12 @@ absl::Status Exporter::addInstructions(plan::Program& program) {
 // loss's cotangent (autodiff's extra argument) and the returned loss.
 absl::Status Exporter::setInterface() {
   plan::Interface& io = plan_.interface;
-  // The argument an op's operand comes from, through the collectives and
-  // slices that reshard it on the way (labels all-to-all'd to the logits'
-  // layout, say).
+  // The argument an op's operand comes from, through the dist ops that
+  // reshard it on the way (labels all-to-all'd to the logits' layout, say).
   auto argFeeding = [&](llvm::StringRef opName, unsigned operand) -> int64_t {
     for (mlir::Operation& op : func_.getBody().front()) {
       if (op.getName().getStringRef() != opName || op.getNumOperands() <= operand) continue;
-      mlir::Value value = op.getOperand(operand);
-      while (mlir::Operation* def = value.getDefiningOp()) {
-        if (def->getDialect() == nullptr || def->getDialect()->getNamespace() != "dist" ||
-            def->getNumOperands() != 1) {
-          break;
-        }
-        value = def->getOperand(0);
-      }
-      auto arg = llvm::dyn_cast<mlir::BlockArgument>(value);
+      auto arg = llvm::dyn_cast<mlir::BlockArgument>(valueBehindDistOps(op.getOperand(operand)));
       if (!arg) continue;
       if (auto it = ids_.find(arg); it != ids_.end()) return it->second;
     }
@@ -492,33 +507,16 @@ absl::Status Exporter::setInterface() {
   return absl::OkStatus();
 }
 
-// The vocabulary: rows of the table parameter the ids index. Walk back from
-// the embedding's table through gathers, waits and buckets to the argument
-// (a gathered padded table's rows are its padded extent). 0: not found.
+// The vocabulary: rows of the table parameter the ids index, the argument
+// behind the embedding's table (a gathered padded table's rows are its
+// padded extent). 0: not found.
 int64_t Exporter::vocabOf() {
   for (mlir::Operation& op : func_.getBody().front()) {
     if (op.getName().getStringRef() != "nn.embedding" || plan_.interface.ids < 0 ||
         ids_.lookup(op.getOperand(0)) != plan_.interface.ids) {
       continue;
     }
-    mlir::Value table = op.getOperand(1);
-    for (int hops = 0; hops < 16 && !llvm::isa<mlir::BlockArgument>(table); ++hops) {
-      mlir::Operation* def = table.getDefiningOp();
-      if (auto unbucket = llvm::dyn_cast<dist::UnbucketOp>(def)) {
-        const unsigned entry = llvm::cast<mlir::OpResult>(table).getResultNumber();
-        mlir::Operation* producer = unbucket->getOperand(0).getDefiningOp();
-        while (producer && !llvm::isa<dist::BucketOp>(producer) && producer->getNumOperands() > 0) {
-          producer = producer->getOperand(0).getDefiningOp();
-        }
-        if (!producer || entry >= producer->getNumOperands()) break;
-        table = producer->getOperand(entry);
-      } else if (def && def->getDialect() && def->getDialect()->getNamespace() == "dist" &&
-                 def->getNumOperands() > 0) {
-        table = def->getOperand(0);
-      } else {
-        break;
-      }
-    }
+    const mlir::Value table = valueBehindDistOps(op.getOperand(1));
     if (auto arg = llvm::dyn_cast<mlir::BlockArgument>(table)) {
       return plan_.buffers[ids_.lookup(arg)].global_shape[0];
     }
