@@ -26,20 +26,6 @@ std::string canonicalDevice(const std::string& name) {
 
 }  // namespace
 
-std::string_view dtypeName(Dtype dtype) {
-  switch (dtype) {
-    case Dtype::kF32:
-      return "f32";
-    case Dtype::kBF16:
-      return "bf16";
-    case Dtype::kF16:
-      return "f16";
-  }
-  return "f32";
-}
-
-int64_t dtypeBytes(Dtype dtype) { return dtype == Dtype::kF32 ? 4 : 2; }
-
 std::string_view collectiveKindName(CollectiveKind kind) {
   switch (kind) {
     case CollectiveKind::kAllGather:

@@ -17,36 +17,10 @@
 #include "absl/status/statusor.h"
 #include "mesh/device_mesh.h"
 #include "mesh/topology.h"
+#include "planner/cost/compute_cost.h"
 #include "planner/cost/machine_profile.h"
 
 namespace loom::planner::cost {
-
-enum class Dtype { kF32, kBF16, kF16 };
-
-// "f32", "bf16", "f16".
-std::string_view dtypeName(Dtype dtype);
-// Bytes per element.
-int64_t dtypeBytes(Dtype dtype);
-
-// How an op uses the device.
-enum class OpClass {
-  kGemm,         // linear, matmul: tensor cores, shape-dependent efficiency
-  kAttention,    // fused (flash) attention forward and backward
-  kMemoryBound,  // elementwise, norms, softmax, losses, embeddings
-  kFree,         // views (reshape): no kernel
-};
-
-struct ComputeCost {
-  OpClass op_class = OpClass::kMemoryBound;
-  Dtype dtype = Dtype::kF32;
-  double flops = 0;
-  // Bytes read and written.
-  double bytes = 0;
-  // GEMMs: the product's m x k times k x n (batch dims folded into m).
-  int64_t m = 0;
-  int64_t n = 0;
-  int64_t k = 0;
-};
 
 enum class CollectiveKind { kAllGather, kReduceScatter, kAllReduce, kAllToAll, kBroadcast };
 

@@ -166,7 +166,8 @@ class ProgramBuilder {
     const int32_t staging = element_bytes == d_.e ? sumStaging(true, elements, d_.tp) : -1;
     const int32_t future = buffer(elements * element_bytes, Role::kActivation);
     const int32_t result = buffer(elements * element_bytes, Role::kActivation);
-    deferred_.push_back({.start = start, .future = future, .result = result, .staging = staging});
+    deferred_.push_back(
+        {.start = start, .future = future, .result = result, .staging = staging, .operand = value});
     return result;
   }
   // Emits the waits of deferred all-reduces whose results `operands` read.
@@ -176,6 +177,7 @@ class ProgramBuilder {
         if (deferred_[i].result != id) continue;
         wait(deferred_[i].start);
         use(deferred_[i].future);
+        use(deferred_[i].operand);  // an async collective holds its operand
         useStaging(deferred_[i].staging);
         buffers_[id].first = last();
         buffers_[id].last = last();
@@ -189,6 +191,7 @@ class ProgramBuilder {
     int32_t future = -1;
     int32_t result = -1;
     int32_t staging = -1;
+    int32_t operand = -1;
   };
   std::vector<Deferred> deferred_;
 
@@ -278,6 +281,8 @@ class ProgramBuilder {
     int32_t bucket = -1;
     int32_t staging = -1;
     int64_t shard_bytes = 0;
+    // The collective's operand, held until its wait.
+    int32_t operand = -1;
   };
   Pending pending_;
   Pending pendingAllReduce_;
@@ -296,6 +301,7 @@ class ProgramBuilder {
   int32_t residualReplica_ = -1;  // its all-reduced copy (tp)
   int32_t normOut_ = -1, logits_ = -1;
   int32_t lossStart_ = -1;
+  int32_t lossOperand_ = -1;
   int32_t grad_ = -1;  // the gradient flowing backward
 };
 
@@ -464,7 +470,8 @@ void ProgramBuilder::gradProduced(int unit, int param, int32_t grad) {
                                   static_cast<double>((d_.fsdp - 1) * group.shard_bytes), true);
       // A one-gradient group scatters the gradient itself, which dies at
       // the start; a bucket is freed after the wait.
-      use(group.params.size() > 1 ? pending_.bucket : group.grads[0]);
+      pending_.operand = group.params.size() > 1 ? pending_.bucket : group.grads[0];
+      use(pending_.operand);
       pending_.staging = sumStaging(false, group.gathered_bytes / d_.e, d_.fsdp);
       pending_.future = buffer(group.shard_bytes, Role::kActivation);
       pending_.shard_bytes = group.shard_bytes;
@@ -478,7 +485,7 @@ void ProgramBuilder::gradProduced(int unit, int param, int32_t grad) {
     use(grad);
     const int32_t staging = sumStaging(true, bytes / d_.e, d_.dp);
     const int32_t future = buffer(bytes, Role::kActivation);
-    dpFutures_.push_back({.start = start, .future = future, .staging = staging});
+    dpFutures_.push_back({.start = start, .future = future, .staging = staging, .operand = grad});
     return;
   }
   // Returned as computed.
@@ -490,6 +497,7 @@ void ProgramBuilder::finishAllReduce() {
   if (pendingAllReduce_.start < 0) return;
   wait(pendingAllReduce_.start);
   use(pendingAllReduce_.future);
+  use(pendingAllReduce_.operand);
   useStaging(pendingAllReduce_.staging);
   const int32_t reduced = buffer(pendingAllReduce_.shard_bytes, Role::kActivation);
   slot();  // dist.unbucket into the returned shards
@@ -506,6 +514,7 @@ void ProgramBuilder::completePendingReduction() {
   if (pending_.start < 0) return;
   wait(pending_.start);
   use(pending_.future);
+  use(pending_.operand);
   useStaging(pending_.staging);
   use(pending_.bucket);  // freed after the wait
   const int32_t shards = buffer(pending_.shard_bytes, Role::kActivation);
@@ -513,6 +522,7 @@ void ProgramBuilder::completePendingReduction() {
     const double wire = 2.0 * (d_.dp - 1) * ceilDiv(pending_.shard_bytes / d_.e, d_.dp) * d_.e;
     pendingAllReduce_.start = collective(CollectiveKind::kAllReduce, kDpStream, wire, true);
     use(shards);
+    pendingAllReduce_.operand = shards;
     pendingAllReduce_.staging = sumStaging(true, pending_.shard_bytes / d_.e, d_.dp);
     pendingAllReduce_.future = buffer(pending_.shard_bytes, Role::kActivation);
     pendingAllReduce_.shard_bytes = pending_.shard_bytes;
@@ -539,6 +549,7 @@ void ProgramBuilder::flushGradWaits() {
   for (const Pending& reduction : dpFutures_) {
     wait(reduction.start);
     use(reduction.future);
+    use(reduction.operand);
     useStaging(reduction.staging);
     keep(buffer(buffers_[reduction.future].bytes, Role::kGrad));
   }
@@ -649,6 +660,7 @@ void ProgramBuilder::head() {
       lossStart_ = collective(CollectiveKind::kAllReduce, lossStream(),
                               2.0 * (d_.dp * d_.fsdp - 1) * 4, true);
       use(loss);
+      lossOperand_ = loss;
       keep(buffer(4, Role::kActivation));
     }
     op(elementwise(6.0 * d_.tokens * V, 2 * logitBytes + ids + d_.tokens * 12.0 + 4),
@@ -660,6 +672,7 @@ void ProgramBuilder::head() {
       lossStart_ = collective(CollectiveKind::kAllReduce, lossStream(),
                               2.0 * (d_.dp * d_.fsdp - 1) * 4, true);
       use(loss);
+      lossOperand_ = loss;
       keep(buffer(4, Role::kActivation));
     }
     op(elementwise(6.0 * d_.tokens * V, 2 * logitBytes + ids + 4), {logits_, labels_, seed_});
@@ -766,7 +779,10 @@ void ProgramBuilder::backwardRoot() {
   gradProduced(-1, kEmbedding, buffer(table, Role::kActivation));
   completeLastReduction();
   flushGradWaits();
-  if (lossStart_ >= 0) wait(lossStart_);
+  if (lossStart_ >= 0) {
+    wait(lossStart_);
+    use(lossOperand_);
+  }
 }
 
 StepEstimate ProgramBuilder::build() {

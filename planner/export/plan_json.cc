@@ -20,6 +20,8 @@
 #include "nlohmann/json.hpp"
 #include "plan/attrs_codec.h"
 #include "plan/lifetimes.h"
+#include "planner/cost/cost_model.h"
+#include "planner/cost/plan_price.h"
 #include "planner/dialect/dist/ir/dist_attrs.h"
 #include "planner/dialect/dist/ir/dist_interfaces.h"
 #include "planner/dialect/dist/ir/dist_ops.h"
@@ -251,14 +253,13 @@ class Exporter {
   absl::StatusOr<plan::Instruction> instructionOf(mlir::Operation& op, int64_t index);
   absl::Status setInterface();
   int64_t vocabOf();
-  void setPredicted();
+  absl::Status setPredicted(const mesh::Topology& topology);
 
   mlir::func::FuncOp func_;
   mesh::DeviceMesh mesh_;
   mlir::ArrayAttr meshAxes_;
   const PlanExportOptions& options_;
   memory::MemoryPlan memory_;
-  Timeline timeline_;
   plan::Plan plan_;
   llvm::DenseMap<mlir::Value, Placement> placements_;
   llvm::DenseMap<mlir::Value, int64_t> ids_;
@@ -267,10 +268,6 @@ class Exporter {
 };
 
 absl::StatusOr<plan::Plan> Exporter::run(mlir::ModuleOp module, const mesh::Topology& topology) {
-  absl::StatusOr<Timeline> timeline =
-      predictTimeline(func_, mesh_, topology, {.compute_efficiency = options_.compute_efficiency});
-  if (!timeline.ok()) return timeline.status();
-  timeline_ = *std::move(timeline);
   plan_.source = "plan.json";
   plan_.model = options_.model;
   plan_.function = func_.getSymName().str();
@@ -290,10 +287,10 @@ absl::StatusOr<plan::Plan> Exporter::run(mlir::ModuleOp module, const mesh::Topo
   plan::Program& program = plan_.programs.emplace_back();
   if (absl::Status s = addInstructions(program); !s.ok()) return s;
   if (absl::Status s = setInterface(); !s.ok()) return s;
-  setPredicted();
   program.assignOrder();
   const std::vector<plan::Lifetime> live = plan::computeLifetimes(plan_, program);
   for (plan::Buffer& b : plan_.buffers) b.live = live[b.id];
+  if (absl::Status s = setPredicted(topology); !s.ok()) return s;
   if (absl::Status s = plan::checkPlan(plan_); !s.ok()) {
     return absl::InternalError(absl::StrCat("the exporter made an invalid plan: ", s.message()));
   }
@@ -421,10 +418,8 @@ absl::StatusOr<plan::Instruction> Exporter::instructionOf(mlir::Operation& op, i
   return in;
 }
 
-// Instructions per phase, with the predicted start and duration of each.
+// Instructions per phase (setPredicted adds their predicted times).
 absl::Status Exporter::addInstructions(plan::Program& program) {
-  llvm::DenseMap<int64_t, const TimelineEvent*> eventOf;
-  for (const TimelineEvent& event : timeline_.events) eventOf[event.index] = &event;
   for (plan::Phase phase :
        {plan::Phase::kForward, plan::Phase::kBackward, plan::Phase::kOptimizer}) {
     program.blocks.push_back({.name = plan::phaseName(phase), .phase = phase, .instructions = {}});
@@ -438,10 +433,6 @@ absl::Status Exporter::addInstructions(plan::Program& program) {
     const int64_t index = opIndex_[&op];
     absl::StatusOr<plan::Instruction> in = instructionOf(op, index);
     if (!in.ok()) return in.status();
-    if (auto it = eventOf.find(index); it != eventOf.end()) {
-      in->start_s = it->second->start_s;
-      in->duration_s = it->second->duration_s;
-    }
     plan::Block& block = program.blocks[static_cast<int>(phases[index])];
     in->phase = block.phase;
     in->block = block.name;
@@ -525,30 +516,22 @@ int64_t Exporter::vocabOf() {
   return 0;
 }
 
-void Exporter::setPredicted() {
-  plan::Predicted& p = plan_.predicted;
-  p.step_time_s = timeline_.step_time_s;
-  p.compute_s = timeline_.compute_s;
-  p.comm_s = timeline_.comm_s;
-  p.exposed_comm_s = timeline_.exposed_comm_s;
-  p.optimizer_s = timeline_.optimizer_s;
-  p.compute_efficiency = options_.compute_efficiency;
-  p.peak_bytes = memory_.peak_bytes;
-  p.peak_index = memory_.peak_index;
-  for (int r = 0; r < memory::kNumRoles; ++r) {
-    p.breakdown[plan::roleName(static_cast<plan::BufferRole>(r))] = memory_.at_peak.bytes[r];
-  }
+// The predicted figures: the plan priced by cost::recordPrice (the same
+// pricing the mesh search uses), and the traffic per axes and kind.
+absl::Status Exporter::setPredicted(const mesh::Topology& topology) {
+  cost::Efficiency efficiency;
+  efficiency.gemm = options_.compute_efficiency;
+  absl::StatusOr<cost::CostModel> model = cost::CostModel::create(topology, efficiency);
+  if (!model.ok()) return model.status();
+  if (absl::Status s = cost::recordPrice(*model, plan_); !s.ok()) return s;
   const collectives::CommVolume comm = collectives::computeCommVolume(func_);
   for (const auto& [key, entry] : comm.entries) {
-    p.comm_volume.push_back({.axes = key.first,
-                             .kind = collectives::collectiveKindName(key.second),
-                             .count = entry.count,
-                             .bytes = entry.bytes});
+    plan_.predicted.comm_volume.push_back({.axes = key.first,
+                                           .kind = collectives::collectiveKindName(key.second),
+                                           .count = entry.count,
+                                           .bytes = entry.bytes});
   }
-  p.comm_bytes_per_rank = comm.totalBytes();
-  // The nn ops' FLOPs per rank and step (forward and backward, as the
-  // graph has them: no recomputation), what MFU divides by the step time.
-  func_.walk([&](nn::CostOpInterface op) { p.model_flops += static_cast<double>(op.getFlops()); });
+  return absl::OkStatus();
 }
 
 }  // namespace

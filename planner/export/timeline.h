@@ -1,11 +1,11 @@
-// The predicted timeline of one training step on one rank (docs/plan_json.md,
-// "Predicted time") that plan.json, the report and trace.json share. Each op
-// is priced by the cost model (planner/cost/cost_model.h): compute ops by
-// FLOPs and bytes against the device's peak with a per-op-kind efficiency
-// (or a machine profile's measured GEMM rates), collectives by alpha-beta on
-// the links their group spans. The step is simulated by cost::simulate: one
-// compute stream, one comm stream per group of mesh axes, async collectives
-// overlapping compute until their dist.wait.
+// What the exporter reads off a planned function to lay out its timeline:
+// the phase of each op and what each collective moves; and the re-pricing
+// of an exported plan with other figures. The plan itself is priced by
+// cost::pricePlan (planner/cost/plan_price.h, docs/plan_json.md "Predicted
+// time"): compute ops by FLOPs and bytes against the device's peak with a
+// per-op-kind efficiency (or a machine profile's measured GEMM rates),
+// collectives by alpha-beta on the links their group spans, simulated with
+// one compute stream and one comm stream per group of mesh axes.
 #ifndef LOOM_PLANNER_EXPORT_TIMELINE_H_
 #define LOOM_PLANNER_EXPORT_TIMELINE_H_
 
@@ -55,31 +55,6 @@ struct CollectiveInfo {
 // Null for ops that are not collectives.
 std::optional<CollectiveInfo> describeCollective(mlir::Operation* op, const mesh::DeviceMesh& mesh);
 
-struct TimelineEvent {
-  std::string name;
-  bool comm = false;
-  Phase phase = Phase::kForward;
-  // The op's index in the body.
-  int64_t index = 0;
-  double start_s = 0;
-  double duration_s = 0;
-  // Collectives: bytes per rank and the mesh axes, joined with ",".
-  int64_t bytes = 0;
-  std::string axes;
-};
-
-struct Timeline {
-  std::vector<TimelineEvent> events;
-  // Busy time of the compute stream (optimizer included) and of the comm
-  // stream; the time compute waited for communication; the optimizer step;
-  // the end of the step.
-  double compute_s = 0;
-  double comm_s = 0;
-  double exposed_comm_s = 0;
-  double optimizer_s = 0;
-  double step_time_s = 0;
-};
-
 struct TimelineOptions {
   // Fraction of the device's peak FLOP/s a large GEMM reaches
   // (cost::Efficiency::gemm); the other op kinds keep their default ratios.
@@ -88,28 +63,12 @@ struct TimelineOptions {
   const cost::MachineProfile* profile = nullptr;
 };
 
-// How the cost model prices an nn op that has a CostOpInterface: its class
-// (nn.linear and nn.matmul are GEMMs, nn.attention and its gradient are
-// attention, nn.reshape is a view, the rest is memory-bound), the dtype of
-// its first result, its FLOPs and bytes, and the GEMM's m, n, k.
-cost::ComputeCost computeCostOf(mlir::Operation* op);
-
-// Predicts `func`'s step on `topology` (whose world must be `mesh`'s size).
-// The optimizer phase is the body's dist.optimizer_step ops (plan-optimizer-
-// step), run one after another at the end of the step, each priced by the
-// bytes it streams (param, grad, both moments and the master copy read,
-// all but the grad written) at the device's memory bandwidth.
-absl::StatusOr<Timeline> predictTimeline(mlir::func::FuncOp func, const mesh::DeviceMesh& mesh,
-                                         const mesh::Topology& topology,
-                                         const TimelineOptions& options = {});
-
-// Re-prices an exported plan of `module` (exportPlan's output for the same
-// module and topology) with `options`, e.g. a machine profile: rewrites
-// predicted.step_time_s, compute_s, comm_s, exposed_comm_s, optimizer_s and
-// every instruction's start_s and duration_s, and records the profile's
-// name in predicted.machine_profile.
-absl::Status repricePlan(mlir::ModuleOp module, const mesh::Topology& topology,
-                         const TimelineOptions& options, plan::Plan& plan);
+// Re-prices an exported plan on `topology` with `options`, e.g. a machine
+// profile (cost::recordPrice): rewrites the predicted figures and every
+// instruction's start_s and duration_s, and records the profile's name in
+// predicted.machine_profile.
+absl::Status repricePlan(const mesh::Topology& topology, const TimelineOptions& options,
+                         plan::Plan& plan);
 
 }  // namespace loom::planner::exporter
 

@@ -196,7 +196,7 @@ absl::StatusOr<PlanResult> planModule(mlir::ModuleOp module, const PlanRequest& 
   if (request.profile) {
     // exportPlan prices with the datasheet; a profile re-prices the plan.
     if (absl::Status status = planner::exporter::repricePlan(
-            module, *topology,
+            *topology,
             {.compute_efficiency = options.compute_efficiency, .profile = request.profile}, *plan);
         !status.ok()) {
       return status;

@@ -8,9 +8,12 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "comm/tensor.h"
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/DenseSet.h"
 #include "mlir/IR/BuiltinTypes.h"
+#include "plan/op_table.h"
+#include "planner/cost/plan_price.h"
 #include "planner/dialect/dist/ir/dist_dialect.h"
 #include "planner/dialect/dist/ir/dist_ops.h"
 #include "planner/dialect/dist/ir/dist_types.h"
@@ -28,55 +31,44 @@ int64_t elementCount(mlir::Type type) {
   return tensor ? tensor.getNumElements() : 0;
 }
 
-int64_t elementBytes(mlir::Type type) {
+// The comm dtype of a tensor's (or future's) elements, for the staging rule.
+comm::DType commDType(mlir::Type type) {
   if (auto future = llvm::dyn_cast<dist::FutureType>(type)) type = future.getValueType();
   if (auto tensor = llvm::dyn_cast<mlir::RankedTensorType>(type)) type = tensor.getElementType();
-  return (type.getIntOrFloatBitWidth() + 7) / 8;
+  if (type.isBF16()) return comm::DType::kBFloat16;
+  if (type.isF16()) return comm::DType::kFloat16;
+  if (type.isF64()) return comm::DType::kFloat64;
+  if (type.isInteger(64)) return comm::DType::kInt64;
+  if (type.isInteger(32)) return comm::DType::kInt32;
+  return comm::DType::kFloat32;
 }
 
-// What the runtime allocates beside a collective's operand and result
-// because of its dtypes (docs/runtime.md, "Mixed precision"), live until the
-// collective's wait: an operand of another type than the wire is converted
-// first; a sum or average accumulated wider than its wire receives every
-// rank's segments (all-to-all) and adds them; a reduction whose result is
-// not its wire type lands in a wire-typed block first. 0 for an f32 plan.
+// The staging bytes of a collective (cost::collectiveStagingBytes, the rule
+// plan pricing uses too); 0 for other ops and for one without a wire type.
 int64_t dtypeStagingBytes(mlir::Operation* op) {
   const llvm::StringRef name = op->getName().getStringRef();
-  const bool reduceScatter = name == "dist.reduce_scatter" || name == "dist.reduce_scatter_start";
-  const bool allReduce = name == "dist.all_reduce" || name == "dist.all_reduce_start";
-  const bool allGather = name == "dist.all_gather" || name == "dist.all_gather_start";
+  const plan::OpInfo* info = plan::findOp(name);
   auto wireAttr = op->getAttrOfType<mlir::TypeAttr>("wire_type");
-  if (!(reduceScatter || allReduce || allGather) || !wireAttr || op->getNumOperands() != 1 ||
-      op->getNumResults() != 1) {
+  if (!info || info->family != plan::OpFamily::kCollective || !wireAttr ||
+      op->getNumOperands() != 1 || op->getNumResults() != 1) {
     return 0;
   }
-  const mlir::Type wire = wireAttr.getValue();
-  const int64_t wireBytes = (wire.getIntOrFloatBitWidth() + 7) / 8;
-  const mlir::Value input = op->getOperand(0);
-  const int64_t in = elementCount(input.getType());
-  const int64_t out = elementCount(op->getResult(0).getType());
-  const int64_t resultBytes = elementBytes(op->getResult(0).getType());
-  int64_t bytes = 0;
-  if (llvm::cast<mlir::RankedTensorType>(input.getType()).getElementType() != wire)
-    bytes += in * wireBytes;
-  if (allGather) return bytes;
   auto accumAttr = op->getAttrOfType<mlir::TypeAttr>("accum_type");
   auto reduction = op->getAttrOfType<dist::ReductionKindAttr>("reduction");
   const int64_t g = collectives::groupSize(op, op->getAttrOfType<mlir::FlatSymbolRefAttr>("mesh"),
                                            op->getAttrOfType<mlir::ArrayAttr>("mesh_axes"));
-  const bool sum = reduction && (reduction.getValue() == dist::ReductionKind::Sum ||
-                                 reduction.getValue() == dist::ReductionKind::Avg);
-  const bool exact = sum && g > 1 && accumAttr &&
-                     accumAttr.getValue().getIntOrFloatBitWidth() > wire.getIntOrFloatBitWidth();
-  if (exact && reduceScatter) return bytes + in * wireBytes;
-  if (exact && allReduce) {
-    const int64_t segment = (in + g - 1) / g;
-    bytes += g * segment * wireBytes + segment * resultBytes;
-    if (g * segment != in) bytes += g * segment * (wireBytes + resultBytes);
-    return bytes;
-  }
-  if (resultBytes != wireBytes) bytes += out * wireBytes;
-  return bytes;
+  return cost::collectiveStagingBytes(
+      {.kind = info->collective,
+       .in_elements = elementCount(op->getOperand(0).getType()),
+       .out_elements = elementCount(op->getResult(0).getType()),
+       .operand = commDType(op->getOperand(0).getType()),
+       .wire = commDType(wireAttr.getValue()),
+       .result = commDType(op->getResult(0).getType()),
+       .accum =
+           accumAttr ? std::optional<comm::DType>(commDType(accumAttr.getValue())) : std::nullopt,
+       .sum = reduction && (reduction.getValue() == dist::ReductionKind::Sum ||
+                            reduction.getValue() == dist::ReductionKind::Avg),
+       .group_size = g});
 }
 
 }  // namespace
@@ -109,12 +101,23 @@ MemoryPlan computeMemoryPlan(mlir::func::FuncOp func) {
     if (func.getResultAttr(i, autodiff::kGradOfAttrName)) grads.insert(operand);
   }
 
+  // The last op that holds `value`: its last reader, where an async
+  // collective's operand is held until the collective's wait (the runtime
+  // reads it meanwhile), as plan::computeLifetimes has it; a returned value
+  // (the loss) is held to the end of the step.
   auto lastUse = [&](mlir::Value value, int64_t first) {
     int64_t last = first;
     for (mlir::Operation* user : value.getUsers()) {
-      if (mlir::Operation* ancestor = body.findAncestorOpInBlock(*user)) {
-        last = std::max(last, index[ancestor]);
+      mlir::Operation* ancestor = body.findAncestorOpInBlock(*user);
+      if (!ancestor) continue;
+      int64_t at = index[ancestor];
+      const plan::OpInfo* info = plan::findOp(ancestor->getName().getStringRef());
+      if (info && info->async_start) {
+        for (mlir::Operation* wait : ancestor->getResult(0).getUsers()) {
+          if (llvm::isa<dist::WaitOp>(wait)) at = std::max(at, index[wait]);
+        }
       }
+      last = std::max(last, at);
     }
     return last;
   };

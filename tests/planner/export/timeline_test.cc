@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_join.h"
 #include "gtest/gtest.h"
 #include "mesh/topology.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -17,6 +18,7 @@
 #include "nlohmann/json.hpp"
 #include "planner/cost/machine_profile.h"
 #include "planner/dialect/dist/ir/dist_dialect.h"
+#include "planner/dialect/nn/ir/nn_interfaces.h"
 #include "planner/export/plan_json.h"
 #include "planner/models/model_config.h"
 #include "planner/models/zoo_builder.h"
@@ -77,7 +79,7 @@ TEST_F(TimelineTest, TheForwardEndsAtTheLossAllReduceOfAScheduledPlan) {
 TEST_F(TimelineTest, OpsAreClassedForTheCostModel) {
   int64_t gemms = 0, attention = 0, views = 0;
   for (mlir::Operation& op : func_.getBody().front()) {
-    const cost::ComputeCost c = computeCostOf(&op);
+    const cost::ComputeCost c = nn::computeCostOf(&op);
     const llvm::StringRef name = op.getName().getStringRef();
     if (name == "nn.linear" || name == "nn.matmul") {
       ++gemms;
@@ -97,26 +99,25 @@ TEST_F(TimelineTest, OpsAreClassedForTheCostModel) {
 }
 
 TEST_F(TimelineTest, CollectivesOfOtherAxesDoNotQueueBehindEachOther) {
-  auto mesh = meshOf(*module_);
-  ASSERT_TRUE(mesh.ok()) << mesh.status();
   auto topology = mesh::Topology::cpuHost(4);
-  auto timeline = predictTimeline(func_, *mesh, *topology);
-  ASSERT_TRUE(timeline.ok()) << timeline.status();
+  auto plan = exportPlan(*module_, *topology, {});
+  ASSERT_TRUE(plan.ok()) << plan.status();
   // A tp collective may start while an fsdp one runs: streams are per axes.
   double fsdpStart = -1, fsdpEnd = -1;
   bool overlapped = false;
-  for (const TimelineEvent& event : timeline->events) {
-    if (!event.comm) continue;
-    if (event.axes == "fsdp") {
-      fsdpStart = event.start_s;
-      fsdpEnd = event.start_s + event.duration_s;
-    } else if (event.axes == "tp" && event.start_s > fsdpStart && event.start_s < fsdpEnd) {
+  for (const plan::Instruction* in : plan->programs[0].instructions()) {
+    if (!in->commStream() || !in->start_s) continue;
+    const std::string axes = absl::StrJoin(in->attrs.mesh_axes, ",");
+    if (axes == "fsdp") {
+      fsdpStart = *in->start_s;
+      fsdpEnd = *in->start_s + *in->duration_s;
+    } else if (axes == "tp" && *in->start_s > fsdpStart && *in->start_s < fsdpEnd) {
       overlapped = true;
     }
   }
   EXPECT_TRUE(overlapped);
-  EXPECT_GT(timeline->step_time_s, 0);
-  EXPECT_LE(timeline->exposed_comm_s, timeline->comm_s);
+  EXPECT_GT(plan->predicted.step_time_s, 0);
+  EXPECT_LE(plan->predicted.exposed_comm_s, plan->predicted.comm_s);
 }
 
 TEST_F(TimelineTest, AProfileRepricesAnExportedPlan) {
@@ -142,7 +143,7 @@ TEST_F(TimelineTest, AProfileRepricesAnExportedPlan) {
                                    .points = {}});
   }
   plan::Plan repriced = *plan;
-  ASSERT_TRUE(repricePlan(*module_, *topology, {.profile = &profile}, repriced).ok());
+  ASSERT_TRUE(repricePlan(*topology, {.profile = &profile}, repriced).ok());
   EXPECT_EQ(repriced.predicted.machine_profile, "slow");
   EXPECT_GT(repriced.predicted.step_time_s, 5 * datasheet);
   // Every timed instruction got the new times; the last ends at the step.

@@ -15,6 +15,7 @@
 #include "mlir/IR/Operation.h"
 #include "mlir/IR/Value.h"
 #include "mlir/Support/LLVM.h"
+#include "planner/cost/compute_cost.h"
 
 namespace loom::planner::nn {
 
@@ -121,6 +122,10 @@ class OpShardingRule {
 // Bytes of every operand and result of `op` (element bit width / 8 times
 // element count), the default of CostOpInterface::getBytesMoved.
 int64_t operandAndResultBytes(mlir::Operation* op);
+
+// How the cost model prices `op` (planner/cost/op_work.h's computeCost on
+// its shapes); a default ComputeCost for an op without CostOpInterface.
+cost::ComputeCost computeCostOf(mlir::Operation* op);
 
 }  // namespace loom::planner::nn
 

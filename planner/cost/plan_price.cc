@@ -1,0 +1,321 @@
+// Pricing a plan (see plan_price.h).
+#include "planner/cost/plan_price.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <map>
+#include <string>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "planner/cost/op_work.h"
+
+namespace loom::planner::cost {
+namespace {
+
+int64_t bytesOf(comm::DType dtype) { return static_cast<int64_t>(comm::dtypeSize(dtype)); }
+
+Dtype floatType(comm::DType dtype) {
+  if (dtype == comm::DType::kBFloat16) return Dtype::kBF16;
+  if (dtype == comm::DType::kFloat16) return Dtype::kF16;
+  return Dtype::kF32;
+}
+
+CollectiveKind kindOf(plan::CollectiveKind kind) {
+  switch (kind) {
+    case plan::CollectiveKind::kAllGather:
+      return CollectiveKind::kAllGather;
+    case plan::CollectiveKind::kReduceScatter:
+      return CollectiveKind::kReduceScatter;
+    case plan::CollectiveKind::kAllToAll:
+      return CollectiveKind::kAllToAll;
+    default:
+      return CollectiveKind::kAllReduce;
+  }
+}
+
+// Builds the cost::Instruction program of one plan program and keeps what
+// the memory count and the per-instruction times need.
+class Pricer {
+ public:
+  Pricer(const plan::Plan& plan, const CostModel& model) : plan_(plan), model_(model) {}
+
+  absl::StatusOr<PlanPrice> price(const plan::Program& program);
+
+ private:
+  const plan::Buffer& buffer(int64_t id) const { return plan_.buffers[id]; }
+  TensorDesc describe(int64_t id) const {
+    const plan::Buffer& b = buffer(id);
+    return {.shape = b.local_shape, .element_bytes = bytesOf(b.dtype), .dtype = floatType(b.dtype)};
+  }
+  absl::Status compute(const plan::Instruction& in);
+  absl::Status collective(const plan::Instruction& in);
+  void memory(const std::vector<const plan::Instruction*>& order);
+
+  struct Stream {
+    GroupShape group;
+    int32_t index = 0;
+  };
+  absl::StatusOr<Stream> streamOf(const std::vector<std::string>& axes);
+
+  const plan::Plan& plan_;
+  const CostModel& model_;
+  PlanPrice price_;
+  std::vector<Instruction> program_;
+  // The plan instruction (order) behind each program entry.
+  std::vector<int64_t> orderOf_;
+  std::map<std::string, Stream> streams_;
+  // Future buffer -> the program entry of the collective that makes it.
+  std::unordered_map<int64_t, int32_t> startOf_;
+  // (order, seconds) of each optimizer step.
+  std::vector<std::pair<int64_t, double>> optimizer_;
+  // Staging buffers: (order of the collective, bytes, its result).
+  struct Staging {
+    int64_t first;
+    int64_t bytes;
+    int64_t result;
+  };
+  std::vector<Staging> staging_;
+};
+
+absl::StatusOr<Pricer::Stream> Pricer::streamOf(const std::vector<std::string>& axes) {
+  const std::string key = absl::StrJoin(axes, ",");
+  if (auto it = streams_.find(key); it != streams_.end()) return it->second;
+  absl::StatusOr<GroupShape> group = model_.groupOf(plan_.mesh, axes);
+  if (!group.ok()) return group.status();
+  const Stream stream{.group = *group, .index = static_cast<int32_t>(streams_.size())};
+  streams_.emplace(key, stream);
+  price_.stream_s.push_back(0);
+  return stream;
+}
+
+absl::Status Pricer::compute(const plan::Instruction& in) {
+  std::vector<TensorDesc> operands, results;
+  for (int64_t id : in.operands) operands.push_back(describe(id));
+  for (int64_t id : in.results) results.push_back(describe(id));
+  const std::optional<ComputeCost> cost = computeCost({.name = in.op,
+                                                       .operands = operands,
+                                                       .results = results,
+                                                       .transpose_lhs = in.attrs.transpose_lhs});
+  if (!cost) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(in.where(), ": no cost formula for ", in.op, " (planner/cost/op_work.cc)"));
+  }
+  price_.model_flops += cost->flops;
+  const double seconds = model_.computeSeconds(*cost);
+  program_.push_back({.kind = Instruction::Kind::kCompute, .seconds = seconds});
+  orderOf_.push_back(in.order);
+  price_.duration_s[in.order] = seconds;
+  return absl::OkStatus();
+}
+
+absl::Status Pricer::collective(const plan::Instruction& in) {
+  absl::StatusOr<Stream> stream = streamOf(in.attrs.mesh_axes);
+  if (!stream.ok()) return stream.status();
+  const plan::Buffer& operand = buffer(in.operands[0]);
+  const plan::Buffer& result = buffer(in.results[0]);
+  const comm::DType wire = in.attrs.wire_type.value_or(operand.dtype);
+  const int64_t g = stream->group.size;
+  const int64_t e = bytesOf(wire);
+  const int64_t inElements = operand.numel();
+  const int64_t outElements = result.numel();
+  int64_t bytes = 0;
+  switch (in.info->collective) {
+    case plan::CollectiveKind::kAllGather:
+      bytes = (g - 1) * inElements * e;
+      break;
+    case plan::CollectiveKind::kReduceScatter:
+      bytes = (g - 1) * outElements * e;
+      break;
+    case plan::CollectiveKind::kAllReduce:
+      bytes = 2 * (g - 1) * ((inElements + g - 1) / g) * e;
+      break;
+    default:
+      bytes = (g - 1) * (inElements / g) * e;
+  }
+  const double seconds = model_.collectiveSeconds(kindOf(in.info->collective), stream->group,
+                                                  static_cast<double>(bytes));
+  if (in.info->async_start) startOf_[in.results[0]] = static_cast<int32_t>(program_.size());
+  program_.push_back({.kind = Instruction::Kind::kCollective,
+                      .seconds = seconds,
+                      .async = in.info->async_start,
+                      .stream = stream->index});
+  orderOf_.push_back(in.order);
+  price_.duration_s[in.order] = seconds;
+  price_.comm_bytes_per_rank += bytes;
+  price_.stream_s[stream->index] += seconds;
+  if (in.phase == plan::Phase::kBackward &&
+      in.info->collective == plan::CollectiveKind::kAllGather) {
+    price_.backward_gather_s += seconds;
+  }
+  // Without a wire type nothing is converted (the memory plan's rule).
+  if (!in.attrs.wire_type) return absl::OkStatus();
+  const std::optional<comm::ReduceOp> reduction = in.attrs.reduction;
+  const int64_t staging =
+      collectiveStagingBytes({.kind = in.info->collective,
+                              .in_elements = inElements,
+                              .out_elements = outElements,
+                              .operand = operand.dtype,
+                              .wire = wire,
+                              .result = result.dtype,
+                              .accum = in.attrs.accum_type,
+                              .sum = reduction && (*reduction == comm::ReduceOp::kSum ||
+                                                   *reduction == comm::ReduceOp::kAvg),
+                              .group_size = g});
+  if (staging > 0)
+    staging_.push_back({.first = in.order, .bytes = staging, .result = in.results[0]});
+  return absl::OkStatus();
+}
+
+// Live bytes per role at each instruction (slot 0 is the entry, the last
+// slot the step's end), by a difference array over the lifetimes.
+void Pricer::memory(const std::vector<const plan::Instruction*>& order) {
+  const int64_t end = static_cast<int64_t>(order.size());
+  std::vector<std::array<int64_t, plan::kNumRoles>> delta(end + 3);
+  auto add = [&](int64_t first, int64_t last, plan::BufferRole role, int64_t bytes) {
+    delta[first + 1][static_cast<int>(role)] += bytes;
+    delta[last + 2][static_cast<int>(role)] -= bytes;
+  };
+  for (const plan::Buffer& b : plan_.buffers) {
+    const bool resident =
+        b.role == plan::BufferRole::kParam || b.role == plan::BufferRole::kOptimizerState;
+    // The loss is handed back at the end of the step.
+    const int64_t last = resident || b.id == plan_.interface.loss ? end : b.live.last;
+    add(resident ? -1 : b.live.first, last, b.role, b.bytes);
+  }
+  for (const Staging& s : staging_) {
+    add(s.first, buffer(s.result).live.last, plan::BufferRole::kActivation, s.bytes);
+  }
+  std::array<int64_t, plan::kNumRoles> live{};
+  price_.peak_bytes = -1;
+  for (int64_t slot = 0; slot <= end + 1; ++slot) {
+    int64_t total = 0;
+    for (int r = 0; r < plan::kNumRoles; ++r) {
+      live[r] += delta[slot][r];
+      total += live[r];
+    }
+    if (total > price_.peak_bytes) {
+      price_.peak_bytes = total;
+      price_.peak_order = slot - 1;
+      price_.breakdown = live;
+    }
+  }
+}
+
+absl::StatusOr<PlanPrice> Pricer::price(const plan::Program& program) {
+  const std::vector<const plan::Instruction*> order = program.instructions();
+  price_.start_s.assign(order.size(), std::nullopt);
+  price_.duration_s.assign(order.size(), std::nullopt);
+  for (const plan::Instruction* in : order) {
+    switch (in->info->family) {
+      case plan::OpFamily::kCompute:
+        if (absl::Status status = compute(*in); !status.ok()) return status;
+        break;
+      case plan::OpFamily::kCollective:
+        if (absl::Status status = collective(*in); !status.ok()) return status;
+        break;
+      case plan::OpFamily::kWait: {
+        auto it = startOf_.find(in->operands[0]);
+        program_.push_back(
+            {.kind = Instruction::Kind::kWait, .start = it == startOf_.end() ? -1 : it->second});
+        orderOf_.push_back(-1);
+        break;
+      }
+      case plan::OpFamily::kOptimizer: {
+        int64_t bytes = buffer(in->operands[1]).bytes;
+        for (int64_t id : in->results) bytes += 2 * buffer(id).bytes;
+        const double seconds = model_.streamSeconds(static_cast<double>(bytes));
+        optimizer_.push_back({in->order, seconds});
+        price_.optimizer_s += seconds;
+        price_.duration_s[in->order] = seconds;
+        break;
+      }
+      case plan::OpFamily::kBuffer:
+        break;
+    }
+  }
+  std::vector<double> starts;
+  price_.timing = simulate(program_, price_.optimizer_s, &starts);
+  for (size_t i = 0; i < program_.size(); ++i) {
+    if (orderOf_[i] >= 0) price_.start_s[orderOf_[i]] = starts[i];
+  }
+  // The optimizer steps run one after another once the rest is done.
+  double at = price_.timing.step_time_s - price_.optimizer_s;
+  for (const auto& [at_order, seconds] : optimizer_) {
+    price_.start_s[at_order] = at;
+    at += seconds;
+  }
+  memory(order);
+  return std::move(price_);
+}
+
+}  // namespace
+
+int64_t collectiveStagingBytes(const StagingQuery& q) {
+  const bool reduceScatter = q.kind == plan::CollectiveKind::kReduceScatter;
+  const bool allReduce = q.kind == plan::CollectiveKind::kAllReduce;
+  const bool allGather = q.kind == plan::CollectiveKind::kAllGather;
+  if (!(reduceScatter || allReduce || allGather)) return 0;
+  const int64_t wireBytes = bytesOf(q.wire);
+  const int64_t resultBytes = bytesOf(q.result);
+  int64_t bytes = 0;
+  if (q.operand != q.wire) bytes += q.in_elements * wireBytes;
+  if (allGather) return bytes;
+  const int64_t g = q.group_size;
+  const bool exact = q.sum && g > 1 && q.accum && bytesOf(*q.accum) > wireBytes;
+  if (exact && reduceScatter) return bytes + q.in_elements * wireBytes;
+  if (exact && allReduce) {
+    const int64_t segment = (q.in_elements + g - 1) / g;
+    bytes += g * segment * wireBytes + segment * resultBytes;
+    if (g * segment != q.in_elements) bytes += g * segment * (wireBytes + resultBytes);
+    return bytes;
+  }
+  if (resultBytes != wireBytes) bytes += q.out_elements * wireBytes;
+  return bytes;
+}
+
+absl::StatusOr<PlanPrice> pricePlan(const plan::Plan& plan, const CostModel& model) {
+  if (plan.mesh.size() != model.topology().worldSize()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        plan.source, ": the plan's mesh has ", plan.mesh.size(), " devices but the topology ",
+        model.topology().worldSize(), "; price it on a topology of the mesh's size"));
+  }
+  if (plan.programs.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(plan.source, ": the plan has no program"));
+  }
+  Pricer pricer(plan, model);
+  return pricer.price(plan.programs.front());
+}
+
+absl::Status recordPrice(const CostModel& model, plan::Plan& plan) {
+  absl::StatusOr<PlanPrice> price = pricePlan(plan, model);
+  if (!price.ok()) return price.status();
+  for (plan::Block& block : plan.programs.front().blocks) {
+    for (plan::Instruction& in : block.instructions) {
+      in.start_s = price->start_s[in.order];
+      in.duration_s = price->duration_s[in.order];
+    }
+  }
+  plan::Predicted& p = plan.predicted;
+  p.step_time_s = price->timing.step_time_s;
+  p.compute_s = price->timing.compute_s;
+  p.comm_s = price->timing.comm_s;
+  p.exposed_comm_s = price->timing.exposed_comm_s;
+  p.optimizer_s = price->optimizer_s;
+  p.compute_efficiency = model.efficiency().gemm;
+  p.peak_bytes = price->peak_bytes;
+  p.peak_index = price->peak_order;
+  for (int r = 0; r < plan::kNumRoles; ++r) {
+    p.breakdown[plan::roleName(static_cast<plan::BufferRole>(r))] = price->breakdown[r];
+  }
+  p.comm_bytes_per_rank = price->comm_bytes_per_rank;
+  p.model_flops = price->model_flops;
+  p.machine_profile = model.profile() ? model.profile()->name : "";
+  return absl::OkStatus();
+}
+
+}  // namespace loom::planner::cost

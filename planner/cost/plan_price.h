@@ -1,0 +1,82 @@
+// Prices a plan (plan/plan.h) without MLIR: the step's timeline by the cost
+// model's rules and cost::simulate, and its peak memory per rank from the
+// buffers' lifetimes. The exporter's predicted figures and the mesh search
+// both come from here, so a plan and the search's estimate of it are one
+// computation on one program (docs/planner_cost.md, "Pricing a plan").
+#ifndef LOOM_PLANNER_COST_PLAN_PRICE_H_
+#define LOOM_PLANNER_COST_PLAN_PRICE_H_
+
+#include <array>
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "comm/tensor.h"
+#include "plan/plan.h"
+#include "planner/cost/cost_model.h"
+#include "planner/cost/program.h"
+
+namespace loom::planner::cost {
+
+// What the runtime allocates beside a collective because of its dtypes
+// (docs/runtime.md, "Mixed precision"), live until its wait: an operand of
+// another type than the wire is converted first; a sum or average
+// accumulated wider than its wire receives every rank's segments and adds
+// them; a reduction whose result is not its wire type lands in a wire-typed
+// block first. 0 for an f32 plan.
+struct StagingQuery {
+  plan::CollectiveKind kind = plan::CollectiveKind::kNone;
+  int64_t in_elements = 0;
+  int64_t out_elements = 0;
+  comm::DType operand = comm::DType::kFloat32;
+  comm::DType wire = comm::DType::kFloat32;
+  comm::DType result = comm::DType::kFloat32;
+  std::optional<comm::DType> accum;
+  // The reduction is a sum or an average.
+  bool sum = false;
+  int64_t group_size = 1;
+};
+int64_t collectiveStagingBytes(const StagingQuery& query);
+
+struct PlanPrice {
+  // Compute (optimizer included), communication, exposed communication and
+  // the end of one step, as cost::simulate gives them.
+  Timing timing;
+  double optimizer_s = 0;
+  // Per instruction, by Instruction::order: start and duration (nullopt for
+  // instructions without a cost: waits and buffer ops).
+  std::vector<std::optional<double>> start_s;
+  std::vector<std::optional<double>> duration_s;
+  // Live bytes at the peak, where (an order; -1: on entry), and by role.
+  int64_t peak_bytes = 0;
+  int64_t peak_order = -1;
+  std::array<int64_t, plan::kNumRoles> breakdown{};
+  // Bytes each rank sends per step (the collectives' `bytes`) and the nn
+  // ops' FLOPs.
+  int64_t comm_bytes_per_rank = 0;
+  double model_flops = 0;
+  // Busy time of each comm stream (one per set of mesh axes), in order of
+  // first use, and of the gathers in the backward phase.
+  std::vector<double> stream_s;
+  double backward_gather_s = 0;
+};
+
+// Prices `plan`'s first program on `model`'s topology (whose world must be
+// the plan's mesh size). Collective bytes and compute work come from the
+// buffers' local shapes, so a plan whose shapes were changed is priced as
+// it now stands. Buffers live over their plan lifetimes (buffers[].live),
+// except that parameters and optimizer states are resident for the whole
+// step and the loss is held to its end (plan-memory-plan's rules).
+absl::StatusOr<PlanPrice> pricePlan(const plan::Plan& plan, const CostModel& model);
+
+// Prices `plan` and records the figures in it: predicted.step_time_s,
+// compute_s, comm_s, exposed_comm_s, optimizer_s, peak_bytes, peak_index,
+// breakdown, comm_bytes_per_rank, model_flops, the efficiency of large
+// GEMMs, the profile's name, and every instruction's start_s and
+// duration_s. The exporter and the re-pricing with a machine profile use it.
+absl::Status recordPrice(const CostModel& model, plan::Plan& plan);
+
+}  // namespace loom::planner::cost
+
+#endif  // LOOM_PLANNER_COST_PLAN_PRICE_H_
