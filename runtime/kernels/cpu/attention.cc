@@ -28,8 +28,8 @@ namespace {
 
 // Query rows and key columns per tile. A constant, never derived from the
 // shape: that is what keeps a head's bits independent of how the call is
-// split. 64 was the fastest of 32, 48, 64, 96 and 128 at kernels_bench's
-// shapes; it keeps a tile's GEMMs at or under OpenBLAS's single-thread
+// split. 32, 48, 64 and 96 ran within 10 % of each other at kernels_bench's
+// shapes; 64 keeps a tile's GEMMs at or under OpenBLAS's single-thread
 // threshold (64^3 multiply-adds) for head_dim <= 64, and a tile of scores
 // (16 KiB) in L1 beside its operands.
 constexpr int64_t kTile = 64;
