@@ -1,7 +1,8 @@
 // fp32 CPU kernels for every `nn` op, forward and backward, implementing the
 // math of docs/planner_nn.md exactly (see docs/runtime_kernels.md).
-// Matrix products go to OpenBLAS; everything else is plain single-threaded
-// loops with contiguous inner dims that the compiler can vectorise.
+// Matrix products, and the tiles of attention (attention.cc), go to
+// OpenBLAS; everything else is plain single-threaded loops with contiguous
+// inner dims that the compiler can vectorise.
 //
 // The kernels are lean on purpose: they take raw row-major pointers and
 // sizes and do not validate them. The executor validates the plan once, so

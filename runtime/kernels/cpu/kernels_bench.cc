@@ -1,13 +1,18 @@
 // Throughput of the CPU kernels that dominate a step: linear / matmul
 // (OpenBLAS) and causal attention forward and backward, reported as GFLOP/s
 // with the FLOP counts of docs/planner_nn.md, over wall time (OpenBLAS runs
-// its own threads, which the main thread's CPU time would miss). Run with
-// `bazel run -c opt //runtime/kernels/cpu:kernels_bench`.
+// its own threads, which the main thread's CPU time would miss). Attention
+// runs the blocked kernels and the scalar reference they replaced side by
+// side. Run with `bazel run -c opt //runtime/kernels/cpu:kernels_bench`.
 #include <benchmark/benchmark.h>
+#include <cblas.h>
 
+#include <chrono>
 #include <cstdint>
+#include <string>
 #include <vector>
 
+#include "runtime/kernels/cpu/attention_reference.h"
 #include "runtime/kernels/cpu/cpu_kernels.h"
 
 namespace loom::runtime::cpu {
@@ -65,42 +70,99 @@ void BM_MatmulTransposeRhs(benchmark::State& state) {
 }
 BENCHMARK(BM_MatmulTransposeRhs)->Args({2048, 4096, 1024})->UseRealTime();
 
-// Args: seq, heads, kv_heads (batch 1, head_dim 64).
+// Args: batch, seq, heads, kv_heads, head_dim.
 AttentionShape attentionShape(const benchmark::State& state) {
-  return {1, state.range(0), state.range(1), state.range(2), 64};
+  return {state.range(0), state.range(1), state.range(2), state.range(3), state.range(4)};
 }
 
 double attentionPairs(const AttentionShape& s) {
   return static_cast<double>(s.batch) * s.heads * s.head_dim * s.seq * (s.seq + 1) / 2.0;
 }
 
+// Runs the scalar reference and the blocked kernel alternately, timing each
+// on its own, so that both see the same machine load however it drifts;
+// reports each one's GFLOP/s and the ratio. The benchmark's own time is the
+// pair's.
+template <typename Reference, typename Blocked>
+void compareAttention(benchmark::State& state, double flops_per_call, const Reference& reference,
+                      const Blocked& blocked) {
+  using Clock = std::chrono::steady_clock;
+  std::chrono::duration<double> reference_time{0}, blocked_time{0};
+  for (auto _ : state) {
+    const Clock::time_point start = Clock::now();
+    reference();
+    const Clock::time_point middle = Clock::now();
+    blocked();
+    reference_time += middle - start;
+    blocked_time += Clock::now() - middle;
+  }
+  const double flops = flops_per_call * static_cast<double>(state.iterations()) * 1e-9;
+  state.counters["ref GFLOP/s"] = flops / reference_time.count();
+  state.counters["new GFLOP/s"] = flops / blocked_time.count();
+  state.counters["speedup"] = reference_time.count() / blocked_time.count();
+}
+
+// Operands of one attention shape: q and dout [B, S, H, D], k and v
+// [B, S, Hkv, D].
+struct AttentionOperands {
+  explicit AttentionOperands(const AttentionShape& s)
+      : q(filled(s.batch * s.seq * s.heads * s.head_dim)),
+        kv(filled(s.batch * s.seq * s.kv_heads * s.head_dim)),
+        out(q.size()),
+        dq(q.size()),
+        dk(kv.size()),
+        dv(kv.size()) {}
+
+  std::vector<float> q, kv, out, dq, dk, dv;
+};
+
 void BM_Attention(benchmark::State& state) {
   const AttentionShape s = attentionShape(state);
-  const auto q = filled(s.seq * s.heads * 64);
-  const auto kv = filled(s.seq * s.kv_heads * 64);
-  std::vector<float> out(q.size());
-  for (auto _ : state) {
-    attention(q.data(), kv.data(), kv.data(), out.data(), s);
-    benchmark::DoNotOptimize(out.data());
-  }
-  setFlops(state, 4.0 * attentionPairs(s));
+  AttentionOperands x(s);
+  compareAttention(
+      state, 4.0 * attentionPairs(s),
+      [&] { attentionReference(x.q.data(), x.kv.data(), x.kv.data(), x.out.data(), s); },
+      [&] { attention(x.q.data(), x.kv.data(), x.kv.data(), x.out.data(), s); });
 }
-BENCHMARK(BM_Attention)->Args({512, 8, 8})->Args({512, 8, 2})->UseRealTime();
 
 void BM_AttentionGrad(benchmark::State& state) {
   const AttentionShape s = attentionShape(state);
-  const auto q = filled(s.seq * s.heads * 64);
-  const auto kv = filled(s.seq * s.kv_heads * 64);
-  std::vector<float> dq(q.size()), dk(kv.size()), dv(kv.size());
-  for (auto _ : state) {
-    attentionGrad(q.data(), kv.data(), kv.data(), q.data(), dq.data(), dk.data(), dv.data(), s);
-    benchmark::DoNotOptimize(dq.data());
-  }
-  setFlops(state, 10.0 * attentionPairs(s));
+  AttentionOperands x(s);
+  compareAttention(
+      state, 10.0 * attentionPairs(s),
+      [&] {
+        attentionGradReference(x.q.data(), x.kv.data(), x.kv.data(), x.q.data(), x.dq.data(),
+                               x.dk.data(), x.dv.data(), s);
+      },
+      [&] {
+        attentionGrad(x.q.data(), x.kv.data(), x.kv.data(), x.q.data(), x.dq.data(), x.dk.data(),
+                      x.dv.data(), s);
+      });
 }
-BENCHMARK(BM_AttentionGrad)->Args({512, 8, 8})->Args({512, 8, 2})->UseRealTime();
+
+// Tiny Llama's layer (hidden 256 as 8 heads of 32 over 4 kv heads, and as 4
+// heads of 64), batch 4 x seq 128; hidden 1024 as 16 heads of 64 at seq 256;
+// and a long GQA sequence.
+void attentionShapes(benchmark::internal::Benchmark* b) {
+  b->ArgNames({"B", "S", "H", "Hkv", "D"});
+  b->Args({4, 128, 8, 4, 32})->Args({4, 128, 4, 4, 64})->Args({4, 256, 16, 16, 64});
+  b->Args({1, 512, 8, 2, 64})->UseRealTime();
+}
+BENCHMARK(BM_Attention)->Apply(attentionShapes);
+BENCHMARK(BM_AttentionGrad)->Apply(attentionShapes);
 
 }  // namespace
 }  // namespace loom::runtime::cpu
 
-BENCHMARK_MAIN();
+int main(int argc, char** argv) {
+  // The GEMM figures, attention's included, depend on the kernels OpenBLAS
+  // picked for this CPU (OPENBLAS_CORETYPE overrides its choice) and on its
+  // thread count.
+  benchmark::AddCustomContext("openblas", openblas_get_config());
+  benchmark::AddCustomContext("openblas_threads", std::to_string(openblas_get_num_threads()));
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}
