@@ -134,6 +134,9 @@ struct Instruction {
   int64_t position = 0;  // in its block, for messages
   int64_t order = 0;     // in Program::instructions(), for lifetimes
   int64_t index = -1;    // the op's index in the planned function (-1: none)
+  // The module path of the model op it comes from ("layers.3.attention.wq";
+  // empty: none known). Repeated layers share it but for the index.
+  std::string scope;
   std::vector<int64_t> operands;
   std::vector<int64_t> results;
   Attrs attrs;

@@ -263,6 +263,7 @@ absl::Status readInstruction(const Reader& r, const json& j, const std::string& 
                                 std::string(opNames()), ")"));
   }
   LOOM_RETURN_IF_ERROR(r.getOptional(j, path, "index", in.index));
+  LOOM_RETURN_IF_ERROR(r.getOptional(j, path, "scope", in.scope));
   std::string stream;
   LOOM_RETURN_IF_ERROR(r.get(j, path, "stream", stream));
   if (stream != streamName(in.info->stream)) {

@@ -14,6 +14,7 @@
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "plan/lifetimes.h"
+#include "plan/scope.h"
 #include "plan/shard_box.h"
 #include "tests/testing/status_matchers.h"
 
@@ -245,6 +246,19 @@ TEST(PlanTest, PlacementsPrintAsTheyParse) {
        {"shard()", "shard(1,pad)", "partial(prod)", "Replicate", "shard(99999999999)"}) {
     EXPECT_FALSE(AxisPlacement::parse(bad).ok()) << bad;
   }
+}
+
+TEST(ScopeTest, RepeatedBlocksAreTheFirstNumberedComponent) {
+  EXPECT_EQ(repeatedBlockOf("layers.3.attention.wq"),
+            (RepeatedBlock{.stack = "layers", .index = 3}));
+  EXPECT_EQ(repeatedBlockOf("transformer.h.11.mlp.c_fc"),
+            (RepeatedBlock{.stack = "transformer.h", .index = 11}));
+  EXPECT_EQ(repeatedBlockOf("model.layers.0"),
+            (RepeatedBlock{.stack = "model.layers", .index = 0}));
+  EXPECT_FALSE(repeatedBlockOf("tok_embeddings").has_value());
+  EXPECT_FALSE(repeatedBlockOf("").has_value());
+  EXPECT_FALSE(repeatedBlockOf("3.weight").has_value());      // no stack name
+  EXPECT_FALSE(repeatedBlockOf("layers.3a.wq").has_value());  // not a number
 }
 
 }  // namespace

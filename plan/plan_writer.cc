@@ -231,6 +231,7 @@ void writeInstruction(JsonOut& out, const Instruction& in) {
   out.list(in.operands);
   out.key("results");
   out.list(in.results);
+  if (!in.scope.empty()) out.member("scope", std::string_view(in.scope));
   if (in.start_s) out.member("start_s", *in.start_s);
   out.member("stream", std::string_view(streamName(in.info->stream)));
   out.endObject();

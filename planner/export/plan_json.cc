@@ -191,6 +191,19 @@ std::string argName(mlir::func::FuncOp func, unsigned n,
   return absl::StrCat("arg", n);
 }
 
+// The module path a location names: a NameLoc's name ("layers.3.ffn.w1"),
+// looked for through fused and call-site locations; "" when none.
+std::string scopeOf(mlir::Location loc) {
+  if (auto name = llvm::dyn_cast<mlir::NameLoc>(loc)) return name.getName().str();
+  if (auto fused = llvm::dyn_cast<mlir::FusedLoc>(loc)) {
+    for (mlir::Location inner : fused.getLocations()) {
+      if (std::string scope = scopeOf(inner); !scope.empty()) return scope;
+    }
+  }
+  if (auto site = llvm::dyn_cast<mlir::CallSiteLoc>(loc)) return scopeOf(site.getCallee());
+  return "";
+}
+
 plan::Topology topologyOf(const mesh::Topology& topology) {
   auto link = [](const mesh::Link& l) {
     return plan::Link{.link_class = std::string(mesh::linkClassName(l.link_class)),
@@ -383,6 +396,7 @@ absl::StatusOr<plan::Instruction> Exporter::instructionOf(mlir::Operation& op, i
   plan::Instruction in;
   in.op = op.getName().getStringRef().str();
   in.index = index;
+  in.scope = scopeOf(op.getLoc());
   in.info = plan::findOp(in.op);
   if (in.info == nullptr) {
     return absl::InvalidArgumentError(

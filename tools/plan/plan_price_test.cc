@@ -7,12 +7,14 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "gtest/gtest.h"
 #include "mlir/IR/MLIRContext.h"
 #include "plan/plan.h"
+#include "plan/scope.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "planner/cost/cost_model.h"
 #include "planner/transforms/memory/memory_plan.h"
@@ -86,6 +88,23 @@ TEST_P(PlanPriceTest, EqualsTheExportersFigures) {
   EXPECT_NEAR(end, p.step_time_s, 1e-12);
   EXPECT_LE(p.exposed_comm_s, p.comm_s);
   EXPECT_GT(p.model_flops, 0);
+
+  // Every model op, forward and backward, and the collectives serving them
+  // name their layer: the repeated blocks the search finds.
+  int compute = 0, scoped = 0, layerOne[2] = {0, 0};
+  for (const loom::plan::Instruction* in : plan.programs.front().instructions()) {
+    if (in->info->family == loom::plan::OpFamily::kCompute) {
+      ++compute;
+      if (!in->scope.empty()) ++scoped;
+    }
+    const std::optional<loom::plan::RepeatedBlock> block = loom::plan::repeatedBlockOf(in->scope);
+    if (block && block->index == 1 && in->phase != loom::plan::Phase::kOptimizer) {
+      ++layerOne[in->phase == loom::plan::Phase::kBackward ? 1 : 0];
+    }
+  }
+  EXPECT_EQ(scoped, compute);
+  EXPECT_GT(layerOne[0], 5);
+  EXPECT_GT(layerOne[1], 5);
 }
 
 const char kLlama[] = "tiny:layers=3,hidden=64,heads=4,kv_heads=2,ffn=96,vocab=250,seq=16";
