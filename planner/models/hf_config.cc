@@ -3,6 +3,7 @@
 // failure names the file, the field and what was expected.
 #include "planner/models/hf_config.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
@@ -51,28 +52,36 @@ class Fields {
 
   // A required positive integer.
   int64_t positiveInt(const char* key) {
-    if (!has(key)) return missing(key, "a positive integer"), 0;
+    if (!has(key)) {
+      missing(key, "a positive integer");
+      return 0;
+    }
     return positiveInt(key, 0);
   }
   int64_t positiveInt(const char* key, int64_t fallback) {
     if (!has(key)) return fallback;
     const json& value = object_.at(key);
     if (!value.is_number_integer() || value.get<int64_t>() < 1) {
-      return wrongType(key, "a positive integer", value), fallback;
+      wrongType(key, "a positive integer", value);
+      return fallback;
     }
     return value.get<int64_t>();
   }
 
   // A required positive number, or one with a fallback.
   double positiveNumber(const char* key) {
-    if (!has(key)) return missing(key, "a positive number"), 1.0;
+    if (!has(key)) {
+      missing(key, "a positive number");
+      return 1.0;
+    }
     return positiveNumber(key, 1.0);
   }
   double positiveNumber(const char* key, double fallback) {
     if (!has(key)) return fallback;
     const json& value = object_.at(key);
     if (!value.is_number() || !(value.get<double>() > 0)) {
-      return wrongType(key, "a positive number", value), fallback;
+      wrongType(key, "a positive number", value);
+      return fallback;
     }
     return value.get<double>();
   }
@@ -80,14 +89,20 @@ class Fields {
   bool flag(const char* key, bool fallback) {
     if (!has(key)) return fallback;
     const json& value = object_.at(key);
-    if (!value.is_boolean()) return wrongType(key, "true or false", value), fallback;
+    if (!value.is_boolean()) {
+      wrongType(key, "true or false", value);
+      return fallback;
+    }
     return value.get<bool>();
   }
 
   std::string text(const char* key, const std::string& fallback) {
     if (!has(key)) return fallback;
     const json& value = object_.at(key);
-    if (!value.is_string()) return wrongType(key, "a string", value), fallback;
+    if (!value.is_string()) {
+      wrongType(key, "a string", value);
+      return fallback;
+    }
     return value.get<std::string>();
   }
 
@@ -96,10 +111,14 @@ class Fields {
     std::vector<std::string> result;
     if (!has(key)) return result;
     const json& value = object_.at(key);
-    for (const json& entry : value.is_array() ? value : json::array({nullptr})) {
-      if (!entry.is_string()) return wrongType(key, "a list of strings", value), result;
-      result.push_back(entry.get<std::string>());
+    const bool all_strings =
+        value.is_array() && std::all_of(value.begin(), value.end(),
+                                        [](const json& entry) { return entry.is_string(); });
+    if (!all_strings) {
+      wrongType(key, "a list of strings", value);
+      return result;
     }
+    for (const json& entry : value) result.push_back(entry.get<std::string>());
     return result;
   }
 

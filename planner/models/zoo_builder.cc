@@ -271,6 +271,9 @@ class LlamaLayerEmitter {
     const Value b = bias ? e_.param(path + ".bias", {out_features}, Init::kZeros) : nullptr;
     return e_.linear(path, in, w, b);
   }
+  Value project(const std::string& module, const char* name, Value in, Value weight) {
+    return e_.linear(absl::StrCat(module, ".", name), in, weight);
+  }
 
   Value attention(Value x) {
     mlir::OpBuilder& b = e_.builder();
@@ -298,11 +301,17 @@ class LlamaLayerEmitter {
     mlir::OpBuilder& b = e_.builder();
     const std::string ffn = p_ + n_.mlp;
     const Value yn = norm(n_.mlp_norm, x);
-    const Value gate =
-        nn::SiluOp::create(b, e_.loc(ffn), project(ffn, n_.gate, yn, c_.hidden, c_.ffn_hidden));
-    const Value up = project(ffn, n_.up, yn, c_.hidden, c_.ffn_hidden);
-    const Value down = project(ffn, n_.down, nn::MulOp::create(b, e_.loc(ffn), gate, up),
-                               c_.ffn_hidden, c_.hidden);
+    // Declared as Meta numbers them (w1, w2, w3), the argument order of
+    // every earlier plan: parameters draw their init streams in that order.
+    auto weight = [&](const char* name, int64_t in, int64_t out) {
+      return e_.param(absl::StrCat(ffn, ".", name, ".weight"), {in, out});
+    };
+    const Value gate_w = weight(n_.gate, c_.hidden, c_.ffn_hidden);
+    const Value down_w = weight(n_.down, c_.ffn_hidden, c_.hidden);
+    const Value up_w = weight(n_.up, c_.hidden, c_.ffn_hidden);
+    const Value gate = nn::SiluOp::create(b, e_.loc(ffn), project(ffn, n_.gate, yn, gate_w));
+    const Value up = project(ffn, n_.up, yn, up_w);
+    const Value down = project(ffn, n_.down, nn::MulOp::create(b, e_.loc(ffn), gate, up), down_w);
     return nn::AddOp::create(b, e_.loc(ffn), x, down);
   }
 
