@@ -179,6 +179,14 @@ Accessor accessorOf(AttrId id) {
       return accessor<&Attrs::theta>();
     case AttrId::kInverse:
       return accessor<&Attrs::inverse>();
+    case AttrId::kScalingFactor:
+      return accessor<&Attrs::scaling_factor>();
+    case AttrId::kLowFreqFactor:
+      return accessor<&Attrs::low_freq_factor>();
+    case AttrId::kHighFreqFactor:
+      return accessor<&Attrs::high_freq_factor>();
+    case AttrId::kOriginalMaxPositions:
+      return accessor<&Attrs::original_max_positions>();
     case AttrId::kTransposeLhs:
       return accessor<&Attrs::transpose_lhs>();
     case AttrId::kTransposeRhs:

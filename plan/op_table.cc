@@ -82,7 +82,13 @@ std::vector<OpInfo> makeTable() {
       compute("nn.matmul", 2, 2, 1, 1, {{A::kTransposeLhs}, {A::kTransposeRhs}}),
       compute("nn.rms_norm", 2, 2, 1, 1, {epsilon}),
       compute("nn.layer_norm", 3, 3, 1, 1, {epsilon}),
-      compute("nn.rope", 1, 1, 1, 1, {{A::kTheta, true}, {A::kInverse}}),
+      compute("nn.rope", 1, 1, 1, 1,
+              {{A::kTheta, true},
+               {A::kInverse},
+               {A::kScalingFactor},
+               {A::kLowFreqFactor},
+               {A::kHighFreqFactor},
+               {A::kOriginalMaxPositions}}),
       compute("nn.attention", 3, 3, 1, 1),
       compute("nn.silu", 1, 1, 1, 1),
       compute("nn.gelu", 1, 1, 1, 1),
@@ -203,6 +209,14 @@ const char* attrName(AttrId id) {
       return "theta";
     case A::kInverse:
       return "inverse";
+    case A::kScalingFactor:
+      return "scaling_factor";
+    case A::kLowFreqFactor:
+      return "low_freq_factor";
+    case A::kHighFreqFactor:
+      return "high_freq_factor";
+    case A::kOriginalMaxPositions:
+      return "original_max_positions";
     case A::kTransposeLhs:
       return "transpose_lhs";
     case A::kTransposeRhs:

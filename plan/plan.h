@@ -90,7 +90,13 @@ struct Attrs {
   std::optional<double> epsilon;  // rms_norm, layer_norm and their grads
   std::optional<double> theta;    // rope
   bool inverse = false;           // rope: rotate back (its gradient)
-  bool transpose_lhs = false;     // matmul
+  // rope's frequency scaling (plan/rope_frequency.h): the factor alone is
+  // linear scaling; with the other three, Llama 3.1's bands.
+  std::optional<double> scaling_factor;
+  std::optional<double> low_freq_factor;
+  std::optional<double> high_freq_factor;
+  std::optional<int64_t> original_max_positions;
+  bool transpose_lhs = false;  // matmul
   bool transpose_rhs = false;
   std::optional<double> scale;       // cross-entropy family: 1/N of the whole batch
   std::optional<int64_t> vocab;      // vocab-parallel loss: the global vocabulary

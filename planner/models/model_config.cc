@@ -1,6 +1,7 @@
 // Published transformer configurations and the parameter-count formula.
 #include "planner/models/model_config.h"
 
+#include <cmath>
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -29,7 +30,9 @@ TransformerConfig gpt2(std::string name, int64_t layers, int64_t hidden, int64_t
           .ffn_hidden = 4 * hidden,
           .vocab = 50257,
           .max_seq = 1024,
-          .norm_eps = 1e-5};
+          .norm_eps = 1e-5,
+          .tie_embeddings = true,
+          .names = CheckpointNames::kHuggingFace};
 }
 
 TransformerConfig llama(std::string name, int64_t layers, int64_t hidden, int64_t heads,
@@ -80,6 +83,26 @@ absl::Status positive(std::string_view model, std::string_view field, int64_t va
   if (value > 0) return absl::OkStatus();
   return absl::InvalidArgumentError(absl::StrCat(
       "model ", std::string(model), ": ", std::string(field), " must be positive, got ", value));
+}
+
+// The conditions nn.rope's verifier puts on its scaling attributes, checked
+// here so that a bad config fails with the config's name, not an IR error.
+absl::Status validateRopeScaling(std::string_view model, const plan::RopeScaling& s) {
+  auto bad = [&](std::string_view what) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "model ", std::string(model), ": rope scaling ", std::string(what), " (factor ", s.factor,
+        ", low_freq_factor ", s.low_freq_factor, ", high_freq_factor ", s.high_freq_factor,
+        ", original_max_positions ", s.original_max_positions,
+        "); Llama 3.1 uses factor 8, low 1, high 4, original 8192"));
+  };
+  if (!(s.factor > 0) || !std::isfinite(s.factor)) return bad("needs a positive finite factor");
+  if (s.original_max_positions < 0) return bad("needs original_max_positions >= 0");
+  if (s.original_max_positions == 0) return absl::OkStatus();
+  if (!(s.low_freq_factor > 0) || !(s.high_freq_factor > s.low_freq_factor) ||
+      !std::isfinite(s.high_freq_factor)) {
+    return bad("needs 0 < low_freq_factor < high_freq_factor");
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace
@@ -133,7 +156,12 @@ absl::Status validateConfig(const TransformerConfig& config) {
         "model ", std::string(model), ": head dim ", config.headDim(),
         " is odd; rotary embeddings rotate pairs of features, so hidden / heads must be even"));
   }
-  return absl::OkStatus();
+  if (config.sliding_window < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("model ", std::string(model),
+                     ": sliding_window must be 0 (none) or positive, got ", config.sliding_window));
+  }
+  return validateRopeScaling(model, config.rope_scaling);
 }
 
 absl::StatusOr<TransformerConfig> tinyConfig(const TinyOptions& options) {
@@ -145,7 +173,11 @@ absl::StatusOr<TransformerConfig> tinyConfig(const TinyOptions& options) {
                               .num_kv_heads = options.num_kv_heads,
                               .ffn_hidden = options.ffn_hidden,
                               .vocab = options.vocab,
-                              .max_seq = options.max_seq};
+                              .max_seq = options.max_seq,
+                              .tie_embeddings = options.family == ModelFamily::kGpt2,
+                              .names = options.family == ModelFamily::kGpt2
+                                           ? CheckpointNames::kHuggingFace
+                                           : CheckpointNames::kMeta};
   if (absl::Status status = validateConfig(config); !status.ok()) return status;
   return config;
 }
@@ -202,19 +234,25 @@ absl::StatusOr<TransformerConfig> configFromSpec(std::string_view spec) {
 int64_t parameterCount(const TransformerConfig& c) {
   const int64_t h = c.hidden;
   const int64_t kv_width = c.num_kv_heads * c.headDim();
+  const int64_t head = c.tie_embeddings ? 0 : c.vocab * h;
   if (c.family == ModelFamily::kGpt2) {
     // Per layer: two LayerNorms (scale + bias), fused QKV and output
     // projections with biases, a 2-layer GELU MLP with biases.
     const int64_t per_layer = 2 * (2 * h) + (h * 3 * h + 3 * h) + (h * h + h) +
                               (h * c.ffn_hidden + c.ffn_hidden) + (c.ffn_hidden * h + h);
-    // Token and position tables, final LayerNorm; the LM head is tied.
-    return c.vocab * h + c.max_seq * h + c.num_layers * per_layer + 2 * h;
+    // Token and position tables, final LayerNorm, and the LM head unless
+    // it is tied (it is in every released GPT-2).
+    return c.vocab * h + c.max_seq * h + c.num_layers * per_layer + 2 * h + head;
   }
   // Per layer: two RMSNorm scales, q/o projections, k/v projections of the
-  // kv heads, and the SwiGLU gate/up/down projections; no biases.
-  const int64_t per_layer = 2 * h + 2 * h * h + 2 * h * kv_width + 3 * h * c.ffn_hidden;
-  // Token embedding, untied LM head, final RMSNorm.
-  return 2 * c.vocab * h + c.num_layers * per_layer + h;
+  // kv heads, and the SwiGLU gate/up/down projections; biases only on q, k
+  // and v where qkv_bias says.
+  const int64_t q_width = c.num_heads * c.headDim();
+  const int64_t biases = c.qkv_bias ? q_width + 2 * kv_width : 0;
+  const int64_t per_layer =
+      2 * h + 2 * h * q_width + 2 * h * kv_width + biases + 3 * h * c.ffn_hidden;
+  // Token embedding, LM head unless tied, final RMSNorm.
+  return c.vocab * h + head + c.num_layers * per_layer + h;
 }
 
 }  // namespace loom::planner::models

@@ -1,6 +1,7 @@
 // Architecture hyper-parameters of the transformer families in the model zoo
 // (GPT-2, Llama 2, Llama 3) with their published sizes, plus a configurable
-// `tiny` variant for tests. The zoo builder turns a config into an `nn` graph.
+// `tiny` variant for tests; hf_config.h reads them from a Hugging Face
+// config.json. The zoo builder turns a config into an `nn` graph.
 #ifndef LOOM_PLANNER_MODELS_MODEL_CONFIG_H_
 #define LOOM_PLANNER_MODELS_MODEL_CONFIG_H_
 
@@ -10,6 +11,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "plan/rope_frequency.h"
 
 namespace loom::planner::models {
 
@@ -19,8 +21,15 @@ enum class ModelFamily {
   kGpt2,
   // RMSNorm, RoPE, SwiGLU MLP, no biases, untied LM head, grouped-query
   // attention where num_kv_heads < num_heads (Touvron et al. 2023; Meta 2024).
+  // Mistral and Qwen2 are this family with the options below.
   kLlama,
 };
+
+// Which checkpoint's tensor names the graph's parameters carry. GPT-2 has
+// one set (Hugging Face's); the Llama family has Meta's reference names
+// ("layers.0.attention.wq.weight") or Hugging Face's
+// ("model.layers.0.self_attn.q_proj.weight").
+enum class CheckpointNames { kMeta, kHuggingFace };
 
 struct TransformerConfig {
   std::string name;
@@ -37,6 +46,21 @@ struct TransformerConfig {
   int64_t max_seq = 0;
   double norm_eps = 1e-5;
   double rope_theta = 10000.0;
+  // Llama family: the long-context frequency scaling of nn.rope (the
+  // defaults: none).
+  plan::RopeScaling rope_scaling = {};
+  // Llama family: biases on the q, k and v projections (Qwen2); the output
+  // projection and the MLP have none. GPT-2 has biases everywhere anyway.
+  bool qkv_bias = false;
+  // The LM head reads the token embedding table instead of a weight of its
+  // own (GPT-2, small Qwen2 models).
+  bool tie_embeddings = false;
+  // Sliding-window attention width (Mistral, Qwen2); 0: full causal
+  // attention. The graph's attention is causal over the whole sequence,
+  // which equals the windowed one only when seq <= sliding_window, so
+  // buildModel refuses longer sequences.
+  int64_t sliding_window = 0;
+  CheckpointNames names = CheckpointNames::kMeta;
 
   int64_t headDim() const { return hidden / num_heads; }
 };
@@ -71,11 +95,12 @@ absl::StatusOr<TransformerConfig> tinyConfig(const TinyOptions& options);
 // layers, hidden, heads, kv_heads, ffn, vocab, seq).
 absl::StatusOr<TransformerConfig> configFromSpec(std::string_view spec);
 
-// Checks the divisibility and positivity every builder relies on; the
-// message names the field and the values.
+// Checks the divisibility and positivity every builder relies on, and the
+// rope scaling's parameters; the message names the field and the values.
 absl::Status validateConfig(const TransformerConfig& config);
 
-// Trainable parameters, counted from the architecture (tied weights once).
+// Trainable parameters, counted from the architecture (tied weights once,
+// q/k/v biases included).
 int64_t parameterCount(const TransformerConfig& config);
 
 }  // namespace loom::planner::models

@@ -53,6 +53,43 @@ TEST(ModelConfigTest, TinySpecSetsFields) {
   EXPECT_EQ(configFromSpec("tiny")->name, "tiny");
 }
 
+TEST(ModelConfigTest, ParameterCountHasQkvBiasesAndTiedTablesOnce) {
+  TransformerConfig c =
+      *configFromSpec("tiny:layers=3,hidden=32,heads=4,kv_heads=1,ffn=48,vocab=100,seq=8");
+  EXPECT_FALSE(c.tie_embeddings);
+  const int64_t base = parameterCount(c);
+  c.qkv_bias = true;
+  // q: 32, k and v: one kv head of 8 each, in each of 3 layers.
+  EXPECT_EQ(parameterCount(c), base + 3 * (32 + 2 * 8));
+  c.tie_embeddings = true;
+  EXPECT_EQ(parameterCount(c), base + 3 * (32 + 2 * 8) - 100 * 32);
+
+  TransformerConfig gpt2 = *publishedConfig("gpt2");
+  EXPECT_TRUE(gpt2.tie_embeddings);
+  gpt2.tie_embeddings = false;
+  EXPECT_EQ(parameterCount(gpt2), 124'439'808 + 50257 * 768);
+}
+
+TEST(ModelConfigTest, BadWindowsAndRopeScalingsAreRefused) {
+  TransformerConfig c = *configFromSpec("tiny");
+  c.sliding_window = -1;
+  EXPECT_THAT(validateConfig(c),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("sliding_window must be 0 (none) or positive, got -1")));
+  c.sliding_window = 0;
+  c.rope_scaling = {.factor = 0.0};
+  EXPECT_THAT(validateConfig(c), StatusIs(absl::StatusCode::kInvalidArgument,
+                                          HasSubstr("rope scaling needs a positive finite factor")));
+  c.rope_scaling = {.factor = 8.0,
+                    .low_freq_factor = 4.0,
+                    .high_freq_factor = 1.0,
+                    .original_max_positions = 8192};
+  EXPECT_THAT(validateConfig(c),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       AllOf(HasSubstr("needs 0 < low_freq_factor < high_freq_factor"),
+                             HasSubstr("low_freq_factor 4, high_freq_factor 1"))));
+}
+
 TEST(ModelConfigTest, BadTinySpecsNameTheProblem) {
   EXPECT_THAT(configFromSpec("tiny:depth=2").status(),
               StatusIs(absl::StatusCode::kInvalidArgument,

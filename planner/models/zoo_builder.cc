@@ -1,6 +1,7 @@
 // Emits the `nn` graphs of the model zoo: GPT-2 (pre-LayerNorm, learned
-// positions, GELU MLP, tied LM head) and Llama (RMSNorm, rotary GQA
-// attention, SwiGLU MLP, untied output), with checkpoint parameter names.
+// positions, GELU MLP, tied LM head) and the Llama family (RMSNorm, rotary
+// GQA attention with optional q/k/v biases and frequency scaling, SwiGLU
+// MLP, tied or untied output), with checkpoint parameter names.
 #include "planner/models/zoo_builder.h"
 
 #include <cctype>
@@ -120,6 +121,18 @@ class GraphEmitter {
   llvm::SmallVector<mlir::DictionaryAttr> arg_attrs_;
 };
 
+// The LM head: a weight of its own ([hidden, vocab], as the other
+// projections), or the token table read as [vocab, hidden] when tied.
+Value emitHead(GraphEmitter& e, const TransformerConfig& c, const std::string& name, Value x,
+               Value embedding) {
+  if (c.tie_embeddings) {
+    return nn::MatmulOp::create(e.builder(), e.loc(name), x, embedding,
+                                /*transpose_lhs=*/false, /*transpose_rhs=*/true);
+  }
+  const Value head = e.param(name + ".weight", {c.hidden, c.vocab});
+  return e.linear(name, x, head);
+}
+
 // Hugging Face `GPT2LMHeadModel`. Its Conv1D weights are stored [in, out],
 // the layout nn.linear takes, so they map to arguments unchanged. nn has no
 // slice op, so the fused c_attn projection is declared as three column
@@ -170,61 +183,160 @@ Value emitGpt2(GraphEmitter& e, const TransformerConfig& c, Value input_ids, Val
   const Value gamma = e.param("transformer.ln_f.weight", {h}, Init::kOnes);
   const Value beta = e.param("transformer.ln_f.bias", {h}, Init::kZeros);
   x = nn::LayerNormOp::create(b, e.loc("transformer.ln_f"), x, gamma, beta, e.f64(eps));
-  // The LM head is tied: it reads the token table as [vocab, hidden].
-  const Value logits = nn::MatmulOp::create(b, e.loc("lm_head"), x, wte,
-                                            /*transpose_lhs=*/false, /*transpose_rhs=*/true);
+  // Every released GPT-2 ties the head to the token table.
+  const Value logits = emitHead(e, c, "lm_head", x, wte);
   return nn::CrossEntropyOp::create(b, e.loc("loss"), logits, labels);
 }
 
-// Meta's Llama reference model (`model.py` of meta-llama/llama and
-// llama-models). Its nn.Linear weights are stored [out, in]; the arguments
-// hold them transposed ([in, out]) under the same names.
+// The tensor names of a Llama-family checkpoint, relative to a layer's
+// prefix where they belong to one. Module paths (op locations) are the same
+// names without ".weight".
+struct LlamaNames {
+  const char* embed;
+  const char* layer_prefix;  // followed by the layer index and '.'
+  const char* attention_norm;
+  const char* attention;
+  const char* q;
+  const char* k;
+  const char* v;
+  const char* o;
+  const char* mlp_norm;
+  const char* mlp;
+  const char* gate;
+  const char* up;
+  const char* down;
+  const char* final_norm;
+  const char* head;
+};
+
+// Meta's reference model (`model.py` of meta-llama/llama and llama-models).
+constexpr LlamaNames kMetaNames = {.embed = "tok_embeddings",
+                                   .layer_prefix = "layers.",
+                                   .attention_norm = "attention_norm",
+                                   .attention = "attention",
+                                   .q = "wq",
+                                   .k = "wk",
+                                   .v = "wv",
+                                   .o = "wo",
+                                   .mlp_norm = "ffn_norm",
+                                   .mlp = "feed_forward",
+                                   .gate = "w1",
+                                   .up = "w3",
+                                   .down = "w2",
+                                   .final_norm = "norm",
+                                   .head = "output"};
+// Hugging Face transformers' LlamaForCausalLM, MistralForCausalLM and
+// Qwen2ForCausalLM.
+constexpr LlamaNames kHuggingFaceNames = {.embed = "model.embed_tokens",
+                                          .layer_prefix = "model.layers.",
+                                          .attention_norm = "input_layernorm",
+                                          .attention = "self_attn",
+                                          .q = "q_proj",
+                                          .k = "k_proj",
+                                          .v = "v_proj",
+                                          .o = "o_proj",
+                                          .mlp_norm = "post_attention_layernorm",
+                                          .mlp = "mlp",
+                                          .gate = "gate_proj",
+                                          .up = "up_proj",
+                                          .down = "down_proj",
+                                          .final_norm = "model.norm",
+                                          .head = "lm_head"};
+
+// One layer of the Llama family. Both checkpoints store nn.Linear weights
+// [out, in]; the arguments hold them transposed ([in, out]) under the same
+// names.
+class LlamaLayerEmitter {
+ public:
+  LlamaLayerEmitter(GraphEmitter& e, const TransformerConfig& c, const LlamaNames& names,
+                    int64_t layer)
+      : e_(e), c_(c), n_(names), p_(absl::StrCat(names.layer_prefix, layer, ".")) {}
+
+  Value emit(Value x) {
+    x = attention(x);
+    return mlp(x);
+  }
+
+ private:
+  Value norm(const char* name, Value in) {
+    const Value gamma = e_.param(p_ + name + ".weight", {c_.hidden}, Init::kOnes);
+    return nn::RmsNormOp::create(e_.builder(), e_.loc(p_ + name), in, gamma, e_.f64(c_.norm_eps));
+  }
+
+  // `module`'s projection of `in` to `out` features, with a bias if asked.
+  Value project(const std::string& module, const char* name, Value in, int64_t in_features,
+                int64_t out_features, bool bias = false) {
+    const std::string path = absl::StrCat(module, ".", name);
+    const Value w = e_.param(path + ".weight", {in_features, out_features});
+    const Value b = bias ? e_.param(path + ".bias", {out_features}, Init::kZeros) : nullptr;
+    return e_.linear(path, in, w, b);
+  }
+  Value project(const std::string& module, const char* name, Value in, Value weight) {
+    return e_.linear(absl::StrCat(module, ".", name), in, weight);
+  }
+
+  Value attention(Value x) {
+    mlir::OpBuilder& b = e_.builder();
+    const int64_t h = c_.hidden;
+    const int64_t q_width = c_.num_heads * c_.headDim();
+    const int64_t kv_width = c_.num_kv_heads * c_.headDim();
+    const std::string attn = p_ + n_.attention;
+    const Value xn = norm(n_.attention_norm, x);
+    const bool bias = c_.qkv_bias;
+    const Value q = e_.splitHeads(attn, project(attn, n_.q, xn, h, q_width, bias), c_.num_heads);
+    const Value k =
+        e_.splitHeads(attn, project(attn, n_.k, xn, h, kv_width, bias), c_.num_kv_heads);
+    const Value v =
+        e_.splitHeads(attn, project(attn, n_.v, xn, h, kv_width, bias), c_.num_kv_heads);
+    const mlir::FloatAttr theta = e_.f64(c_.rope_theta);
+    const Value qr = nn::RopeOp::create(b, e_.loc(attn), q, theta, false, c_.rope_scaling);
+    const Value kr = nn::RopeOp::create(b, e_.loc(attn), k, theta, false, c_.rope_scaling);
+    const Value o = nn::AttentionOp::create(b, e_.loc(attn), qr, kr, v);
+    const Value out = project(attn, n_.o, e_.mergeHeads(attn, o), q_width, h);
+    return nn::AddOp::create(b, e_.loc(attn), x, out);
+  }
+
+  // SwiGLU: down(silu(gate(x)) * up(x)).
+  Value mlp(Value x) {
+    mlir::OpBuilder& b = e_.builder();
+    const std::string ffn = p_ + n_.mlp;
+    const Value yn = norm(n_.mlp_norm, x);
+    // Declared as Meta numbers them (w1, w2, w3), the argument order of
+    // every earlier plan: parameters draw their init streams in that order.
+    auto weight = [&](const char* name, int64_t in, int64_t out) {
+      return e_.param(absl::StrCat(ffn, ".", name, ".weight"), {in, out});
+    };
+    const Value gate_w = weight(n_.gate, c_.hidden, c_.ffn_hidden);
+    const Value down_w = weight(n_.down, c_.ffn_hidden, c_.hidden);
+    const Value up_w = weight(n_.up, c_.hidden, c_.ffn_hidden);
+    const Value gate = nn::SiluOp::create(b, e_.loc(ffn), project(ffn, n_.gate, yn, gate_w));
+    const Value up = project(ffn, n_.up, yn, up_w);
+    const Value down = project(ffn, n_.down, nn::MulOp::create(b, e_.loc(ffn), gate, up), down_w);
+    return nn::AddOp::create(b, e_.loc(ffn), x, down);
+  }
+
+  GraphEmitter& e_;
+  const TransformerConfig& c_;
+  const LlamaNames& n_;
+  const std::string p_;
+};
+
+// The Llama family (Llama 2/3, Mistral, Qwen2): RMSNorm, rotary GQA
+// attention, SwiGLU MLP.
 Value emitLlama(GraphEmitter& e, const TransformerConfig& c, Value tokens, Value labels) {
   mlir::OpBuilder& b = e.builder();
-  const int64_t h = c.hidden;
-  const int64_t q_width = c.num_heads * c.headDim();
-  const int64_t kv_width = c.num_kv_heads * c.headDim();
-  const double eps = c.norm_eps;
-  const Value embed = e.param("tok_embeddings.weight", {c.vocab, h});
-  Value x = nn::EmbeddingOp::create(b, e.loc("tok_embeddings"), tokens, embed);
+  const LlamaNames& names =
+      c.names == CheckpointNames::kHuggingFace ? kHuggingFaceNames : kMetaNames;
+  const std::string embed_name = names.embed;
+  const Value embed = e.param(embed_name + ".weight", {c.vocab, c.hidden});
+  Value x = nn::EmbeddingOp::create(b, e.loc(embed_name), tokens, embed);
   for (int64_t layer = 0; layer < c.num_layers; ++layer) {
-    const std::string p = absl::StrCat("layers.", layer, ".");
-    auto norm = [&](const std::string& name, Value in) {
-      const Value gamma = e.param(p + name + ".weight", {h}, Init::kOnes);
-      return Value(nn::RmsNormOp::create(b, e.loc(p + name), in, gamma, e.f64(eps)));
-    };
-    auto weight = [&](const std::string& name, int64_t in, int64_t out) {
-      return e.param(p + name + ".weight", {in, out});
-    };
-    const std::string attn = p + "attention";
-    const Value xn = norm("attention_norm", x);
-    const Value wq = weight("attention.wq", h, q_width);
-    const Value wk = weight("attention.wk", h, kv_width);
-    const Value wv = weight("attention.wv", h, kv_width);
-    const Value wo = weight("attention.wo", q_width, h);
-    const Value q = e.splitHeads(attn, e.linear(attn + ".wq", xn, wq), c.num_heads);
-    const Value k = e.splitHeads(attn, e.linear(attn + ".wk", xn, wk), c.num_kv_heads);
-    const Value v = e.splitHeads(attn, e.linear(attn + ".wv", xn, wv), c.num_kv_heads);
-    const Value qr = nn::RopeOp::create(b, e.loc(attn), q, e.f64(c.rope_theta));
-    const Value kr = nn::RopeOp::create(b, e.loc(attn), k, e.f64(c.rope_theta));
-    const Value o = nn::AttentionOp::create(b, e.loc(attn), qr, kr, v);
-    const Value out = e.linear(attn + ".wo", e.mergeHeads(attn, o), wo);
-    x = nn::AddOp::create(b, e.loc(attn), x, out);
-
-    const std::string ffn = p + "feed_forward";
-    const Value yn = norm("ffn_norm", x);
-    const Value w1 = weight("feed_forward.w1", h, c.ffn_hidden);
-    const Value w2 = weight("feed_forward.w2", c.ffn_hidden, h);
-    const Value w3 = weight("feed_forward.w3", h, c.ffn_hidden);
-    const Value gate = nn::SiluOp::create(b, e.loc(ffn), e.linear(ffn + ".w1", yn, w1));
-    const Value up = e.linear(ffn + ".w3", yn, w3);
-    const Value down = e.linear(ffn + ".w2", nn::MulOp::create(b, e.loc(ffn), gate, up), w2);
-    x = nn::AddOp::create(b, e.loc(ffn), x, down);
+    x = LlamaLayerEmitter(e, c, names, layer).emit(x);
   }
-  const Value gamma = e.param("norm.weight", {h}, Init::kOnes);
-  x = nn::RmsNormOp::create(b, e.loc("norm"), x, gamma, e.f64(eps));
-  const Value output = e.param("output.weight", {h, c.vocab});
-  const Value logits = e.linear("output", x, output);
+  const std::string norm_name = names.final_norm;
+  const Value gamma = e.param(norm_name + ".weight", {c.hidden}, Init::kOnes);
+  x = nn::RmsNormOp::create(b, e.loc(norm_name), x, gamma, e.f64(c.norm_eps));
+  const Value logits = emitHead(e, c, names.head, x, embed);
   return nn::CrossEntropyOp::create(b, e.loc("loss"), logits, labels);
 }
 
@@ -255,6 +367,14 @@ absl::StatusOr<mlir::OwningOpRef<mlir::ModuleOp>> buildModel(mlir::MLIRContext& 
     return absl::InvalidArgumentError(absl::StrCat("model ", config.name, ": seq ", shape.seq,
                                                    " exceeds the model's max_seq ", config.max_seq,
                                                    " (", why, "); choose seq <= ", config.max_seq));
+  }
+  if (config.sliding_window > 0 && shape.seq > config.sliding_window) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "model ", config.name, ": seq ", shape.seq, " exceeds the model's sliding_window ",
+        config.sliding_window,
+        "; the graph's attention is causal over the whole sequence, which "
+        "equals the model's sliding-window attention only up to the window, so plan with --seq <= ",
+        config.sliding_window));
   }
   if (!element_type || !(element_type.isF32() || element_type.isBF16() || element_type.isF16())) {
     std::string text;

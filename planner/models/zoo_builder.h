@@ -28,13 +28,16 @@ std::string modelFunctionName(const TransformerConfig& config);
 //     -> tensor<f32>
 //
 // Every parameter argument has `{nn.param, nn.name = "<checkpoint name>"}`
-// (Hugging Face GPT-2 names, Meta Llama names) and every op a NameLoc with
-// its module path, e.g. "layers.3.attention.wq". Parameters have
+// (Hugging Face GPT-2 names; Meta's or Hugging Face's Llama names, as
+// `config.names` says) and every op a NameLoc with its module path, e.g.
+// "layers.3.attention.wq" or "model.layers.3.self_attn.q_proj": always
+// "layers.<N>." inside a layer. Parameters have
 // `element_type` (f32, bf16 or f16); the loss is f32. The graph is not
 // verified here, so that callers can time building and verifying apart; it
 // verifies for every valid config (the tests check the published ones).
 // Fails with InvalidArgument for an invalid config, a batch or seq below 1,
-// a seq beyond the config's max_seq, or another element type. Loads the func
+// a seq beyond the config's max_seq or its sliding_window, or another
+// element type. Loads the func
 // and nn dialects into `context`. docs/model_zoo.md describes the graphs.
 absl::StatusOr<mlir::OwningOpRef<mlir::ModuleOp>> buildModel(mlir::MLIRContext& context,
                                                              const TransformerConfig& config,

@@ -143,10 +143,10 @@ class CpuKernelSet : public KernelSet {
     return a.commit();
   }
   absl::Status rope(Ref x, Ref y, int64_t batch, int64_t seq, int64_t heads, int64_t head_dim,
-                    float theta, bool inverse) override {
+                    float theta, bool inverse, const plan::RopeScaling& scaling) override {
     F32Args a;
     const int64_t n = batch * seq * heads * head_dim;
-    cpu::rope(a.in(x, n), a.out(y, n), batch, seq, heads, head_dim, theta, inverse);
+    cpu::rope(a.in(x, n), a.out(y, n), batch, seq, heads, head_dim, theta, inverse, scaling);
     return a.commit();
   }
   absl::Status attention(Ref q, Ref k, Ref v, Ref out, const cpu::AttentionShape& s) override {

@@ -464,17 +464,18 @@ class CudaKernelSet : public KernelSet {
     });
   }
   absl::Status rope(Ref x, Ref y, int64_t batch, int64_t seq, int64_t heads, int64_t head_dim,
-                    float theta, bool inverse) override {
+                    float theta, bool inverse, const plan::RopeScaling& scaling) override {
     if (allBf16({x, y})) {
-      return fromKernel(
-          cuda::rope<bf16>(bf(x), bf(y), batch, seq, heads, head_dim, theta, inverse, stream_));
+      return fromKernel(cuda::rope<bf16>(bf(x), bf(y), batch, seq, heads, head_dim, theta, inverse,
+                                         scaling, stream_));
     }
     const int64_t n = batch * seq * heads * head_dim;
     F32Args a(staging_, stream_);
     const float* xf = a.in(x, n);
     float* yf = a.out(y, n);
     return a.run([&] {
-      return cuda::rope<float>(xf, yf, batch, seq, heads, head_dim, theta, inverse, stream_);
+      return cuda::rope<float>(xf, yf, batch, seq, heads, head_dim, theta, inverse, scaling,
+                               stream_);
     });
   }
   absl::Status attention(Ref q, Ref k, Ref v, Ref out, const cpu::AttentionShape& shape) override {

@@ -195,10 +195,26 @@ absl::Status Executor::bindRope(Site& site) {
       return site.fail("rope of a sequence-sharded tensor is not supported");
     }
   }
-  const float theta = static_cast<float>(*in.attrs.theta);
-  const bool inverse = in.attrs.inverse;
+  const plan::Attrs& a = in.attrs;
+  const float theta = static_cast<float>(*a.theta);
+  const bool inverse = a.inverse;
+  plan::RopeScaling scaling;
+  scaling.factor = a.scaling_factor.value_or(1.0);
+  // Llama 3.1's bands come as three attributes (nn.rope's verifier keeps
+  // them together); a plan with only some of them is not one the planner wrote.
+  const int bands = static_cast<int>(a.low_freq_factor.has_value()) +
+                    a.high_freq_factor.has_value() + a.original_max_positions.has_value();
+  if (bands == 3 && a.scaling_factor.has_value()) {
+    scaling.low_freq_factor = *a.low_freq_factor;
+    scaling.high_freq_factor = *a.high_freq_factor;
+    scaling.original_max_positions = *a.original_max_positions;
+  } else if (bands != 0) {
+    return site.fail(
+        "rope's llama3 scaling needs scaling_factor, low_freq_factor, high_freq_factor and "
+        "original_max_positions together");
+  }
   site.bound.body = [=, this](int64_t) {
-    return kernels_->rope(ref(o[0]), ref(r[0]), s[0], s[1], s[2], s[3], theta, inverse);
+    return kernels_->rope(ref(o[0]), ref(r[0]), s[0], s[1], s[2], s[3], theta, inverse, scaling);
   };
   return absl::OkStatus();
 }

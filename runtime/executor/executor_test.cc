@@ -142,7 +142,9 @@ INSTANTIATE_TEST_SUITE_P(
         std::pair{"gpt2_v251_single", "gpt2_v251_fsdp2_tp2"},
         // nn.transpose, and the labels resharded by a dist.all_to_all.
         std::pair{"swap_single", "swap_fsdp2"}, std::pair{"swap_single", "swap_hsdp2x2"},
-        std::pair{"swap_single", "swap_fsdp2_tp2"}),
+        std::pair{"swap_single", "swap_fsdp2_tp2"},
+        // A Hugging Face config: q/k/v biases, tied head, llama3 rope scaling.
+        std::pair{"hf_qwen2_single", "hf_qwen2_fsdp2_tp2"}),
     [](const auto& info) { return info.param.second; });
 
 // Deterministic mode: the batch-split layouts reproduce the 1-rank run bit

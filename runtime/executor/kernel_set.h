@@ -18,6 +18,7 @@
 #include "absl/time/time.h"
 #include "comm/tensor.h"
 #include "comm/work.h"
+#include "plan/rope_frequency.h"
 #include "runtime/executor/caching_allocator.h"
 #include "runtime/kernels/cpu/cpu_kernels.h"
 #include "runtime/optim/adamw.h"
@@ -98,7 +99,8 @@ class KernelSet {
   virtual absl::Status layerNormGrad(Ref x, Ref gamma, Ref dy, Ref dx, Ref dgamma, Ref dbeta,
                                      int64_t rows, int64_t hidden, float eps) = 0;
   virtual absl::Status rope(Ref x, Ref y, int64_t batch, int64_t seq, int64_t heads,
-                            int64_t head_dim, float theta, bool inverse) = 0;
+                            int64_t head_dim, float theta, bool inverse,
+                            const plan::RopeScaling& scaling) = 0;
   virtual absl::Status attention(Ref q, Ref k, Ref v, Ref out,
                                  const cpu::AttentionShape& shape) = 0;
   virtual absl::Status attentionGrad(Ref q, Ref k, Ref v, Ref dout, Ref dq, Ref dk, Ref dv,

@@ -1,4 +1,5 @@
-// Loads the model the plan tool works on, from the zoo or from a file.
+// Loads the model the plan tool works on: from the zoo, a Hugging Face
+// config.json or a .mlir file.
 #include "tools/plan/model_loader.h"
 
 #include <algorithm>
@@ -21,6 +22,7 @@
 #include "mlir/IR/Verifier.h"
 #include "mlir/Parser/Parser.h"
 #include "mlir/Support/FileUtilities.h"
+#include "planner/models/hf_config.h"
 #include "planner/models/model_config.h"
 #include "planner/models/zoo_builder.h"
 #include "planner/register.h"
@@ -68,15 +70,27 @@ absl::StatusOr<mlir::Type> elementType(mlir::MLIRContext& context, const std::st
       absl::StrCat("--dtype='", dtype, "' is not a parameter type; use f32, bf16 or f16"));
 }
 
+// The default sequence length: max_seq capped to kDefaultSeqCap and, where
+// attention is windowed, to the window (beyond it the graph is not exact).
+int64_t defaultSeq(const models::TransformerConfig& config) {
+  const int64_t seq = std::min(config.max_seq, kDefaultSeqCap);
+  return config.sliding_window > 0 ? std::min(seq, config.sliding_window) : seq;
+}
+
+// A zoo name or tiny spec, or a Hugging Face config.json.
+absl::StatusOr<models::TransformerConfig> configOf(const std::string& model) {
+  if (absl::EndsWith(model, ".json")) return models::loadHfConfig(model);
+  return models::configFromSpec(model);
+}
+
 absl::StatusOr<mlir::OwningOpRef<mlir::ModuleOp>> buildZooModel(mlir::MLIRContext& context,
                                                                 const ModelRequest& request) {
-  absl::StatusOr<models::TransformerConfig> config = models::configFromSpec(request.model);
+  absl::StatusOr<models::TransformerConfig> config = configOf(request.model);
   if (!config.ok()) return config.status();
   absl::StatusOr<mlir::Type> type = elementType(context, request.dtype.value_or("f32"));
   if (!type.ok()) return type.status();
-  const models::BatchShape shape = {
-      .batch = request.batch.value_or(1),
-      .seq = request.seq.value_or(std::min(config->max_seq, kDefaultSeqCap))};
+  const models::BatchShape shape = {.batch = request.batch.value_or(1),
+                                    .seq = request.seq.value_or(defaultSeq(*config))};
   absl::StatusOr<mlir::OwningOpRef<mlir::ModuleOp>> module =
       models::buildModel(context, *config, shape, *type);
   if (!module.ok()) return module.status();

@@ -1,7 +1,9 @@
-// Tests of the plan tool's model loading: zoo defaults and options, .mlir
-// files, and the errors for bad requests and bad IR.
+// Tests of the plan tool's model loading: zoo defaults and options,
+// Hugging Face config.json files, .mlir files, and the errors for bad
+// requests, configs and IR.
 #include "tools/plan/model_loader.h"
 
+#include <cstdlib>
 #include <fstream>
 #include <string>
 
@@ -61,6 +63,55 @@ TEST(ModelLoaderTest, BadZooRequestsSayWhatIsWrong) {
                        HasSubstr("--dtype='f8' is not a parameter type; use f32, bf16 or f16")));
   EXPECT_THAT(loadModel(context, {.model = "gpt2", .seq = 4096}).status(),
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("seq 4096 exceeds")));
+}
+
+std::string hfConfig(const std::string& name) {
+  return std::string(std::getenv("TEST_SRCDIR")) + "/loom/planner/models/testdata/" + name;
+}
+
+TEST(ModelLoaderTest, HuggingFaceConfigsBuildLikeZooModels) {
+  mlir::MLIRContext context;
+  auto qwen = loadModel(
+      context,
+      {.model = hfConfig("qwen2.5-0.5b.config.json"), .batch = 2, .seq = 16, .dtype = "bf16"});
+  ASSERT_TRUE(qwen.ok()) << qwen.status();
+  auto func = *(*qwen)->getOps<mlir::func::FuncOp>().begin();
+  EXPECT_EQ(func.getSymName(), "Qwen_Qwen2_5_0_5B");
+  EXPECT_EQ(argType(**qwen, 0).getShape(), (llvm::ArrayRef<int64_t>{2, 16}));
+  EXPECT_TRUE(argType(**qwen, 2).getElementType().isBF16());
+
+  // Without --seq: max_position_embeddings capped at kDefaultSeqCap.
+  auto mistral = loadModel(context, {.model = hfConfig("mistral-7b-v0.1.config.json")});
+  ASSERT_TRUE(mistral.ok()) << mistral.status();
+  EXPECT_EQ(argType(**mistral, 0).getShape(), (llvm::ArrayRef<int64_t>{1, kDefaultSeqCap}));
+}
+
+TEST(ModelLoaderTest, SlidingWindowCapsTheDefaultSeqAndRefusesLongerOnes) {
+  const std::string path = writeFile("windowed.config.json", R"json({
+    "model_type": "mistral", "hidden_size": 64, "num_hidden_layers": 1,
+    "num_attention_heads": 4, "num_key_value_heads": 2, "intermediate_size": 128,
+    "vocab_size": 256, "max_position_embeddings": 64, "sliding_window": 16})json");
+  mlir::MLIRContext context;
+  auto module = loadModel(context, {.model = path});
+  ASSERT_TRUE(module.ok()) << module.status();
+  EXPECT_EQ(argType(**module, 0).getShape(), (llvm::ArrayRef<int64_t>{1, 16}));
+  EXPECT_THAT(loadModel(context, {.model = path, .seq = 32}).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       AllOf(HasSubstr("seq 32 exceeds the model's sliding_window 16"),
+                             HasSubstr("plan with --seq <= 16"))));
+}
+
+TEST(ModelLoaderTest, BadHuggingFaceConfigsSayWhatIsWrong) {
+  mlir::MLIRContext context;
+  const std::string missing = ::testing::TempDir() + "/missing/config.json";
+  EXPECT_THAT(loadModel(context, {.model = missing}).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("cannot read config '" + missing + "'")));
+  const std::string moe = writeFile("moe.config.json", R"json({
+    "model_type": "mixtral", "num_local_experts": 8, "hidden_size": 64})json");
+  EXPECT_THAT(loadModel(context, {.model = moe}).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("num_local_experts = 8 is not supported; mixture-of-experts")));
 }
 
 TEST(ModelLoaderTest, LoadsAndVerifiesMlirFiles) {

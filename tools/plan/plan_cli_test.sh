@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
-# End-to-end check of the plan command line: zoo models and .mlir files
-# print a summary (and the graph), bad input exits 2 with a message that
-# names the problem and, for IR, its location.
+# End-to-end check of the plan command line: zoo models, Hugging Face
+# config.json files and .mlir files print a summary (and the graph), bad
+# input exits 2 with a message that names the problem and, for IR, its
+# location.
 set -uo pipefail
 tool="$1"
 testdata="$(dirname "$0")/testdata"
+hf_testdata="$(dirname "$0")/../../planner/models/testdata"
 failures=0
 expect() {  # expect NAME EXIT_CODE PATTERN -- ARGS...
   local name="$1" want_code="$2" pattern="$3"; shift 4
@@ -27,6 +29,11 @@ expect tiny-graph-summary 0 '^layers\.1 ' -- --model=tiny:layers=2 --seq=8 --emi
 expect bf16 0 'parameters: 106,816 \(106\.8 K, 208\.6 KiB\)' -- --model=tiny --dtype=bf16
 expect file 0 'model @mlp_lm: 1 blocks, 7 ops, 16 tokens per step' -- \
   --model="$testdata/mlp_lm.mlir" --emit=graph
+expect hf-config 0 'parameters: 494,032,768 ' -- --model="$hf_testdata/qwen2.5-0.5b.config.json"
+expect hf-config-plan 0 '^# Plan: .*qwen2\.5-0\.5b\.config\.json' -- \
+  --model="$hf_testdata/qwen2.5-0.5b.config.json" --mesh=8 --axes=fsdp --batch=8 --seq=64
+expect hf-config-auto 2 'plan: --mesh=auto needs a zoo model name' -- \
+  --model="$hf_testdata/gpt2.config.json" --mesh=auto --devices=8
 expect unknown-model 2 "^plan: unknown model 'gpt5'; known models are gpt2," -- --model=gpt5
 expect bad-file 2 'bad_linear\.mlir:7:8: error: .nn\.linear. op input features do not match' -- \
   --model="$testdata/bad_linear.mlir"

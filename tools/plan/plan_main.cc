@@ -11,6 +11,7 @@
 //       --mesh=8 --axes=fsdp
 //   bazel run //tools:plan -- --model=llama3-8b --emit=summary
 //   bazel run //tools:plan -- --model=tiny:layers=2 --seq=16 --emit=graph
+//   bazel run //tools:plan -- --model=path/to/config.json --mesh=8 --axes=fsdp --batch=8
 //   bazel run //tools:plan -- --model=path/to/model.mlir --emit=graph
 //
 // Flags are llvm::cl options so that multi-word flags keep dashes
@@ -26,6 +27,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -38,6 +40,7 @@
 #include "planner/cost/search.h"
 #include "planner/export/report.h"
 #include "planner/export/visual_report.h"
+#include "planner/models/hf_config.h"
 #include "planner/models/model_config.h"
 #include "tools/plan/auto_plan.h"
 #include "tools/plan/graph_summary.h"
@@ -54,17 +57,20 @@ cl::OptionCategory& planCategory() {
 }
 
 // The description lists the zoo's names; main() sets it from the zoo.
-cl::opt<std::string> model_flag("model", cl::value_desc("NAME|tiny:...|FILE.mlir"),
+cl::opt<std::string> model_flag("model", cl::value_desc("NAME|tiny:...|FILE.json|FILE.mlir"),
                                 cl::cat(planCategory()));
 cl::opt<int64_t> batch_flag("batch",
-                            cl::desc("sequences per step (zoo models; default 1; with --mesh=auto "
+                            cl::desc("sequences per step (zoo models and config.json files; "
+                                     "default 1; with --mesh=auto "
                                      "the global batch, default one per device)"),
                             cl::cat(planCategory()));
 cl::opt<int64_t> seq_flag("seq",
-                          cl::desc("tokens per sequence (zoo models; default min(max_seq, 2048))"),
+                          cl::desc("tokens per sequence (zoo models and config.json files; "
+                                   "default min(max_seq, 2048), and at most a sliding window)"),
                           cl::cat(planCategory()));
 cl::opt<std::string> dtype_flag("dtype",
-                                cl::desc("parameter type of zoo models: f32 (default), bf16, f16"),
+                                cl::desc("parameter type of zoo models and config.json files: f32 "
+                                         "(default), bf16, f16"),
                                 cl::cat(planCategory()));
 cl::opt<std::string> grad_reduce_dtype_flag(
     "grad-reduce-dtype",
@@ -324,7 +330,9 @@ int main(int argc, char** argv) {
   const std::string model_help = absl::StrCat(
       "a published model (", absl::StrJoin(loom::planner::models::publishedConfigNames(), ", "),
       "), tiny[:family=gpt2|llama,layers=..,hidden=..,heads=..,kv_heads=..,ffn=..,vocab=..,"
-      "seq=..], or a FILE.mlir");
+      "seq=..], a Hugging Face FILE.json (a config.json of ",
+      absl::StrJoin(loom::planner::models::supportedHfArchitectures(), ", "),
+      "; --batch/--seq/--dtype apply as for the zoo), or a FILE.mlir");
   model_flag.setDescription(model_help);
   cl::HideUnrelatedOptions(planCategory());
   std::string errors;
@@ -353,8 +361,8 @@ int main(int argc, char** argv) {
   }
   if (model_flag.empty()) {
     return fail(
-        "--model is required, e.g. --model=llama3-8b, --model=tiny:layers=2 or "
-        "--model=model.mlir");
+        "--model is required, e.g. --model=llama3-8b, --model=tiny:layers=2, "
+        "--model=path/to/config.json or --model=model.mlir");
   }
   if (emit_flag == "plan" && mesh_flag.empty()) {
     return fail("--emit=plan needs --mesh, e.g. --mesh=8 --axes=fsdp");
@@ -367,6 +375,12 @@ int main(int argc, char** argv) {
     profile = *std::move(loaded);
   }
   if (emit_flag == "plan" && mesh_flag == "auto") {
+    // The search reads zoo configurations only (tools/plan/auto_plan.cc).
+    if (absl::EndsWith(model_flag.getValue(), ".json")) {
+      return fail("--mesh=auto needs a zoo model name, not the config '" + model_flag +
+                  "'; plan a config.json with an explicit --mesh and --axes, e.g. --mesh=8 "
+                  "--axes=fsdp");
+    }
     return planAuto(batch, seq, profile ? &*profile : nullptr);
   }
   mlir::MLIRContext context;

@@ -225,18 +225,19 @@ void layerNormGrad(const float* x, const float* gamma, const float* dy, float* d
 }
 
 void rope(const float* x, float* y, int64_t batch, int64_t seq, int64_t heads, int64_t head_dim,
-          float theta, bool inverse) {
+          float theta, bool inverse, const plan::RopeScaling& scaling) {
   const int64_t half = head_dim / 2;
   // cos/sin of every (position, pair), computed in double once per call: the
   // angle s * theta^(-2i/D) grows with s, and float would lose its phase.
+  std::vector<double> frequencies(half);
+  for (int64_t i = 0; i < half; ++i) {
+    frequencies[i] = plan::ropeInverseFrequency(i, head_dim, static_cast<double>(theta), scaling);
+  }
   std::vector<float> cosines(seq * half);
   std::vector<float> sines(seq * half);
   for (int64_t s = 0; s < seq; ++s) {
     for (int64_t i = 0; i < half; ++i) {
-      const double frequency =
-          std::pow(static_cast<double>(theta),
-                   -2.0 * static_cast<double>(i) / static_cast<double>(head_dim));
-      const double angle = (inverse ? -1.0 : 1.0) * static_cast<double>(s) * frequency;
+      const double angle = (inverse ? -1.0 : 1.0) * static_cast<double>(s) * frequencies[i];
       cosines[s * half + i] = static_cast<float>(std::cos(angle));
       sines[s * half + i] = static_cast<float>(std::sin(angle));
     }

@@ -17,6 +17,8 @@
 #include <cstdint>
 #include <span>
 
+#include "plan/rope_frequency.h"
+
 namespace loom::runtime::cpu {
 
 // ---- Matrix products (OpenBLAS) -------------------------------------------
@@ -67,10 +69,11 @@ struct AttentionShape {
 };
 
 // nn.rope on x[batch, seq, heads, head_dim] (head_dim even): rotates the
-// pairs (i, i + D/2) by s * theta^(-2i/D), negated when `inverse`; s counts
+// pairs (i, i + D/2) by s * theta^(-2i/D), with the frequency scaled as
+// `scaling` says (plan/rope_frequency.h), negated when `inverse`; s counts
 // from 0. `y` may equal `x` (in place).
 void rope(const float* x, float* y, int64_t batch, int64_t seq, int64_t heads, int64_t head_dim,
-          float theta, bool inverse);
+          float theta, bool inverse, const plan::RopeScaling& scaling = {});
 
 // nn.attention: causal SDPA with scale 1/sqrt(head_dim); q and out are
 // [B, S, heads, D], k and v [B, S, kv_heads, D].

@@ -200,6 +200,26 @@ TEST(RopeTest, BothDirectionsMatchReferenceAndInvertEachOther) {
   for (size_t i = 0; i < x.size(); ++i) EXPECT_NEAR(back[i], x[i], 1e-6);
 }
 
+// The frequency scaling of long-context checkpoints: linear, and Llama
+// 3.1's bands with a short original context so that positions 0..63 cross
+// all three bands of head_dim 32.
+TEST(RopeTest, ScaledFrequenciesMatchReference) {
+  const int64_t b = 1, s = 64, h = 2, d = 32;
+  const float theta = 10000.0f;
+  const auto x = randomVector(b * s * h * d, 21);
+  std::vector<float> y(x.size());
+  for (const plan::RopeScaling& scaling :
+       {plan::RopeScaling{.factor = 4.0}, plan::RopeScaling{.factor = 8.0,
+                                                            .low_freq_factor = 1.0,
+                                                            .high_freq_factor = 4.0,
+                                                            .original_max_positions = 256}}) {
+    for (bool inverse : {false, true}) {
+      rope(x.data(), y.data(), b, s, h, d, theta, inverse, scaling);
+      expectAllClose(y, ref::rope(toTensor(x, {b, s, h, d}), theta, inverse, scaling));
+    }
+  }
+}
+
 // rope's VJP is rope with `inverse` flipped (the rotation is orthogonal).
 TEST(RopeTest, InverseIsTheVjpByFiniteDifferences) {
   const int64_t b = 1, s = 5, h = 2, d = 6;

@@ -34,6 +34,7 @@
 #include <span>
 #include <string>
 
+#include "plan/rope_frequency.h"
 #include "runtime/optim/adamw.h"
 
 namespace loom::runtime::cuda {
@@ -162,11 +163,12 @@ struct AttentionShape {
 inline constexpr int64_t kMaxAttentionHeadDim = 128;
 
 // nn.rope on x[batch, seq, heads, head_dim] (head_dim even): rotates pairs
-// (i, i + D/2) by s * theta^(-2i/D) (negated when `inverse`), the angle's
-// cos/sin in double as on the CPU. `y` may equal `x`.
+// (i, i + D/2) by s * theta^(-2i/D), the frequency scaled as `scaling` says
+// (plan/rope_frequency.h, the CPU's formula), negated when `inverse`; the
+// angle's cos/sin in double as on the CPU. `y` may equal `x`.
 template <typename T>
 Status rope(const T* x, T* y, int64_t batch, int64_t seq, int64_t heads, int64_t head_dim,
-            float theta, bool inverse, cudaStream_t stream);
+            float theta, bool inverse, const plan::RopeScaling& scaling, cudaStream_t stream);
 
 // nn.attention, causal, scale 1/sqrt(head_dim), head_dim <= 128: a fused
 // tiled kernel with an online softmax. Writes out and, unless `lse` is null,

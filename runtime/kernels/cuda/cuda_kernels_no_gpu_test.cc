@@ -60,7 +60,7 @@ TEST(CudaKernelsArgumentTest, RefusedBeforeAnyCudaCall) {
   EXPECT_EQ(group.cudaError(), cudaErrorInvalidValue);
   EXPECT_THAT(group.message(), HasSubstr("heads 6 is not a multiple of kv_heads 4"));
 
-  EXPECT_THAT(rope<float>(nullptr, nullptr, 1, 4, 1, 7, 10000.0f, false, nullptr).message(),
+  EXPECT_THAT(rope<float>(nullptr, nullptr, 1, 4, 1, 7, 10000.0f, false, {}, nullptr).message(),
               HasSubstr("head_dim 7 is odd"));
 
   const std::vector<int64_t> shape(9, 2);

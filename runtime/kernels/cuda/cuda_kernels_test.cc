@@ -376,19 +376,23 @@ TEST_F(CudaKernelsTest, Norms) {
 // ---- Attention family ----------------------------------------------------------
 
 template <typename T>
-void checkRope(cudaStream_t stream, int64_t batch, int64_t seq, int64_t heads, int64_t dim) {
+void checkRope(cudaStream_t stream, int64_t batch, int64_t seq, int64_t heads, int64_t dim,
+               const plan::RopeScaling& scaling = {}) {
   const int64_t count = batch * seq * heads * dim;
   const std::string what = std::string("rope ") + dtypeName<T>() + " S " + std::to_string(seq) +
-                           " D " + std::to_string(dim);
+                           " D " + std::to_string(dim) + " factor " +
+                           std::to_string(scaling.factor);
   const auto x = asStored<T>(randomVector(count, 41));
   for (const bool inverse : {false, true}) {
     std::vector<float> want(count);
-    cpu::rope(x.data(), want.data(), batch, seq, heads, dim, 10000.0f, inverse);
+    cpu::rope(x.data(), want.data(), batch, seq, heads, dim, 10000.0f, inverse, scaling);
     Tensor<T> x_d(x), y_d(count);
-    EXPECT_OK(rope(x_d.get(), y_d.get(), batch, seq, heads, dim, 10000.0f, inverse, stream));
+    EXPECT_OK(
+        rope(x_d.get(), y_d.get(), batch, seq, heads, dim, 10000.0f, inverse, scaling, stream));
     expectClose(y_d.values(), want, tolerance<T>(2e-6), what + (inverse ? " inverse" : ""));
     // In place.
-    EXPECT_OK(rope(x_d.get(), x_d.get(), batch, seq, heads, dim, 10000.0f, inverse, stream));
+    EXPECT_OK(
+        rope(x_d.get(), x_d.get(), batch, seq, heads, dim, 10000.0f, inverse, scaling, stream));
     expectClose(x_d.values(), want, tolerance<T>(2e-6), what + " in place");
   }
 }
@@ -400,6 +404,12 @@ TEST_F(CudaKernelsTest, Rope) {
   checkRope<float>(stream_, 1, 5000, 2, 128);
   checkRope<bf16>(stream_, 1, 5000, 2, 128);
   checkRope<float>(stream_, 3, 1, 1, 2);
+  // Frequency scaling: linear, and Llama 3.1's bands.
+  checkRope<float>(stream_, 2, 37, 3, 16, {.factor = 4.0});
+  const plan::RopeScaling llama3 = {
+      .factor = 8.0, .low_freq_factor = 1.0, .high_freq_factor = 4.0, .original_max_positions = 64};
+  checkRope<float>(stream_, 1, 5000, 2, 128, llama3);
+  checkRope<bf16>(stream_, 2, 37, 3, 16, llama3);
 }
 
 // logsumexp of each causal score row, in double, [B, H, S].

@@ -99,14 +99,13 @@ __global__ void biasAddKernel(const T* x, const T* bias, T* y, int64_t rows, int
 // applied to every (batch, head) in blockIdx.y's share.
 template <typename T>
 __global__ void ropeKernel(const T* x, T* y, int64_t batch, int64_t seq, int64_t heads,
-                           int64_t head_dim, double theta, double sign) {
+                           int64_t head_dim, double theta, double sign, plan::RopeScaling scaling) {
   const int64_t half = head_dim / 2;
   const int64_t index = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
   if (index >= seq * half) return;
   const int64_t s = index / half;
   const int64_t i = index % half;
-  const double frequency =
-      pow(theta, -2.0 * static_cast<double>(i) / static_cast<double>(head_dim));
+  const double frequency = plan::ropeInverseFrequency(i, head_dim, theta, scaling);
   double sin_angle = 0.0;
   double cos_angle = 0.0;
   sincos(sign * static_cast<double>(s) * frequency, &sin_angle, &cos_angle);
@@ -191,7 +190,7 @@ Status biasAdd(const T* x, const T* bias, T* y, int64_t rows, int64_t out, cudaS
 
 template <typename T>
 Status rope(const T* x, T* y, int64_t batch, int64_t seq, int64_t heads, int64_t head_dim,
-            float theta, bool inverse, cudaStream_t stream) {
+            float theta, bool inverse, const plan::RopeScaling& scaling, cudaStream_t stream) {
   if (head_dim % 2 != 0) {
     return Status::invalidArgument("rope: head_dim " + std::to_string(head_dim) +
                                    " is odd; rope rotates pairs (i, i + head_dim/2)");
@@ -203,7 +202,7 @@ Status rope(const T* x, T* y, int64_t batch, int64_t seq, int64_t heads, int64_t
   const auto blocks_y = static_cast<unsigned>(
       std::clamp<int64_t>(4096 / std::max<int64_t>(blocks_x, 1), 1, batch * heads));
   ropeKernel<<<dim3(blocks_x, std::min(blocks_y, 65535u)), kElementwiseThreads, 0, stream>>>(
-      x, y, batch, seq, heads, head_dim, static_cast<double>(theta), inverse ? -1.0 : 1.0);
+      x, y, batch, seq, heads, head_dim, static_cast<double>(theta), inverse ? -1.0 : 1.0, scaling);
   return launched("rope");
 }
 
@@ -218,7 +217,7 @@ Status rope(const T* x, T* y, int64_t batch, int64_t seq, int64_t heads, int64_t
   template Status siluMulGrad<T>(const T*, const T*, const T*, T*, T*, int64_t, cudaStream_t); \
   template Status biasAdd<T>(const T*, const T*, T*, int64_t, int64_t, cudaStream_t);          \
   template Status rope<T>(const T*, T*, int64_t, int64_t, int64_t, int64_t, float, bool,       \
-                          cudaStream_t);
+                          const plan::RopeScaling&, cudaStream_t);
 
 LOOM_INSTANTIATE_ELEMENTWISE(float)
 LOOM_INSTANTIATE_ELEMENTWISE(bf16)

@@ -70,6 +70,16 @@ func.func @rope(%x: tensor<2x4x2x8xf32>) -> tensor<2x4x2x8xf32> {
   return %1 : tensor<2x4x2x8xf32>
 }
 
+// Tests that nn.rope round-trips with linear and llama3 frequency scaling.
+// CHECK-LABEL: func.func @rope_scaling
+// CHECK-NEXT: nn.rope %{{.*}} theta 1.000000e+04 scaling_factor 4.000000e+00 : (tensor<2x4x2x8xf32>) -> tensor<2x4x2x8xf32>
+// CHECK-NEXT: nn.rope %{{.*}} theta 5.000000e+05 inverse scaling_factor 8.000000e+00 low_freq_factor 1.000000e+00 high_freq_factor 4.000000e+00 original_max_positions 8192 : (tensor<2x4x2x8xf32>) -> tensor<2x4x2x8xf32>
+func.func @rope_scaling(%x: tensor<2x4x2x8xf32>) -> tensor<2x4x2x8xf32> {
+  %0 = nn.rope %x theta 1.0e+04 scaling_factor 4.0 : (tensor<2x4x2x8xf32>) -> tensor<2x4x2x8xf32>
+  %1 = nn.rope %0 theta 5.0e+05 inverse scaling_factor 8.0 low_freq_factor 1.0 high_freq_factor 4.0 original_max_positions 8192 : (tensor<2x4x2x8xf32>) -> tensor<2x4x2x8xf32>
+  return %1 : tensor<2x4x2x8xf32>
+}
+
 // Tests that nn.attention round-trips, multi-head and grouped-query.
 // CHECK-LABEL: func.func @attention
 // CHECK-SAME: (%[[Q:.*]]: tensor<2x4x4x8xf32>, %[[K:.*]]: tensor<2x4x2x8xf32>, %[[V:.*]]: tensor<2x4x2x8xf32>)

@@ -298,6 +298,42 @@ func.func @rope_theta(%x: tensor<2x4x2x8xf32>) {
 
 // -----
 
+// Tests that a rope scaling factor must be positive.
+func.func @rope_scaling_factor(%x: tensor<2x4x2x8xf32>) {
+  // expected-error @+1 {{'nn.rope' op scaling_factor must be positive and finite, got: -2; use a value such as 8.0}}
+  %y = nn.rope %x theta 1.0e+04 scaling_factor -2.0 : (tensor<2x4x2x8xf32>) -> tensor<2x4x2x8xf32>
+  return
+}
+
+// -----
+
+// Tests that llama3 bands need the scaling factor they divide by.
+func.func @rope_bands_without_factor(%x: tensor<2x4x2x8xf32>) {
+  // expected-error @+1 {{'nn.rope' op llama3 scaling needs scaling_factor, low_freq_factor, high_freq_factor and original_max_positions together, got: 3 of the 4; give all four, or scaling_factor alone for linear scaling}}
+  %y = nn.rope %x theta 1.0e+04 low_freq_factor 1.0 high_freq_factor 4.0 original_max_positions 64 : (tensor<2x4x2x8xf32>) -> tensor<2x4x2x8xf32>
+  return
+}
+
+// -----
+
+// Tests that the llama3 bands are ordered.
+func.func @rope_bands_order(%x: tensor<2x4x2x8xf32>) {
+  // expected-error @+1 {{'nn.rope' op high_freq_factor must be finite and above low_freq_factor, got: 1 <= 4; Llama 3.1 uses 4.0 and 1.0}}
+  %y = nn.rope %x theta 1.0e+04 scaling_factor 8.0 low_freq_factor 4.0 high_freq_factor 1.0 original_max_positions 64 : (tensor<2x4x2x8xf32>) -> tensor<2x4x2x8xf32>
+  return
+}
+
+// -----
+
+// Tests that the original context length is positive.
+func.func @rope_bands_original(%x: tensor<2x4x2x8xf32>) {
+  // expected-error @+1 {{'nn.rope' op original_max_positions must be positive, got: 0; it is the context length the model was trained with, e.g. 8192}}
+  %y = nn.rope %x theta 1.0e+04 scaling_factor 8.0 low_freq_factor 1.0 high_freq_factor 4.0 original_max_positions 0 : (tensor<2x4x2x8xf32>) -> tensor<2x4x2x8xf32>
+  return
+}
+
+// -----
+
 // Tests that attention needs a rank-4 query.
 func.func @attention_query_rank(%q: tensor<2x4x8xf32>, %k: tensor<2x4x2x8xf32>) {
   // expected-error @+1 {{'nn.attention' op query must be [batch, seq, heads, head_dim], got: rank 3 ('tensor<2x4x8xf32>'); reshape it to rank 4}}

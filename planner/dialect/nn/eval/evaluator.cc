@@ -94,7 +94,8 @@ class Interpreter {
                                o.getEpsilon().convertToDouble()));
         })
         .Case([&](RopeOp o) {
-          return one(rope(get(o.getInput()), o.getTheta().convertToDouble(), o.getInverse()));
+          return one(rope(get(o.getInput()), o.getTheta().convertToDouble(), o.getInverse(),
+                          o.getScaling()));
         })
         .Case([&](AttentionOp o) {
           return one(attention(get(o.getQuery()), get(o.getKey()), get(o.getValue())));

@@ -38,6 +38,11 @@ func.func @norm_grad(%x: tensor<1x2xf32>, %g: tensor<2xf32>) -> tensor<2xf32> {
   return %dg : tensor<2xf32>
 }
 
+func.func @rope_llama3(%x: tensor<1x4x1x8xf32>) -> tensor<1x4x1x8xf32> {
+  %y = nn.rope %x theta 1.0e+02 scaling_factor 4.0 low_freq_factor 1.0 high_freq_factor 8.0 original_max_positions 32 : (tensor<1x4x1x8xf32>) -> tensor<1x4x1x8xf32>
+  return %y : tensor<1x4x1x8xf32>
+}
+
 func.func private @external(%x: tensor<2xf32>) -> tensor<2xf32>
 
 func.func @calls(%x: tensor<2xf32>) -> tensor<2xf32> {
@@ -85,6 +90,19 @@ TEST_F(EvaluatorTest, BindsEveryResultOfAMultiResultOp) {
   const double rms = std::sqrt(12.5 + 1e-5);
   EXPECT_THAT((*results)[0].values,
               ElementsAre(DoubleNear(9 / rms, 1e-12), DoubleNear(16 / rms, 1e-12)));
+}
+
+// The op's scaling attributes reach the reference kernel.
+TEST_F(EvaluatorTest, RopeAppliesTheScalingAttributes) {
+  std::vector<double> values(32);
+  for (size_t i = 0; i < values.size(); ++i) values[i] = 0.25 * static_cast<double>(i % 7) - 0.5;
+  const Tensor x({1, 4, 1, 8}, values);
+  auto results = evaluate(func("rope_llama3"), {x});
+  ASSERT_TRUE(results.ok()) << results.status();
+  const loom::plan::RopeScaling scaling = {
+      .factor = 4.0, .low_freq_factor = 1.0, .high_freq_factor = 8.0, .original_max_positions = 32};
+  EXPECT_EQ((*results)[0].values, rope(x, 100.0, false, scaling).values);
+  EXPECT_NE((*results)[0].values, rope(x, 100.0, false).values);
 }
 
 TEST_F(EvaluatorTest, RejectsAWrongArgumentCount) {

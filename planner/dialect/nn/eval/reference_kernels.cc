@@ -235,7 +235,8 @@ Tensor layerNorm(const Tensor& input, const Tensor& gamma, const Tensor& beta, d
   return result;
 }
 
-Tensor rope(const Tensor& input, double theta, bool inverse) {
+Tensor rope(const Tensor& input, double theta, bool inverse,
+            const loom::plan::RopeScaling& scaling) {
   const std::vector<int64_t>& shape = input.shape;
   const int64_t half = shape[3] / 2;
   Tensor result(shape);
@@ -243,8 +244,7 @@ Tensor rope(const Tensor& input, double theta, bool inverse) {
     for (int64_t s = 0; s < shape[1]; ++s) {
       for (int64_t h = 0; h < shape[2]; ++h) {
         for (int64_t i = 0; i < half; ++i) {
-          const double frequency =
-              std::pow(theta, -2.0 * static_cast<double>(i) / static_cast<double>(shape[3]));
+          const double frequency = loom::plan::ropeInverseFrequency(i, shape[3], theta, scaling);
           const double angle = (inverse ? -1.0 : 1.0) * static_cast<double>(s) * frequency;
           const double x1 = input.values[index4(shape, b, s, h, i)];
           const double x2 = input.values[index4(shape, b, s, h, i + half)];

@@ -8,6 +8,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "plan/rope_frequency.h"
+
 namespace loom::planner::nn::eval {
 
 // A dense row-major tensor. Integer tensors (token ids, labels) hold whole
@@ -46,7 +48,8 @@ Tensor biasAdd(const Tensor& input, const Tensor& bias);
 Tensor matmul(const Tensor& lhs, const Tensor& rhs, bool transposeLhs, bool transposeRhs);
 Tensor rmsNorm(const Tensor& input, const Tensor& gamma, double epsilon);
 Tensor layerNorm(const Tensor& input, const Tensor& gamma, const Tensor& beta, double epsilon);
-Tensor rope(const Tensor& input, double theta, bool inverse);
+Tensor rope(const Tensor& input, double theta, bool inverse,
+            const loom::plan::RopeScaling& scaling = {});
 Tensor attention(const Tensor& query, const Tensor& key, const Tensor& value);
 Tensor silu(const Tensor& input);
 Tensor gelu(const Tensor& input);

@@ -89,6 +89,23 @@ TEST(ReferenceKernelsTest, RopeRotatesHalvesByPosition) {
   EXPECT_THAT(rope(result, 100.0, true).values, Pointwise(Near(), input.values));
 }
 
+// Linear scaling by 2 halves every frequency: with the same features at
+// every position, position 2s scaled is position s unscaled.
+TEST(ReferenceKernelsTest, LinearRopeScalingStretchesPositions) {
+  const std::vector<double> row = {1, -2, 3, 0.5, -1, 2, 0.25, 4};
+  std::vector<double> values;
+  for (int s = 0; s < 5; ++s) values.insert(values.end(), row.begin(), row.end());
+  const Tensor input({1, 5, 1, 8}, values);
+  const Tensor scaled = rope(input, 100.0, false, {.factor = 2.0});
+  const Tensor plain = rope(input, 100.0, false);
+  for (int64_t s : {1, 2}) {
+    for (int64_t d = 0; d < 8; ++d) {
+      EXPECT_NEAR(scaled.values[2 * s * 8 + d], plain.values[s * 8 + d], 1e-12) << s << " " << d;
+    }
+  }
+  EXPECT_GT(std::abs(scaled.values[8] - plain.values[8]), 1e-3);
+}
+
 TEST(ReferenceKernelsTest, AttentionIsCausalAndScaled) {
   const Tensor query({1, 2, 1, 2}, {1, 0, 0, 1});
   const Tensor key({1, 2, 1, 2}, {1, 0, 1, 1});

@@ -446,7 +446,61 @@ LogicalResult RopeOp::inferReturnTypes(mlir::MLIRContext*, std::optional<mlir::L
 }
 
 LogicalResult RopeOp::verify() {
-  return checkPositive(*this, "theta", getTheta().convertToDouble(), "10000.0");
+  if (failed(checkPositive(*this, "theta", getTheta().convertToDouble(), "10000.0"))) {
+    return mlir::failure();
+  }
+  if (auto factor = getScalingFactorAttr();
+      factor && failed(checkPositive(*this, "scaling_factor", factor.getValueAsDouble(), "8.0"))) {
+    return mlir::failure();
+  }
+  // The assembly format keeps the three band attributes together; a
+  // generic attribute dictionary could still split them.
+  const int bands = static_cast<int>(static_cast<bool>(getLowFreqFactorAttr())) +
+                    static_cast<bool>(getHighFreqFactorAttr()) +
+                    static_cast<bool>(getOriginalMaxPositionsAttr());
+  if (bands == 0) return mlir::success();
+  if (bands != 3 || !getScalingFactorAttr()) {
+    return emitOpError() << "llama3 scaling needs scaling_factor, low_freq_factor, "
+                            "high_freq_factor and original_max_positions together, got: "
+                         << (getScalingFactorAttr() ? 1 : 0) + bands
+                         << " of the 4; give all four, or scaling_factor alone for linear scaling";
+  }
+  const double low = getLowFreqFactorAttr().getValueAsDouble();
+  const double high = getHighFreqFactorAttr().getValueAsDouble();
+  if (failed(checkPositive(*this, "low_freq_factor", low, "1.0"))) return mlir::failure();
+  if (!(high > low) || !std::isfinite(high)) {
+    std::string text;
+    llvm::raw_string_ostream(text) << llvm::format("%g <= %g", high, low);
+    return emitOpError() << "high_freq_factor must be finite and above low_freq_factor, got: "
+                         << text << "; Llama 3.1 uses 4.0 and 1.0";
+  }
+  if (const int64_t original = getOriginalMaxPositionsAttr().getInt(); original < 1) {
+    return emitOpError() << "original_max_positions must be positive, got: " << original
+                         << "; it is the context length the model was trained with, e.g. 8192";
+  }
+  return mlir::success();
+}
+
+void RopeOp::build(mlir::OpBuilder& builder, mlir::OperationState& state, Value input,
+                   mlir::FloatAttr theta, bool inverse, const loom::plan::RopeScaling& scaling) {
+  const bool bands = scaling.original_max_positions > 0;
+  auto f64 = [&](double value) { return builder.getF64FloatAttr(value); };
+  build(builder, state, input, theta, inverse ? builder.getUnitAttr() : nullptr,
+        bands || scaling.factor != 1.0 ? f64(scaling.factor) : nullptr,
+        bands ? f64(scaling.low_freq_factor) : nullptr,
+        bands ? f64(scaling.high_freq_factor) : nullptr,
+        bands ? builder.getI64IntegerAttr(scaling.original_max_positions) : nullptr);
+}
+
+loom::plan::RopeScaling RopeOp::getScaling() {
+  loom::plan::RopeScaling scaling;
+  if (auto factor = getScalingFactorAttr()) scaling.factor = factor.getValueAsDouble();
+  if (auto original = getOriginalMaxPositionsAttr()) {
+    scaling.low_freq_factor = getLowFreqFactorAttr().getValueAsDouble();
+    scaling.high_freq_factor = getHighFreqFactorAttr().getValueAsDouble();
+    scaling.original_max_positions = original.getInt();
+  }
+  return scaling;
 }
 
 LogicalResult AttentionOp::inferReturnTypes(mlir::MLIRContext*, std::optional<mlir::Location> loc,

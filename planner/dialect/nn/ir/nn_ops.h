@@ -19,6 +19,7 @@
 #include "mlir/IR/OpImplementation.h"
 #include "mlir/Interfaces/InferTypeOpInterface.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
+#include "plan/rope_frequency.h"
 #include "planner/dialect/nn/ir/nn_dialect.h"
 #include "planner/dialect/nn/ir/nn_interfaces.h"
 

@@ -168,6 +168,18 @@ def Nn_RopeOp : Nn_DifferentiableOp<"rope"> {
     Hugging Face Llama. `inverse` rotates by the opposite angle; since the
     rotation is orthogonal it is also the op's vector-Jacobian product.
 
+    Long-context checkpoints scale the frequencies `theta^(-2i / head_dim)`
+    (Hugging Face's `rope_scaling`). With `scaling_factor` alone every
+    frequency is divided by it ("linear"). With `low_freq_factor`,
+    `high_freq_factor` and `original_max_positions` as well, Llama 3.1's
+    bands apply ("llama3"): with wavelength `w = 2 pi / frequency` and
+    `n = original_max_positions`, frequencies with `w < n / high_freq_factor`
+    are kept, those with `w > n / low_freq_factor` divided by
+    `scaling_factor`, and those between interpolated with
+    `t = (n / w - low_freq_factor) / (high_freq_factor - low_freq_factor)`:
+    `(1 - t) * frequency / scaling_factor + t * frequency`.
+    `plan/rope_frequency.h` is the one definition every kernel uses.
+
     Example:
 
     ```mlir
@@ -175,13 +187,35 @@ def Nn_RopeOp : Nn_DifferentiableOp<"rope"> {
         : (tensor<2x16x8x32xf32>) -> tensor<2x16x8x32xf32>
     %q2 = nn.rope %qr theta 1.0e+04 inverse
         : (tensor<2x16x8x32xf32>) -> tensor<2x16x8x32xf32>
+    %q3 = nn.rope %q theta 5.0e+05 scaling_factor 8.0
+        low_freq_factor 1.0 high_freq_factor 4.0 original_max_positions 8192
+        : (tensor<2x16x8x32xf32>) -> tensor<2x16x8x32xf32>
     ```
   }];
   let arguments = (ins Nn_FloatTensor:$input, F64Attr:$theta,
-                       UnitAttr:$inverse);
+                       UnitAttr:$inverse,
+                       OptionalAttr<F64Attr>:$scaling_factor,
+                       OptionalAttr<F64Attr>:$low_freq_factor,
+                       OptionalAttr<F64Attr>:$high_freq_factor,
+                       OptionalAttr<I64Attr>:$original_max_positions);
   let results = (outs Nn_FloatTensor:$result);
   let assemblyFormat = [{
-    $input `theta` $theta (`inverse` $inverse^)? attr-dict `:` functional-type(operands, results)
+    $input `theta` $theta (`inverse` $inverse^)?
+    (`scaling_factor` $scaling_factor^)?
+    (`low_freq_factor` $low_freq_factor^ `high_freq_factor` $high_freq_factor
+     `original_max_positions` $original_max_positions)?
+    attr-dict `:` functional-type(operands, results)
+  }];
+  // Builds the scaling attributes from the kernels' struct (its defaults:
+  // none of them).
+  let builders = [
+    OpBuilder<(ins "::mlir::Value":$input, "::mlir::FloatAttr":$theta,
+                   CArg<"bool", "false">:$inverse,
+                   CArg<"const ::loom::plan::RopeScaling&", "{}">:$scaling)>
+  ];
+  let extraClassDeclaration = [{
+    // The scaling attributes as the kernels take them (none: the defaults).
+    ::loom::plan::RopeScaling getScaling();
   }];
   let hasVerifier = 1;
 }

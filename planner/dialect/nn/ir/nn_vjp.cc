@@ -111,8 +111,8 @@ FailureOr<SmallVector<Value>> LayerNormOp::buildVjp(OpBuilder& builder, ValueRan
 // The rotation is orthogonal: its transpose is the opposite rotation.
 FailureOr<SmallVector<Value>> RopeOp::buildVjp(OpBuilder& builder, ValueRange cotangents) {
   if (failed(checkCotangents(*this, cotangents))) return mlir::failure();
-  Value grad = RopeOp::create(builder, getLoc(), cotangents[0], getTheta(),
-                              /*inverse=*/!getInverse());
+  Value grad = RopeOp::create(builder, getLoc(), cotangents[0], getThetaAttr(),
+                              /*inverse=*/!getInverse(), getScaling());
   return SmallVector<Value>{grad};
 }
 

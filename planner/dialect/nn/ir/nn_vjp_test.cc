@@ -212,6 +212,11 @@ func.func @f(%x: tensor<1x3x1x6xf32>) -> tensor<1x3x1x6xf32> {
   %0 = nn.rope %x theta 1.0e+04 inverse : (tensor<1x3x1x6xf32>) -> tensor<1x3x1x6xf32>
   return %0 : tensor<1x3x1x6xf32>
 })mlir"},
+    {"rope_llama3_scaling", R"mlir(
+func.func @f(%x: tensor<1x5x1x8xf32>) -> tensor<1x5x1x8xf32> {
+  %0 = nn.rope %x theta 1.0e+02 scaling_factor 4.0 low_freq_factor 1.0 high_freq_factor 8.0 original_max_positions 32 : (tensor<1x5x1x8xf32>) -> tensor<1x5x1x8xf32>
+  return %0 : tensor<1x5x1x8xf32>
+})mlir"},
     {"attention", R"mlir(
 func.func @f(%q: tensor<2x3x2x4xf32>, %k: tensor<2x3x2x4xf32>, %v: tensor<2x3x2x4xf32>) -> tensor<2x3x2x4xf32> {
   %0 = nn.attention %q, %k, %v : (tensor<2x3x2x4xf32>, tensor<2x3x2x4xf32>, tensor<2x3x2x4xf32>) -> tensor<2x3x2x4xf32>
