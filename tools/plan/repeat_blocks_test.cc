@@ -1,0 +1,151 @@
+// repeatBlocks (planner/cost/repeat_blocks.h) against the pipeline: the
+// plan of a 7-block template repeated to L blocks is the plan the pipeline
+// makes for L blocks, instruction for instruction (op, scope, the bytes and
+// lifetimes of every operand and result), and prices the same, for Llama
+// and GPT-2 graphs over the meshes and knobs the search tries.
+#include "planner/cost/repeat_blocks.h"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
+#include "gtest/gtest.h"
+#include "mlir/IR/MLIRContext.h"
+#include "plan/lifetimes.h"
+#include "plan/plan.h"
+#include "planner/cost/cost_model.h"
+#include "planner/cost/plan_price.h"
+#include "tools/plan/model_loader.h"
+#include "tools/plan/plan_pipeline.h"
+
+namespace loom::tools::plan {
+namespace {
+
+struct Case {
+  std::string model;  // "{L}" stands for the layer count
+  std::string mesh;
+  std::string dtype = "bf16";
+  int64_t batch = 4;
+  int64_t prefetch = 1;
+  bool reshard = true;
+  int64_t bucket_mb = 0;
+};
+
+void PrintTo(const Case& c, std::ostream* os) {
+  *os << c.model << " " << c.mesh << " prefetch " << c.prefetch << (c.reshard ? "" : " keep")
+      << " bucket " << c.bucket_mb;
+}
+
+loom::plan::Plan planFor(const Case& c, int64_t layers) {
+  mlir::MLIRContext context;
+  const std::string model = absl::StrReplaceAll(c.model, {{"{L}", absl::StrCat(layers)}});
+  auto module = loadModel(context, {.model = model, .batch = c.batch, .dtype = c.dtype});
+  EXPECT_TRUE(module.ok()) << module.status();
+  PlanRequest request{.model_name = "m",
+                      .mesh = c.mesh,
+                      .prefetch = c.prefetch,
+                      .reshard_after_forward = c.reshard,
+                      .bucket_mb = c.bucket_mb};
+  auto planned = planModule(**module, request);
+  EXPECT_TRUE(planned.ok()) << planned.status();
+  return planned->plan;
+}
+
+class RepeatBlocksTest : public ::testing::TestWithParam<Case> {};
+
+TEST_P(RepeatBlocksTest, RepeatedTemplateIsThePipelinesPlan) {
+  const Case& c = GetParam();
+  constexpr int64_t kLayers = 10;
+  const loom::plan::Plan shorter = planFor(c, planner::cost::kTemplateBlocks);
+  const loom::plan::Plan full = planFor(c, kLayers);
+  auto repeated = planner::cost::repeatBlocks(shorter, kLayers);
+  ASSERT_TRUE(repeated.ok()) << repeated.status();
+  EXPECT_EQ(repeated->buffers.size(), full.buffers.size());
+
+  const auto& got = repeated->programs.front().blocks;
+  const auto& want = full.programs.front().blocks;
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t b = 0; b < want.size(); ++b) {
+    EXPECT_EQ(got[b].instructions.size(), want[b].instructions.size()) << want[b].name;
+  }
+  for (size_t b = 0; b < want.size(); ++b) {
+    ASSERT_EQ(got[b].instructions.size(), want[b].instructions.size()) << want[b].name;
+    for (size_t i = 0; i < want[b].instructions.size(); ++i) {
+      const loom::plan::Instruction& g = got[b].instructions[i];
+      const loom::plan::Instruction& w = want[b].instructions[i];
+      ASSERT_EQ(g.op, w.op) << w.where();
+      ASSERT_EQ(g.scope, w.scope) << w.where();
+      ASSERT_EQ(g.operands.size(), w.operands.size()) << w.where();
+      for (size_t k = 0; k < w.operands.size(); ++k) {
+        const loom::plan::Buffer& gb = repeated->buffers[g.operands[k]];
+        const loom::plan::Buffer& wb = full.buffers[w.operands[k]];
+        ASSERT_EQ(gb.local_shape, wb.local_shape) << w.where() << " operand " << k;
+        ASSERT_EQ(gb.live, wb.live) << w.where() << " operand " << k << " " << wb.name;
+        if (loom::plan::onEntry(full, wb.id)) {
+          ASSERT_EQ(gb.name, wb.name) << w.where();
+        }
+      }
+      for (size_t k = 0; k < w.results.size(); ++k) {
+        ASSERT_EQ(repeated->buffers[g.results[k]].live, full.buffers[w.results[k]].live)
+            << w.where() << " result " << k;
+      }
+    }
+  }
+  EXPECT_TRUE(loom::plan::checkPlan(*repeated).ok()) << loom::plan::checkPlan(*repeated);
+
+  PlanRequest request{.mesh = c.mesh};
+  auto topology = topologyFor(request, full.mesh.size());
+  ASSERT_TRUE(topology.ok());
+  auto model = planner::cost::CostModel::create(*topology);
+  ASSERT_TRUE(model.ok());
+  auto a = planner::cost::pricePlan(*repeated, *model);
+  auto b = planner::cost::pricePlan(full, *model);
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_EQ(a->timing.step_time_s, b->timing.step_time_s);
+  EXPECT_EQ(a->timing.exposed_comm_s, b->timing.exposed_comm_s);
+  EXPECT_EQ(a->peak_bytes, b->peak_bytes);
+  EXPECT_EQ(a->peak_order, b->peak_order);
+  EXPECT_EQ(a->comm_bytes_per_rank, b->comm_bytes_per_rank);
+  EXPECT_EQ(b->peak_bytes, full.predicted.peak_bytes);
+}
+
+TEST(RepeatBlocksErrorsTest, NeedsATemplateOfTheRightDepth) {
+  const Case c{.model = "tiny:layers={L},hidden=64,heads=4,kv_heads=2,ffn=96,vocab=250,seq=16",
+               .mesh = "fsdp=2"};
+  const loom::plan::Plan three = planFor(c, 3);
+  EXPECT_EQ(planner::cost::repeatBlocks(three, 10).status().message(),
+            "the template plan has 3 blocks of 'layers', not 7");
+  const loom::plan::Plan seven = planFor(c, 7);
+  EXPECT_EQ(planner::cost::repeatBlocks(seven, 5).status().message(),
+            "cannot shorten a plan: 5 < 7 blocks");
+  auto same = planner::cost::repeatBlocks(seven, 7);
+  ASSERT_TRUE(same.ok()) << same.status();
+  EXPECT_EQ(same->buffers.size(), seven.buffers.size());
+  loom::plan::Plan unscoped = seven;
+  for (loom::plan::Block& block : unscoped.programs.front().blocks) {
+    for (loom::plan::Instruction& in : block.instructions) in.scope.clear();
+  }
+  EXPECT_EQ(planner::cost::repeatBlocks(unscoped, 10).status().message(),
+            "the plan has no repeated blocks (no instruction scope names a numbered layer)");
+}
+
+const char kLlama[] = "tiny:layers={L},hidden=64,heads=4,kv_heads=2,ffn=96,vocab=250,seq=16";
+const char kGpt2[] =
+    "tiny:family=gpt2,layers={L},hidden=64,heads=4,kv_heads=4,ffn=256,vocab=250,seq=16";
+
+INSTANTIATE_TEST_SUITE_P(
+    Plans, RepeatBlocksTest,
+    ::testing::Values(Case{.model = kLlama, .mesh = "fsdp=4"},
+                      Case{.model = kLlama, .mesh = "fsdp=4", .prefetch = 2},
+                      Case{.model = kLlama, .mesh = "fsdp=4", .prefetch = 0, .reshard = false},
+                      Case{.model = kLlama, .mesh = "fsdp=4", .bucket_mb = 1},
+                      Case{.model = kLlama, .mesh = "dp=2,fsdp=2,tp=2"},
+                      Case{.model = kLlama, .mesh = "dp=4", .dtype = "f32"},
+                      Case{.model = kLlama, .mesh = "tp=2", .batch = 1},
+                      Case{.model = kGpt2, .mesh = "fsdp=2,tp=2", .prefetch = 2},
+                      Case{.model = kGpt2, .mesh = "dp=2,fsdp=2", .reshard = false}));
+
+}  // namespace
+}  // namespace loom::tools::plan
