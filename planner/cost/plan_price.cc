@@ -25,6 +25,17 @@ Dtype floatType(comm::DType dtype) {
   return Dtype::kF32;
 }
 
+// The cost model's roles are the plan's, in the same order.
+static_assert(kNumRoles == plan::kNumRoles);
+static_assert(static_cast<int>(Role::kParam) == static_cast<int>(plan::BufferRole::kParam) &&
+              static_cast<int>(Role::kGrad) == static_cast<int>(plan::BufferRole::kGrad) &&
+              static_cast<int>(Role::kOptimizerState) ==
+                  static_cast<int>(plan::BufferRole::kOptimizerState) &&
+              static_cast<int>(Role::kActivation) ==
+                  static_cast<int>(plan::BufferRole::kActivation) &&
+              static_cast<int>(Role::kGathered) == static_cast<int>(plan::BufferRole::kGathered));
+Role roleOf(plan::BufferRole role) { return static_cast<Role>(static_cast<int>(role)); }
+
 CollectiveKind kindOf(plan::CollectiveKind kind) {
   switch (kind) {
     case plan::CollectiveKind::kAllGather:
@@ -171,39 +182,30 @@ absl::Status Pricer::collective(const plan::Instruction& in) {
   return absl::OkStatus();
 }
 
-// Live bytes per role at each instruction (slot 0 is the entry, the last
-// slot the step's end), by a difference array over the lifetimes.
+// The peak over the plan's lifetimes (cost::peakMemory, one slot per
+// instruction and one for the step's end, where the loss is handed back).
 void Pricer::memory(const std::vector<const plan::Instruction*>& order) {
-  const int64_t end = static_cast<int64_t>(order.size());
-  std::vector<std::array<int64_t, plan::kNumRoles>> delta(end + 3);
-  auto add = [&](int64_t first, int64_t last, plan::BufferRole role, int64_t bytes) {
-    delta[first + 1][static_cast<int>(role)] += bytes;
-    delta[last + 2][static_cast<int>(role)] -= bytes;
-  };
+  const int32_t end = static_cast<int32_t>(order.size());
+  std::vector<Buffer> buffers;
+  buffers.reserve(plan_.buffers.size() + staging_.size());
   for (const plan::Buffer& b : plan_.buffers) {
-    const bool resident =
-        b.role == plan::BufferRole::kParam || b.role == plan::BufferRole::kOptimizerState;
-    // The loss is handed back at the end of the step.
+    const bool resident = plan::persistentRole(b.role);
     const int64_t last = resident || b.id == plan_.interface.loss ? end : b.live.last;
-    add(resident ? -1 : b.live.first, last, b.role, b.bytes);
+    buffers.push_back({.bytes = b.bytes,
+                       .role = roleOf(b.role),
+                       .first = static_cast<int32_t>(resident ? -1 : b.live.first),
+                       .last = static_cast<int32_t>(last)});
   }
   for (const Staging& s : staging_) {
-    add(s.first, buffer(s.result).live.last, plan::BufferRole::kActivation, s.bytes);
+    buffers.push_back({.bytes = s.bytes,
+                       .role = Role::kActivation,
+                       .first = static_cast<int32_t>(s.first),
+                       .last = static_cast<int32_t>(buffer(s.result).live.last)});
   }
-  std::array<int64_t, plan::kNumRoles> live{};
-  price_.peak_bytes = -1;
-  for (int64_t slot = 0; slot <= end + 1; ++slot) {
-    int64_t total = 0;
-    for (int r = 0; r < plan::kNumRoles; ++r) {
-      live[r] += delta[slot][r];
-      total += live[r];
-    }
-    if (total > price_.peak_bytes) {
-      price_.peak_bytes = total;
-      price_.peak_order = slot - 1;
-      price_.breakdown = live;
-    }
-  }
+  const MemoryPeak peak = peakMemory(buffers, end + 1);
+  price_.peak_bytes = peak.peak_bytes;
+  price_.peak_order = peak.at;
+  price_.breakdown = peak.breakdown;
 }
 
 absl::StatusOr<PlanPrice> Pricer::price(const plan::Program& program) {
