@@ -11,10 +11,17 @@
 #include "absl/status/statusor.h"
 #include "mesh/topology.h"
 #include "mlir/IR/MLIRContext.h"
+#include "absl/strings/str_cat.h"
+#include "plan/plan.h"
 #include "planner/cost/cost_model.h"
+#include "planner/cost/plan_price.h"
+#include "planner/cost/repeat_blocks.h"
+#include "planner/cost/resize_plan.h"
 #include "planner/cost/transformer_model.h"
 #include "planner/models/model_config.h"
 #include "tools/plan/auto_plan.h"
+#include "tools/plan/model_loader.h"
+#include "tools/plan/plan_pipeline.h"
 
 namespace {
 
@@ -75,6 +82,87 @@ int published() {
   return 0;
 }
 
+// What pricing one candidate from a template plan costs, step by step, at
+// full scale: the pipeline on kTemplateBlocks blocks, resizePlan to the
+// candidate's data axes, repeatBlocks to the model's depth and pricePlan,
+// against the analytic model's estimate of the same candidate and the whole
+// pipeline on every layer; the figures agree with the whole pipeline's.
+int templatePricing() {
+  struct Run {
+    const char* model;
+    int64_t fsdp, tp, micro_batch;
+  };
+  const Run kRuns[] = {{"llama3-8b", 16, 1, 1}, {"llama3-70b", 128, 8, 1}};
+  std::printf("\n%-11s %-12s %9s %8s %8s %8s %10s %9s %9s %s\n", "model", "mesh", "template",
+              "resize", "repeat", "price", "analytic", "pipeline", "step_s", "equal");
+  for (const Run& run : kRuns) {
+    using Clock = std::chrono::steady_clock;
+    auto since = [](Clock::time_point t) {
+      return std::chrono::duration<double>(Clock::now() - t).count();
+    };
+    auto config = loom::planner::models::publishedConfig(run.model);
+    if (!config.ok()) return 1;
+    const std::string mesh = run.tp > 1 ? absl::StrCat("fsdp=", run.fsdp, ",tp=", run.tp)
+                                        : absl::StrCat("fsdp=", run.fsdp);
+    const loom::tools::plan::PlanRequest request{.model_name = run.model, .mesh = mesh};
+    auto plan = [&](int64_t layers, int64_t fsdp) -> absl::StatusOr<loom::plan::Plan> {
+      mlir::MLIRContext context;
+      const std::string m =
+          run.tp > 1 ? absl::StrCat("fsdp=", fsdp, ",tp=", run.tp) : absl::StrCat("fsdp=", fsdp);
+      const std::string spec =
+          absl::StrCat("tiny:layers=", layers, ",hidden=", config->hidden,
+                       ",heads=", config->num_heads, ",kv_heads=", config->num_kv_heads,
+                       ",ffn=", config->ffn_hidden, ",vocab=", config->vocab, ",seq=2048");
+      auto module = loom::tools::plan::loadModel(
+          context, {.model = spec, .batch = run.micro_batch * fsdp, .seq = 2048, .dtype = "bf16"});
+      if (!module.ok()) return module.status();
+      loom::tools::plan::PlanRequest r = request;
+      r.mesh = m;
+      auto planned = loom::tools::plan::planModule(**module, r);
+      if (!planned.ok()) return planned.status();
+      return planned->plan;
+    };
+    Clock::time_point t = Clock::now();
+    auto shorter = plan(cost::kTemplateBlocks, 2);
+    const double templateS = since(t);
+    t = Clock::now();
+    auto resized = shorter.ok() ? cost::resizePlan(*shorter, {.axis_sizes = {{"fsdp", run.fsdp}},
+                                                              .template_micro_batch = 1,
+                                                              .micro_batch = run.micro_batch})
+                                : absl::StatusOr<loom::plan::Plan>(shorter.status());
+    const double resizeS = since(t);
+    t = Clock::now();
+    auto repeated = resized.ok() ? cost::repeatBlocks(*resized, config->num_layers) : resized;
+    const double repeatS = since(t);
+    auto topology = loom::tools::plan::topologyFor(request, run.fsdp * run.tp);
+    auto model = topology.ok() ? cost::CostModel::create(*topology)
+                               : absl::StatusOr<cost::CostModel>(topology.status());
+    if (!repeated.ok() || !model.ok()) {
+      std::fprintf(stderr, "search_bench: %s %s\n", repeated.status().ToString().c_str(),
+                   model.status().ToString().c_str());
+      return 1;
+    }
+    t = Clock::now();
+    auto price = cost::pricePlan(*repeated, *model);
+    const double priceS = since(t);
+    t = Clock::now();
+    const cost::Workload workload{.config = *config, .seq = 2048, .dtype = cost::Dtype::kBF16};
+    auto analytic = cost::estimateStep(
+        workload, {.fsdp = run.fsdp, .tp = run.tp, .micro_batch = run.micro_batch}, *model);
+    const double analyticS = since(t);
+    t = Clock::now();
+    auto full = plan(config->num_layers, run.fsdp);
+    const double pipelineS = since(t);
+    if (!price.ok() || !analytic.ok() || !full.ok()) return 1;
+    const bool equal = price->timing.step_time_s == full->predicted.step_time_s &&
+                       price->peak_bytes == full->predicted.peak_bytes;
+    std::printf("%-11s %-12s %9.3f %8.4f %8.4f %8.4f %10.5f %9.3f %9.4f %s\n", run.model,
+                mesh.c_str(), templateS, resizeS, repeatS, priceS, analyticS, pipelineS,
+                price->timing.step_time_s, equal ? "yes" : "NO");
+  }
+  return 0;
+}
+
 }  // namespace
 
 int main() {
@@ -100,5 +188,6 @@ int main() {
                 static_cast<long long>(result->search.evaluated), result->search_s, result->plan_s,
                 total, winner.label().c_str());
   }
-  return published();
+  if (int status = published(); status != 0) return status;
+  return templatePricing();
 }
