@@ -57,7 +57,7 @@ constexpr int64_t kSuffix = -2;
 class Repeater {
  public:
   Repeater(const plan::Plan& shorter, int64_t blocks) : k_(shorter), blocks_(blocks) {}
-  absl::StatusOr<plan::Plan> run();
+  absl::StatusOr<Repeated> run();
 
  private:
   absl::Status findStack();
@@ -106,6 +106,7 @@ class Repeater {
   std::map<std::pair<size_t, int64_t>, size_t> defCount_;
 
   plan::Plan out_;
+  std::vector<int64_t> source_;
   std::map<int64_t, int64_t> entryById_;
   std::map<std::string, int64_t> entryByName_;
   // Buffers the longer plan defines in its segments, by (program block,
@@ -199,6 +200,7 @@ absl::Status Repeater::cutBlock(size_t b) {
 
 int64_t Repeater::newBuffer(const plan::Buffer& from, int64_t delta) {
   plan::Buffer& b = out_.buffers.emplace_back(from);
+  source_.push_back(from.id);
   b.id = static_cast<int64_t>(out_.buffers.size()) - 1;
   b.name = shiftLayer(from.name, stack_, delta);
   return b.id;
@@ -360,7 +362,7 @@ void Repeater::finish() {
   for (plan::Buffer& b : out_.buffers) b.live = live[b.id];
 }
 
-absl::StatusOr<plan::Plan> Repeater::run() {
+absl::StatusOr<Repeated> Repeater::run() {
   if (k_.programs.size() != 1) {
     return absl::InvalidArgumentError("repeating blocks needs a plan with one program");
   }
@@ -416,13 +418,23 @@ absl::StatusOr<plan::Plan> Repeater::run() {
     *id = *mapped;
   }
   finish();
-  return std::move(out_);
+  return Repeated{.plan = std::move(out_), .source = std::move(source_)};
 }
 
 }  // namespace
 
-absl::StatusOr<plan::Plan> repeatBlocks(const plan::Plan& shorter, int64_t blocks) {
+absl::StatusOr<Repeated> repeatBlocks(const plan::Plan& shorter, int64_t blocks) {
   return Repeater(shorter, blocks).run();
+}
+
+void copySizes(const plan::Plan& resized, Repeated& repeated) {
+  repeated.plan.mesh = resized.mesh;
+  for (plan::Buffer& b : repeated.plan.buffers) {
+    const plan::Buffer& from = resized.buffers[repeated.source[b.id]];
+    b.global_shape = from.global_shape;
+    b.local_shape = from.local_shape;
+    b.bytes = from.bytes;
+  }
 }
 
 }  // namespace loom::planner::cost

@@ -20,6 +20,7 @@
 #define LOOM_PLANNER_COST_REPEAT_BLOCKS_H_
 
 #include <cstdint>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "plan/plan.h"
@@ -29,12 +30,24 @@ namespace loom::planner::cost {
 // Blocks in the template plans the search builds.
 inline constexpr int64_t kTemplateBlocks = 7;
 
+// The longer plan and, per buffer of it, the template buffer it copies.
+struct Repeated {
+  plan::Plan plan;
+  std::vector<int64_t> source;
+};
+
 // The plan of `blocks` repeated blocks from `shorter`'s, which has
 // kTemplateBlocks (`blocks` >= that). Predicted figures are not set (price
 // the result); lifetimes and async handles are recomputed. Fails when the
 // plan has no repeated stack, not kTemplateBlocks of it, or segments that
 // cannot be cut (a block whose last ops are out of order).
-absl::StatusOr<plan::Plan> repeatBlocks(const plan::Plan& shorter, int64_t blocks);
+absl::StatusOr<Repeated> repeatBlocks(const plan::Plan& shorter, int64_t blocks);
+
+// Gives `repeated`'s buffers the shapes and bytes of their template buffers
+// in `resized` (the template after resizePlan) and `resized`'s mesh: the
+// repeated plan of the re-sized template, without repeating again, since
+// the structure does not depend on the sizes.
+void copySizes(const plan::Plan& resized, Repeated& repeated);
 
 }  // namespace loom::planner::cost
 

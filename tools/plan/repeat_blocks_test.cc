@@ -17,6 +17,7 @@
 #include "plan/plan.h"
 #include "planner/cost/cost_model.h"
 #include "planner/cost/plan_price.h"
+#include "planner/cost/resize_plan.h"
 #include "tools/plan/model_loader.h"
 #include "tools/plan/plan_pipeline.h"
 
@@ -60,8 +61,9 @@ TEST_P(RepeatBlocksTest, RepeatedTemplateIsThePipelinesPlan) {
   constexpr int64_t kLayers = 10;
   const loom::plan::Plan shorter = planFor(c, planner::cost::kTemplateBlocks);
   const loom::plan::Plan full = planFor(c, kLayers);
-  auto repeated = planner::cost::repeatBlocks(shorter, kLayers);
-  ASSERT_TRUE(repeated.ok()) << repeated.status();
+  auto result = planner::cost::repeatBlocks(shorter, kLayers);
+  ASSERT_TRUE(result.ok()) << result.status();
+  const loom::plan::Plan* repeated = &result->plan;
   EXPECT_EQ(repeated->buffers.size(), full.buffers.size());
 
   const auto& got = repeated->programs.front().blocks;
@@ -122,13 +124,44 @@ TEST(RepeatBlocksErrorsTest, NeedsATemplateOfTheRightDepth) {
             "cannot shorten a plan: 5 < 7 blocks");
   auto same = planner::cost::repeatBlocks(seven, 7);
   ASSERT_TRUE(same.ok()) << same.status();
-  EXPECT_EQ(same->buffers.size(), seven.buffers.size());
+  EXPECT_EQ(same->plan.buffers.size(), seven.buffers.size());
   loom::plan::Plan unscoped = seven;
   for (loom::plan::Block& block : unscoped.programs.front().blocks) {
     for (loom::plan::Instruction& in : block.instructions) in.scope.clear();
   }
   EXPECT_EQ(planner::cost::repeatBlocks(unscoped, 10).status().message(),
             "the plan has no repeated blocks (no instruction scope names a numbered layer)");
+}
+
+// Repeating once and copying each candidate's sizes in is repeating the
+// re-sized template.
+TEST(RepeatBlocksSizesTest, CopyingSizesEqualsRepeatingTheResizedTemplate) {
+  const Case c{.model = "tiny:layers={L},hidden=64,heads=4,kv_heads=2,ffn=96,vocab=250,seq=16",
+               .mesh = "dp=2,fsdp=2,tp=2",
+               .batch = 4};
+  const loom::plan::Plan shorter = planFor(c, planner::cost::kTemplateBlocks);
+  auto resized = planner::cost::resizePlan(
+      shorter,
+      {.axis_sizes = {{"fsdp", 8}, {"dp", 4}}, .template_micro_batch = 1, .micro_batch = 3});
+  ASSERT_TRUE(resized.ok()) << resized.status();
+  auto direct = planner::cost::repeatBlocks(*resized, 12);
+  auto once = planner::cost::repeatBlocks(shorter, 12);
+  ASSERT_TRUE(direct.ok() && once.ok());
+  planner::cost::copySizes(*resized, *once);
+  ASSERT_EQ(once->plan.buffers.size(), direct->plan.buffers.size());
+  for (size_t i = 0; i < direct->plan.buffers.size(); ++i) {
+    EXPECT_EQ(once->plan.buffers[i].local_shape, direct->plan.buffers[i].local_shape) << i;
+  }
+  PlanRequest request{.mesh = "dp=4,fsdp=8,tp=2"};
+  auto topology = topologyFor(request, 64);
+  ASSERT_TRUE(topology.ok());
+  auto model = planner::cost::CostModel::create(*topology);
+  ASSERT_TRUE(model.ok());
+  auto a = planner::cost::pricePlan(once->plan, *model);
+  auto b = planner::cost::pricePlan(direct->plan, *model);
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_EQ(a->timing.step_time_s, b->timing.step_time_s);
+  EXPECT_EQ(a->peak_bytes, b->peak_bytes);
 }
 
 const char kLlama[] = "tiny:layers={L},hidden=64,heads=4,kv_heads=2,ffn=96,vocab=250,seq=16";
