@@ -115,8 +115,20 @@ absl::Status parsePin(const std::string& text, Pins& pins) {
   return absl::OkStatus();
 }
 
+bool AnalyticPricer::tpAllowed(int64_t tp) const {
+  return workload_.config.num_heads % tp == 0 && workload_.config.num_kv_heads % tp == 0;
+}
+
+int64_t AnalyticPricer::memoryLowerBound(const Strategy& strategy) {
+  return cost::memoryLowerBound(workload_, strategy);
+}
+
+absl::StatusOr<StepEstimate> AnalyticPricer::estimate(const Strategy& strategy) {
+  return estimateStep(workload_, strategy, model_);
+}
+
 absl::StatusOr<SearchResult> searchMesh(const Workload& workload, const CostModel& model,
-                                        const SearchOptions& options) {
+                                        StepPricer& pricer, const SearchOptions& options) {
   const mesh::Topology& topology = model.topology();
   const int64_t devices = topology.worldSize();
   const int64_t perHost = topology.devicesPerHost();
@@ -140,7 +152,7 @@ absl::StatusOr<SearchResult> searchMesh(const Workload& workload, const CostMode
     if (pins.tp && tp != *pins.tp) continue;
     if (tp > maxTp) continue;
     if (!options.allow_tp_across_hosts && tp > 1 && perHost % tp != 0) continue;
-    if (config.num_heads % tp != 0 || config.num_kv_heads % tp != 0) continue;
+    if (!pricer.tpAllowed(tp)) continue;
     for (int64_t dp : divisors(devices / tp)) {
       const int64_t fsdp = devices / tp / dp;
       if (pins.dp && dp != *pins.dp) continue;
@@ -185,7 +197,7 @@ absl::StatusOr<SearchResult> searchMesh(const Workload& workload, const CostMode
           }
         }
         group.base = group.variants.front();
-        group.memory_bound = memoryLowerBound(workload, group.base);
+        group.memory_bound = pricer.memoryLowerBound(group.base);
         result.enumerated += static_cast<int64_t>(group.variants.size());
         groups.push_back(std::move(group));
       }
@@ -206,7 +218,7 @@ absl::StatusOr<SearchResult> searchMesh(const Workload& workload, const CostMode
   };
   std::vector<Candidate> evaluated;
   auto evaluate = [&](const Strategy& s) -> absl::StatusOr<Candidate> {
-    absl::StatusOr<StepEstimate> estimate = estimateStep(workload, s, model);
+    absl::StatusOr<StepEstimate> estimate = pricer.estimate(s);
     if (!estimate.ok()) return estimate.status();
     evaluated.push_back({.strategy = s,
                          .estimate = *estimate,

@@ -2,7 +2,7 @@
 // device count into dp x fsdp x tp (tp innermost, inside a host) and every
 // combination of prefetch depth, reshard-after-forward, bucket size and
 // micro-batch under the global batch, priced by the analytic step model
-// (transformer_model.h), ranked by step time among the plans that fit in
+// (transformer_model.h) or another StepPricer, ranked by step time among the plans that fit in
 // memory. Pruning keeps the top of the ranking exact: a group of candidates
 // that share a mesh and micro-batch is dropped when its memory lower bound
 // is over the cap or its step-time lower bound cannot enter the top rows.
@@ -83,8 +83,37 @@ struct SearchResult {
   bool found() const { return !ranked.empty() && ranked.front().fits; }
 };
 
+// Prices the search's candidates. The search asks it which tp degrees the
+// model allows, a lower bound of a group's memory (to skip groups over the
+// cap unpriced) and each candidate's estimate.
+class StepPricer {
+ public:
+  virtual ~StepPricer() = default;
+  virtual bool tpAllowed(int64_t tp) const = 0;
+  // A lower bound of the peak memory per rank of any plan with `strategy`'s
+  // mesh and micro-batch, whatever its prefetch, resharding and buckets.
+  virtual int64_t memoryLowerBound(const Strategy& strategy) = 0;
+  virtual absl::StatusOr<StepEstimate> estimate(const Strategy& strategy) = 0;
+};
+
+// The analytic step model of the Llama family (transformer_model.h).
+class AnalyticPricer final : public StepPricer {
+ public:
+  AnalyticPricer(const Workload& workload, const CostModel& model)
+      : workload_(workload), model_(model) {}
+  bool tpAllowed(int64_t tp) const override;
+  int64_t memoryLowerBound(const Strategy& strategy) override;
+  absl::StatusOr<StepEstimate> estimate(const Strategy& strategy) override;
+
+ private:
+  const Workload& workload_;
+  const CostModel& model_;
+};
+
+// Searches with `pricer` on `model`'s topology; `workload` names the model,
+// sequence and dtype in the results.
 absl::StatusOr<SearchResult> searchMesh(const Workload& workload, const CostModel& model,
-                                        const SearchOptions& options);
+                                        StepPricer& pricer, const SearchOptions& options);
 
 // The ranked table (markdown), `rows` rows, the winner first.
 std::string formatRanking(const SearchResult& result, int64_t rows);

@@ -60,13 +60,14 @@ TEST(SearchTest, PrunedSearchMatchesExhaustiveEnumeration) {
                                     << ", cap " << c.cap_gib << " GiB");
     const Workload w = llamaLike(4, c.seq);
     const CostModel model = *CostModel::create(*mesh::Topology::dgxH100(c.hosts));
+    AnalyticPricer pricer(w, model);
     SearchOptions options{.global_batch = c.batch,
                           .memory_cap_bytes = static_cast<int64_t>(c.cap_gib * (1LL << 30)),
                           .top = 10};
-    absl::StatusOr<SearchResult> pruned = searchMesh(w, model, options);
+    absl::StatusOr<SearchResult> pruned = searchMesh(w, model, pricer, options);
     ASSERT_TRUE(pruned.ok()) << pruned.status();
     options.exhaustive = true;
-    absl::StatusOr<SearchResult> full = searchMesh(w, model, options);
+    absl::StatusOr<SearchResult> full = searchMesh(w, model, pricer, options);
     ASSERT_TRUE(full.ok()) << full.status();
     EXPECT_EQ(full->evaluated, full->enumerated);
     EXPECT_EQ(pruned->evaluated + pruned->pruned_memory + pruned->pruned_bound, pruned->enumerated);
@@ -78,7 +79,8 @@ TEST(SearchTest, PrunedSearchMatchesExhaustiveEnumeration) {
 TEST(SearchTest, PruningSkipsMostOfALargeSearch) {
   const Workload w = llamaLike(8, 2048);
   const CostModel model = *CostModel::create(*mesh::Topology::dgxH100(16));
-  absl::StatusOr<SearchResult> result = searchMesh(w, model, {.global_batch = 128});
+  AnalyticPricer pricer(w, model);
+  absl::StatusOr<SearchResult> result = searchMesh(w, model, pricer, {.global_batch = 128});
   ASSERT_TRUE(result.ok()) << result.status();
   EXPECT_GT(result->enumerated, 300);
   EXPECT_LT(result->evaluated, result->enumerated / 2);
@@ -88,24 +90,26 @@ TEST(SearchTest, PruningSkipsMostOfALargeSearch) {
 TEST(SearchTest, TensorParallelismStaysInsideAHostUnlessAllowed) {
   const Workload w = llamaLike(2, 1024);
   const CostModel model = *CostModel::create(*mesh::Topology::dgxH100(4));
+  AnalyticPricer pricer(w, model);
   SearchOptions options{.global_batch = 32, .exhaustive = true};
-  absl::StatusOr<SearchResult> result = searchMesh(w, model, options);
+  absl::StatusOr<SearchResult> result = searchMesh(w, model, pricer, options);
   ASSERT_TRUE(result.ok()) << result.status();
   for (const Candidate& c : result->ranked) EXPECT_LE(c.strategy.tp, 8) << c.label();
   options.max_tp = 2;
-  result = searchMesh(w, model, options);
+  result = searchMesh(w, model, pricer, options);
   for (const Candidate& c : result->ranked) EXPECT_LE(c.strategy.tp, 2) << c.label();
 }
 
 TEST(SearchTest, PinsFixTheirChoices) {
   const Workload w = llamaLike(2, 1024);
   const CostModel model = *CostModel::create(*mesh::Topology::dgxH100(2));
+  AnalyticPricer pricer(w, model);
   Pins pins;
   ASSERT_TRUE(parsePin("tp=4", pins).ok());
   ASSERT_TRUE(parsePin("reshard=false", pins).ok());
   ASSERT_TRUE(parsePin("micro-batch=2", pins).ok());
   absl::StatusOr<SearchResult> result =
-      searchMesh(w, model, {.global_batch = 16, .pins = pins, .exhaustive = true});
+      searchMesh(w, model, pricer, {.global_batch = 16, .pins = pins, .exhaustive = true});
   ASSERT_TRUE(result.ok()) << result.status();
   ASSERT_FALSE(result->ranked.empty());
   for (const Candidate& c : result->ranked) {
@@ -132,12 +136,13 @@ TEST(SearchTest, PinErrorsNameTheKey) {
 TEST(SearchTest, TheMemoryCapDecidesWhatFits) {
   const Workload w = llamaLike(4, 4096);
   const CostModel model = *CostModel::create(*mesh::Topology::dgxH100(1));
+  AnalyticPricer pricer(w, model);
   absl::StatusOr<SearchResult> tight =
-      searchMesh(w, model, {.global_batch = 8, .memory_cap_bytes = 1LL << 20});
+      searchMesh(w, model, pricer, {.global_batch = 8, .memory_cap_bytes = 1LL << 20});
   ASSERT_TRUE(tight.ok()) << tight.status();
   EXPECT_FALSE(tight->found());
   EXPECT_THAT(explainWinner(*tight), HasSubstr("No candidate fits in 0.0 GiB"));
-  absl::StatusOr<SearchResult> roomy = searchMesh(w, model, {.global_batch = 8});
+  absl::StatusOr<SearchResult> roomy = searchMesh(w, model, pricer, {.global_batch = 8});
   ASSERT_TRUE(roomy->found());
   EXPECT_LE(roomy->ranked.front().estimate.peak_bytes, 80LL << 30);
 }
@@ -145,7 +150,8 @@ TEST(SearchTest, TheMemoryCapDecidesWhatFits) {
 TEST(SearchTest, ReportsTheWinnerTheRankingAndWhy) {
   const Workload w = llamaLike(4, 2048);
   const CostModel model = *CostModel::create(*mesh::Topology::dgxH100(2));
-  absl::StatusOr<SearchResult> result = searchMesh(w, model, {.global_batch = 16});
+  AnalyticPricer pricer(w, model);
+  absl::StatusOr<SearchResult> result = searchMesh(w, model, pricer, {.global_batch = 16});
   ASSERT_TRUE(result.ok()) << result.status();
   ASSERT_TRUE(result->found());
   const std::string why = explainWinner(*result);

@@ -78,7 +78,9 @@ absl::StatusOr<AutoResult> planAuto(mlir::MLIRContext& context, const AutoReques
       .memory_cap_bytes =
           request.memory_gb > 0 ? static_cast<int64_t>(request.memory_gb * kBytesPerGiB) : 0,
       .progress = request.progress};
-  absl::StatusOr<cost::SearchResult> search = cost::searchMesh(result.workload, *model, options);
+  cost::AnalyticPricer pricer(result.workload, *model);
+  absl::StatusOr<cost::SearchResult> search =
+      cost::searchMesh(result.workload, *model, pricer, options);
   if (!search.ok()) return search.status();
   result.search = *std::move(search);
   result.search_s = since(searchStart);

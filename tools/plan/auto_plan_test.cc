@@ -27,8 +27,9 @@ TEST(AutoPlanTest, SearchPointsFollowTheRanking) {
                                          .dtype = planner::cost::Dtype::kBF16};
   const planner::cost::CostModel model =
       *planner::cost::CostModel::create(*mesh::Topology::dgxH100(2));
+  planner::cost::AnalyticPricer pricer(workload, model);
   absl::StatusOr<planner::cost::SearchResult> result =
-      planner::cost::searchMesh(workload, model, {.global_batch = 16});
+      planner::cost::searchMesh(workload, model, pricer, {.global_batch = 16});
   ASSERT_TRUE(result.ok()) << result.status();
   ASSERT_TRUE(result->found());
   const std::vector<planner::visual::SearchPoint> points = searchPoints(*result);
