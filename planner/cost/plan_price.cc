@@ -101,6 +101,7 @@ absl::StatusOr<Pricer::Stream> Pricer::streamOf(const std::vector<std::string>& 
   const Stream stream{.group = *group, .index = static_cast<int32_t>(streams_.size())};
   streams_.emplace(key, stream);
   price_.stream_s.push_back(0);
+  price_.stream_axes.push_back(key);
   return stream;
 }
 

@@ -9,6 +9,7 @@
 #include <array>
 #include <cstdint>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -59,6 +60,7 @@ struct PlanPrice {
   // Busy time of each comm stream (one per set of mesh axes), in order of
   // first use, and of the gathers in the backward phase.
   std::vector<double> stream_s;
+  std::vector<std::string> stream_axes;  // "fsdp", "dp,fsdp", ...
   double backward_gather_s = 0;
 };
 

@@ -87,6 +87,7 @@ absl::StatusOr<mlir::OwningOpRef<mlir::ModuleOp>> buildZooModel(mlir::MLIRContex
                                                                 const ModelRequest& request) {
   absl::StatusOr<models::TransformerConfig> config = configOf(request.model);
   if (!config.ok()) return config.status();
+  if (request.layers) config->num_layers = *request.layers;
   absl::StatusOr<mlir::Type> type = elementType(context, request.dtype.value_or("f32"));
   if (!type.ok()) return type.status();
   const models::BatchShape shape = {.batch = request.batch.value_or(1),
@@ -118,7 +119,8 @@ absl::StatusOr<mlir::OwningOpRef<mlir::ModuleOp>> loadModel(mlir::MLIRContext& c
   if (!absl::EndsWith(request.model, ".mlir")) return buildZooModel(context, request);
   for (const auto& [flag, set] : {std::pair{"--batch", request.batch.has_value()},
                                   std::pair{"--seq", request.seq.has_value()},
-                                  std::pair{"--dtype", request.dtype.has_value()}}) {
+                                  std::pair{"--dtype", request.dtype.has_value()},
+                                  std::pair{"a layer count", request.layers.has_value()}}) {
     if (set) {
       return absl::InvalidArgumentError(
           absl::StrCat(flag, " applies to zoo models only; the IR of '", request.model,

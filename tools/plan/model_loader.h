@@ -33,6 +33,9 @@ struct ModelRequest {
   std::optional<int64_t> batch = std::nullopt;
   std::optional<int64_t> seq = std::nullopt;
   std::optional<std::string> dtype = std::nullopt;
+  // Zoo models only: build this many repeated blocks instead of the
+  // configuration's (the mesh search's template plans).
+  std::optional<int64_t> layers = std::nullopt;
 };
 
 // Loads the planner's dialects into `context` and returns the verified

@@ -1,0 +1,97 @@
+// TemplatePricer against the pipeline: for Llama and GPT-2 models deeper
+// than the template, each candidate's estimate equals the predicted figures
+// of the plan the whole pipeline makes for it (step time, peak, bytes), and
+// a search priced this way finds a winner whose full plan agrees with it.
+#include "tools/plan/template_pricer.h"
+
+#include <cstdint>
+#include <string>
+
+#include "gtest/gtest.h"
+#include "mlir/IR/MLIRContext.h"
+#include "planner/cost/search.h"
+#include "planner/models/model_config.h"
+#include "tools/plan/model_loader.h"
+#include "tools/plan/plan_pipeline.h"
+
+namespace loom::tools::plan {
+namespace {
+
+namespace cost = ::loom::planner::cost;
+
+constexpr int64_t kDevices = 16;
+
+struct Fixture {
+  explicit Fixture(std::string spec)
+      : model(std::move(spec)),
+        config(*planner::models::configFromSpec(model)),
+        topology(*topologyFor(base, kDevices)),
+        costModel(*cost::CostModel::create(topology)),
+        pricer(model, config, 16, "bf16", base, costModel) {}
+
+  // The whole pipeline's plan of `s` (one micro-step).
+  loom::plan::Plan fullPlan(const cost::Strategy& s) {
+    mlir::MLIRContext context;
+    auto module = loadModel(
+        context, {.model = model, .batch = s.micro_batch * s.dp * s.fsdp, .dtype = "bf16"});
+    EXPECT_TRUE(module.ok()) << module.status();
+    PlanRequest request = base;
+    request.mesh = s.meshSpec();
+    request.axes = s.axes();
+    request.prefetch = s.prefetch;
+    request.reshard_after_forward = s.reshard_after_forward;
+    request.bucket_mb = s.bucket_mb;
+    auto planned = planModule(**module, request);
+    EXPECT_TRUE(planned.ok()) << planned.status();
+    return planned->plan;
+  }
+
+  void expectAgrees(const cost::Strategy& s) {
+    auto estimate = pricer.estimate(s);
+    ASSERT_TRUE(estimate.ok()) << estimate.status();
+    const loom::plan::Plan plan = fullPlan(s);
+    const loom::plan::Predicted& p = plan.predicted;
+    const double a = static_cast<double>(s.accumulation);
+    EXPECT_EQ(estimate->step_time_s, (p.step_time_s - p.optimizer_s) * a + p.optimizer_s)
+        << s.meshSpec() << " " << s.knobs();
+    EXPECT_EQ(estimate->peak_bytes, p.peak_bytes) << s.meshSpec() << " " << s.knobs();
+    EXPECT_EQ(estimate->comm_bytes_per_rank, p.comm_bytes_per_rank * s.accumulation);
+    EXPECT_EQ(estimate->optimizer_s, p.optimizer_s);
+  }
+
+  PlanRequest base = {};
+  std::string model;
+  planner::models::TransformerConfig config;
+  mesh::Topology topology;
+  cost::CostModel costModel;
+  TemplatePricer pricer;
+};
+
+const char kLlama[] = "tiny:layers=9,hidden=64,heads=4,kv_heads=2,ffn=96,vocab=250,seq=16";
+const char kGpt2[] =
+    "tiny:family=gpt2,layers=9,hidden=64,heads=4,kv_heads=4,ffn=256,vocab=250,seq=16";
+
+TEST(TemplatePricerTest, EveryCandidateEqualsItsFullPlan) {
+  for (const char* spec : {kLlama, kGpt2}) {
+    SCOPED_TRACE(spec);
+    Fixture f(spec);
+    f.expectAgrees({.fsdp = 16});
+    f.expectAgrees({.fsdp = 16, .prefetch = 2, .micro_batch = 2});
+    f.expectAgrees({.dp = 2, .fsdp = 4, .tp = 2, .reshard_after_forward = false});
+    f.expectAgrees({.fsdp = 8, .tp = 2, .bucket_mb = 1, .micro_batch = 3, .accumulation = 2});
+    f.expectAgrees({.dp = 16});
+    EXPECT_LE(f.pricer.templates(), 5);
+  }
+}
+
+TEST(TemplatePricerTest, ASearchPricedThisWayAgreesWithItsWinner) {
+  Fixture f(kGpt2);
+  const cost::Workload workload{.config = f.config, .seq = 16, .dtype = cost::Dtype::kBF16};
+  auto result = cost::searchMesh(workload, f.costModel, f.pricer, {.global_batch = 32});
+  ASSERT_TRUE(result.ok()) << result.status();
+  ASSERT_TRUE(result->found());
+  f.expectAgrees(result->ranked.front().strategy);
+}
+
+}  // namespace
+}  // namespace loom::tools::plan
