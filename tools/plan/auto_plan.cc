@@ -11,8 +11,10 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "planner/models/hf_config.h"
 #include "planner/models/model_config.h"
 #include "tools/plan/model_loader.h"
+#include "tools/plan/template_pricer.h"
 
 namespace loom::tools::plan {
 namespace {
@@ -39,7 +41,8 @@ absl::StatusOr<AutoResult> planAuto(mlir::MLIRContext& context, const AutoReques
                      request.devices, "), e.g. --mesh=auto --devices=256"));
   }
   absl::StatusOr<planner::models::TransformerConfig> config =
-      planner::models::configFromSpec(request.model);
+      absl::EndsWith(request.model, ".json") ? planner::models::loadHfConfig(request.model)
+                                             : planner::models::configFromSpec(request.model);
   if (!config.ok()) return config.status();
   PlanRequest base{.model_name = request.model,
                    .device = request.device,
@@ -58,7 +61,7 @@ absl::StatusOr<AutoResult> planAuto(mlir::MLIRContext& context, const AutoReques
   }
   AutoResult result;
   result.workload = {.config = *config,
-                     .seq = request.seq.value_or(std::min(config->max_seq, kDefaultSeqCap)),
+                     .seq = request.seq.value_or(defaultSeq(*config)),
                      .dtype = dtype == "f32"   ? cost::Dtype::kF32
                               : dtype == "f16" ? cost::Dtype::kF16
                                                : cost::Dtype::kBF16};
@@ -78,11 +81,19 @@ absl::StatusOr<AutoResult> planAuto(mlir::MLIRContext& context, const AutoReques
       .memory_cap_bytes =
           request.memory_gb > 0 ? static_cast<int64_t>(request.memory_gb * kBytesPerGiB) : 0,
       .progress = request.progress};
-  cost::AnalyticPricer pricer(result.workload, *model);
+  // The analytic model covers the zoo's Llama graphs; everything else is
+  // priced from the pipeline's programs.
+  result.programs = request.programs || absl::EndsWith(request.model, ".json") ||
+                    config->family != planner::models::ModelFamily::kLlama;
+  cost::AnalyticPricer analytic(result.workload, *model);
+  TemplatePricer programs(request.model, *config, result.workload.seq, dtype, base, *model);
+  cost::StepPricer& pricer = result.programs ? static_cast<cost::StepPricer&>(programs)
+                                             : static_cast<cost::StepPricer&>(analytic);
   absl::StatusOr<cost::SearchResult> search =
       cost::searchMesh(result.workload, *model, pricer, options);
   if (!search.ok()) return search.status();
   result.search = *std::move(search);
+  result.templates = programs.templates();
   result.search_s = since(searchStart);
   result.candidates = cost::candidatesJson(result.search, result.workload, *model);
   if (!result.search.found()) {
@@ -141,6 +152,11 @@ std::string formatSearch(const AutoResult& result, int64_t rows) {
                       "pruned by the step-time bound; search %.3f s\n",
                       search.enumerated, search.evaluated, search.pruned_memory,
                       search.pruned_bound, result.search_s),
+      result.programs
+          ? absl::StrFormat("- priced from the pipeline's own programs: %d template plans, "
+                            "repeated to the model's depth and re-sized per candidate\n",
+                            result.templates)
+          : std::string("- priced by the analytic step model of the Llama family\n"),
       absl::StrFormat("- winner: %s | %s: step %.3f s, %.0f tokens/s per device, MFU %.1f%%, "
                       "peak %.1f GiB, exposed communication %.3f s\n",
                       s.parallelism(), s.knobs(), e.step_time_s, e.tokens_per_s_per_device,

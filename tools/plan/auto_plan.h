@@ -25,7 +25,8 @@
 namespace loom::tools::plan {
 
 struct AutoRequest {
-  // A published model or a tiny spec (the search needs its configuration).
+  // A published model, a tiny spec or a Hugging Face config.json (the
+  // search needs its configuration).
   std::string model;
   int64_t devices = 0;
   // Sequences per optimizer step over all devices (default: one per
@@ -47,10 +48,18 @@ struct AutoRequest {
   // Borrowed, may be null.
   const planner::cost::MachineProfile* profile = nullptr;
   std::function<void(int64_t, int64_t)> progress = nullptr;
+  // Price candidates from the pipeline's own programs (TemplatePricer)
+  // instead of the analytic Llama model; models the analytic model does not
+  // cover (GPT-2, Hugging Face configs) are always priced this way.
+  bool programs = false;
 };
 
 struct AutoResult {
   planner::cost::Workload workload;
+  // Whether the candidates were priced from the pipeline's programs, and
+  // how many template plans that took.
+  bool programs = false;
+  int64_t templates = 0;
   planner::cost::SearchResult search;
   // candidates.json.
   nlohmann::json candidates;

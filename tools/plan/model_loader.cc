@@ -70,13 +70,6 @@ absl::StatusOr<mlir::Type> elementType(mlir::MLIRContext& context, const std::st
       absl::StrCat("--dtype='", dtype, "' is not a parameter type; use f32, bf16 or f16"));
 }
 
-// The default sequence length: max_seq capped to kDefaultSeqCap and, where
-// attention is windowed, to the window (beyond it the graph is not exact).
-int64_t defaultSeq(const models::TransformerConfig& config) {
-  const int64_t seq = std::min(config.max_seq, kDefaultSeqCap);
-  return config.sliding_window > 0 ? std::min(seq, config.sliding_window) : seq;
-}
-
 // A zoo name or tiny spec, or a Hugging Face config.json.
 absl::StatusOr<models::TransformerConfig> configOf(const std::string& model) {
   if (absl::EndsWith(model, ".json")) return models::loadHfConfig(model);
@@ -109,6 +102,11 @@ absl::StatusOr<mlir::OwningOpRef<mlir::ModuleOp>> buildZooModel(mlir::MLIRContex
 }
 
 }  // namespace
+
+int64_t defaultSeq(const models::TransformerConfig& config) {
+  const int64_t seq = std::min(config.max_seq, kDefaultSeqCap);
+  return config.sliding_window > 0 ? std::min(seq, config.sliding_window) : seq;
+}
 
 absl::StatusOr<mlir::OwningOpRef<mlir::ModuleOp>> loadModel(mlir::MLIRContext& context,
                                                             const ModelRequest& request) {

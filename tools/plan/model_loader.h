@@ -13,6 +13,7 @@
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/IR/OwningOpRef.h"
+#include "planner/models/model_config.h"
 
 namespace loom::tools::plan {
 
@@ -20,6 +21,11 @@ namespace loom::tools::plan {
 // common pre-training context that keeps the attention term realistic
 // (and, for a sliding-window model, capped to the window too).
 inline constexpr int64_t kDefaultSeqCap = 2048;
+
+// The default sequence length of a configuration: max_seq capped to
+// kDefaultSeqCap and, where attention is windowed, to the window (beyond it
+// the graph would not be exact).
+int64_t defaultSeq(const planner::models::TransformerConfig& config);
 
 struct ModelRequest {
   // A published name ("llama3-8b"), a tiny spec ("tiny:layers=2,..."), a

@@ -32,8 +32,9 @@ expect file 0 'model @mlp_lm: 1 blocks, 7 ops, 16 tokens per step' -- \
 expect hf-config 0 'parameters: 494,032,768 ' -- --model="$hf_testdata/qwen2.5-0.5b.config.json"
 expect hf-config-plan 0 '^# Plan: .*qwen2\.5-0\.5b\.config\.json' -- \
   --model="$hf_testdata/qwen2.5-0.5b.config.json" --mesh=8 --axes=fsdp --batch=8 --seq=64
-expect hf-config-auto 2 'plan: --mesh=auto needs a zoo model name' -- \
-  --model="$hf_testdata/gpt2.config.json" --mesh=auto --devices=8
+expect hf-config-auto 0 '^- priced from the pipeline.s own programs: [0-9]+ template plans' -- \
+  --model="$hf_testdata/gpt2.config.json" --mesh=auto --devices=8 --seq=32 --pin tp=1 \
+  --pin prefetch=1 --pin reshard=true --pin bucket-mb=0
 expect unknown-model 2 "^plan: unknown model 'gpt5'; known models are gpt2," -- --model=gpt5
 expect bad-file 2 'bad_linear\.mlir:7:8: error: .nn\.linear. op input features do not match' -- \
   --model="$testdata/bad_linear.mlir"
@@ -200,7 +201,14 @@ expect auto-bad-pin 2 "plan: --pin 'pp=2': unknown key 'pp'" -- --model=tiny --m
   --devices=8 --pin pp=2
 expect auto-no-fit 2 'plan: No candidate fits in 0.0 GiB.*raise --memory-gb' -- --model="$tiny_auto" \
   --mesh=auto --devices=8 --memory-gb=0.001
-expect auto-gpt2 2 'Llama family only' -- --model=gpt2 --mesh=auto --devices=8
+tiny_gpt2='tiny:family=gpt2,layers=9,hidden=64,heads=4,kv_heads=4,ffn=256,vocab=250,seq=16'
+expect auto-gpt2 0 '^- winner: ' -- --model="$tiny_gpt2" --mesh=auto --devices=8
+expect auto-programs 0 '^- priced from the pipeline.s own programs' -- --model="$tiny_auto" \
+  --mesh=auto --devices=8 --search-pricer=programs --pin tp=2
+expect auto-analytic 0 '^- priced by the analytic step model' -- --model="$tiny_auto" \
+  --mesh=auto --devices=8
+expect auto-bad-pricer 2 "plan: --search-pricer='fast' is not analytic or programs" -- \
+  --model="$tiny_auto" --mesh=auto --devices=8 --search-pricer=fast
 expect pin-needs-auto 2 'plan: --pin applies to --mesh=auto, not to --mesh=8' -- --model=tiny \
   --batch=8 --mesh=8 --axes=fsdp --pin tp=2
 # Validation of a given mesh: the device count and tp across hosts.

@@ -96,6 +96,13 @@ cl::list<std::string> pin_flag("pin",
                                         "--pin tp=8 (keys dp, fsdp, tp, prefetch, reshard, "
                                         "bucket-mb, micro-batch); repeatable"),
                                cl::cat(planCategory()));
+cl::opt<std::string> search_pricer_flag(
+    "search-pricer", cl::value_desc("analytic|programs"),
+    cl::desc("--mesh=auto: price candidates with the analytic step model of the Llama family, "
+             "or from the pipeline's own programs (template plans repeated and re-sized; exact, "
+             "slower); GPT-2 and config.json models always use programs"),
+    cl::init("analytic"));
+
 cl::opt<int64_t> max_tp_flag("max-tp",
                              cl::desc("--mesh=auto: the largest tp degree (default: a host's "
                                       "devices)"),
@@ -281,6 +288,9 @@ int planAuto(const std::optional<int64_t>& batch, const std::optional<int64_t>& 
       }
     }
   }
+  if (search_pricer_flag != "analytic" && search_pricer_flag != "programs") {
+    return fail("--search-pricer='" + search_pricer_flag + "' is not analytic or programs");
+  }
   // The search's step model prices gradients in the parameter type.
   if (!grad_reduce_dtype_flag.empty()) {
     return fail(
@@ -308,7 +318,8 @@ int planAuto(const std::optional<int64_t>& batch, const std::optional<int64_t>& 
                                             .max_tp = max_tp_flag,
                                             .allow_tp_across_hosts = allow_tp_across_hosts_flag,
                                             .profile = profile,
-                                            .progress = showProgress});
+                                            .progress = showProgress,
+                                            .programs = search_pricer_flag == "programs"});
   if (isatty(STDERR_FILENO)) llvm::errs() << "\n";
   if (!result.ok()) return fail(std::string(result.status().message()));
   llvm::errs() << absl::StrFormat(
@@ -375,12 +386,6 @@ int main(int argc, char** argv) {
     profile = *std::move(loaded);
   }
   if (emit_flag == "plan" && mesh_flag == "auto") {
-    // The search reads zoo configurations only (tools/plan/auto_plan.cc).
-    if (absl::EndsWith(model_flag.getValue(), ".json")) {
-      return fail("--mesh=auto needs a zoo model name, not the config '" + model_flag +
-                  "'; plan a config.json with an explicit --mesh and --axes, e.g. --mesh=8 "
-                  "--axes=fsdp");
-    }
     return planAuto(batch, seq, profile ? &*profile : nullptr);
   }
   mlir::MLIRContext context;

@@ -175,7 +175,7 @@ absl::StatusOr<PlanResult> planModule(mlir::ModuleOp module, const PlanRequest& 
   pipelineOptions.gradReduceDtype = request.grad_reduce_dtype;
   pipelineOptions.bucketMb = request.bucket_mb;
   pipelineOptions.prefetch = request.prefetch;
-  pipelineOptions.memoryGb = memoryGb;
+  pipelineOptions.memoryGb = request.check_memory ? memoryGb : 0;
   pipelineOptions.lr = request.adamw.lr;
   pipelineOptions.beta1 = request.adamw.beta1;
   pipelineOptions.beta2 = request.adamw.beta2;

@@ -28,6 +28,9 @@ struct PlanRequest {
   int64_t devices_per_host = 8;
   // GiB per device; 0: the device's memory.
   double memory_gb = 0;
+  // Refuse a plan over memory_gb (off: the mesh search's template plans,
+  // whose data axes are smaller than the candidates').
+  bool check_memory = true;
   uint64_t seed = 0;
   // plan-schedule's prefetch, plan-insert-collectives'
   // reshard-after-forward, plan-bucketing's bucket-mb.

@@ -28,6 +28,8 @@ namespace {
 struct Case {
   const char* model;
   int64_t devices;
+  // Priced from the pipeline's programs (TemplatePricer), not analytically.
+  bool programs = false;
 };
 
 namespace cost = ::loom::planner::cost;
@@ -174,23 +176,25 @@ int templatePricing() {
 
 int main() {
   constexpr Case kCases[] = {
-      {"llama3-8b", 128}, {"llama3-70b", 256}, {"llama3-70b", 1024}, {"llama3-405b", 1024}};
-  std::printf("%-12s %7s %10s %9s %9s %9s %9s  %s\n", "model", "devices", "candidates", "evaluated",
-              "search_s", "plan_s", "total_s", "winner");
+      {"llama3-8b", 128},        {"llama3-8b", 128, true},    {"llama3-70b", 256},
+      {"llama3-70b", 256, true}, {"llama3-70b", 1024},        {"llama3-70b", 1024, true},
+      {"llama3-405b", 1024},     {"llama3-405b", 1024, true}, {"gpt2-xl", 64, true}};
+  std::printf("%-12s %-9s %7s %10s %9s %9s %9s %9s  %s\n", "model", "pricer", "devices",
+              "candidates", "evaluated", "search_s", "plan_s", "total_s", "winner");
   for (const Case& c : kCases) {
     using Clock = std::chrono::steady_clock;
     const auto start = Clock::now();
     mlir::MLIRContext context;
-    absl::StatusOr<loom::tools::plan::AutoResult> result =
-        loom::tools::plan::planAuto(context, {.model = c.model, .devices = c.devices});
+    absl::StatusOr<loom::tools::plan::AutoResult> result = loom::tools::plan::planAuto(
+        context, {.model = c.model, .devices = c.devices, .programs = c.programs});
     if (!result.ok()) {
       std::fprintf(stderr, "search_bench: %s\n", std::string(result.status().message()).c_str());
       return 1;
     }
     const double total = std::chrono::duration<double>(Clock::now() - start).count();
     const auto& winner = result->search.ranked.front();
-    std::printf("%-12s %7lld %10lld %9lld %9.3f %9.3f %9.3f  %s\n", c.model,
-                static_cast<long long>(c.devices),
+    std::printf("%-12s %-9s %7lld %10lld %9lld %9.3f %9.3f %9.3f  %s\n", c.model,
+                c.programs ? "programs" : "analytic", static_cast<long long>(c.devices),
                 static_cast<long long>(result->search.enumerated),
                 static_cast<long long>(result->search.evaluated), result->search_s, result->plan_s,
                 total, winner.label().c_str());

@@ -52,7 +52,7 @@ absl::StatusOr<TemplatePricer::Template*> TemplatePricer::templateFor(const cost
   request.prefetch = s.prefetch;
   request.reshard_after_forward = s.reshard_after_forward;
   request.bucket_mb = s.bucket_mb;
-  request.memory_gb = 0;
+  request.check_memory = false;
   absl::StatusOr<PlanResult> planned = planModule(**module, request);
   if (!planned.ok()) return planned.status();
   Template made{.shorter = std::move(planned->plan), .repeated = {}, .micro_batch = micro};
