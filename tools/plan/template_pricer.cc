@@ -80,12 +80,27 @@ absl::StatusOr<const loom::plan::Plan*> TemplatePricer::planFor(const cost::Stra
   return &(*t)->repeated.plan;
 }
 
+// What every variant of the mesh and micro-batch holds at the end of the
+// forward phase: the resident parameters and optimizer states, and the
+// activations live there (the saved ones; prefetch, resharding and buckets
+// change only gathered copies and gradients).
 int64_t TemplatePricer::memoryLowerBound(const cost::Strategy& strategy) {
   absl::StatusOr<const loom::plan::Plan*> plan = planFor(strategy);
   if (!plan.ok()) return 0;  // estimate() reports the error
+  const loom::plan::Plan& p = **plan;
+  // The end of the forward phase: every activation the backward reads is
+  // live there.
+  int64_t at = -2;
+  for (const loom::plan::Block& block : p.programs.front().blocks) {
+    if (block.phase == loom::plan::Phase::kForward && !block.instructions.empty()) {
+      at = block.instructions.back().order;
+    }
+  }
   int64_t bytes = 0;
-  for (const loom::plan::Buffer& b : (*plan)->buffers) {
-    if (loom::plan::persistentRole(b.role)) bytes += b.bytes;
+  for (const loom::plan::Buffer& b : p.buffers) {
+    const bool saved =
+        b.role == loom::plan::BufferRole::kActivation && b.live.first <= at && at <= b.live.last;
+    if (loom::plan::persistentRole(b.role) || saved) bytes += b.bytes;
   }
   return bytes;
 }

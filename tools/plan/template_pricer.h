@@ -40,7 +40,8 @@ class TemplatePricer final : public planner::cost::StepPricer {
         cost_(cost) {}
 
   bool tpAllowed(int64_t tp) const override;
-  // The resident parameters and optimizer states of the candidate's plan.
+  // The resident parameters and optimizer states of the candidate's plan
+  // and the activations live at the end of the forward phase.
   int64_t memoryLowerBound(const planner::cost::Strategy& strategy) override;
   absl::StatusOr<planner::cost::StepEstimate> estimate(
       const planner::cost::Strategy& strategy) override;

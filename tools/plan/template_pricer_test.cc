@@ -4,6 +4,7 @@
 // a search priced this way finds a winner whose full plan agrees with it.
 #include "tools/plan/template_pricer.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 
@@ -81,6 +82,36 @@ TEST(TemplatePricerTest, EveryCandidateEqualsItsFullPlan) {
     f.expectAgrees({.fsdp = 8, .tp = 2, .bucket_mb = 1, .micro_batch = 3, .accumulation = 2});
     f.expectAgrees({.dp = 16});
     EXPECT_LE(f.pricer.templates(), 5);
+  }
+}
+
+// The memory bound of a mesh and micro-batch holds for every knob setting.
+TEST(TemplatePricerTest, TheMemoryBoundHoldsForEveryVariant) {
+  for (const char* spec : {kLlama, kGpt2}) {
+    SCOPED_TRACE(spec);
+    Fixture f(spec);
+    for (cost::Strategy base :
+         {cost::Strategy{.fsdp = 16, .micro_batch = 2}, cost::Strategy{.dp = 2, .fsdp = 4, .tp = 2},
+          cost::Strategy{.dp = 16, .micro_batch = 3}}) {
+      const int64_t bound = f.pricer.memoryLowerBound(base);
+      int64_t least = INT64_MAX;
+      for (int64_t prefetch : {0, 1, 2}) {
+        for (bool reshard : {true, false}) {
+          for (int64_t bucket : {0, 1}) {
+            cost::Strategy s = base;
+            s.prefetch = prefetch;
+            s.reshard_after_forward = reshard;
+            s.bucket_mb = bucket;
+            auto e = f.pricer.estimate(s);
+            ASSERT_TRUE(e.ok()) << e.status();
+            least = std::min(least, e->peak_bytes);
+          }
+        }
+      }
+      EXPECT_LE(bound, least) << base.meshSpec();
+      // Not vacuous (gathered copies make up the rest of a tiny model's peak).
+      EXPECT_GT(bound, least / 4) << base.meshSpec();
+    }
   }
 }
 
