@@ -12,14 +12,12 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
 #include "gtest/gtest.h"
-#include "mlir/IR/MLIRContext.h"
 #include "plan/lifetimes.h"
 #include "plan/plan.h"
 #include "planner/cost/cost_model.h"
 #include "planner/cost/plan_price.h"
 #include "planner/cost/resize_plan.h"
-#include "tools/plan/model_loader.h"
-#include "tools/plan/plan_pipeline.h"
+#include "tools/plan/test_plans.h"
 
 namespace loom::tools::plan {
 namespace {
@@ -40,18 +38,15 @@ void PrintTo(const Case& c, std::ostream* os) {
 }
 
 loom::plan::Plan planFor(const Case& c, int64_t layers) {
-  mlir::MLIRContext context;
   const std::string model = absl::StrReplaceAll(c.model, {{"{L}", absl::StrCat(layers)}});
-  auto module = loadModel(context, {.model = model, .batch = c.batch, .dtype = c.dtype});
-  EXPECT_TRUE(module.ok()) << module.status();
-  PlanRequest request{.model_name = "m",
-                      .mesh = c.mesh,
-                      .prefetch = c.prefetch,
-                      .reshard_after_forward = c.reshard,
-                      .bucket_mb = c.bucket_mb};
-  auto planned = planModule(**module, request);
-  EXPECT_TRUE(planned.ok()) << planned.status();
-  return planned->plan;
+  auto plan = planThroughPipeline(model, c.batch, c.dtype,
+                                  {.model_name = "m",
+                                   .mesh = c.mesh,
+                                   .prefetch = c.prefetch,
+                                   .reshard_after_forward = c.reshard,
+                                   .bucket_mb = c.bucket_mb});
+  EXPECT_TRUE(plan.ok()) << plan.status();
+  return plan.ok() ? *std::move(plan) : loom::plan::Plan{};
 }
 
 class RepeatBlocksTest : public ::testing::TestWithParam<Case> {};
@@ -97,10 +92,7 @@ TEST_P(RepeatBlocksTest, RepeatedTemplateIsThePipelinesPlan) {
   }
   EXPECT_TRUE(loom::plan::checkPlan(*repeated).ok()) << loom::plan::checkPlan(*repeated);
 
-  PlanRequest request{.mesh = c.mesh};
-  auto topology = topologyFor(request, full.mesh.size());
-  ASSERT_TRUE(topology.ok());
-  auto model = planner::cost::CostModel::create(*topology);
+  auto model = costModelOf(full);
   ASSERT_TRUE(model.ok());
   auto a = planner::cost::pricePlan(*repeated, *model);
   auto b = planner::cost::pricePlan(full, *model);
@@ -152,10 +144,7 @@ TEST(RepeatBlocksSizesTest, CopyingSizesEqualsRepeatingTheResizedTemplate) {
   for (size_t i = 0; i < direct->plan.buffers.size(); ++i) {
     EXPECT_EQ(once->plan.buffers[i].local_shape, direct->plan.buffers[i].local_shape) << i;
   }
-  PlanRequest request{.mesh = "dp=4,fsdp=8,tp=2"};
-  auto topology = topologyFor(request, 64);
-  ASSERT_TRUE(topology.ok());
-  auto model = planner::cost::CostModel::create(*topology);
+  auto model = costModelOf(direct->plan);
   ASSERT_TRUE(model.ok());
   auto a = planner::cost::pricePlan(once->plan, *model);
   auto b = planner::cost::pricePlan(direct->plan, *model);

@@ -10,12 +10,11 @@
 #include <string>
 
 #include "gtest/gtest.h"
-#include "mlir/IR/MLIRContext.h"
 #include "plan/plan.h"
 #include "planner/cost/cost_model.h"
 #include "planner/cost/plan_price.h"
-#include "tools/plan/model_loader.h"
 #include "tools/plan/plan_pipeline.h"
+#include "tools/plan/test_plans.h"
 
 namespace loom::tools::plan {
 namespace {
@@ -45,23 +44,18 @@ int64_t dataRanks(const loom::plan::Plan& plan) {
 }
 
 absl::StatusOr<loom::plan::Plan> planFor(const Case& c, const std::string& mesh, int64_t micro) {
-  mlir::MLIRContext context;
-  auto spec = meshSpec(mesh, "");
-  auto parsed = mesh::DeviceMesh::parse(*spec);
+  auto parsed = mesh::DeviceMesh::parse(*meshSpec(mesh, ""));
+  if (!parsed.ok()) return parsed.status();
   int64_t ranks = 1;
   for (size_t a = 0; a < parsed->axisNames().size(); ++a) {
     if (parsed->axisNames()[a] != "tp") ranks *= parsed->shape()[a];
   }
-  auto module = loadModel(context, {.model = c.model, .batch = micro * ranks, .dtype = c.dtype});
-  if (!module.ok()) return module.status();
-  PlanRequest request{.model_name = "m",
-                      .mesh = mesh,
-                      .prefetch = c.prefetch,
-                      .reshard_after_forward = c.reshard,
-                      .bucket_mb = c.bucket_mb};
-  auto planned = planModule(**module, request);
-  if (!planned.ok()) return planned.status();
-  return planned->plan;
+  return planThroughPipeline(c.model, micro * ranks, c.dtype,
+                             {.model_name = "m",
+                              .mesh = mesh,
+                              .prefetch = c.prefetch,
+                              .reshard_after_forward = c.reshard,
+                              .bucket_mb = c.bucket_mb});
 }
 
 class ResizePlanTest : public ::testing::TestWithParam<Case> {};
@@ -96,10 +90,7 @@ TEST_P(ResizePlanTest, ResizedTemplateIsThePipelinesPlan) {
           << want[i]->where() << " result " << k << " " << w.name;
     }
   }
-  PlanRequest request{.mesh = c.to};
-  auto topology = topologyFor(request, full->mesh.size());
-  ASSERT_TRUE(topology.ok());
-  auto model = planner::cost::CostModel::create(*topology);
+  auto model = costModelOf(*full);
   ASSERT_TRUE(model.ok());
   auto a = planner::cost::pricePlan(*resized, *model);
   auto b = planner::cost::pricePlan(*full, *model);

@@ -9,10 +9,9 @@
 #include <string>
 
 #include "gtest/gtest.h"
-#include "mlir/IR/MLIRContext.h"
 #include "planner/cost/search.h"
 #include "planner/models/model_config.h"
-#include "tools/plan/model_loader.h"
+#include "tools/plan/test_plans.h"
 #include "tools/plan/plan_pipeline.h"
 
 namespace loom::tools::plan {
@@ -32,19 +31,15 @@ struct Fixture {
 
   // The whole pipeline's plan of `s` (one micro-step).
   loom::plan::Plan fullPlan(const cost::Strategy& s) {
-    mlir::MLIRContext context;
-    auto module = loadModel(
-        context, {.model = model, .batch = s.micro_batch * s.dp * s.fsdp, .dtype = "bf16"});
-    EXPECT_TRUE(module.ok()) << module.status();
     PlanRequest request = base;
     request.mesh = s.meshSpec();
     request.axes = s.axes();
     request.prefetch = s.prefetch;
     request.reshard_after_forward = s.reshard_after_forward;
     request.bucket_mb = s.bucket_mb;
-    auto planned = planModule(**module, request);
-    EXPECT_TRUE(planned.ok()) << planned.status();
-    return planned->plan;
+    auto plan = planThroughPipeline(model, s.micro_batch * s.dp * s.fsdp, "bf16", request);
+    EXPECT_TRUE(plan.ok()) << plan.status();
+    return plan.ok() ? *std::move(plan) : loom::plan::Plan{};
   }
 
   void expectAgrees(const cost::Strategy& s) {
