@@ -91,6 +91,8 @@ class Pricer {
     int64_t result;
   };
   std::vector<Staging> staging_;
+  // Scratch for compute(): the operands and results of one instruction.
+  std::vector<TensorDesc> operands_, results_;
 };
 
 absl::StatusOr<Pricer::Stream> Pricer::streamOf(const std::vector<std::string>& axes) {
@@ -106,12 +108,14 @@ absl::StatusOr<Pricer::Stream> Pricer::streamOf(const std::vector<std::string>& 
 }
 
 absl::Status Pricer::compute(const plan::Instruction& in) {
-  std::vector<TensorDesc> operands, results;
-  for (int64_t id : in.operands) operands.push_back(describe(id));
-  for (int64_t id : in.results) results.push_back(describe(id));
+  // Reused across instructions: the search prices tens of thousands a plan.
+  operands_.clear();
+  results_.clear();
+  for (int64_t id : in.operands) operands_.push_back(describe(id));
+  for (int64_t id : in.results) results_.push_back(describe(id));
   const std::optional<ComputeCost> cost = computeCost({.name = in.op,
-                                                       .operands = operands,
-                                                       .results = results,
+                                                       .operands = operands_,
+                                                       .results = results_,
                                                        .transpose_lhs = in.attrs.transpose_lhs});
   if (!cost) {
     return absl::InvalidArgumentError(

@@ -103,7 +103,6 @@ class Repeater {
     int64_t layer;  // of the defining instruction (-1: none)
   };
   std::map<int64_t, Def> defs_;
-  std::map<std::pair<size_t, int64_t>, size_t> defCount_;
 
   plan::Plan out_;
   std::vector<int64_t> source_;
@@ -377,6 +376,7 @@ absl::StatusOr<Repeated> Repeater::run() {
   }
   // Definitions: a result first defined by an instruction (not an entry
   // buffer, not an in-place update), numbered within its unit.
+  std::map<std::pair<size_t, int64_t>, size_t> defCount;
   std::vector<bool> seen(k_.buffers.size(), false);
   for (size_t id = 0; id < k_.buffers.size(); ++id) seen[id] = plan::onEntry(k_, id);
   for (size_t b = 0; b < program.blocks.size(); ++b) {
@@ -387,7 +387,7 @@ absl::StatusOr<Repeated> Repeater::run() {
         seen[id] = true;
         const int64_t unit = unitOf_[b][i];
         defs_[id] = {
-            .block = b, .unit = unit, .ordinal = defCount_[{b, unit}]++, .layer = layerOf(ins[i])};
+            .block = b, .unit = unit, .ordinal = defCount[{b, unit}]++, .layer = layerOf(ins[i])};
       }
     }
   }

@@ -112,12 +112,11 @@ int templatePricing() {
       mlir::MLIRContext context;
       const std::string m =
           run.tp > 1 ? absl::StrCat("fsdp=", fsdp, ",tp=", run.tp) : absl::StrCat("fsdp=", fsdp);
-      const std::string spec =
-          absl::StrCat("tiny:layers=", layers, ",hidden=", config->hidden,
-                       ",heads=", config->num_heads, ",kv_heads=", config->num_kv_heads,
-                       ",ffn=", config->ffn_hidden, ",vocab=", config->vocab, ",seq=2048");
-      auto module = loom::tools::plan::loadModel(
-          context, {.model = spec, .batch = run.micro_batch * fsdp, .seq = 2048, .dtype = "bf16"});
+      auto module = loom::tools::plan::loadModel(context, {.model = run.model,
+                                                           .batch = run.micro_batch * fsdp,
+                                                           .seq = 2048,
+                                                           .dtype = "bf16",
+                                                           .layers = layers});
       if (!module.ok()) return module.status();
       loom::tools::plan::PlanRequest r = request;
       r.mesh = m;
