@@ -3,9 +3,9 @@
 // efficiency, or a machine profile's measured GEMM rate), how long one
 // collective takes (alpha-beta per link class with the ring's bus factor
 // already in the bytes per rank), and how long the optimizer streams its
-// states. The predicted timeline of a plan (planner/export/timeline.h) and
-// the mesh search's analytic step model (transformer_model.h) both price
-// with it. The rules and their sources are in docs/planner_cost.md.
+// states. cost::pricePlan prices every plan with it: the exported plan's
+// predicted timeline and the mesh search's candidates. The rules and their sources are in
+// docs/planner_cost.md.
 #ifndef LOOM_PLANNER_COST_COST_MODEL_H_
 #define LOOM_PLANNER_COST_COST_MODEL_H_
 

@@ -1,9 +1,8 @@
 // A per-rank step as the cost model sees it: compute ops, collectives on
-// their communication streams, waits, and the buffers they hold. Both the
-// exported plan (planner/export/timeline.cc converts its ops) and the mesh
-// search's analytic model (transformer_model.cc builds one from a model
-// configuration) are simulated by the same two functions here, so a plan
-// and its analytic estimate are priced by one set of rules.
+// their communication streams, waits, and the buffers they hold.
+// cost::pricePlan (plan_price.h) converts a plan's instructions into one and
+// simulates it here, for the exported plan and for the mesh search's
+// candidates alike.
 #ifndef LOOM_PLANNER_COST_PROGRAM_H_
 #define LOOM_PLANNER_COST_PROGRAM_H_
 

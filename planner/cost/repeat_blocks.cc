@@ -102,16 +102,25 @@ class Repeater {
     size_t ordinal;
     int64_t layer;  // of the defining instruction (-1: none)
   };
-  std::map<int64_t, Def> defs_;
+  std::vector<std::optional<Def>> defs_;
 
   plan::Plan out_;
   std::vector<int64_t> source_;
+  // Entry buffers: those of no layer by template id; per layer by their
+  // name without the layer index (numbered) and the layer.
   std::map<int64_t, int64_t> entryById_;
-  std::map<std::string, int64_t> entryByName_;
-  // Buffers the longer plan defines in its segments, by (program block,
-  // repeated block) in order; in its prefixes and suffixes, by (template id,
-  // layer shift).
-  std::map<std::pair<size_t, int64_t>, std::vector<int64_t>> defined_;
+  std::vector<std::pair<int64_t, int64_t>> entryKey_;  // template id -> (name, layer)
+  std::map<std::pair<int64_t, int64_t>, int64_t> entryByKey_;
+  // Buffers the longer plan defines in its segments, by program block x
+  // repeated block, in order; in its prefixes and suffixes, by (template
+  // id, layer shift).
+  std::vector<std::vector<int64_t>> defined_;
+  std::vector<int64_t>& definedIn(size_t b, int64_t layer) {
+    return defined_[b * static_cast<size_t>(blocks_) + static_cast<size_t>(layer)];
+  }
+  const std::vector<int64_t>& definedIn(size_t b, int64_t layer) const {
+    return defined_[b * static_cast<size_t>(blocks_) + static_cast<size_t>(layer)];
+  }
   std::map<std::pair<int64_t, int64_t>, int64_t> fixed_;
 };
 
@@ -208,17 +217,23 @@ int64_t Repeater::newBuffer(const plan::Buffer& from, int64_t delta) {
 // Parameters, optimizer states and inputs: one per layer of the longer
 // plan, named for it.
 void Repeater::addEntryBuffers() {
+  std::map<std::string, int64_t> names;
+  entryKey_.assign(k_.buffers.size(), {-1, -1});
   for (const plan::Buffer& b : k_.buffers) {
     if (!plan::onEntry(k_, b.id)) continue;
-    const int64_t layer = findLayer(b.name, stack_).layer;
-    if (layer < 0) {
+    const LayerRef ref = findLayer(b.name, stack_);
+    if (ref.layer < 0) {
       entryById_[b.id] = newBuffer(b, 0);
       continue;
     }
+    const std::string unnumbered =
+        absl::StrCat(b.name.substr(0, ref.at), "#", b.name.substr(ref.at + ref.length));
+    const int64_t name =
+        names.emplace(unnumbered, static_cast<int64_t>(names.size())).first->second;
+    entryKey_[b.id] = {name, ref.layer};
     for (int64_t target = 0; target < blocks_; ++target) {
-      if (source(target) != layer) continue;
-      const int64_t id = newBuffer(b, target - layer);
-      entryByName_[out_.buffers[id].name] = id;
+      if (source(target) != ref.layer) continue;
+      entryByKey_[{name, target}] = newBuffer(b, target - ref.layer);
     }
   }
 }
@@ -227,14 +242,17 @@ void Repeater::addEntryBuffers() {
 // an entry buffer by its name with the reader's shift; one a repeated block
 // defines at the same distance in blocks as in the template.
 absl::StatusOr<int64_t> Repeater::resolve(int64_t id, const Reader& reader) const {
-  auto def = defs_.find(id);
-  if (def == defs_.end()) {
+  if (!defs_[id]) {
     if (auto it = entryById_.find(id); it != entryById_.end()) return it->second;
-    const std::string name = shiftLayer(k_.buffers[id].name, stack_, reader.delta);
-    if (auto it = entryByName_.find(name); it != entryByName_.end()) return it->second;
-    return absl::InvalidArgumentError(absl::StrCat("no buffer ", name, " in the longer plan"));
+    const auto [name, layer] = entryKey_[id];
+    if (auto it = entryByKey_.find({name, layer + reader.delta}); it != entryByKey_.end()) {
+      return it->second;
+    }
+    return absl::InvalidArgumentError(
+        absl::StrCat("no buffer ", shiftLayer(k_.buffers[id].name, stack_, reader.delta),
+                     " in the longer plan"));
   }
-  const Def& d = def->second;
+  const Def& d = *defs_[id];
   const int64_t defLayer = d.unit >= 0 ? d.unit : d.layer;
   int64_t target = defLayer;
   if (defLayer >= 0) {
@@ -245,8 +263,10 @@ absl::StatusOr<int64_t> Repeater::resolve(int64_t id, const Reader& reader) cons
     auto it = fixed_.find({id, defLayer >= 0 ? target - defLayer : 0});
     if (it != fixed_.end()) return it->second;
   } else {
-    auto it = defined_.find({d.block, target});
-    if (it != defined_.end() && d.ordinal < it->second.size()) return it->second[d.ordinal];
+    if (target >= 0 && target < blocks_) {
+      const std::vector<int64_t>& made = definedIn(d.block, target);
+      if (d.ordinal < made.size()) return made[d.ordinal];
+    }
   }
   return absl::InvalidArgumentError(absl::StrCat(
       "repeated block ", target, " of '", stack_, "' does not define what block ", defLayer,
@@ -265,14 +285,13 @@ absl::Status Repeater::emit(size_t b, const plan::Instruction& in, int64_t unit,
   }
   for (size_t r = 0; r < in.results.size(); ++r) {
     const int64_t id = in.results[r];
-    auto def = defs_.find(id);
-    const bool defines = def != defs_.end() && def->second.block == b &&
-                         def->second.unit == (unit >= 0 ? source(unit) : unit) &&
-                         (unit < 0 || def->second.ordinal == defined_[{b, unit}].size());
+    const std::optional<Def>& def = defs_[id];
+    const bool defines = def && def->block == b && def->unit == (unit >= 0 ? source(unit) : unit) &&
+                         (unit < 0 || def->ordinal == definedIn(b, unit).size());
     if (defines) {
       const int64_t made = newBuffer(k_.buffers[id], reader.delta);
       if (unit >= 0) {
-        defined_[{b, unit}].push_back(made);
+        definedIn(b, unit).push_back(made);
       } else {
         fixed_[{id, reader.delta}] = made;
       }
@@ -377,6 +396,8 @@ absl::StatusOr<Repeated> Repeater::run() {
   // Definitions: a result first defined by an instruction (not an entry
   // buffer, not an in-place update), numbered within its unit.
   std::map<std::pair<size_t, int64_t>, size_t> defCount;
+  defs_.assign(k_.buffers.size(), std::nullopt);
+  defined_.assign(program.blocks.size() * static_cast<size_t>(blocks_), {});
   std::vector<bool> seen(k_.buffers.size(), false);
   for (size_t id = 0; id < k_.buffers.size(); ++id) seen[id] = plan::onEntry(k_, id);
   for (size_t b = 0; b < program.blocks.size(); ++b) {
@@ -386,15 +407,24 @@ absl::StatusOr<Repeated> Repeater::run() {
         if (seen[id]) continue;
         seen[id] = true;
         const int64_t unit = unitOf_[b][i];
-        defs_[id] = {
+        defs_[id] = Def{
             .block = b, .unit = unit, .ordinal = defCount[{b, unit}]++, .layer = layerOf(ins[i])};
       }
     }
   }
-  out_ = k_;
-  out_.buffers.clear();
-  out_.programs.clear();
-  out_.predicted = {};
+  // The template's header; buffers and the program are made below.
+  out_.source = k_.source;
+  out_.model = k_.model;
+  out_.function = k_.function;
+  out_.mesh = k_.mesh;
+  out_.strategies = k_.strategies;
+  out_.topology = k_.topology;
+  out_.micro_batches = k_.micro_batches;
+  out_.interface = k_.interface;
+  // About blocks_ / kTemplateBlocks times the template's.
+  const size_t scale = static_cast<size_t>(blocks_ / kTemplateBlocks + 1);
+  out_.buffers.reserve(k_.buffers.size() * scale);
+  source_.reserve(k_.buffers.size() * scale);
   addEntryBuffers();
   plan::Program& longer = out_.programs.emplace_back();
   longer.stage = program.stage;
@@ -403,6 +433,7 @@ absl::StatusOr<Repeated> Repeater::run() {
     plan::Block& block = longer.blocks.emplace_back();
     block.name = program.blocks[b].name;
     block.phase = program.blocks[b].phase;
+    block.instructions.reserve(program.blocks[b].instructions.size() * scale);
     std::vector<int64_t> units = {kPrefix};
     for (int64_t i = 0; i < blocks_; ++i) units.push_back(descending_[b] ? blocks_ - 1 - i : i);
     units.push_back(kSuffix);

@@ -23,8 +23,10 @@ int64_t numel(const std::vector<int64_t>& shape) {
 
 class Resizer {
  public:
-  Resizer(const plan::Plan& plan, const Resize& resize) : in_(plan), resize_(resize) {}
-  absl::StatusOr<plan::Plan> run();
+  Resizer(const plan::Plan& plan, const Resize& resize, plan::Plan& out)
+      : in_(plan), resize_(resize), out_(out) {}
+  // `out` starts as a copy of `plan`, resized before or not.
+  absl::Status run();
 
  private:
   absl::Status setMesh();
@@ -44,7 +46,7 @@ class Resizer {
 
   const plan::Plan& in_;
   const Resize& resize_;
-  plan::Plan out_;
+  plan::Plan& out_;
   std::vector<bool> dataAxis_;
   // Buffer -> the instruction that reads it first (to size a gradient
   // bucket by the group of the reduce-scatter that consumes it).
@@ -170,11 +172,17 @@ absl::Status Resizer::resizeResults(const plan::Instruction& in) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<plan::Plan> Resizer::run() {
+absl::Status Resizer::run() {
   if (resize_.template_micro_batch < 1 || resize_.micro_batch < 1) {
     return absl::InvalidArgumentError("micro-batches must be >= 1");
   }
-  out_ = in_;
+  // Back to the template's sizes, the ones resizing starts from.
+  for (size_t i = 0; i < in_.buffers.size(); ++i) {
+    plan::Buffer& b = out_.buffers[i];
+    b.global_shape = in_.buffers[i].global_shape;
+    b.local_shape = in_.buffers[i].local_shape;
+    b.bytes = in_.buffers[i].bytes;
+  }
   if (absl::Status s = setMesh(); !s.ok()) return s;
   const plan::Program& program = out_.programs.front();
   const std::vector<const plan::Instruction*> order = program.instructions();
@@ -213,16 +221,25 @@ absl::StatusOr<plan::Plan> Resizer::run() {
     }
   }
   out_.predicted = {};
-  return std::move(out_);
+  return absl::OkStatus();
 }
 
 }  // namespace
 
 absl::StatusOr<plan::Plan> resizePlan(const plan::Plan& plan, const Resize& resize) {
+  plan::Plan out = plan;
+  if (absl::Status s = resizePlanInto(plan, resize, out); !s.ok()) return s;
+  return out;
+}
+
+absl::Status resizePlanInto(const plan::Plan& plan, const Resize& resize, plan::Plan& out) {
   if (plan.programs.size() != 1) {
     return absl::InvalidArgumentError("resizing needs a plan with one program");
   }
-  return Resizer(plan, resize).run();
+  if (out.buffers.size() != plan.buffers.size() || out.programs.size() != 1) {
+    return absl::InvalidArgumentError("resizing into a plan of another structure");
+  }
+  return Resizer(plan, resize, out).run();
 }
 
 }  // namespace loom::planner::cost

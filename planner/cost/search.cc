@@ -115,24 +115,11 @@ absl::Status parsePin(const std::string& text, Pins& pins) {
   return absl::OkStatus();
 }
 
-bool AnalyticPricer::tpAllowed(int64_t tp) const {
-  return workload_.config.num_heads % tp == 0 && workload_.config.num_kv_heads % tp == 0;
-}
-
-int64_t AnalyticPricer::memoryLowerBound(const Strategy& strategy) {
-  return cost::memoryLowerBound(workload_, strategy);
-}
-
-absl::StatusOr<StepEstimate> AnalyticPricer::estimate(const Strategy& strategy) {
-  return estimateStep(workload_, strategy, model_);
-}
-
-absl::StatusOr<SearchResult> searchMesh(const Workload& workload, const CostModel& model,
-                                        StepPricer& pricer, const SearchOptions& options) {
+absl::StatusOr<SearchResult> searchMesh(const CostModel& model, StepPricer& pricer,
+                                        const SearchOptions& options) {
   const mesh::Topology& topology = model.topology();
   const int64_t devices = topology.worldSize();
   const int64_t perHost = topology.devicesPerHost();
-  const models::TransformerConfig& config = workload.config;
   const Pins& pins = options.pins;
   if (options.global_batch < 1) {
     return absl::InvalidArgumentError(
@@ -165,6 +152,7 @@ absl::StatusOr<SearchResult> searchMesh(const Workload& workload, const CostMode
       const int64_t perRank = options.global_batch / ranks;
       for (int64_t micro : divisors(perRank)) {
         if (pins.micro_batch && micro != *pins.micro_batch) continue;
+        if (options.fixed_batch && micro != perRank) continue;
         Group group;
         Strategy base{.dp = dp,
                       .fsdp = fsdp,
@@ -205,10 +193,9 @@ absl::StatusOr<SearchResult> searchMesh(const Workload& workload, const CostMode
   }
   if (groups.empty()) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "no mesh of ", devices, " devices fits the constraints: tp must divide the ",
-        config.num_heads, " heads, the ", config.num_kv_heads, " kv heads and the ", perHost,
-        " devices of a host (max tp ", maxTp, "), and dp x fsdp must divide the batch of ",
-        options.global_batch, " sequences",
+        "no mesh of ", devices, " devices fits the constraints: ", pricer.tpRule(),
+        ", tp must divide the ", perHost, " devices of a host (max tp ", maxTp,
+        "), and dp x fsdp must divide the batch of ", options.global_batch, " sequences",
         rejections.empty() ? "" : absl::StrCat(" (", rejections.front(), ")"),
         "; change --batch, --pin or --max-tp"));
   }
@@ -399,7 +386,7 @@ nlohmann::json candidatesJson(const SearchResult& result, const Workload& worklo
   const mesh::Topology& topology = model.topology();
   return {{"format", "loom.mesh_search"},
           {"version", 1},
-          {"model", workload.config.name},
+          {"model", workload.model},
           {"seq", workload.seq},
           {"dtype", std::string(dtypeName(workload.dtype))},
           {"devices", topology.worldSize()},

@@ -1,11 +1,11 @@
 // The mesh search behind `plan --mesh=auto`: every factorisation of the
 // device count into dp x fsdp x tp (tp innermost, inside a host) and every
 // combination of prefetch depth, reshard-after-forward, bucket size and
-// micro-batch under the global batch, priced by the analytic step model
-// (transformer_model.h) or another StepPricer, ranked by step time among the plans that fit in
-// memory. Pruning keeps the top of the ranking exact: a group of candidates
-// that share a mesh and micro-batch is dropped when its memory lower bound
-// is over the cap or its step-time lower bound cannot enter the top rows.
+// micro-batch under the global batch, priced by a StepPricer (the plan
+// tool's prices the pipeline's own programs, tools/plan/template_pricer.h),
+// ranked by step time among the plans that fit in memory. Pruning keeps the top of the ranking
+// exact: a group of candidates that share a mesh and micro-batch is dropped when its memory lower
+// bound is over the cap or its step-time lower bound cannot enter the top rows.
 #ifndef LOOM_PLANNER_COST_SEARCH_H_
 #define LOOM_PLANNER_COST_SEARCH_H_
 
@@ -18,7 +18,7 @@
 #include "absl/status/statusor.h"
 #include "nlohmann/json.hpp"
 #include "planner/cost/cost_model.h"
-#include "planner/cost/transformer_model.h"
+#include "planner/cost/strategy.h"
 
 namespace loom::planner::cost {
 
@@ -41,6 +41,9 @@ absl::Status parsePin(const std::string& text, Pins& pins);
 struct SearchOptions {
   // Sequences per optimizer step over all devices.
   int64_t global_batch = 0;
+  // The graph fixes the batch (a .mlir file): one micro-step per step, its
+  // micro-batch the global batch over the data-parallel ranks.
+  bool fixed_batch = false;
   Pins pins = {};
   // The largest tp degree (0: the devices of a host).
   int64_t max_tp = 0;
@@ -89,31 +92,19 @@ struct SearchResult {
 class StepPricer {
  public:
   virtual ~StepPricer() = default;
-  virtual bool tpAllowed(int64_t tp) const = 0;
+  virtual bool tpAllowed(int64_t tp) = 0;
+  // What tpAllowed asks, for the error when no mesh is left: "tp must
+  // divide the 64 heads and the 8 kv heads".
+  virtual std::string tpRule() const = 0;
   // A lower bound of the peak memory per rank of any plan with `strategy`'s
   // mesh and micro-batch, whatever its prefetch, resharding and buckets.
   virtual int64_t memoryLowerBound(const Strategy& strategy) = 0;
   virtual absl::StatusOr<StepEstimate> estimate(const Strategy& strategy) = 0;
 };
 
-// The analytic step model of the Llama family (transformer_model.h).
-class AnalyticPricer final : public StepPricer {
- public:
-  AnalyticPricer(const Workload& workload, const CostModel& model)
-      : workload_(workload), model_(model) {}
-  bool tpAllowed(int64_t tp) const override;
-  int64_t memoryLowerBound(const Strategy& strategy) override;
-  absl::StatusOr<StepEstimate> estimate(const Strategy& strategy) override;
-
- private:
-  const Workload& workload_;
-  const CostModel& model_;
-};
-
-// Searches with `pricer` on `model`'s topology; `workload` names the model,
-// sequence and dtype in the results.
-absl::StatusOr<SearchResult> searchMesh(const Workload& workload, const CostModel& model,
-                                        StepPricer& pricer, const SearchOptions& options);
+// Searches with `pricer` on `model`'s topology.
+absl::StatusOr<SearchResult> searchMesh(const CostModel& model, StepPricer& pricer,
+                                        const SearchOptions& options);
 
 // The ranked table (markdown), `rows` rows, the winner first.
 std::string formatRanking(const SearchResult& result, int64_t rows);

@@ -14,9 +14,17 @@
 namespace loom::planner::pipeline {
 
 void addPlanPipeline(mlir::OpPassManager& pm, const PlanPipelineOptions& options) {
+  addPlacementStage(pm, options);
+  addProgramStage(pm, options);
+}
+
+void addPlacementStage(mlir::OpPassManager& pm, const PlanPipelineOptions& options) {
   pm.addNestedPass<mlir::func::FuncOp>(autodiff::createPlanAutodiff());
   pm.addPass(placement::createPlanPlacement(
       placement::PlanPlacementOptions{options.mesh, options.axes, options.devices}));
+}
+
+void addProgramStage(mlir::OpPassManager& pm, const PlanPipelineOptions& options) {
   collectives::PlanInsertCollectivesOptions collectiveOptions;
   collectiveOptions.reshardAfterForward = options.reshardAfterForward;
   collectiveOptions.gradReduceDtype = options.gradReduceDtype;

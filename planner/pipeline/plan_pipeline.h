@@ -57,8 +57,17 @@ struct PlanPipelineOptions : public mlir::PassPipelineOptions<PlanPipelineOption
 
 // Adds plan-autodiff -> plan-placement -> plan-insert-collectives ->
 // plan-bucketing -> plan-schedule -> plan-verify-spmd ->
-// plan-optimizer-step -> plan-memory-plan to `pm` (a module pass manager).
+// plan-optimizer-step -> plan-memory-plan to `pm` (a module pass manager):
+// the placement stage, then the program stage.
 void addPlanPipeline(mlir::OpPassManager& pm, const PlanPipelineOptions& options);
+
+// The pipeline's two stages. The placement stage (autodiff, placement)
+// depends on the model and the mesh only; the program stage (collectives
+// onwards) adds what reshard-after-forward, bucket-mb and prefetch choose.
+// The mesh search places a model once per mesh shape and runs the program
+// stage on a copy per knob setting.
+void addPlacementStage(mlir::OpPassManager& pm, const PlanPipelineOptions& options);
+void addProgramStage(mlir::OpPassManager& pm, const PlanPipelineOptions& options);
 
 // Registers `plan-pipeline` with the global pass registry.
 void registerPlanPipeline();

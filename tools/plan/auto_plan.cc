@@ -5,12 +5,17 @@
 #include <chrono>
 #include <cstdint>
 #include <string>
+#include <filesystem>
+#include <optional>
 #include <utility>
 
 #include "absl/status/status.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/BuiltinTypes.h"
+#include "planner/dialect/nn/ir/nn_dialect.h"
 #include "planner/models/hf_config.h"
 #include "planner/models/model_config.h"
 #include "tools/plan/model_loader.h"
@@ -27,80 +32,139 @@ double since(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
+// What a graph file fixes: its batch and sequence (dims 0 and 1 of its
+// first input that is not a parameter) and its parameter type.
+struct GraphShape {
+  int64_t batch = 0;
+  int64_t seq = 1;
+  std::string dtype = "f32";
+};
+
+absl::StatusOr<GraphShape> graphShapeOf(mlir::ModuleOp module, const std::string& path) {
+  auto funcs = module.getOps<mlir::func::FuncOp>();
+  mlir::func::FuncOp func = *funcs.begin();
+  GraphShape shape;
+  bool input = false;
+  bool param = false;
+  for (mlir::BlockArgument arg : func.getArguments()) {
+    auto type = mlir::dyn_cast<mlir::RankedTensorType>(arg.getType());
+    if (!type) continue;
+    if (func.getArgAttr(arg.getArgNumber(), planner::nn::NnDialect::kParamAttrName)) {
+      if (param) continue;
+      param = true;
+      mlir::Type element = type.getElementType();
+      shape.dtype = element.isBF16() ? "bf16" : element.isF16() ? "f16" : "f32";
+    } else if (!input && type.getRank() >= 1) {
+      input = true;
+      shape.batch = type.getDimSize(0);
+      shape.seq = type.getRank() >= 2 ? type.getDimSize(1) : 1;
+    }
+  }
+  if (!input || shape.batch < 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--mesh=auto: '", path,
+        "' has no input argument with a batch dim (dim 0 of the first "
+        "argument without nn.param), so the search cannot split it over data-parallel ranks; "
+        "give --mesh and --axes for this graph"));
+  }
+  return shape;
+}
+
 }  // namespace
 
 absl::StatusOr<AutoResult> planAuto(mlir::MLIRContext& context, const AutoRequest& request) {
-  if (absl::EndsWith(request.model, ".mlir")) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--mesh=auto needs a zoo model (its configuration drives the search), not the file '",
-        request.model, "'; give --mesh and --axes for a file"));
-  }
   if (request.devices < 1) {
     return absl::InvalidArgumentError(
         absl::StrCat("--mesh=auto needs --devices=N, the device count to plan for (got ",
                      request.devices, "), e.g. --mesh=auto --devices=256"));
   }
-  absl::StatusOr<planner::models::TransformerConfig> config =
-      absl::EndsWith(request.model, ".json") ? planner::models::loadHfConfig(request.model)
-                                             : planner::models::configFromSpec(request.model);
-  if (!config.ok()) return config.status();
   PlanRequest base{.model_name = request.model,
                    .device = request.device,
                    .devices_per_host = request.devices_per_host,
                    .memory_gb = request.memory_gb,
                    .seed = request.seed,
+                   .grad_reduce_dtype = request.grad_reduce_dtype,
                    .adamw = request.adamw,
                    .profile = request.profile};
   absl::StatusOr<mesh::Topology> topology = topologyFor(base, request.devices);
   if (!topology.ok()) return topology.status();
   const bool cpu = topology->device().name == "cpu";
-  const std::string dtype = request.dtype.value_or(cpu ? "f32" : "bf16");
-  if (dtype != "f32" && dtype != "bf16" && dtype != "f16") {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--dtype='", dtype, "' is not a parameter type; use f32, bf16 or f16"));
-  }
   AutoResult result;
-  result.workload = {.config = *config,
-                     .seq = request.seq.value_or(defaultSeq(*config)),
-                     .dtype = dtype == "f32"   ? cost::Dtype::kF32
-                              : dtype == "f16" ? cost::Dtype::kF16
-                                               : cost::Dtype::kBF16};
-  if (result.workload.seq < 1 || result.workload.seq > config->max_seq) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "model ", config->name, ": seq ", result.workload.seq, " is outside 1..", config->max_seq));
+  TemplateSource source{
+      .model = request.model, .config = std::nullopt, .seq = 0, .dtype = "", .graph_batch = 0};
+  int64_t globalBatch = request.batch.value_or(request.devices);
+  if (absl::EndsWith(request.model, ".mlir")) {
+    // The graph fixes its batch, sequence and type; the search splits its
+    // batch over the data-parallel ranks, one micro-step per step.
+    absl::StatusOr<mlir::OwningOpRef<mlir::ModuleOp>> module =
+        loadModel(context, {.model = request.model});
+    if (!module.ok()) return module.status();
+    absl::StatusOr<GraphShape> shape = graphShapeOf(**module, request.model);
+    if (!shape.ok()) return shape.status();
+    for (const auto& [flag, set] : {std::pair{"--batch", request.batch.has_value()},
+                                    std::pair{"--seq", request.seq.has_value()},
+                                    std::pair{"--dtype", request.dtype.has_value()}}) {
+      if (set) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            flag, " applies to zoo models only; the IR of '", request.model, "' fixes its batch (",
+            shape->batch, "), sequence and types, so drop ", flag));
+      }
+    }
+    source.seq = shape->seq;
+    source.dtype = shape->dtype;
+    source.graph_batch = shape->batch;
+    globalBatch = shape->batch;
+    result.workload.model = std::filesystem::path(request.model).filename().string();
+  } else {
+    absl::StatusOr<planner::models::TransformerConfig> config =
+        absl::EndsWith(request.model, ".json") ? planner::models::loadHfConfig(request.model)
+                                               : planner::models::configFromSpec(request.model);
+    if (!config.ok()) return config.status();
+    source.seq = request.seq.value_or(defaultSeq(*config));
+    source.dtype = request.dtype.value_or(cpu ? "f32" : "bf16");
+    if (source.seq < 1 || source.seq > config->max_seq) {
+      return absl::InvalidArgumentError(absl::StrCat("model ", config->name, ": seq ", source.seq,
+                                                     " is outside 1..", config->max_seq));
+    }
+    result.workload.model = config->name;
+    source.config = *std::move(config);
   }
+  if (source.dtype != "f32" && source.dtype != "bf16" && source.dtype != "f16") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--dtype='", source.dtype, "' is not a parameter type; use f32, bf16 or f16"));
+  }
+  result.workload.seq = source.seq;
+  result.workload.dtype = source.dtype == "f32"   ? cost::Dtype::kF32
+                          : source.dtype == "f16" ? cost::Dtype::kF16
+                                                  : cost::Dtype::kBF16;
+  result.graph = !source.config;
   absl::StatusOr<cost::CostModel> model = cost::CostModel::create(*topology, {}, request.profile);
   if (!model.ok()) return model.status();
 
   const auto searchStart = std::chrono::steady_clock::now();
   cost::SearchOptions options{
-      .global_batch = request.batch.value_or(request.devices),
+      .global_batch = globalBatch,
+      .fixed_batch = result.graph,
       .pins = request.pins,
       .max_tp = request.max_tp,
       .allow_tp_across_hosts = request.allow_tp_across_hosts,
       .memory_cap_bytes =
           request.memory_gb > 0 ? static_cast<int64_t>(request.memory_gb * kBytesPerGiB) : 0,
       .progress = request.progress};
-  // The analytic model covers the zoo's Llama graphs; everything else is
-  // priced from the pipeline's programs.
-  result.programs = request.programs || absl::EndsWith(request.model, ".json") ||
-                    config->family != planner::models::ModelFamily::kLlama;
-  cost::AnalyticPricer analytic(result.workload, *model);
-  TemplatePricer programs(request.model, *config, result.workload.seq, dtype, base, *model);
-  cost::StepPricer& pricer = result.programs ? static_cast<cost::StepPricer&>(programs)
-                                             : static_cast<cost::StepPricer&>(analytic);
-  absl::StatusOr<cost::SearchResult> search =
-      cost::searchMesh(result.workload, *model, pricer, options);
+  TemplatePricer pricer(std::move(source), base, *model);
+  absl::StatusOr<cost::SearchResult> search = cost::searchMesh(*model, pricer, options);
   if (!search.ok()) return search.status();
   result.search = *std::move(search);
-  result.templates = programs.templates();
+  result.placements = pricer.placements();
+  result.templates = pricer.templates();
   result.search_s = since(searchStart);
   result.candidates = cost::candidatesJson(result.search, result.workload, *model);
   if (!result.search.found()) {
-    return absl::ResourceExhaustedError(
-        absl::StrCat(cost::explainWinner(result.search),
-                     " Lower --batch (fewer sequences per rank, more accumulation) or --seq, raise "
-                     "--memory-gb, or plan on more devices."));
+    return absl::ResourceExhaustedError(absl::StrCat(
+        cost::explainWinner(result.search),
+        result.graph ? " Plan on more devices or raise --memory-gb (the graph fixes its batch)."
+                     : " Lower --batch (fewer sequences per rank, more accumulation) or --seq, "
+                       "raise --memory-gb, or plan on more devices."));
   }
 
   // The winner through the real pipeline: one micro-step's program.
@@ -114,11 +178,13 @@ absl::StatusOr<AutoResult> planAuto(mlir::MLIRContext& context, const AutoReques
   result.winner.reshard_after_forward = s.reshard_after_forward;
   result.winner.bucket_mb = s.bucket_mb;
   result.winner_batch = s.micro_batch * s.dp * s.fsdp;
-  absl::StatusOr<mlir::OwningOpRef<mlir::ModuleOp>> module =
-      loadModel(context, {.model = request.model,
-                          .batch = result.winner_batch,
-                          .seq = result.workload.seq,
-                          .dtype = dtype});
+  ModelRequest load{.model = request.model};
+  if (!result.graph) {
+    load.batch = result.winner_batch;
+    load.seq = result.workload.seq;
+    load.dtype = std::string(cost::dtypeName(result.workload.dtype));
+  }
+  absl::StatusOr<mlir::OwningOpRef<mlir::ModuleOp>> module = loadModel(context, load);
   if (!module.ok()) return module.status();
   absl::StatusOr<PlanResult> plan = planModule(**module, result.winner);
   if (!plan.ok()) return plan.status();
@@ -134,10 +200,10 @@ std::string formatSearch(const AutoResult& result, int64_t rows) {
   const cost::Candidate& winner = search.ranked.front();
   const cost::Strategy& s = winner.strategy;
   const cost::StepEstimate& e = winner.estimate;
-  std::string out = absl::StrFormat("# Mesh search: %s on %d x %s (%d hosts x %d)\n\n",
-                                    result.workload.config.name, c["devices"].get<int64_t>(),
-                                    c["device"].get<std::string>(), c["hosts"].get<int64_t>(),
-                                    c["devices_per_host"].get<int64_t>());
+  std::string out =
+      absl::StrFormat("# Mesh search: %s on %d x %s (%d hosts x %d)\n\n", result.workload.model,
+                      c["devices"].get<int64_t>(), c["device"].get<std::string>(),
+                      c["hosts"].get<int64_t>(), c["devices_per_host"].get<int64_t>());
   absl::StrAppend(
       &out,
       absl::StrFormat("- workload: %d sequences of %d tokens per step, %s; memory cap %.1f GiB "
@@ -152,11 +218,10 @@ std::string formatSearch(const AutoResult& result, int64_t rows) {
                       "pruned by the step-time bound; search %.3f s\n",
                       search.enumerated, search.evaluated, search.pruned_memory,
                       search.pruned_bound, result.search_s),
-      result.programs
-          ? absl::StrFormat("- priced from the pipeline's own programs: %d template plans, "
-                            "repeated to the model's depth and re-sized per candidate\n",
-                            result.templates)
-          : std::string("- priced by the analytic step model of the Llama family\n"),
+      absl::StrFormat("- priced from the pipeline's own programs: %d placements, %d template "
+                      "plans, %s and re-sized per candidate\n",
+                      result.placements, result.templates,
+                      result.graph ? "each the whole graph" : "repeated to the model's depth"),
       absl::StrFormat("- winner: %s | %s: step %.3f s, %.0f tokens/s per device, MFU %.1f%%, "
                       "peak %.1f GiB, exposed communication %.3f s\n",
                       s.parallelism(), s.knobs(), e.step_time_s, e.tokens_per_s_per_device,

@@ -1,7 +1,8 @@
-// `plan --mesh=auto`: searches meshes and strategies with the analytic
-// step model (planner/cost/search.h), then plans the winner through the
-// real pipeline (plan_pipeline.h), so its plan.json, report and trace are
-// the ordinary ones. The search never runs MLIR; only the winner does.
+// `plan --mesh=auto`: searches meshes and strategies (planner/cost/search.h),
+// pricing each candidate from the pipeline's own programs
+// (template_pricer.h), then plans the winner through the pipeline
+// (plan_pipeline.h), so its plan.json, report and trace are the ordinary
+// ones and equal the search's figures for it.
 #ifndef LOOM_TOOLS_PLAN_AUTO_PLAN_H_
 #define LOOM_TOOLS_PLAN_AUTO_PLAN_H_
 
@@ -18,15 +19,15 @@
 #include "planner/cost/cost_model.h"
 #include "planner/cost/machine_profile.h"
 #include "planner/cost/search.h"
-#include "planner/cost/transformer_model.h"
+#include "planner/cost/strategy.h"
 #include "planner/export/visual_report.h"
 #include "tools/plan/plan_pipeline.h"
 
 namespace loom::tools::plan {
 
 struct AutoRequest {
-  // A published model, a tiny spec or a Hugging Face config.json (the
-  // search needs its configuration).
+  // A published model, a tiny spec, a Hugging Face config.json or a .mlir
+  // graph (its batch is then the global batch, its shapes fixed).
   std::string model;
   int64_t devices = 0;
   // Sequences per optimizer step over all devices (default: one per
@@ -48,17 +49,17 @@ struct AutoRequest {
   // Borrowed, may be null.
   const planner::cost::MachineProfile* profile = nullptr;
   std::function<void(int64_t, int64_t)> progress = nullptr;
-  // Price candidates from the pipeline's own programs (TemplatePricer)
-  // instead of the analytic Llama model; models the analytic model does not
-  // cover (GPT-2, Hugging Face configs) are always priced this way.
-  bool programs = false;
+  // plan-insert-collectives' gradient reduction type (bf16, f32; empty: the
+  // parameter type), for the candidates and the winner alike.
+  std::string grad_reduce_dtype = "";
 };
 
 struct AutoResult {
   planner::cost::Workload workload;
-  // Whether the candidates were priced from the pipeline's programs, and
-  // how many template plans that took.
-  bool programs = false;
+  // A graph file (planned whole, at its batch) rather than a configuration.
+  bool graph = false;
+  // Placement-stage runs and template plans the search made.
+  int64_t placements = 0;
   int64_t templates = 0;
   planner::cost::SearchResult search;
   // candidates.json.
@@ -73,8 +74,8 @@ struct AutoResult {
   double plan_s = 0;
 };
 
-// Searches, then plans the winner in `context`. Fails when the model is a
-// file (the search needs a configuration), the devices do not fill hosts,
+// Searches, then plans the winner in `context`. Fails when the devices do
+// not fill hosts, a graph has no batch input,
 // no mesh satisfies the pins, or no candidate fits in memory (the message
 // names the smallest peak and how to fit).
 absl::StatusOr<AutoResult> planAuto(mlir::MLIRContext& context, const AutoRequest& request);

@@ -96,13 +96,6 @@ cl::list<std::string> pin_flag("pin",
                                         "--pin tp=8 (keys dp, fsdp, tp, prefetch, reshard, "
                                         "bucket-mb, micro-batch); repeatable"),
                                cl::cat(planCategory()));
-cl::opt<std::string> search_pricer_flag(
-    "search-pricer", cl::value_desc("analytic|programs"),
-    cl::desc("--mesh=auto: price candidates with the analytic step model of the Llama family, "
-             "or from the pipeline's own programs (template plans repeated and re-sized; exact, "
-             "slower); GPT-2 and config.json models always use programs"),
-    cl::init("analytic"));
-
 cl::opt<int64_t> max_tp_flag("max-tp",
                              cl::desc("--mesh=auto: the largest tp degree (default: a host's "
                                       "devices)"),
@@ -288,15 +281,6 @@ int planAuto(const std::optional<int64_t>& batch, const std::optional<int64_t>& 
       }
     }
   }
-  if (search_pricer_flag != "analytic" && search_pricer_flag != "programs") {
-    return fail("--search-pricer='" + search_pricer_flag + "' is not analytic or programs");
-  }
-  // The search's step model prices gradients in the parameter type.
-  if (!grad_reduce_dtype_flag.empty()) {
-    return fail(
-        "--grad-reduce-dtype does not apply to --mesh=auto, whose search prices "
-        "gradients in the parameter type; give an explicit --mesh and --axes");
-  }
   if (!axes_flag.empty()) {
     return fail(
         "--axes does not apply to --mesh=auto, which chooses the strategies; pin them "
@@ -319,7 +303,7 @@ int planAuto(const std::optional<int64_t>& batch, const std::optional<int64_t>& 
                                             .allow_tp_across_hosts = allow_tp_across_hosts_flag,
                                             .profile = profile,
                                             .progress = showProgress,
-                                            .programs = search_pricer_flag == "programs"});
+                                            .grad_reduce_dtype = grad_reduce_dtype_flag});
   if (isatty(STDERR_FILENO)) llvm::errs() << "\n";
   if (!result.ok()) return fail(std::string(result.status().message()));
   llvm::errs() << absl::StrFormat(

@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -130,79 +131,133 @@ absl::StatusOr<std::vector<std::string>> checkMesh(const PlanRequest& request, i
   return warnings;
 }
 
-absl::StatusOr<PlanResult> planModule(mlir::ModuleOp module, const PlanRequest& request) {
-  // The runtime reduces and updates gradients in f32 or bf16 only.
-  if (!request.grad_reduce_dtype.empty() && request.grad_reduce_dtype != "bf16" &&
-      request.grad_reduce_dtype != "f32") {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--grad-reduce-dtype='", request.grad_reduce_dtype,
-        "' is not a gradient reduction type; use bf16 or f32, or omit it to reduce gradients "
-        "in the parameter type"));
-  }
-  absl::StatusOr<std::string> spec = meshSpec(request.mesh, request.axes);
-  if (!spec.ok()) return spec.status();
-  absl::StatusOr<loom::mesh::DeviceMesh> mesh = loom::mesh::DeviceMesh::parse(*spec);
-  if (!mesh.ok()) return mesh.status();
-  absl::StatusOr<loom::mesh::Topology> topology = topologyFor(request, mesh->size());
-  if (!topology.ok()) return topology.status();
-  const double memoryGb = request.memory_gb > 0
-                              ? request.memory_gb
-                              : static_cast<double>(topology->device().memory_bytes) / kBytesPerGiB;
+namespace {
 
-  // The pass's own message and notes say what is wrong; the whole
-  // function printed after them would bury it.
-  module.getContext()->printOpOnDiagnostic(false);
-  std::string diagnostics;
-  mlir::ScopedDiagnosticHandler handler(module.getContext(), [&](mlir::Diagnostic& diag) {
-    std::string text;
-    llvm::raw_string_ostream os(text);
-    os << diag.getLocation() << ": "
-       << (diag.getSeverity() == mlir::DiagnosticSeverity::Note ? "note: " : "error: ") << diag;
-    for (const mlir::Diagnostic& note : diag.getNotes()) {
-      os << "\n" << note.getLocation() << ": note: " << note;
+// One run of pipeline stages on `module` with `request`'s options; the
+// passes' diagnostics come back as the error.
+class StageRunner {
+ public:
+  // Fails on a bad mesh, device or grad_reduce_dtype.
+  static absl::StatusOr<StageRunner> create(const PlanRequest& request) {
+    // The runtime reduces and updates gradients in f32 or bf16 only.
+    if (!request.grad_reduce_dtype.empty() && request.grad_reduce_dtype != "bf16" &&
+        request.grad_reduce_dtype != "f32") {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--grad-reduce-dtype='", request.grad_reduce_dtype,
+          "' is not a gradient reduction type; use bf16 or f32, or omit it to reduce gradients "
+          "in the parameter type"));
     }
-    if (!diagnostics.empty()) diagnostics += "\n";
-    diagnostics += text;
-    return mlir::success();
-  });
-  std::string axes;
-  for (const std::string& name : mesh->axisNames()) axes += (axes.empty() ? "" : ",") + name;
-  planner::pipeline::PlanPipelineOptions pipelineOptions;
-  pipelineOptions.mesh = *spec;
-  pipelineOptions.axes = request.axes.empty() ? axes : request.axes;
-  pipelineOptions.devices = mesh->size();
-  pipelineOptions.reshardAfterForward = request.reshard_after_forward;
-  pipelineOptions.gradReduceDtype = request.grad_reduce_dtype;
-  pipelineOptions.bucketMb = request.bucket_mb;
-  pipelineOptions.prefetch = request.prefetch;
-  pipelineOptions.memoryGb = request.check_memory ? memoryGb : 0;
-  pipelineOptions.lr = request.adamw.lr;
-  pipelineOptions.beta1 = request.adamw.beta1;
-  pipelineOptions.beta2 = request.adamw.beta2;
-  pipelineOptions.eps = request.adamw.eps;
-  pipelineOptions.weightDecay = request.adamw.weight_decay;
-  mlir::PassManager pm(module.getContext());
-  planner::pipeline::addPlanPipeline(pm, pipelineOptions);
-  if (failed(pm.run(module))) {
-    return absl::InvalidArgumentError(diagnostics.empty() ? "the plan pipeline failed"
-                                                          : diagnostics);
+    absl::StatusOr<std::string> spec = meshSpec(request.mesh, request.axes);
+    if (!spec.ok()) return spec.status();
+    absl::StatusOr<loom::mesh::DeviceMesh> mesh = loom::mesh::DeviceMesh::parse(*spec);
+    if (!mesh.ok()) return mesh.status();
+    absl::StatusOr<loom::mesh::Topology> topology = topologyFor(request, mesh->size());
+    if (!topology.ok()) return topology.status();
+    return StageRunner(request, *spec, *mesh, *std::move(topology));
   }
 
+  const loom::mesh::Topology& topology() const { return topology_; }
+
+  absl::Status run(mlir::ModuleOp module,
+                   void (*addStages)(mlir::OpPassManager&,
+                                     const planner::pipeline::PlanPipelineOptions&)) {
+    // The pass's own message and notes say what is wrong; the whole
+    // function printed after them would bury it.
+    module.getContext()->printOpOnDiagnostic(false);
+    std::string diagnostics;
+    mlir::ScopedDiagnosticHandler handler(module.getContext(), [&](mlir::Diagnostic& diag) {
+      std::string text;
+      llvm::raw_string_ostream os(text);
+      os << diag.getLocation() << ": "
+         << (diag.getSeverity() == mlir::DiagnosticSeverity::Note ? "note: " : "error: ") << diag;
+      for (const mlir::Diagnostic& note : diag.getNotes()) {
+        os << "\n" << note.getLocation() << ": note: " << note;
+      }
+      if (!diagnostics.empty()) diagnostics += "\n";
+      diagnostics += text;
+      return mlir::success();
+    });
+    mlir::PassManager pm(module.getContext());
+    pm.enableVerifier(verify_);
+    addStages(pm, *options_);
+    if (failed(pm.run(module))) {
+      return absl::InvalidArgumentError(diagnostics.empty() ? "the plan pipeline failed"
+                                                            : diagnostics);
+    }
+    return absl::OkStatus();
+  }
+
+ private:
+  StageRunner(const PlanRequest& request, const std::string& spec,
+              const loom::mesh::DeviceMesh& mesh, loom::mesh::Topology topology)
+      : topology_(std::move(topology)),
+        verify_(request.verify_passes),
+        options_(std::make_unique<planner::pipeline::PlanPipelineOptions>()) {
+    const double memoryGb =
+        request.memory_gb > 0 ? request.memory_gb
+                              : static_cast<double>(topology_.device().memory_bytes) / kBytesPerGiB;
+    std::string axes;
+    for (const std::string& name : mesh.axisNames()) axes += (axes.empty() ? "" : ",") + name;
+    options_->mesh = spec;
+    options_->axes = request.axes.empty() ? axes : request.axes;
+    options_->devices = mesh.size();
+    options_->reshardAfterForward = request.reshard_after_forward;
+    options_->gradReduceDtype = request.grad_reduce_dtype;
+    options_->bucketMb = request.bucket_mb;
+    options_->prefetch = request.prefetch;
+    options_->memoryGb = request.check_memory ? memoryGb : 0;
+    options_->lr = request.adamw.lr;
+    options_->beta1 = request.adamw.beta1;
+    options_->beta2 = request.adamw.beta2;
+    options_->eps = request.adamw.eps;
+    options_->weightDecay = request.adamw.weight_decay;
+  }
+
+  loom::mesh::Topology topology_;
+  bool verify_;
+  // Pass pipeline options cannot be copied or moved.
+  std::unique_ptr<planner::pipeline::PlanPipelineOptions> options_;
+};
+
+absl::StatusOr<PlanResult> exportModule(mlir::ModuleOp module, const PlanRequest& request,
+                                        const loom::mesh::Topology& topology) {
   planner::exporter::PlanExportOptions options;
   options.model = request.model_name;
   options.seed = request.seed;
-  absl::StatusOr<loom::plan::Plan> plan = planner::exporter::exportPlan(module, *topology, options);
+  absl::StatusOr<loom::plan::Plan> plan = planner::exporter::exportPlan(module, topology, options);
   if (!plan.ok()) return plan.status();
   if (request.profile) {
     // exportPlan prices with the datasheet; a profile re-prices the plan.
     if (absl::Status status = planner::exporter::repricePlan(
-            *topology,
+            topology,
             {.compute_efficiency = options.compute_efficiency, .profile = request.profile}, *plan);
         !status.ok()) {
       return status;
     }
   }
   return PlanResult{.plan = *std::move(plan)};
+}
+
+}  // namespace
+
+absl::StatusOr<PlanResult> planModule(mlir::ModuleOp module, const PlanRequest& request) {
+  absl::StatusOr<StageRunner> runner = StageRunner::create(request);
+  if (!runner.ok()) return runner.status();
+  if (absl::Status s = runner->run(module, planner::pipeline::addPlanPipeline); !s.ok()) return s;
+  return exportModule(module, request, runner->topology());
+}
+
+absl::Status placeModule(mlir::ModuleOp module, const PlanRequest& request) {
+  absl::StatusOr<StageRunner> runner = StageRunner::create(request);
+  if (!runner.ok()) return runner.status();
+  return runner->run(module, planner::pipeline::addPlacementStage);
+}
+
+absl::StatusOr<PlanResult> planPlacedModule(mlir::ModuleOp module, const PlanRequest& request) {
+  absl::StatusOr<StageRunner> runner = StageRunner::create(request);
+  if (!runner.ok()) return runner.status();
+  if (absl::Status s = runner->run(module, planner::pipeline::addProgramStage); !s.ok()) return s;
+  return exportModule(module, request, runner->topology());
 }
 
 }  // namespace loom::tools::plan

@@ -31,6 +31,10 @@ struct PlanRequest {
   // Refuse a plan over memory_gb (off: the mesh search's template plans,
   // whose data axes are smaller than the candidates').
   bool check_memory = true;
+  // Verify the IR after every pass (off: the mesh search's template plans,
+  // made by the same passes on the same model as the verified plan of the
+  // winner, many times over).
+  bool verify_passes = true;
   uint64_t seed = 0;
   // plan-schedule's prefetch, plan-insert-collectives'
   // reshard-after-forward, plan-bucketing's bucket-mb.
@@ -77,6 +81,14 @@ struct PlanResult {
 // attributes) and exports it. Fails on a grad_reduce_dtype other than
 // bf16, f32 or empty.
 absl::StatusOr<PlanResult> planModule(mlir::ModuleOp module, const PlanRequest& request);
+
+// planModule in two steps, for the mesh search (planner/pipeline's two
+// stages): placeModule runs autodiff and placement, which depend on the
+// model and mesh only; planPlacedModule runs the rest with the request's
+// knobs (reshard, buckets, prefetch) on a placed module, usually a clone,
+// and exports. The two in turn equal planModule with the same request.
+absl::Status placeModule(mlir::ModuleOp module, const PlanRequest& request);
+absl::StatusOr<PlanResult> planPlacedModule(mlir::ModuleOp module, const PlanRequest& request);
 
 }  // namespace loom::tools::plan
 

@@ -10,7 +10,6 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "mlir/IR/MLIRContext.h"
 #include "planner/cost/plan_price.h"
 #include "planner/cost/resize_plan.h"
 #include "tools/plan/model_loader.h"
@@ -18,49 +17,105 @@
 namespace loom::tools::plan {
 namespace cost = ::loom::planner::cost;
 
-bool TemplatePricer::tpAllowed(int64_t tp) const {
-  return config_.num_heads % tp == 0 && config_.num_kv_heads % tp == 0;
+bool TemplatePricer::tpAllowed(int64_t tp) {
+  if (source_.config) {
+    return source_.config->num_heads % tp == 0 && source_.config->num_kv_heads % tp == 0;
+  }
+  if (tp == 1) return true;
+  if (auto it = graph_tp_allowed_.find(tp); it != graph_tp_allowed_.end()) return it->second;
+  absl::StatusOr<mlir::OwningOpRef<mlir::ModuleOp>> module = loadTemplate(0);
+  PlanRequest request = base_;
+  request.mesh = absl::StrCat("tp=", tp);
+  request.axes = "";
+  const bool placed = module.ok() && placeModule(**module, request).ok();
+  return graph_tp_allowed_[tp] = placed;
 }
 
-absl::StatusOr<TemplatePricer::Template*> TemplatePricer::templateFor(const cost::Strategy& s) {
-  const bool single = s.dp == 1 && s.fsdp == 1;
-  const Key key{s.tp,
-                s.dp > 1,
-                s.fsdp > 1,
-                s.prefetch,
-                s.reshard_after_forward,
-                s.bucket_mb,
-                single ? s.micro_batch : 1};
-  if (auto it = templates_.find(key); it != templates_.end()) return &it->second;
-  // The template's mesh: the candidate's axes, data axes at 2.
+std::string TemplatePricer::tpRule() const {
+  if (source_.config) {
+    return absl::StrCat("tp must divide the ", source_.config->num_heads, " heads and the ",
+                        source_.config->num_kv_heads, " kv heads");
+  }
+  return absl::StrCat("tp must be a degree the placement pass can split '", source_.model, "' by");
+}
+
+TemplatePricer::MeshKey TemplatePricer::meshKeyOf(const cost::Strategy& s) const {
+  // A configuration's template has data axes of 2 and one sequence per
+  // rank (a single device: the candidate's micro-batch, nothing to
+  // re-size). A graph's fixes its batch: data axes of 2 when the batch
+  // splits that way, else the candidate's own.
+  const bool graph = !source_.config;
+  const bool halves = !graph || source_.graph_batch % 2 == 0;
+  const int64_t dp = s.dp == 1 ? 1 : halves ? 2 : s.dp;
+  const int64_t fsdp = s.fsdp == 1 ? 1 : halves ? 2 : s.fsdp;
+  const int64_t micro = graph                      ? source_.graph_batch / (dp * fsdp)
+                        : s.dp == 1 && s.fsdp == 1 ? s.micro_batch
+                                                   : 1;
+  return {s.tp, dp, fsdp, micro};
+}
+
+PlanRequest TemplatePricer::requestFor(const MeshKey& mesh, const cost::Strategy& s) const {
+  const auto& [tp, dp, fsdp, micro] = mesh;
   std::vector<std::string> axes;
-  int64_t ranks = 1;
-  if (s.dp > 1) axes.push_back("dp=2"), ranks *= 2;
-  if (s.fsdp > 1) axes.push_back("fsdp=2"), ranks *= 2;
-  if (s.tp > 1) axes.push_back(absl::StrCat("tp=", s.tp));
+  if (dp > 1) axes.push_back(absl::StrCat("dp=", dp));
+  if (fsdp > 1) axes.push_back(absl::StrCat("fsdp=", fsdp));
+  if (tp > 1) axes.push_back(absl::StrCat("tp=", tp));
   if (axes.empty()) axes.push_back("dp=1");
-  const int64_t micro = single ? s.micro_batch : 1;
-  const int64_t blocks = std::min(config_.num_layers, cost::kTemplateBlocks);
-  mlir::MLIRContext context;
-  absl::StatusOr<mlir::OwningOpRef<mlir::ModuleOp>> module = loadModel(
-      context,
-      {.model = model_, .batch = micro * ranks, .seq = seq_, .dtype = dtype_, .layers = blocks});
-  if (!module.ok()) return module.status();
   PlanRequest request = base_;
   request.mesh = absl::StrJoin(axes, ",");
   request.axes = "";
   request.prefetch = s.prefetch;
   request.reshard_after_forward = s.reshard_after_forward;
   request.bucket_mb = s.bucket_mb;
+  // Templates are smaller than the candidates; the search checks memory.
   request.check_memory = false;
-  absl::StatusOr<PlanResult> planned = planModule(**module, request);
+  request.verify_passes = false;
+  return request;
+}
+
+absl::StatusOr<mlir::OwningOpRef<mlir::ModuleOp>> TemplatePricer::loadTemplate(int64_t batch) {
+  if (!source_.config) return loadModel(context_, {.model = source_.model});
+  return loadModel(context_,
+                   {.model = source_.model,
+                    .batch = batch,
+                    .seq = source_.seq,
+                    .dtype = source_.dtype,
+                    .layers = std::min(source_.config->num_layers, cost::kTemplateBlocks)});
+}
+
+absl::StatusOr<mlir::ModuleOp> TemplatePricer::placedFor(const cost::Strategy& s) {
+  const MeshKey key = meshKeyOf(s);
+  if (auto it = placed_.find(key); it != placed_.end()) return it->second.get();
+  const auto& [tp, dp, fsdp, micro] = key;
+  absl::StatusOr<mlir::OwningOpRef<mlir::ModuleOp>> module = loadTemplate(micro * dp * fsdp);
+  if (!module.ok()) return module.status();
+  if (absl::Status placed = placeModule(**module, requestFor(key, s)); !placed.ok()) return placed;
+  return placed_.emplace(key, *std::move(module)).first->second.get();
+}
+
+absl::StatusOr<TemplatePricer::Template*> TemplatePricer::templateFor(const cost::Strategy& s) {
+  const MeshKey mesh = meshKeyOf(s);
+  const Key key{mesh, s.prefetch, s.reshard_after_forward, s.bucket_mb};
+  if (auto it = templates_.find(key); it != templates_.end()) return &it->second;
+  absl::StatusOr<mlir::ModuleOp> placed = placedFor(s);
+  if (!placed.ok()) return placed.status();
+  mlir::OwningOpRef<mlir::ModuleOp> copy(placed->clone());
+  absl::StatusOr<PlanResult> planned = planPlacedModule(*copy, requestFor(mesh, s));
   if (!planned.ok()) return planned.status();
-  Template made{.shorter = std::move(planned->plan), .repeated = {}, .micro_batch = micro};
-  if (blocks < config_.num_layers) {
-    absl::StatusOr<cost::Repeated> repeated = cost::repeatBlocks(made.shorter, config_.num_layers);
+  Template made{.shorter = std::move(planned->plan),
+                .resized = {},
+                .repeated = {},
+                .micro_batch = std::get<3>(mesh),
+                .sized_for = {0, 0, 0}};
+  made.resized = made.shorter;
+  if (source_.config && source_.config->num_layers > cost::kTemplateBlocks) {
+    absl::StatusOr<cost::Repeated> repeated =
+        cost::repeatBlocks(made.shorter, source_.config->num_layers);
     if (!repeated.ok()) return repeated.status();
     made.repeated = *std::move(repeated);
   } else {
+    // Nothing to repeat: a model no deeper than the template, or a graph,
+    // priced whole.
     made.repeated.plan = made.shorter;
     for (const loom::plan::Buffer& b : made.shorter.buffers) made.repeated.source.push_back(b.id);
   }
@@ -70,14 +125,23 @@ absl::StatusOr<TemplatePricer::Template*> TemplatePricer::templateFor(const cost
 absl::StatusOr<const loom::plan::Plan*> TemplatePricer::planFor(const cost::Strategy& s) {
   absl::StatusOr<Template*> t = templateFor(s);
   if (!t.ok()) return t.status();
+  // The search asks for a group's memory bound, then prices its base: the
+  // same sizes twice in a row.
+  Template& made = **t;
+  const std::tuple<int64_t, int64_t, int64_t> sizes{s.dp, s.fsdp, s.micro_batch};
+  if (made.sized_for == sizes) return &made.repeated.plan;
   cost::Resize resize{
       .axis_sizes = {}, .template_micro_batch = (*t)->micro_batch, .micro_batch = s.micro_batch};
   if (s.dp > 1) resize.axis_sizes["dp"] = s.dp;
   if (s.fsdp > 1) resize.axis_sizes["fsdp"] = s.fsdp;
-  absl::StatusOr<loom::plan::Plan> resized = cost::resizePlan((*t)->shorter, resize);
-  if (!resized.ok()) return resized.status();
-  cost::copySizes(*resized, (*t)->repeated);
-  return &(*t)->repeated.plan;
+  made.sized_for = {0, 0, 0};
+  if (absl::Status status = cost::resizePlanInto(made.shorter, resize, made.resized);
+      !status.ok()) {
+    return status;
+  }
+  cost::copySizes(made.resized, made.repeated);
+  made.sized_for = sizes;
+  return &made.repeated.plan;
 }
 
 // What every variant of the mesh and micro-batch holds at the end of the
@@ -122,14 +186,14 @@ absl::StatusOr<cost::StepEstimate> TemplatePricer::estimate(const cost::Strategy
   e.peak_bytes = price->peak_bytes;
   e.breakdown = price->breakdown;
   e.comm_bytes_per_rank = price->comm_bytes_per_rank * s.accumulation;
-  e.tokens_per_step = s.globalBatch() * seq_;
+  e.tokens_per_step = s.globalBatch() * source_.seq;
   // The graph's FLOPs (forward and backward as planned) per device.
   e.model_flops_per_device = price->model_flops * a;
   e.tokens_per_s_per_device =
       static_cast<double>(e.tokens_per_step) / e.step_time_s / static_cast<double>(s.devices());
-  const cost::Dtype dtype = dtype_ == "f32"   ? cost::Dtype::kF32
-                            : dtype_ == "f16" ? cost::Dtype::kF16
-                                              : cost::Dtype::kBF16;
+  const cost::Dtype dtype = source_.dtype == "f32"   ? cost::Dtype::kF32
+                            : source_.dtype == "f16" ? cost::Dtype::kF16
+                                                     : cost::Dtype::kBF16;
   e.mfu = e.model_flops_per_device / (e.step_time_s * cost_.peakFlops(dtype));
   for (size_t i = 0; i < price->stream_s.size(); ++i) {
     if (price->stream_axes[i] == "fsdp") {

@@ -1,20 +1,28 @@
 // The mesh search's candidates priced from the pipeline's own programs
-// (docs/planner_cost.md, "Search on the pipeline's programs"): for each tp
-// degree, set of data axes and knob setting, the pipeline plans the model
-// with cost::kTemplateBlocks repeated blocks at data axes of 2 and one
-// sequence per rank, and cost::repeatBlocks repeats it to the model's depth
-// once; each candidate then re-sizes the template (cost::resizePlan), copies
-// the sizes in (cost::copySizes) and prices the result (cost::pricePlan).
-// The figures are those of the candidate's full plan, by construction.
+// (docs/planner_cost.md, "Search on the pipeline's programs"). For each tp
+// degree and set of data axes, the pipeline's placement stage places a
+// template model on a small mesh; for each knob setting (prefetch,
+// reshard, buckets) its program stage plans a copy of that. A zoo or
+// config.json model's template has cost::kTemplateBlocks repeated blocks,
+// data axes of 2 and one sequence per rank, and cost::repeatBlocks repeats
+// its plan to the model's depth once; a graph file's template is the whole
+// graph at its own batch. Each candidate then re-sizes the template to its
+// data axes and micro-batch (cost::resizePlan, cost::copySizes) and prices
+// the result (cost::pricePlan): the figures are those of the candidate's
+// full plan, by construction.
 #ifndef LOOM_TOOLS_PLAN_TEMPLATE_PRICER_H_
 #define LOOM_TOOLS_PLAN_TEMPLATE_PRICER_H_
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <tuple>
 
 #include "absl/status/statusor.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/IR/OwningOpRef.h"
 #include "plan/plan.h"
 #include "planner/cost/cost_model.h"
 #include "planner/cost/repeat_blocks.h"
@@ -24,50 +32,77 @@
 
 namespace loom::tools::plan {
 
+// What the templates are built from.
+struct TemplateSource {
+  // As --model names it: a zoo name, a tiny spec, a config.json or a .mlir
+  // graph.
+  std::string model;
+  // A zoo or config.json model's configuration; none for a graph file,
+  // whose IR fixes the shapes.
+  std::optional<planner::models::TransformerConfig> config;
+  int64_t seq = 0;
+  std::string dtype = "bf16";
+  // A graph file's batch: the global batch, one micro-step per step.
+  int64_t graph_batch = 0;
+};
+
 class TemplatePricer final : public planner::cost::StepPricer {
  public:
-  // `model` as --model names it (a zoo name, a tiny spec or a config.json),
-  // its configuration, the sequence length and parameter type; `base`
-  // gives the device and the AdamW settings of the plans; `cost` prices
-  // (its topology is the search's).
-  TemplatePricer(std::string model, planner::models::TransformerConfig config, int64_t seq,
-                 std::string dtype, PlanRequest base, const planner::cost::CostModel& cost)
-      : model_(std::move(model)),
-        config_(std::move(config)),
-        seq_(seq),
-        dtype_(std::move(dtype)),
-        base_(std::move(base)),
-        cost_(cost) {}
+  // `base` gives the device and the AdamW settings of the plans; `cost`
+  // prices (its topology is the search's).
+  TemplatePricer(TemplateSource source, PlanRequest base, const planner::cost::CostModel& cost)
+      : source_(std::move(source)), base_(std::move(base)), cost_(cost) {
+    // One template at a time; a thread pool would only add hand-offs.
+    context_.disableMultithreading();
+  }
 
-  bool tpAllowed(int64_t tp) const override;
+  // A configuration's tp must divide its heads and kv heads; a graph's is
+  // allowed when the placement pass places the graph on a tp axis of
+  // that size.
+  bool tpAllowed(int64_t tp) override;
+  std::string tpRule() const override;
   // The resident parameters and optimizer states of the candidate's plan
   // and the activations live at the end of the forward phase.
   int64_t memoryLowerBound(const planner::cost::Strategy& strategy) override;
   absl::StatusOr<planner::cost::StepEstimate> estimate(
       const planner::cost::Strategy& strategy) override;
 
-  // Pipeline runs so far (templates built).
+  // Placement-stage runs (one per template mesh) and program-stage runs
+  // (template plans) so far.
+  int64_t placements() const { return static_cast<int64_t>(placed_.size()); }
   int64_t templates() const { return static_cast<int64_t>(templates_.size()); }
 
  private:
   struct Template {
     loom::plan::Plan shorter;
+    // `shorter` re-sized to the candidate last priced, and repeated.
+    loom::plan::Plan resized;
     planner::cost::Repeated repeated;
-    // The template's data axes run at 2 and one sequence per rank; a
-    // single-device template is planned at the candidate's micro-batch.
     int64_t micro_batch = 1;
+    // The (dp, fsdp, micro-batch) `repeated` is sized for now.
+    std::tuple<int64_t, int64_t, int64_t> sized_for{0, 0, 0};
   };
-  using Key = std::tuple<int64_t, bool, bool, int64_t, bool, int64_t, int64_t>;
+  // The template's mesh and micro-batch: (tp, dp, fsdp, micro-batch).
+  using MeshKey = std::tuple<int64_t, int64_t, int64_t, int64_t>;
+  // And the knobs: (prefetch, reshard, bucket-mb).
+  using Key = std::tuple<MeshKey, int64_t, bool, int64_t>;
+  MeshKey meshKeyOf(const planner::cost::Strategy& strategy) const;
+  // The template's plan request: its mesh and the candidate's knobs.
+  PlanRequest requestFor(const MeshKey& mesh, const planner::cost::Strategy& strategy) const;
+  absl::StatusOr<mlir::OwningOpRef<mlir::ModuleOp>> loadTemplate(int64_t batch);
+  // The template model placed on the template's mesh, which every knob
+  // setting starts from.
+  absl::StatusOr<mlir::ModuleOp> placedFor(const planner::cost::Strategy& strategy);
   absl::StatusOr<Template*> templateFor(const planner::cost::Strategy& strategy);
   // The template re-sized to `strategy`, as its full repeated plan.
   absl::StatusOr<const loom::plan::Plan*> planFor(const planner::cost::Strategy& strategy);
 
-  std::string model_;
-  planner::models::TransformerConfig config_;
-  int64_t seq_;
-  std::string dtype_;
+  TemplateSource source_;
   PlanRequest base_;
   const planner::cost::CostModel& cost_;
+  mlir::MLIRContext context_;
+  std::map<int64_t, bool> graph_tp_allowed_;
+  std::map<MeshKey, mlir::OwningOpRef<mlir::ModuleOp>> placed_;
   std::map<Key, Template> templates_;
 };
 

@@ -27,7 +27,8 @@ struct Fixture {
         config(*planner::models::configFromSpec(model)),
         topology(*topologyFor(base, kDevices)),
         costModel(*cost::CostModel::create(topology)),
-        pricer(model, config, 16, "bf16", base, costModel) {}
+        pricer({.model = model, .config = config, .seq = 16, .dtype = "bf16", .graph_batch = 0},
+               base, costModel) {}
 
   // The whole pipeline's plan of `s` (one micro-step).
   loom::plan::Plan fullPlan(const cost::Strategy& s) {
@@ -76,7 +77,9 @@ TEST(TemplatePricerTest, EveryCandidateEqualsItsFullPlan) {
     f.expectAgrees({.dp = 2, .fsdp = 4, .tp = 2, .reshard_after_forward = false});
     f.expectAgrees({.fsdp = 8, .tp = 2, .bucket_mb = 1, .micro_batch = 3, .accumulation = 2});
     f.expectAgrees({.dp = 16});
-    EXPECT_LE(f.pricer.templates(), 5);
+    // One placement per template mesh, one program per knob setting on it.
+    EXPECT_EQ(f.pricer.placements(), 4);
+    EXPECT_EQ(f.pricer.templates(), 5);
   }
 }
 
@@ -112,8 +115,7 @@ TEST(TemplatePricerTest, TheMemoryBoundHoldsForEveryVariant) {
 
 TEST(TemplatePricerTest, ASearchPricedThisWayAgreesWithItsWinner) {
   Fixture f(kGpt2);
-  const cost::Workload workload{.config = f.config, .seq = 16, .dtype = cost::Dtype::kBF16};
-  auto result = cost::searchMesh(workload, f.costModel, f.pricer, {.global_batch = 32});
+  auto result = cost::searchMesh(f.costModel, f.pricer, {.global_batch = 32});
   ASSERT_TRUE(result.ok()) << result.status();
   ASSERT_TRUE(result->found());
   f.expectAgrees(result->ranked.front().strategy);

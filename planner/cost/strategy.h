@@ -1,23 +1,14 @@
-// The analytic step model of the zoo's Llama-family transformers: from a
-// model configuration and a parallel strategy (dp, fsdp, tp degrees,
-// prefetch depth, reshard-after-forward, bucket size, micro-batch), the
-// per-rank program the plan pipeline would emit (the same ops, collectives,
-// buffers and lifetimes as autodiff -> placement -> insert-collectives ->
-// bucketing -> schedule produce for the zoo graph), built directly without
-// MLIR and priced by the cost model. The mesh search evaluates thousands of
-// strategies with it in a second; tools/plan/cost_validation_test checks it
-// against the real pipeline. docs/planner_cost.md describes it.
-#ifndef LOOM_PLANNER_COST_TRANSFORMER_MODEL_H_
-#define LOOM_PLANNER_COST_TRANSFORMER_MODEL_H_
+// The mesh search's vocabulary: a candidate strategy (mesh and knobs), the
+// workload it plans and the estimate a pricer gives it (search.h).
+#ifndef LOOM_PLANNER_COST_STRATEGY_H_
+#define LOOM_PLANNER_COST_STRATEGY_H_
 
 #include <array>
 #include <cstdint>
 #include <string>
 
-#include "absl/status/statusor.h"
 #include "planner/cost/cost_model.h"
 #include "planner/cost/program.h"
-#include "planner/models/model_config.h"
 
 namespace loom::planner::cost {
 
@@ -55,10 +46,11 @@ struct Strategy {
   std::string knobs() const;
 };
 
+// What the search plans: the model as --model names it, the sequence
+// length and the parameter type (gradients travel in it too).
 struct Workload {
-  models::TransformerConfig config;
+  std::string model;
   int64_t seq = 2048;
-  // Parameters and activations; gradients travel in it too.
   Dtype dtype = Dtype::kBF16;
 };
 
@@ -88,29 +80,6 @@ struct StepEstimate {
   double backward_gather_s = 0;
 };
 
-// Checks that `strategy` can plan `workload` (heads and kv heads divide by
-// tp, positive knobs, the topology's device count); the message says what
-// to change.
-absl::Status checkStrategy(const Workload& workload, const Strategy& strategy,
-                           const CostModel& model);
-
-// Builds the per-rank program of one micro-step and prices it. Only the
-// Llama family (RMSNorm, SwiGLU, rotary GQA attention) is modelled; GPT-2
-// is refused with a message.
-absl::StatusOr<StepEstimate> estimateStep(const Workload& workload, const Strategy& strategy,
-                                          const CostModel& model);
-
-// A lower bound of the peak memory per rank of any plan with `strategy`'s
-// mesh and micro-batch, whatever its prefetch, resharding and buckets: the
-// resident parameters and optimizer states plus every layer's saved
-// activations, all live when the loss gradient is computed.
-int64_t memoryLowerBound(const Workload& workload, const Strategy& strategy);
-
-// The forward FLOPs of one sequence of `workload` as the nn ops count them
-// (docs/planner_nn.md): 2 per multiply-add of every linear, causal
-// attention's unmasked pairs, and the elementwise ops.
-double forwardFlopsPerSequence(const Workload& workload);
-
 }  // namespace loom::planner::cost
 
-#endif  // LOOM_PLANNER_COST_TRANSFORMER_MODEL_H_
+#endif  // LOOM_PLANNER_COST_STRATEGY_H_
