@@ -87,4 +87,44 @@ void Work::onCompletion(std::function<void(const absl::Status&)> callback) {
   callback(exception());
 }
 
+absl::StatusOr<std::vector<Tensor>> Work::result() const {
+  absl::MutexLock lock(&mu_);
+  if (!completed_) {
+    return makeError(ErrorKind::kInvalidArgument, absl::StatusCode::kFailedPrecondition,
+                     absl::StrCat(info_.describe(),
+                                  " has not completed; wait() for it before reading its result"));
+  }
+  if (!status_.ok()) return status_;
+  return outputs_;
+}
+
+void Work::setOutputs(std::vector<Tensor> outputs) {
+  absl::MutexLock lock(&mu_);
+  outputs_ = std::move(outputs);
+}
+
+std::shared_ptr<Future<std::vector<Tensor>>> Work::getFuture() {
+  std::shared_ptr<Future<std::vector<Tensor>>> future;
+  {
+    absl::MutexLock lock(&mu_);
+    if (future_ != nullptr) return future_;
+    future_ = std::make_shared<Future<std::vector<Tensor>>>(default_timeout_);
+    future = future_;
+  }
+  // Completion callbacks run inside complete(), while the Work exists.
+  onCompletion([this, future](const absl::Status& status) {
+    if (!status.ok()) {
+      future->setError(status);
+      return;
+    }
+    std::vector<Tensor> outputs;
+    {
+      absl::MutexLock lock(&mu_);
+      outputs = outputs_;
+    }
+    future->setValue(std::move(outputs));
+  });
+  return future;
+}
+
 }  // namespace loom::comm
