@@ -87,29 +87,52 @@ std::vector<std::string> registeredBackends() {
   return names;
 }
 
-absl::StatusOr<std::unique_ptr<Backend>> createBackend(std::string_view name, Device::Type device,
-                                                       const BackendContext& context) {
-  BackendFactory factory;
+namespace {
+
+// The registration of `name` if it serves `device`, else the error every
+// caller reports (the same words on every rank, which all pass the same
+// name).
+absl::StatusOr<Registration> lookUp(std::string_view name, Device::Type device) {
+  Registry& r = registry();
+  absl::MutexLock lock(&r.mu);
+  auto it = r.backends.find(name);
+  if (it == r.backends.end()) {
+    std::vector<std::string> names;
+    for (const auto& [known, registration] : r.backends) names.push_back(known);
+    return invalidArgumentError(absl::StrCat(
+        "unknown backend '", std::string(name), "'; registered backends are ",
+        names.empty() ? "none (link //comm:all_backends)" : absl::StrJoin(names, ", ")));
+  }
+  const std::vector<Device::Type>& devices = it->second.devices;
+  if (std::find(devices.begin(), devices.end(), device) == devices.end()) {
+    return invalidArgumentError(absl::StrCat("backend ", std::string(name), " does not serve ",
+                                             std::string(deviceTypeName(device)),
+                                             " tensors; pick another backend for them"));
+  }
+  return it->second;
+}
+
+}  // namespace
+
+absl::Status checkBackend(std::string_view name, Device::Type device) {
+  return lookUp(name, device).status();
+}
+
+absl::StatusOr<std::vector<Device::Type>> backendDevices(std::string_view name) {
   {
     Registry& r = registry();
     absl::MutexLock lock(&r.mu);
     auto it = r.backends.find(name);
-    if (it == r.backends.end()) {
-      std::vector<std::string> names;
-      for (const auto& [known, registration] : r.backends) names.push_back(known);
-      return invalidArgumentError(absl::StrCat(
-          "unknown backend '", std::string(name), "'; registered backends are ",
-          names.empty() ? "none (link //comm:all_backends)" : absl::StrJoin(names, ", ")));
-    }
-    const std::vector<Device::Type>& devices = it->second.devices;
-    if (std::find(devices.begin(), devices.end(), device) == devices.end()) {
-      return invalidArgumentError(absl::StrCat("backend ", std::string(name), " does not serve ",
-                                               std::string(deviceTypeName(device)),
-                                               " tensors; pick another backend for them"));
-    }
-    factory = it->second.factory;
+    if (it != r.backends.end()) return it->second.devices;
   }
-  return factory(context);
+  return lookUp(name, Device::Type::kCpu).status();
+}
+
+absl::StatusOr<std::unique_ptr<Backend>> createBackend(std::string_view name, Device::Type device,
+                                                       const BackendContext& context) {
+  absl::StatusOr<Registration> registration = lookUp(name, device);
+  if (!registration.ok()) return registration.status();
+  return registration->factory(context);
 }
 
 }  // namespace loom::comm

@@ -157,11 +157,17 @@ using BackendFactory =
 
 // Backends register by name ("gloo", "mpi", "nccl") with the device types
 // they serve; ProcessGroupOptions picks one per device type by name.
+// Linking //comm:all_backends registers this build's three.
 void registerBackend(std::string name, std::vector<Device::Type> devices, BackendFactory factory);
 absl::StatusOr<std::unique_ptr<Backend>> createBackend(std::string_view name, Device::Type device,
                                                        const BackendContext& context);
 // The registered names, for error messages and --backend flags.
 std::vector<std::string> registeredBackends();
+// OK when `name` is registered and serves `device`; otherwise the error
+// createBackend would give. Nothing is created.
+absl::Status checkBackend(std::string_view name, Device::Type device);
+// The device types `name` serves, or the unknown-backend error.
+absl::StatusOr<std::vector<Device::Type>> backendDevices(std::string_view name);
 
 }  // namespace loom::comm
 
