@@ -82,6 +82,8 @@ struct Call {
   int root = -1;
   std::optional<ReduceOp> reduce_op = std::nullopt;
   std::vector<std::vector<int64_t>> common_shapes = {};
+  // What the Work's result() returns: the tensors the call writes.
+  std::vector<Tensor> outputs = {};
 };
 
 // Records a call's end in the flight recorder and, when it timed out, dumps
@@ -198,6 +200,25 @@ class ProcessGroup::Impl {
     return absl::OkStatus();
   }
 
+  // Outputs must be writable: a view of const data is an input only.
+  absl::Status checkWritable(const std::string& op, const Tensor& tensor,
+                             const std::string& what) const {
+    if (tensor.writable()) return absl::OkStatus();
+    return invalidArgumentError(absl::StrCat(where(op), what, " ", tensor.toString(),
+                                             " is a read-only view (of const data) but ", op,
+                                             " writes into it; pass a view of writable memory"));
+  }
+
+  absl::Status checkWritableEach(const std::string& op, const std::vector<Tensor>& tensors,
+                                 const std::string& what) const {
+    for (size_t r = 0; r < tensors.size(); ++r) {
+      if (absl::Status s = checkWritable(op, tensors[r], absl::StrCat(what, " ", r)); !s.ok()) {
+        return s;
+      }
+    }
+    return absl::OkStatus();
+  }
+
   absl::Status checkSelf(const std::string& op, const Tensor& tensor,
                          const std::string& what) const {
     return checkOne(op, tensor, what, tensor.dtype(), tensor.numel(), tensor.device());
@@ -213,6 +234,10 @@ class ProcessGroup::Impl {
     }
     // Created on first use: every rank makes the same calls in the same
     // order, so every rank reaches this point at the same call.
+    if (options.cuda_backend.empty()) {
+      return invalidArgumentError(absl::StrCat(where(op), "the group has no CUDA backend (",
+                                               "cuda_backend is empty); pass CPU tensors"));
+    }
     absl::MutexLock lock(&mu);
     if (cuda_backend == nullptr) {
       absl::StatusOr<std::unique_ptr<Backend>> backend =
@@ -291,6 +316,7 @@ class ProcessGroup::Impl {
       // order; CPU calls are checked and issued by the issuer.
       if (issuer != nullptr && !call.device.isCuda()) {
         auto work = std::make_shared<debug::CheckedWork>(info, options.timeout);
+        work->setOutputs(call.outputs);
         recordEndOnCompletion(*work, id);
         issuer->submit(
             std::move(fingerprint), work,
@@ -310,6 +336,7 @@ class ProcessGroup::Impl {
       recordEnd(id, work.status());
       return work;
     }
+    (*work)->setOutputs(call.outputs);
     recordEndOnCompletion(**work, id);
     return work;
   }
@@ -332,6 +359,14 @@ absl::StatusOr<std::shared_ptr<ProcessGroup>> ProcessGroup::Impl::create(
   absl::StatusOr<CollectiveChecks> checks = checksFromEnv(options.checks);
   if (!checks.ok()) return withContext(checks.status(), who);
   options.checks = *checks;
+  // Backend names are checked before the store is touched, so that a
+  // mistyped name fails on every rank with the same words (rather than on
+  // the first rank, and as a vanished store on the others once it exits).
+  for (const auto& [name, device] : {std::pair{options.cpu_backend, Device::Type::kCpu},
+                                     std::pair{options.cuda_backend, Device::Type::kCuda}}) {
+    if (name.empty()) continue;
+    if (absl::Status s = checkBackend(name, device); !s.ok()) return withContext(s, who);
+  }
 
   auto impl = std::make_unique<Impl>();
   impl->options = options;
@@ -519,6 +554,9 @@ ProcessGroup::WorkOr ProcessGroup::broadcast(Tensor tensor, const BroadcastOptio
   const std::string op = "broadcast";
   if (absl::Status s = impl.checkRank(op, "root", options.root); !s.ok()) return s;
   if (absl::Status s = impl.checkSelf(op, tensor, "tensor"); !s.ok()) return s;
+  if (impl.rank != options.root) {
+    if (absl::Status s = impl.checkWritable(op, tensor, "tensor"); !s.ok()) return s;
+  }
   const BroadcastOptions resolved = withTimeout(options, impl.options.timeout);
   return impl.issue({.op = op,
                      .device = tensor.device(),
@@ -526,7 +564,8 @@ ProcessGroup::WorkOr ProcessGroup::broadcast(Tensor tensor, const BroadcastOptio
                      .shapes = shapesOf({&tensor}, {}),
                      .numel = tensor.numel(),
                      .root = options.root,
-                     .common_shapes = shapesOf({&tensor}, {})},
+                     .common_shapes = shapesOf({&tensor}, {}),
+                     .outputs = {tensor}},
                     [=](Backend& backend, const CollectiveInfo& info) {
                       return backend.broadcast(tensor, resolved, info);
                     });
@@ -536,6 +575,7 @@ ProcessGroup::WorkOr ProcessGroup::allReduce(Tensor tensor, const AllReduceOptio
   Impl& impl = *impl_;
   const std::string op = "all_reduce";
   if (absl::Status s = impl.checkSelf(op, tensor, "tensor"); !s.ok()) return s;
+  if (absl::Status s = impl.checkWritable(op, tensor, "tensor"); !s.ok()) return s;
   if (absl::Status s = impl.checkReduce(op, options.op, tensor.dtype()); !s.ok()) return s;
   const AllReduceOptions resolved = withTimeout(options, impl.options.timeout);
   return impl.issue({.op = op,
@@ -544,7 +584,8 @@ ProcessGroup::WorkOr ProcessGroup::allReduce(Tensor tensor, const AllReduceOptio
                      .shapes = shapesOf({&tensor}, {}),
                      .numel = tensor.numel(),
                      .reduce_op = options.op,
-                     .common_shapes = shapesOf({&tensor}, {})},
+                     .common_shapes = shapesOf({&tensor}, {}),
+                     .outputs = {tensor}},
                     [=](Backend& backend, const CollectiveInfo& info) {
                       return backend.allReduce(tensor, resolved, info);
                     });
@@ -555,6 +596,9 @@ ProcessGroup::WorkOr ProcessGroup::reduce(Tensor tensor, const ReduceOptions& op
   const std::string op = "reduce";
   if (absl::Status s = impl.checkRank(op, "root", options.root); !s.ok()) return s;
   if (absl::Status s = impl.checkSelf(op, tensor, "tensor"); !s.ok()) return s;
+  // Every rank's tensor: the root's receives the result, the others' are
+  // the engine's scratch (as in PyTorch's gloo backend).
+  if (absl::Status s = impl.checkWritable(op, tensor, "tensor"); !s.ok()) return s;
   if (absl::Status s = impl.checkReduce(op, options.op, tensor.dtype()); !s.ok()) return s;
   const ReduceOptions resolved = withTimeout(options, impl.options.timeout);
   return impl.issue({.op = op,
@@ -564,7 +608,8 @@ ProcessGroup::WorkOr ProcessGroup::reduce(Tensor tensor, const ReduceOptions& op
                      .numel = tensor.numel(),
                      .root = options.root,
                      .reduce_op = options.op,
-                     .common_shapes = shapesOf({&tensor}, {})},
+                     .common_shapes = shapesOf({&tensor}, {}),
+                     .outputs = {tensor}},
                     [=](Backend& backend, const CollectiveInfo& info) {
                       return backend.reduce(tensor, resolved, info);
                     });
@@ -581,13 +626,15 @@ ProcessGroup::WorkOr ProcessGroup::allGather(std::vector<Tensor> outputs, Tensor
       !s.ok()) {
     return s;
   }
+  if (absl::Status s = impl.checkWritableEach(op, outputs, "output"); !s.ok()) return s;
   const AllGatherOptions resolved = withTimeout(options, impl.options.timeout);
   return impl.issue({.op = op,
                      .device = input.device(),
                      .dtype = input.dtype(),
                      .shapes = shapesOf({&input}, {&outputs}),
                      .numel = input.numel(),
-                     .common_shapes = shapesOf({&input}, {&outputs})},
+                     .common_shapes = shapesOf({&input}, {&outputs}),
+                     .outputs = outputs},
                     [=](Backend& backend, const CollectiveInfo& info) {
                       return backend.allGather(outputs, input, resolved, info);
                     });
@@ -603,13 +650,15 @@ ProcessGroup::WorkOr ProcessGroup::allGatherIntoTensor(Tensor output, Tensor inp
       !s.ok()) {
     return s;
   }
+  if (absl::Status s = impl.checkWritable(op, output, "output"); !s.ok()) return s;
   const AllGatherOptions resolved = withTimeout(options, impl.options.timeout);
   return impl.issue({.op = op,
                      .device = input.device(),
                      .dtype = input.dtype(),
                      .shapes = shapesOf({&input, &output}, {}),
                      .numel = input.numel(),
-                     .common_shapes = shapesOf({&input, &output}, {})},
+                     .common_shapes = shapesOf({&input, &output}, {}),
+                     .outputs = {output}},
                     [=](Backend& backend, const CollectiveInfo& info) {
                       return backend.allGatherIntoTensor(output, input, resolved, info);
                     });
@@ -624,6 +673,7 @@ ProcessGroup::WorkOr ProcessGroup::gather(std::vector<Tensor> outputs, Tensor in
   if (absl::Status s = impl.checkRootList(op, outputs, "output", input, options.root); !s.ok()) {
     return s;
   }
+  if (absl::Status s = impl.checkWritableEach(op, outputs, "output"); !s.ok()) return s;
   const GatherOptions resolved = withTimeout(options, impl.options.timeout);
   return impl.issue({.op = op,
                      .device = input.device(),
@@ -631,7 +681,8 @@ ProcessGroup::WorkOr ProcessGroup::gather(std::vector<Tensor> outputs, Tensor in
                      .shapes = shapesOf({&input}, {&outputs}),
                      .numel = input.numel(),
                      .root = options.root,
-                     .common_shapes = shapesOf({&input}, {})},
+                     .common_shapes = shapesOf({&input}, {}),
+                     .outputs = outputs},
                     [=](Backend& backend, const CollectiveInfo& info) {
                       return backend.gather(outputs, input, resolved, info);
                     });
@@ -643,6 +694,7 @@ ProcessGroup::WorkOr ProcessGroup::scatter(Tensor output, std::vector<Tensor> in
   const std::string op = "scatter";
   if (absl::Status s = impl.checkRank(op, "root", options.root); !s.ok()) return s;
   if (absl::Status s = impl.checkSelf(op, output, "output"); !s.ok()) return s;
+  if (absl::Status s = impl.checkWritable(op, output, "output"); !s.ok()) return s;
   if (absl::Status s = impl.checkRootList(op, inputs, "input", output, options.root); !s.ok()) {
     return s;
   }
@@ -653,7 +705,8 @@ ProcessGroup::WorkOr ProcessGroup::scatter(Tensor output, std::vector<Tensor> in
                      .shapes = shapesOf({&output}, {&inputs}),
                      .numel = output.numel(),
                      .root = options.root,
-                     .common_shapes = shapesOf({&output}, {})},
+                     .common_shapes = shapesOf({&output}, {}),
+                     .outputs = {output}},
                     [=](Backend& backend, const CollectiveInfo& info) {
                       return backend.scatter(output, inputs, resolved, info);
                     });
@@ -664,6 +717,7 @@ ProcessGroup::WorkOr ProcessGroup::reduceScatter(Tensor output, std::vector<Tens
   Impl& impl = *impl_;
   const std::string op = "reduce_scatter";
   if (absl::Status s = impl.checkSelf(op, output, "output"); !s.ok()) return s;
+  if (absl::Status s = impl.checkWritable(op, output, "output"); !s.ok()) return s;
   if (absl::Status s = impl.checkCount(op, "inputs", inputs.size()); !s.ok()) return s;
   if (absl::Status s =
           impl.checkEach(op, inputs, "input", output.dtype(), output.numel(), output.device());
@@ -678,7 +732,8 @@ ProcessGroup::WorkOr ProcessGroup::reduceScatter(Tensor output, std::vector<Tens
                      .shapes = shapesOf({&output}, {&inputs}),
                      .numel = output.numel(),
                      .reduce_op = options.op,
-                     .common_shapes = shapesOf({&output}, {&inputs})},
+                     .common_shapes = shapesOf({&output}, {&inputs}),
+                     .outputs = {output}},
                     [=](Backend& backend, const CollectiveInfo& info) {
                       return backend.reduceScatter(output, inputs, resolved, info);
                     });
@@ -689,6 +744,7 @@ ProcessGroup::WorkOr ProcessGroup::reduceScatterTensor(Tensor output, Tensor inp
   Impl& impl = *impl_;
   const std::string op = "reduce_scatter_tensor";
   if (absl::Status s = impl.checkSelf(op, output, "output"); !s.ok()) return s;
+  if (absl::Status s = impl.checkWritable(op, output, "output"); !s.ok()) return s;
   if (absl::Status s = impl.checkOne(op, input, "input", output.dtype(), output.numel() * impl.size,
                                      output.device());
       !s.ok()) {
@@ -702,7 +758,8 @@ ProcessGroup::WorkOr ProcessGroup::reduceScatterTensor(Tensor output, Tensor inp
                      .shapes = shapesOf({&output, &input}, {}),
                      .numel = output.numel(),
                      .reduce_op = options.op,
-                     .common_shapes = shapesOf({&output, &input}, {})},
+                     .common_shapes = shapesOf({&output, &input}, {}),
+                     .outputs = {output}},
                     [=](Backend& backend, const CollectiveInfo& info) {
                       return backend.reduceScatterTensor(output, input, resolved, info);
                     });
@@ -714,6 +771,7 @@ ProcessGroup::WorkOr ProcessGroup::allToAll(std::vector<Tensor> outputs, std::ve
   const std::string op = "all_to_all";
   if (absl::Status s = impl.checkCount(op, "inputs", inputs.size()); !s.ok()) return s;
   if (absl::Status s = impl.checkCount(op, "outputs", outputs.size()); !s.ok()) return s;
+  if (absl::Status s = impl.checkWritableEach(op, outputs, "output"); !s.ok()) return s;
   // Sizes may differ per peer (what rank r sends must match what it
   // receives there, which only the ranks together know).
   const DType dtype = inputs[0].dtype();
@@ -732,11 +790,14 @@ ProcessGroup::WorkOr ProcessGroup::allToAll(std::vector<Tensor> outputs, std::ve
   }
   const AllToAllOptions resolved = withTimeout(options, impl.options.timeout);
   // Sizes may differ per peer, so only the dtype is compared across ranks.
-  return impl.issue(
-      {.op = op, .device = device, .dtype = dtype, .shapes = shapesOf({}, {&inputs, &outputs})},
-      [=](Backend& backend, const CollectiveInfo& info) {
-        return backend.allToAll(outputs, inputs, resolved, info);
-      });
+  return impl.issue({.op = op,
+                     .device = device,
+                     .dtype = dtype,
+                     .shapes = shapesOf({}, {&inputs, &outputs}),
+                     .outputs = outputs},
+                    [=](Backend& backend, const CollectiveInfo& info) {
+                      return backend.allToAll(outputs, inputs, resolved, info);
+                    });
 }
 
 ProcessGroup::WorkOr ProcessGroup::allToAllSingle(Tensor output, Tensor input,
@@ -751,6 +812,7 @@ ProcessGroup::WorkOr ProcessGroup::allToAllSingle(Tensor output, Tensor input,
       !s.ok()) {
     return s;
   }
+  if (absl::Status s = impl.checkWritable(op, output, "output"); !s.ok()) return s;
   if (input.shape().empty() || output.shape().empty()) {
     return invalidArgumentError(absl::StrCat(impl.where(op), "input ", input.toString(),
                                              " and output ", output.toString(),
@@ -812,7 +874,8 @@ ProcessGroup::WorkOr ProcessGroup::allToAllSingle(Tensor output, Tensor input,
        .shapes = shapesOf({&input, &output}, {}),
        .numel = even ? input.numel() : 0,
        .common_shapes =
-           even ? shapesOf({&input, &output}, {}) : std::vector<std::vector<int64_t>>{}},
+           even ? shapesOf({&input, &output}, {}) : std::vector<std::vector<int64_t>>{},
+       .outputs = {output}},
       [=](Backend& backend, const CollectiveInfo& info) {
         return backend.allToAllSingle(output, input, output_splits, input_splits, resolved, info);
       });
@@ -842,7 +905,8 @@ ProcessGroup::WorkOr ProcessGroup::send(Tensor tensor, int dst, const P2POptions
                      .dtype = tensor.dtype(),
                      .shapes = shapesOf({&tensor}, {}),
                      .peer = dst,
-                     .is_send = true},
+                     .is_send = true,
+                     .outputs = {tensor}},
                     [=](Backend& backend, const CollectiveInfo& info) {
                       return backend.send(tensor, dst, resolved, info);
                     });
@@ -853,6 +917,7 @@ ProcessGroup::WorkOr ProcessGroup::recv(Tensor tensor, int src, const P2POptions
   const std::string op = "recv";
   if (absl::Status s = impl.checkPeer(op, "src", src); !s.ok()) return s;
   if (absl::Status s = impl.checkSelf(op, tensor, "tensor"); !s.ok()) return s;
+  if (absl::Status s = impl.checkWritable(op, tensor, "tensor"); !s.ok()) return s;
   if (options.tag < 0) {
     return invalidArgumentError(
         absl::StrCat(impl.where(op), "tag is ", options.tag, "; tags must be non-negative"));
@@ -863,7 +928,8 @@ ProcessGroup::WorkOr ProcessGroup::recv(Tensor tensor, int src, const P2POptions
                      .dtype = tensor.dtype(),
                      .shapes = shapesOf({&tensor}, {}),
                      .peer = src,
-                     .is_send = false},
+                     .is_send = false,
+                     .outputs = {tensor}},
                     [=](Backend& backend, const CollectiveInfo& info) {
                       return backend.recv(tensor, src, resolved, info);
                     });
@@ -880,6 +946,9 @@ absl::StatusOr<std::vector<std::shared_ptr<Work>>> ProcessGroup::batchIsendIrecv
         absl::StrCat("batch_isend_irecv op ", i, " (", is_send ? "send" : "recv", ")");
     if (absl::Status s = impl.checkPeer(op, "peer", p.peer); !s.ok()) return s;
     if (absl::Status s = impl.checkSelf(op, p.tensor, "tensor"); !s.ok()) return s;
+    if (!is_send) {
+      if (absl::Status s = impl.checkWritable(op, p.tensor, "tensor"); !s.ok()) return s;
+    }
     if (p.tag < 0) {
       return invalidArgumentError(
           absl::StrCat(impl.where(op), "tag is ", p.tag, "; tags must be non-negative"));
@@ -899,6 +968,70 @@ absl::StatusOr<std::vector<std::shared_ptr<Work>>> ProcessGroup::batchIsendIrecv
     works.push_back(*std::move(work));
   }
   return works;
+}
+
+namespace {
+
+// Waits for an issued call: one Status for both ways a call can fail.
+absl::Status finish(const ProcessGroup::WorkOr& work) {
+  if (!work.ok()) return work.status();
+  return (*work)->wait();
+}
+
+}  // namespace
+
+absl::Status ProcessGroup::broadcastSync(Tensor tensor, const BroadcastOptions& options) {
+  return finish(broadcast(std::move(tensor), options));
+}
+absl::Status ProcessGroup::allReduceSync(Tensor tensor, const AllReduceOptions& options) {
+  return finish(allReduce(std::move(tensor), options));
+}
+absl::Status ProcessGroup::reduceSync(Tensor tensor, const ReduceOptions& options) {
+  return finish(reduce(std::move(tensor), options));
+}
+absl::Status ProcessGroup::allGatherSync(std::vector<Tensor> outputs, Tensor input,
+                                         const AllGatherOptions& options) {
+  return finish(allGather(std::move(outputs), std::move(input), options));
+}
+absl::Status ProcessGroup::allGatherIntoTensorSync(Tensor output, Tensor input,
+                                                   const AllGatherOptions& options) {
+  return finish(allGatherIntoTensor(std::move(output), std::move(input), options));
+}
+absl::Status ProcessGroup::gatherSync(std::vector<Tensor> outputs, Tensor input,
+                                      const GatherOptions& options) {
+  return finish(gather(std::move(outputs), std::move(input), options));
+}
+absl::Status ProcessGroup::scatterSync(Tensor output, std::vector<Tensor> inputs,
+                                       const ScatterOptions& options) {
+  return finish(scatter(std::move(output), std::move(inputs), options));
+}
+absl::Status ProcessGroup::reduceScatterSync(Tensor output, std::vector<Tensor> inputs,
+                                             const ReduceScatterOptions& options) {
+  return finish(reduceScatter(std::move(output), std::move(inputs), options));
+}
+absl::Status ProcessGroup::reduceScatterTensorSync(Tensor output, Tensor input,
+                                                   const ReduceScatterOptions& options) {
+  return finish(reduceScatterTensor(std::move(output), std::move(input), options));
+}
+absl::Status ProcessGroup::allToAllSync(std::vector<Tensor> outputs, std::vector<Tensor> inputs,
+                                        const AllToAllOptions& options) {
+  return finish(allToAll(std::move(outputs), std::move(inputs), options));
+}
+absl::Status ProcessGroup::allToAllSingleSync(Tensor output, Tensor input,
+                                              std::vector<int64_t> output_splits,
+                                              std::vector<int64_t> input_splits,
+                                              const AllToAllOptions& options) {
+  return finish(allToAllSingle(std::move(output), std::move(input), std::move(output_splits),
+                               std::move(input_splits), options));
+}
+absl::Status ProcessGroup::barrierSync(const BarrierOptions& options) {
+  return finish(barrier(options));
+}
+absl::Status ProcessGroup::sendSync(Tensor tensor, int dst, const P2POptions& options) {
+  return finish(send(std::move(tensor), dst, options));
+}
+absl::Status ProcessGroup::recvSync(Tensor tensor, int src, const P2POptions& options) {
+  return finish(recv(std::move(tensor), src, options));
 }
 
 absl::Status ProcessGroup::monitoredBarrier(std::optional<absl::Duration> timeout,

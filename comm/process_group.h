@@ -105,6 +105,35 @@ class ProcessGroup {
   WorkOr recv(Tensor tensor, int src, const P2POptions& options = {});
   absl::StatusOr<std::vector<std::shared_ptr<Work>>> batchIsendIrecv(std::vector<P2POp> ops);
 
+  // Synchronous forms, torch.distributed's default (async_op=False): each
+  // issues the call above and waits for it within the call's timeout. One
+  // Status carries argument errors, failed cross-rank checks and engine
+  // failures alike; when it is OK the outputs hold the result.
+  absl::Status broadcastSync(Tensor tensor, const BroadcastOptions& options = {});
+  absl::Status allReduceSync(Tensor tensor, const AllReduceOptions& options = {});
+  absl::Status reduceSync(Tensor tensor, const ReduceOptions& options = {});
+  absl::Status allGatherSync(std::vector<Tensor> outputs, Tensor input,
+                             const AllGatherOptions& options = {});
+  absl::Status allGatherIntoTensorSync(Tensor output, Tensor input,
+                                       const AllGatherOptions& options = {});
+  absl::Status gatherSync(std::vector<Tensor> outputs, Tensor input,
+                          const GatherOptions& options = {});
+  absl::Status scatterSync(Tensor output, std::vector<Tensor> inputs,
+                           const ScatterOptions& options = {});
+  absl::Status reduceScatterSync(Tensor output, std::vector<Tensor> inputs,
+                                 const ReduceScatterOptions& options = {});
+  absl::Status reduceScatterTensorSync(Tensor output, Tensor input,
+                                       const ReduceScatterOptions& options = {});
+  absl::Status allToAllSync(std::vector<Tensor> outputs, std::vector<Tensor> inputs,
+                            const AllToAllOptions& options = {});
+  absl::Status allToAllSingleSync(Tensor output, Tensor input,
+                                  std::vector<int64_t> output_splits = {},
+                                  std::vector<int64_t> input_splits = {},
+                                  const AllToAllOptions& options = {});
+  absl::Status barrierSync(const BarrierOptions& options = {});
+  absl::Status sendSync(Tensor tensor, int dst, const P2POptions& options = {});
+  absl::Status recvSync(Tensor tensor, int src, const P2POptions& options = {});
+
   // A barrier that names the ranks that did not arrive within `timeout`
   // (c10d monitored_barrier). With `wait_all_ranks` false it reports the
   // first missing rank only, as soon as it is known.
