@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
@@ -818,8 +819,19 @@ GlooBackendOptions glooOptionsFromEnv(
     return value == nullptr ? std::nullopt : std::optional<std::string>(value);
   };
   GlooBackendOptions options;
+  std::vector<std::string> ifaces;
+  if (std::optional<std::string> list = read("GLOO_SOCKET_IFNAME")) {
+    for (absl::string_view name : absl::StrSplit(*list, ',', absl::SkipWhitespace())) {
+      ifaces.emplace_back(absl::StripAsciiWhitespace(name));
+    }
+  }
   if (std::optional<std::string> iface = read("LOOM_GLOO_IFACE"); iface && !iface->empty()) {
     options.iface = *iface;
+  } else if (!ifaces.empty()) {
+    // c10d spreads its Gloo contexts over the listed interfaces; here each
+    // group has one context, so successive groups take them in turn.
+    static std::atomic<size_t> next_iface{0};
+    options.iface = ifaces[next_iface.fetch_add(1) % ifaces.size()];
   } else if (std::optional<std::string> host = read("LOOM_GLOO_HOSTNAME"); host && !host->empty()) {
     options.hostname = *host;
   } else if (std::optional<std::string> master = read("MASTER_ADDR"); master && !master->empty()) {
@@ -938,7 +950,9 @@ absl::StatusOr<std::unique_ptr<Backend>> createGlooBackend(const BackendContext&
     return invalidArgumentError(absl::StrCat(
         who, " cannot listen on ",
         options.iface.empty() ? "host " + options.hostname : "interface " + options.iface, ": ",
-        e.what(), "; set LOOM_GLOO_IFACE or LOOM_GLOO_HOSTNAME to an address of this machine"));
+        e.what(),
+        "; set GLOO_SOCKET_IFNAME (or LOOM_GLOO_IFACE) to an interface of this machine, or "
+        "LOOM_GLOO_HOSTNAME to one of its addresses"));
   }
   auto gloo_context = std::make_shared<::gloo::rendezvous::Context>(context.rank, context.size);
   gloo_context->setTimeout(toChrono(context.timeout));
