@@ -3,6 +3,7 @@
 #include "comm/backend.h"
 
 #include <algorithm>
+#include <cctype>
 #include <map>
 #include <memory>
 #include <string>
@@ -11,6 +12,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "absl/synchronization/mutex.h"
 #include "comm/errors.h"
 
@@ -126,6 +128,56 @@ absl::StatusOr<std::vector<Device::Type>> backendDevices(std::string_view name) 
     if (it != r.backends.end()) return it->second.devices;
   }
   return lookUp(name, Device::Type::kCpu).status();
+}
+
+namespace {
+
+constexpr char kDefaultSpec[] = "cpu:gloo,cuda:nccl";
+
+std::string lower(std::string_view text) {
+  std::string out(text);
+  std::transform(out.begin(), out.end(), out.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  return out;
+}
+
+absl::Status specError(std::string_view spec, std::string_view why) {
+  return invalidArgumentError(absl::StrCat("backend '", std::string(spec), "': ", std::string(why),
+                                           "; pass gloo, mpi, nccl or a list such as ",
+                                           kDefaultSpec));
+}
+
+}  // namespace
+
+absl::StatusOr<BackendChoice> parseBackendSpec(std::string_view spec) {
+  const std::string text = lower(spec.empty() ? std::string_view(kDefaultSpec) : spec);
+  BackendChoice choice;
+  if (text.find(':') == std::string::npos) {
+    absl::StatusOr<std::vector<Device::Type>> devices = backendDevices(text);
+    if (!devices.ok()) return devices.status();
+    for (Device::Type device : *devices) {
+      (device == Device::Type::kCuda ? choice.cuda : choice.cpu) = text;
+    }
+    return choice;
+  }
+  for (absl::string_view item : absl::StrSplit(text, ',')) {
+    const std::vector<std::string> parts = absl::StrSplit(item, ':');
+    if (parts.size() != 2 || parts[1].empty()) {
+      return specError(spec, absl::StrCat("'", std::string(item), "' is not device:backend"));
+    }
+    const bool cuda = parts[0] == "cuda";
+    if (!cuda && parts[0] != "cpu") {
+      return specError(spec, absl::StrCat("unknown device type '", parts[0], "' (cpu or cuda)"));
+    }
+    std::string& slot = cuda ? choice.cuda : choice.cpu;
+    if (!slot.empty()) return specError(spec, absl::StrCat(parts[0], " is given twice"));
+    if (absl::Status s = checkBackend(parts[1], cuda ? Device::Type::kCuda : Device::Type::kCpu);
+        !s.ok()) {
+      return s;
+    }
+    slot = parts[1];
+  }
+  return choice;
 }
 
 absl::StatusOr<std::unique_ptr<Backend>> createBackend(std::string_view name, Device::Type device,

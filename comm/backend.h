@@ -169,6 +169,20 @@ absl::Status checkBackend(std::string_view name, Device::Type device);
 // The device types `name` serves, or the unknown-backend error.
 absl::StatusOr<std::vector<Device::Type>> backendDevices(std::string_view name);
 
+// The backend per device type a backend string names; "" where the group
+// has none (a CUDA call on a "gloo" group fails naming that).
+struct BackendChoice {
+  std::string cpu = "";
+  std::string cuda = "";
+};
+
+// Parses a backend string as torch.distributed's: "gloo", "mpi" or "nccl"
+// (case-insensitive) for every device type that backend serves, or one per
+// device type, "cpu:gloo,cuda:nccl"; empty means that pair. Checked against
+// the registered backends, so every rank passing the same string gets the
+// same answer without talking to any other.
+absl::StatusOr<BackendChoice> parseBackendSpec(std::string_view spec);
+
 }  // namespace loom::comm
 
 #endif  // LOOM_COMM_BACKEND_H_

@@ -8,16 +8,12 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_split.h"
-#include "absl/strings/string_view.h"
 #include "comm/backend.h"
 #include "comm/errors.h"
 #include "comm/rendezvous.h"
 
 namespace loom::comm {
 namespace {
-
-constexpr char kDefaultSpec[] = "cpu:gloo,cuda:nccl";
 
 std::string lower(std::string_view text) {
   std::string out(text);
@@ -26,44 +22,7 @@ std::string lower(std::string_view text) {
   return out;
 }
 
-absl::Status specError(std::string_view spec, std::string_view why) {
-  return invalidArgumentError(absl::StrCat("backend '", std::string(spec), "': ", std::string(why),
-                                           "; pass gloo, mpi, nccl or a list such as ",
-                                           kDefaultSpec));
-}
-
 }  // namespace
-
-absl::StatusOr<BackendChoice> parseBackendSpec(std::string_view spec) {
-  const std::string text = lower(spec.empty() ? std::string_view(kDefaultSpec) : spec);
-  BackendChoice choice;
-  if (text.find(':') == std::string::npos) {
-    absl::StatusOr<std::vector<Device::Type>> devices = backendDevices(text);
-    if (!devices.ok()) return devices.status();
-    for (Device::Type device : *devices) {
-      (device == Device::Type::kCuda ? choice.cuda : choice.cpu) = text;
-    }
-    return choice;
-  }
-  for (absl::string_view item : absl::StrSplit(text, ',')) {
-    const std::vector<std::string> parts = absl::StrSplit(item, ':');
-    if (parts.size() != 2 || parts[1].empty()) {
-      return specError(spec, absl::StrCat("'", std::string(item), "' is not device:backend"));
-    }
-    const bool cuda = parts[0] == "cuda";
-    if (!cuda && parts[0] != "cpu") {
-      return specError(spec, absl::StrCat("unknown device type '", parts[0], "' (cpu or cuda)"));
-    }
-    std::string& slot = cuda ? choice.cuda : choice.cpu;
-    if (!slot.empty()) return specError(spec, absl::StrCat(parts[0], " is given twice"));
-    if (absl::Status s = checkBackend(parts[1], cuda ? Device::Type::kCuda : Device::Type::kCpu);
-        !s.ok()) {
-      return s;
-    }
-    slot = parts[1];
-  }
-  return choice;
-}
 
 absl::Duration defaultTimeout(std::string_view spec) {
   return lower(spec) == "nccl" ? kDefaultNcclTimeout : kDefaultTimeout;

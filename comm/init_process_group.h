@@ -13,14 +13,11 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "comm/backend.h"
 #include "comm/process_group.h"
 #include "comm/store.h"
 
 namespace loom::comm {
-
-// PyTorch's default timeouts: NCCL groups wait 10 minutes, the others 30.
-inline constexpr absl::Duration kDefaultNcclTimeout = absl::Minutes(10);
-inline constexpr absl::Duration kDefaultTimeout = absl::Minutes(30);
 
 struct InitOptions {
   // "gloo", "mpi" or "nccl" (case-insensitive) for every device type the
@@ -46,17 +43,6 @@ struct InitOptions {
   // process environment (tests that run ranks as threads pass their own).
   std::function<std::optional<std::string>(const std::string&)> getenv = nullptr;
 };
-
-// The backend per device type that InitOptions::backend names; "" where the
-// group has none (a CUDA call on a "gloo" group fails naming that).
-struct BackendChoice {
-  std::string cpu = "";
-  std::string cuda = "";
-};
-
-// Parses InitOptions::backend against the registered backends. Every rank
-// that passes the same string gets the same answer, before any rendezvous.
-absl::StatusOr<BackendChoice> parseBackendSpec(std::string_view spec);
 
 // PyTorch's default for `spec`: kDefaultNcclTimeout for "nccl" alone,
 // kDefaultTimeout for everything else.

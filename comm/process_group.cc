@@ -482,6 +482,11 @@ absl::Duration ProcessGroup::timeout() const { return impl_->options.timeout; }
 
 absl::StatusOr<std::shared_ptr<ProcessGroup>> ProcessGroup::newGroup(
     std::vector<int> ranks, std::optional<std::string> name) {
+  return newGroup(std::move(ranks), NewGroupOptions{.name = std::move(name)});
+}
+
+absl::StatusOr<std::shared_ptr<ProcessGroup>> ProcessGroup::newGroup(
+    std::vector<int> ranks, const NewGroupOptions& new_options) {
   Impl& impl = *impl_;
   const std::string op = "new_group";
   if (ranks.empty()) {
@@ -496,36 +501,76 @@ absl::StatusOr<std::shared_ptr<ProcessGroup>> ProcessGroup::newGroup(
     }
     seen.push_back(r);
   }
-  uint64_t index;
-  {
-    absl::MutexLock lock(&impl.mu);
-    index = ++impl.new_groups;
+  ProcessGroupOptions options = impl.options;
+  if (new_options.backend.has_value()) {
+    absl::StatusOr<BackendChoice> backends = parseBackendSpec(*new_options.backend);
+    if (!backends.ok()) return withContext(backends.status(), impl.where(op));
+    options.cpu_backend = backends->cpu;
+    options.cuda_backend = backends->cuda;
   }
-  const std::string group_name = name.value_or(absl::StrCat(impl.options.group_name, "/", index));
+  options.timeout = new_options.timeout.value_or(options.timeout);
+  options.checks = new_options.checks.value_or(options.checks);
+  const auto it = std::find(ranks.begin(), ranks.end(), impl.rank);
 
-  // Every rank of this group makes the same newGroup calls in the same
-  // order; the first to arrive records what call `index` is.
+  std::string group_name;
+  std::string agreement_key;
+  if (new_options.use_local_synchronization) {
+    // Non-members take no part: they neither count the call nor wait.
+    if (it == ranks.end()) return std::shared_ptr<ProcessGroup>();
+    group_name = new_options.name.value_or(
+        absl::StrCat(impl.options.group_name, "/[", absl::StrJoin(ranks, ","), "]"));
+    agreement_key = absl::StrCat("new_group_local/", group_name);
+  } else {
+    uint64_t index;
+    {
+      absl::MutexLock lock(&impl.mu);
+      index = ++impl.new_groups;
+    }
+    group_name = new_options.name.value_or(absl::StrCat(impl.options.group_name, "/", index));
+    agreement_key = absl::StrCat("new_group/", index);
+  }
+
+  // The ranks that make this call agree on it: the first to arrive records
+  // what it asks for, the others compare.
   const std::string call =
-      absl::StrCat("ranks [", absl::StrJoin(ranks, ", "), "] named ", group_name);
-  absl::StatusOr<Bytes> agreed =
-      impl.store->compareSet(absl::StrCat("new_group/", index), {}, toBytes(call));
+      absl::StrCat("ranks [", absl::StrJoin(ranks, ", "), "] named ", group_name, " with ",
+                   describeOptions(options, static_cast<int>(ranks.size())));
+  absl::StatusOr<Bytes> agreed = impl.store->compareSet(agreement_key, {}, toBytes(call));
   if (!agreed.ok()) return withContext(agreed.status(), impl.where(op));
   if (toString(*agreed) != call) {
-    return invalidArgumentError(
-        absl::StrCat(impl.where(op), "call #", index, " here asks for ", call,
-                     " but another rank asked for ", toString(*agreed),
-                     "; every rank must call newGroup with the same ranks, in the same "
-                     "order"));
+    return invalidArgumentError(absl::StrCat(
+        impl.where(op), "this rank asks for ", call, " but another rank asked for ",
+        toString(*agreed),
+        new_options.use_local_synchronization
+            ? "; every member must call newGroup with the same ranks and options"
+            : "; every rank must call newGroup with the same ranks and options, in the same "
+              "order"));
   }
 
-  const auto it = std::find(ranks.begin(), ranks.end(), impl.rank);
   if (it == ranks.end()) return std::shared_ptr<ProcessGroup>();
-  ProcessGroupOptions options = impl.options;
   options.group_name = group_name;
   std::vector<int> global_ranks;
   for (int r : ranks) global_ranks.push_back(impl.global_ranks[r]);
   return Impl::create(impl.base_store, static_cast<int>(it - ranks.begin()),
                       static_cast<int>(ranks.size()), std::move(options), std::move(global_ranks));
+}
+
+absl::StatusOr<int> ProcessGroup::globalRank(int group_rank) const {
+  if (absl::Status s = impl_->checkRank("get_global_rank", "group_rank", group_rank); !s.ok()) {
+    return s;
+  }
+  return impl_->global_ranks[group_rank];
+}
+
+absl::StatusOr<int> ProcessGroup::groupRank(int global_rank) const {
+  const std::vector<int>& members = impl_->global_ranks;
+  const auto it = std::find(members.begin(), members.end(), global_rank);
+  if (it == members.end()) {
+    return invalidArgumentError(absl::StrCat(impl_->where("get_group_rank"), "global rank ",
+                                             global_rank, " is not a member; the members are [",
+                                             absl::StrJoin(members, ", "), "]"));
+  }
+  return static_cast<int>(it - members.begin());
 }
 
 namespace {
@@ -621,23 +666,37 @@ ProcessGroup::WorkOr ProcessGroup::allGather(std::vector<Tensor> outputs, Tensor
   const std::string op = "all_gather";
   if (absl::Status s = impl.checkSelf(op, input, "input"); !s.ok()) return s;
   if (absl::Status s = impl.checkCount(op, "outputs", outputs.size()); !s.ok()) return s;
-  if (absl::Status s =
-          impl.checkEach(op, outputs, "output", input.dtype(), input.numel(), input.device());
-      !s.ok()) {
-    return s;
+  // Output r holds rank r's input, whose size only rank r knows; this
+  // rank's own output must match its input exactly.
+  bool even = true;
+  for (int r = 0; r < impl.size; ++r) {
+    const int64_t numel = r == impl.rank ? input.numel() : outputs[r].numel();
+    if (absl::Status s = impl.checkOne(op, outputs[r], absl::StrCat("output ", r), input.dtype(),
+                                       numel, input.device());
+        !s.ok()) {
+      return s;
+    }
+    even = even && outputs[r].numel() == input.numel();
   }
   if (absl::Status s = impl.checkWritableEach(op, outputs, "output"); !s.ok()) return s;
   const AllGatherOptions resolved = withTimeout(options, impl.options.timeout);
-  return impl.issue({.op = op,
-                     .device = input.device(),
-                     .dtype = input.dtype(),
-                     .shapes = shapesOf({&input}, {&outputs}),
-                     .numel = input.numel(),
-                     .common_shapes = shapesOf({&input}, {&outputs}),
-                     .outputs = outputs},
-                    [=](Backend& backend, const CollectiveInfo& info) {
-                      return backend.allGather(outputs, input, resolved, info);
-                    });
+  // An uneven all_gather is an all_to_all that sends the input to every
+  // rank (the same bytes on the wire as a ring all_gather); every rank
+  // passes the same sizes, so every rank takes the same path. Sizes differ
+  // between ranks there, so only the dtype is compared across them.
+  return impl.issue(
+      {.op = op,
+       .device = input.device(),
+       .dtype = input.dtype(),
+       .shapes = shapesOf({&input}, {&outputs}),
+       .numel = even ? input.numel() : 0,
+       .common_shapes = even ? shapesOf({&input}, {&outputs}) : std::vector<std::vector<int64_t>>{},
+       .outputs = outputs},
+      [=](Backend& backend, const CollectiveInfo& info) {
+        if (even) return backend.allGather(outputs, input, resolved, info);
+        return backend.allToAll(outputs, std::vector<Tensor>(outputs.size(), input),
+                                AllToAllOptions{.timeout = resolved.timeout}, info);
+      });
 }
 
 ProcessGroup::WorkOr ProcessGroup::allGatherIntoTensor(Tensor output, Tensor input,
