@@ -72,6 +72,7 @@ LOOM_UNSUPPORTED(allToAllSingle(Tensor, Tensor, std::vector<int64_t>, std::vecto
 LOOM_UNSUPPORTED(barrier(const BarrierOptions&, const CollectiveInfo& info))
 LOOM_UNSUPPORTED(send(Tensor, int, const P2POptions&, const CollectiveInfo& info))
 LOOM_UNSUPPORTED(recv(Tensor, int, const P2POptions&, const CollectiveInfo& info))
+LOOM_UNSUPPORTED(recvAnySource(Tensor, const P2POptions&, const CollectiveInfo& info))
 
 #undef LOOM_UNSUPPORTED
 

@@ -137,6 +137,10 @@ class Backend {
                       const CollectiveInfo& info);
   virtual WorkOr recv(Tensor tensor, int src, const P2POptions& options,
                       const CollectiveInfo& info);
+  // A receive from whichever rank sends first with this tag (c10d's
+  // recvAnysource); the Work records the sender (Work::sourceRank).
+  virtual WorkOr recvAnySource(Tensor tensor, const P2POptions& options,
+                               const CollectiveInfo& info);
 
   // Stops the engine: outstanding Works fail and later calls are refused.
   // Used when a collective times out, as c10d aborts a NCCL communicator.

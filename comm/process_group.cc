@@ -84,6 +84,8 @@ struct Call {
   std::vector<std::vector<int64_t>> common_shapes = {};
   // What the Work's result() returns: the tensors the call writes.
   std::vector<Tensor> outputs = {};
+  // A receive from any source: point-to-point, but with no peer.
+  bool any_source = false;
 };
 
 // Records a call's end in the flight recorder and, when it timed out, dumps
@@ -122,6 +124,7 @@ class ProcessGroup::Impl {
   std::vector<uint64_t> sends ABSL_GUARDED_BY(mu);
   std::vector<uint64_t> recvs ABSL_GUARDED_BY(mu);
   uint64_t new_groups ABSL_GUARDED_BY(mu) = 0;
+  uint64_t any_source_recvs ABSL_GUARDED_BY(mu) = 0;
   // Declared before the backends, which complete Works (and so record
   // into it) until they are destroyed.
   std::shared_ptr<debug::FlightRecorder> recorder;
@@ -265,7 +268,9 @@ class ProcessGroup::Impl {
                         .op = call.op,
                         .peer = call.peer};
     absl::MutexLock lock(&mu);
-    if (call.peer < 0) {
+    if (call.any_source) {
+      info.seq = ++any_source_recvs;
+    } else if (call.peer < 0) {
       info.seq = next_seq++;
     } else {
       info.seq = ++(call.is_send ? sends : recvs)[call.peer];
@@ -303,7 +308,7 @@ class ProcessGroup::Impl {
     if (!backend.ok()) return backend.status();
     const CollectiveInfo info = nextInfo(call);
     const uint64_t id = recordStart(info, call);
-    if (checker != nullptr && call.peer < 0) {
+    if (checker != nullptr && call.peer < 0 && !call.any_source) {
       debug::CollectiveFingerprint fingerprint{.seq = info.seq,
                                                .op = call.op,
                                                .dtype = call.dtype,
@@ -994,6 +999,31 @@ ProcessGroup::WorkOr ProcessGroup::recv(Tensor tensor, int src, const P2POptions
                     });
 }
 
+ProcessGroup::WorkOr ProcessGroup::recvAnySource(Tensor tensor, const P2POptions& options) {
+  Impl& impl = *impl_;
+  const std::string op = "recv_any_source";
+  if (impl.size < 2) {
+    return invalidArgumentError(
+        absl::StrCat(impl.where(op), "the group has no other rank to receive from"));
+  }
+  if (absl::Status s = impl.checkSelf(op, tensor, "tensor"); !s.ok()) return s;
+  if (absl::Status s = impl.checkWritable(op, tensor, "tensor"); !s.ok()) return s;
+  if (options.tag < 0) {
+    return invalidArgumentError(
+        absl::StrCat(impl.where(op), "tag is ", options.tag, "; tags must be non-negative"));
+  }
+  const P2POptions resolved = withTimeout(options, impl.options.timeout);
+  return impl.issue({.op = op,
+                     .device = tensor.device(),
+                     .dtype = tensor.dtype(),
+                     .shapes = shapesOf({&tensor}, {}),
+                     .outputs = {tensor},
+                     .any_source = true},
+                    [=](Backend& backend, const CollectiveInfo& info) {
+                      return backend.recvAnySource(tensor, resolved, info);
+                    });
+}
+
 absl::StatusOr<std::vector<std::shared_ptr<Work>>> ProcessGroup::batchIsendIrecv(
     std::vector<P2POp> ops) {
   Impl& impl = *impl_;
@@ -1091,6 +1121,11 @@ absl::Status ProcessGroup::sendSync(Tensor tensor, int dst, const P2POptions& op
 }
 absl::Status ProcessGroup::recvSync(Tensor tensor, int src, const P2POptions& options) {
   return finish(recv(std::move(tensor), src, options));
+}
+absl::StatusOr<int> ProcessGroup::recvAnySourceSync(Tensor tensor, const P2POptions& options) {
+  WorkOr work = recvAnySource(std::move(tensor), options);
+  if (absl::Status s = finish(work); !s.ok()) return s;
+  return (*work)->sourceRank();
 }
 
 absl::Status ProcessGroup::monitoredBarrier(std::optional<absl::Duration> timeout,

@@ -142,6 +142,10 @@ class ProcessGroup {
   WorkOr barrier(const BarrierOptions& options = {});
   WorkOr send(Tensor tensor, int dst, const P2POptions& options = {});
   WorkOr recv(Tensor tensor, int src, const P2POptions& options = {});
+  // A receive from whichever rank sends first with this tag (c10d's recv
+  // with src=None); the Work's sourceRank() names the sender. Numbered
+  // apart from other calls ("recv_any_source #k"). gloo only.
+  WorkOr recvAnySource(Tensor tensor, const P2POptions& options = {});
   absl::StatusOr<std::vector<std::shared_ptr<Work>>> batchIsendIrecv(std::vector<P2POp> ops);
 
   // Synchronous forms, torch.distributed's default (async_op=False): each
@@ -172,6 +176,8 @@ class ProcessGroup {
   absl::Status barrierSync(const BarrierOptions& options = {});
   absl::Status sendSync(Tensor tensor, int dst, const P2POptions& options = {});
   absl::Status recvSync(Tensor tensor, int src, const P2POptions& options = {});
+  // Returns the sender's rank, as torch.distributed.recv(tensor) does.
+  absl::StatusOr<int> recvAnySourceSync(Tensor tensor, const P2POptions& options = {});
 
   // A barrier that names the ranks that did not arrive within `timeout`
   // (c10d monitored_barrier). By default (wait_all_ranks false, as in

@@ -1,6 +1,7 @@
 // Tests of subgroups with their own options (backend, timeout, checks,
-// local synchronization), conversions between global and group ranks, and
-// the uneven all_gather, with ranks as threads over gloo.
+// local synchronization), conversions between global and group ranks, the
+// uneven all_gather and receives from any source, with ranks as threads
+// over gloo.
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -175,6 +176,62 @@ TEST(UnevenAllGatherTest, OutputsOfEveryRanksOwnSize) {
         },
         quickOptions());
   }
+}
+
+TEST(RecvAnySourceTest, ReportsTheSenderOfEachMessage) {
+  runRanks(
+      4,
+      [&](ProcessGroup& group) {
+        if (group.rank() == 0) {
+          std::vector<int> senders;
+          for (int i = 0; i < 3; ++i) {
+            std::vector<int64_t> got(2, -1);
+            absl::StatusOr<int> sender = group.recvAnySourceSync(Tensor::of(got));
+            ASSERT_TRUE(sender.ok()) << sender.status();
+            EXPECT_EQ(got[0], 100 + *sender);
+            EXPECT_EQ(got[1], *sender);
+            senders.push_back(*sender);
+          }
+          EXPECT_THAT(senders, ::testing::UnorderedElementsAre(1, 2, 3));
+          ASSERT_TRUE(group.barrierSync().ok());
+          // The async form: the Work names the sender once it completed.
+          std::vector<int64_t> got(2);
+          absl::StatusOr<std::shared_ptr<Work>> work =
+              group.recvAnySource(Tensor::of(got), {.tag = 5, .timeout = std::nullopt});
+          ASSERT_TRUE(work.ok()) << work.status();
+          EXPECT_EQ((*work)->info().op, "recv_any_source");
+          EXPECT_EQ((*work)->info().seq, 4u);
+          ASSERT_TRUE((*work)->wait().ok());
+          EXPECT_EQ(*(*work)->sourceRank(), 2);
+          EXPECT_EQ(got[0], 102);
+          // A receive from a named peer reports that peer, as c10d's gloo
+          // RecvWork does; calls that receive nothing have no source rank.
+          absl::StatusOr<std::shared_ptr<Work>> named = group.recv(Tensor::of(got), 3);
+          ASSERT_TRUE(named.ok());
+          ASSERT_TRUE((*named)->wait().ok());
+          EXPECT_EQ(*(*named)->sourceRank(), 3);
+          absl::StatusOr<std::shared_ptr<Work>> barrier = group.barrier();
+          ASSERT_TRUE(barrier.ok());
+          ASSERT_TRUE((*barrier)->wait().ok());
+          EXPECT_THAT(
+              (*barrier)->sourceRank().status(),
+              StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("has no source rank")));
+        } else {
+          const std::vector<int64_t> message = {100 + group.rank(), group.rank()};
+          ASSERT_TRUE(group.sendSync(Tensor::of(message), 0).ok());
+          // The second round starts once rank 0 took the first.
+          ASSERT_TRUE(group.barrierSync().ok());
+          if (group.rank() == 2) {
+            ASSERT_TRUE(group.sendSync(Tensor::of(message), 0, {.tag = 5}).ok());
+          }
+          if (group.rank() == 3) {
+            ASSERT_TRUE(group.sendSync(Tensor::of(message), 0).ok());
+          }
+          ASSERT_TRUE(group.barrierSync().ok());
+        }
+        EXPECT_TRUE(group.barrierSync().ok());
+      },
+      quickOptions());
 }
 
 }  // namespace

@@ -98,6 +98,22 @@ absl::StatusOr<std::vector<Tensor>> Work::result() const {
   return outputs_;
 }
 
+absl::StatusOr<int> Work::sourceRank() const {
+  absl::MutexLock lock(&mu_);
+  if (!completed_ || !status_.ok() || !source_rank_.has_value()) {
+    return makeError(ErrorKind::kInvalidArgument, absl::StatusCode::kFailedPrecondition,
+                     absl::StrCat(info_.describe(),
+                                  " has no source rank: only a completed receive has one "
+                                  "(on a backend that records it)"));
+  }
+  return *source_rank_;
+}
+
+void Work::setSourceRank(int rank) {
+  absl::MutexLock lock(&mu_);
+  source_rank_ = rank;
+}
+
 void Work::setOutputs(std::vector<Tensor> outputs) {
   absl::MutexLock lock(&mu_);
   outputs_ = std::move(outputs);

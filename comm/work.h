@@ -87,6 +87,14 @@ class Work {
   // to the caller.
   void setOutputs(std::vector<Tensor> outputs);
 
+  // The rank a receive got its data from (c10d's Work.source_rank()), once
+  // it completed: the sender of a receive from any source, the peer of
+  // another receive (on gloo; backends that do not record it answer with an
+  // error, as for calls that receive nothing, or before completion).
+  absl::StatusOr<int> sourceRank() const;
+  // Backend side: records the sender before completing the Work.
+  void setSourceRank(int rank);
+
  protected:
   // Backend-specific cancellation (close a Gloo context, ncclCommAbort).
   virtual void abortEngine() {}
@@ -102,6 +110,7 @@ class Work {
   absl::Status status_ ABSL_GUARDED_BY(mu_);
   std::vector<std::function<void(const absl::Status&)>> callbacks_ ABSL_GUARDED_BY(mu_);
   std::vector<Tensor> outputs_ ABSL_GUARDED_BY(mu_);
+  std::optional<int> source_rank_ ABSL_GUARDED_BY(mu_);
   std::shared_ptr<Future<std::vector<Tensor>>> future_ ABSL_GUARDED_BY(mu_);
 };
 

@@ -708,6 +708,11 @@ class GlooBackend : public Backend {
     return transfer(tensor, src, options, info, /*is_send=*/false);
   }
 
+  WorkOr recvAnySource(Tensor tensor, const P2POptions& options,
+                       const CollectiveInfo& info) override {
+    return transfer(tensor, kAnySource, options, info, /*is_send=*/false);
+  }
+
   void abort() override {
     engine_->abort(makeError(ErrorKind::kBackend, absl::StatusCode::kAborted,
                              absl::StrCat("group ", groupName(), " was aborted")));
@@ -770,6 +775,9 @@ class GlooBackend : public Backend {
                   });
   }
 
+  // The `peer` of a receive from whichever rank sends first.
+  static constexpr int kAnySource = -1;
+
   // Posts the transfer at once (so a batch of sends and receives cannot
   // deadlock behind each other) and waits for it on the waiter pool.
   WorkOr transfer(const Tensor& tensor, int peer, const P2POptions& options,
@@ -786,6 +794,12 @@ class GlooBackend : public Backend {
       const uint64_t slot = ::gloo::Slot::build(kSendRecvSlotPrefix, options.tag);
       if (is_send) {
         work->buffer().send(peer, slot);
+      } else if (peer == kAnySource) {
+        std::vector<int> others;
+        for (int r = 0; r < size(); ++r) {
+          if (r != rank()) others.push_back(r);
+        }
+        work->buffer().recv(others, slot);
       } else {
         work->buffer().recv(peer, slot);
       }
@@ -796,9 +810,13 @@ class GlooBackend : public Backend {
     }
     TransferWork* raw = work.get();
     engine_->awaitTransfer(work, [raw, is_send, timeout, info](Engine&) -> absl::Status {
+      int source = -1;
       const bool done = is_send ? raw->buffer().waitSend(nullptr, toChrono(timeout))
-                                : raw->buffer().waitRecv(nullptr, toChrono(timeout));
-      if (done) return absl::OkStatus();
+                                : raw->buffer().waitRecv(&source, toChrono(timeout));
+      if (done) {
+        if (!is_send) raw->setSourceRank(source);
+        return absl::OkStatus();
+      }
       return makeError(ErrorKind::kBackend, absl::StatusCode::kAborted,
                        absl::StrCat(info.describe(), " was aborted"));
     });
