@@ -33,34 +33,12 @@ absl::Status withContext(const absl::Status& status, const std::string& prefix) 
   return makeError(errorKind(status), status.code(), absl::StrCat(prefix, status.message()));
 }
 
-std::string checksName(CollectiveChecks checks) {
-  switch (checks) {
-    case CollectiveChecks::kOff:
-      return "off";
-    case CollectiveChecks::kCheap:
-      return "cheap";
-    case CollectiveChecks::kDetail:
-      return "detail";
-  }
-  return "?";
-}
-
-absl::StatusOr<CollectiveChecks> checksFromEnv(CollectiveChecks fallback) {
-  const char* value = std::getenv("LOOM_COMM_CHECKS");
-  if (value == nullptr || *value == '\0') return fallback;
-  for (CollectiveChecks checks :
-       {CollectiveChecks::kOff, CollectiveChecks::kCheap, CollectiveChecks::kDetail}) {
-    if (checksName(checks) == value) return checks;
-  }
-  return invalidArgumentError(absl::StrCat("LOOM_COMM_CHECKS is '", value,
-                                           "'; set it to off, cheap or detail, or unset it"));
-}
-
 // What every rank of a group must agree on when creating it.
 std::string describeOptions(const ProcessGroupOptions& options, int size) {
-  return absl::StrCat(
-      "size=", size, " cpu_backend=", options.cpu_backend, " cuda_backend=", options.cuda_backend,
-      " timeout=", absl::FormatDuration(options.timeout), " checks=", checksName(options.checks));
+  return absl::StrCat("size=", size, " cpu_backend=", options.cpu_backend,
+                      " cuda_backend=", options.cuda_backend,
+                      " timeout=", absl::FormatDuration(options.timeout),
+                      " checks=", std::string(checksName(options.checks)));
 }
 
 // One call as the front end sees it, before it has a sequence number.
@@ -100,9 +78,12 @@ void recordEnd(const std::shared_ptr<debug::FlightRecorder>& recorder, uint64_t 
   if (dir == nullptr || *dir == '\0') return;
   const std::string path = absl::StrCat(dir, "/", debug::flightDumpFileName(group, rank));
   if (absl::Status dumped = recorder->dump(path); !dumped.ok()) {
-    std::fprintf(stderr, "loom: could not dump the flight recorder of group %s to %s: %s\n",
-                 group.c_str(), path.c_str(), std::string(dumped.message()).c_str());
+    logMessage(LogLevel::kWarning, absl::StrCat("could not dump the flight recorder of group ",
+                                                group, " to ", path, ": ", dumped.message()));
+    return;
   }
+  logMessage(LogLevel::kInfo, absl::StrCat("a call of group ", group, " (rank ", rank,
+                                           ") timed out; its flight recorder is in ", path));
 }
 
 }  // namespace
@@ -361,9 +342,9 @@ absl::StatusOr<std::shared_ptr<ProcessGroup>> ProcessGroup::Impl::create(
     return invalidArgumentError(
         absl::StrCat(who, "timeout must be positive; got ", absl::FormatDuration(options.timeout)));
   }
-  absl::StatusOr<CollectiveChecks> checks = checksFromEnv(options.checks);
-  if (!checks.ok()) return withContext(checks.status(), who);
-  options.checks = *checks;
+  absl::StatusOr<std::optional<CollectiveChecks>> level = debugLevel();
+  if (!level.ok()) return withContext(level.status(), who);
+  options.checks = level->value_or(options.checks);
   // Backend names are checked before the store is touched, so that a
   // mistyped name fails on every rank with the same words (rather than on
   // the first rank, and as a vanished store on the others once it exits).
@@ -441,9 +422,9 @@ absl::StatusOr<std::shared_ptr<ProcessGroup>> ProcessGroup::Impl::create(
     absl::StatusOr<std::unique_ptr<Backend>> side =
         createBackend("gloo", Device::Type::kCpu, impl->backendContext("checks"));
     if (!side.ok()) {
-      return withContext(side.status(),
-                         absl::StrCat(who, "collective checks (", checksName(options.checks),
-                                      ") need a gloo side backend: "));
+      return withContext(side.status(), absl::StrCat(who, "collective checks (",
+                                                     std::string(checksName(options.checks)),
+                                                     ") need a gloo side backend: "));
     }
     impl->checker = std::make_unique<debug::FingerprintChecker>(
         *std::move(side), impl->store, options.group_name, options.timeout);
@@ -465,6 +446,8 @@ absl::StatusOr<std::shared_ptr<ProcessGroup>> ProcessGroup::Impl::create(
   if (absl::Status status = store.wait(connected, options.timeout); !status.ok()) {
     return withContext(status, who);
   }
+  logMessage(LogLevel::kInfo, absl::StrCat("created group ", options.group_name, " (rank ", rank,
+                                           " of ", size, "): ", describeOptions(options, size)));
   return std::shared_ptr<ProcessGroup>(new ProcessGroup(std::move(impl)));
 }
 
@@ -1200,6 +1183,8 @@ absl::Status ProcessGroup::Impl::monitoredBarrier(const CollectiveInfo& info, ab
 
 void ProcessGroup::abort() {
   Impl& impl = *impl_;
+  logMessage(LogLevel::kWarning, absl::StrCat("aborting group ", impl.options.group_name, " (rank ",
+                                              impl.rank, " of ", impl.size, ")"));
   if (impl.issuer != nullptr) impl.issuer->abortAll();
   if (impl.cpu_backend != nullptr) impl.cpu_backend->abort();
   absl::MutexLock lock(&impl.mu);

@@ -16,22 +16,12 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "comm/backend.h"
+#include "comm/debug_level.h"
 #include "comm/store.h"
 #include "comm/tensor.h"
 #include "comm/work.h"
 
 namespace loom::comm {
-
-// How much each collective is checked across ranks before it runs.
-enum class CollectiveChecks : uint8_t {
-  // None: a mismatch shows up as a timeout or wrong data.
-  kOff,
-  // Op, sequence number, dtype, element count and root compared across the
-  // group on every call (cheap enough to leave on; comm-bench measures it).
-  kCheap,
-  // kCheap plus every tensor's shape, as TORCH_DISTRIBUTED_DEBUG=DETAIL.
-  kDetail,
-};
 
 // PyTorch's default timeouts: NCCL groups wait 10 minutes, the others 30.
 inline constexpr absl::Duration kDefaultNcclTimeout = absl::Minutes(10);
@@ -45,7 +35,8 @@ struct ProcessGroupOptions {
   // uses kDefaultNcclTimeout.
   absl::Duration timeout = kDefaultTimeout;
   std::string group_name = "default";
-  // Overridden by LOOM_COMM_CHECKS=off|cheap|detail in the environment.
+  // Overridden by debugLevel(): setDebugLevel(), LOOM_COMM_CHECKS or
+  // TORCH_DISTRIBUTED_DEBUG (comm/debug_level.h).
   CollectiveChecks checks = CollectiveChecks::kCheap;
   // Entries the flight recorder keeps (0 turns it off). On a timeout the
   // group dumps them to LOOM_FLIGHT_RECORDER_DIR (if set) for

@@ -226,5 +226,28 @@ TEST(WorkFutureTest, AnAllReducesFutureChainsOnItsOutput) {
       quickOptions());
 }
 
+TEST(DebugLevelTest, SetAtRuntimeItReachesGroupsCreatedAfterwards) {
+  // The groups' options say off; the process-wide level says detail, which
+  // compares shapes across ranks.
+  setDebugLevel(CollectiveChecks::kDetail);
+  runRanks(
+      2,
+      [&](ProcessGroup& group) {
+        std::vector<int8_t> values(4);
+        const std::vector<int64_t> shape =
+            group.rank() == 0 ? std::vector<int64_t>{4, 1} : std::vector<int64_t>{1, 4};
+        absl::StatusOr<Tensor> tensor = Tensor::view(values, shape);
+        ASSERT_TRUE(tensor.ok());
+        EXPECT_THAT(group.allReduceSync(*tensor),
+                    StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("[4, 1]")));
+      },
+      [] {
+        ProcessGroupOptions options = quickOptions();
+        options.checks = CollectiveChecks::kOff;
+        return options;
+      }());
+  ASSERT_TRUE(setDebugLevelFromEnv().ok());
+}
+
 }  // namespace
 }  // namespace loom::comm
