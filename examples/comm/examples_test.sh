@@ -3,7 +3,7 @@
 # line by line, with expected/<case>.txt. Ranks print concurrently, so both
 # sides are sorted first (each line carries its "[rank R] " prefix).
 set -uo pipefail
-launch="$1" all_reduce="$2" object_collectives="$3" futures="$4" expected="$5"
+launch="$1" bin="$2" expected="$3"
 failures=0
 
 check() {  # check CASE NPROC BINARY [ARGS...]
@@ -19,10 +19,16 @@ check() {  # check CASE NPROC BINARY [ARGS...]
   echo "ok   $name ($(wc -l <"$expected/$name.txt") lines)"
 }
 
-check all_reduce_sum 2 "$all_reduce" sum
-check all_reduce_product 2 "$all_reduce" product
-check all_reduce_group_max 3 "$all_reduce" group_max
-check all_reduce_average_accuracy 4 "$all_reduce" average_accuracy
-check object_collectives 3 "$object_collectives"
-check futures 2 "$futures"
+check all_reduce_sum 2 "$bin/all_reduce" sum
+check all_reduce_product 2 "$bin/all_reduce" product
+check all_reduce_group_max 3 "$bin/all_reduce" group_max
+check all_reduce_average_accuracy 4 "$bin/all_reduce" average_accuracy
+check object_collectives 3 "$bin/object_collectives"
+check futures 2 "$bin/futures"
+check tensors 2 "$bin/tensors"
+check recv_any_source 3 "$bin/recv_any_source"
+check uneven_all_gather 3 "$bin/uneven_all_gather"
+check subgroups 4 "$bin/subgroups"
+check join 3 "$bin/join"
+check device_mesh 4 "$bin/device_mesh"
 exit $((failures > 0))
