@@ -1,4 +1,5 @@
-// Registration of every backend of this build.
+// Registration of every backend of this build, at static initialisation:
+// linking //comm:all_backends (alwayslink) is what makes the names known.
 #include "comm/all_backends.h"
 
 #include "comm/gloo/gloo_backend.h"
@@ -12,5 +13,11 @@ void registerAllBackends() {
   mpi::registerMpiBackend();
   nccl::registerNcclBackend();
 }
+
+namespace {
+
+[[maybe_unused]] const bool kRegisteredAtLink = (registerAllBackends(), true);
+
+}  // namespace
 
 }  // namespace loom::comm

@@ -137,6 +137,10 @@ class Backend {
                       const CollectiveInfo& info);
   virtual WorkOr recv(Tensor tensor, int src, const P2POptions& options,
                       const CollectiveInfo& info);
+  // A receive from whichever rank sends first with this tag (c10d's
+  // recvAnysource); the Work records the sender (Work::sourceRank).
+  virtual WorkOr recvAnySource(Tensor tensor, const P2POptions& options,
+                               const CollectiveInfo& info);
 
   // Stops the engine: outstanding Works fail and later calls are refused.
   // Used when a collective times out, as c10d aborts a NCCL communicator.
@@ -157,11 +161,31 @@ using BackendFactory =
 
 // Backends register by name ("gloo", "mpi", "nccl") with the device types
 // they serve; ProcessGroupOptions picks one per device type by name.
+// Linking //comm:all_backends registers this build's three.
 void registerBackend(std::string name, std::vector<Device::Type> devices, BackendFactory factory);
 absl::StatusOr<std::unique_ptr<Backend>> createBackend(std::string_view name, Device::Type device,
                                                        const BackendContext& context);
 // The registered names, for error messages and --backend flags.
 std::vector<std::string> registeredBackends();
+// OK when `name` is registered and serves `device`; otherwise the error
+// createBackend would give. Nothing is created.
+absl::Status checkBackend(std::string_view name, Device::Type device);
+// The device types `name` serves, or the unknown-backend error.
+absl::StatusOr<std::vector<Device::Type>> backendDevices(std::string_view name);
+
+// The backend per device type a backend string names; "" where the group
+// has none (a CUDA call on a "gloo" group fails naming that).
+struct BackendChoice {
+  std::string cpu = "";
+  std::string cuda = "";
+};
+
+// Parses a backend string as torch.distributed's: "gloo", "mpi" or "nccl"
+// (case-insensitive) for every device type that backend serves, or one per
+// device type, "cpu:gloo,cuda:nccl"; empty means that pair. Checked against
+// the registered backends, so every rank passing the same string gets the
+// same answer without talking to any other.
+absl::StatusOr<BackendChoice> parseBackendSpec(std::string_view spec);
 
 }  // namespace loom::comm
 

@@ -67,6 +67,12 @@ TEST(BackendTest, RegistryCreatesByNameAndDevice) {
   EXPECT_THAT(createBackend("ucc", Device::Type::kCpu, context()).status(),
               StatusIs(absl::StatusCode::kInvalidArgument,
                        AllOf(HasSubstr("unknown backend 'ucc'"), HasSubstr("barrier-only"))));
+  EXPECT_TRUE(checkBackend("barrier-only", Device::Type::kCpu).ok());
+  EXPECT_THAT(checkBackend("ucc", Device::Type::kCpu),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("unknown backend 'ucc'")));
+  EXPECT_THAT(*backendDevices("barrier-only"), ::testing::ElementsAre(Device::Type::kCpu));
+  EXPECT_THAT(backendDevices("ucc").status(),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("unknown backend 'ucc'")));
 }
 
 }  // namespace

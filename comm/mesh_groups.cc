@@ -12,10 +12,10 @@
 
 namespace loom::comm {
 
-absl::StatusOr<MeshGroups> MeshGroups::create(std::shared_ptr<ProcessGroup> world,
-                                              const mesh::DeviceMesh& mesh,
-                                              std::vector<std::vector<std::string>> axis_sets,
-                                              const std::string& prefix) {
+absl::StatusOr<MeshGroups> MeshGroups::create(
+    std::shared_ptr<ProcessGroup> world, const mesh::DeviceMesh& mesh,
+    std::vector<std::vector<std::string>> axis_sets, const std::string& prefix,
+    const std::map<std::string, std::string>& backend_override) {
   if (world == nullptr) return invalidArgumentError("MeshGroups::create: the world group is null");
   const std::string who =
       absl::StrCat("mesh groups of ", mesh.toString(), " over group ", world->name(), ": ");
@@ -24,6 +24,12 @@ absl::StatusOr<MeshGroups> MeshGroups::create(std::shared_ptr<ProcessGroup> worl
       return invalidArgumentError(absl::StrCat(who, "mesh rank ", rank, " is outside the group's ",
                                                world->size(),
                                                " ranks; build the mesh over ranks of the group"));
+    }
+  }
+  for (const auto& [axis, backend] : backend_override) {
+    if (!mesh.hasAxis(axis)) {
+      return invalidArgumentError(absl::StrCat(who, "backend_override names axis '", axis,
+                                               "', which the mesh does not have"));
     }
   }
   // Single axes first, in mesh order, then the requested sets: the same
@@ -51,14 +57,44 @@ absl::StatusOr<MeshGroups> MeshGroups::create(std::shared_ptr<ProcessGroup> worl
     std::shared_ptr<ProcessGroup> mine;
     for (size_t index = 0; index < rank_lists[set].size(); ++index) {
       const std::vector<int> ranks(rank_lists[set][index].begin(), rank_lists[set][index].end());
-      absl::StatusOr<std::shared_ptr<ProcessGroup>> group = result.world_->newGroup(
-          ranks, absl::StrCat(prefix, "/", absl::StrJoin(all[set], "+"), "/", index));
+      NewGroupOptions options;
+      options.name = absl::StrCat(prefix, "/", absl::StrJoin(all[set], "+"), "/", index);
+      if (all[set].size() == 1) {
+        if (auto it = backend_override.find(all[set][0]); it != backend_override.end()) {
+          options.backend = it->second;
+        }
+      }
+      absl::StatusOr<std::shared_ptr<ProcessGroup>> group = result.world_->newGroup(ranks, options);
       if (!group.ok()) return group.status();
       if (std::find(ranks.begin(), ranks.end(), me) != ranks.end()) mine = *std::move(group);
     }
     result.groups_.emplace_back(all[set], std::move(mine));
   }
   return result;
+}
+
+absl::StatusOr<MeshGroups> MeshGroups::fromGroup(std::shared_ptr<ProcessGroup> group,
+                                                 const std::string& axis) {
+  if (group == nullptr) return invalidArgumentError("MeshGroups::fromGroup: the group is null");
+  absl::StatusOr<mesh::DeviceMesh> mesh = mesh::DeviceMesh::create({group->size()}, {axis});
+  if (!mesh.ok()) {
+    return invalidArgumentError(absl::StrCat("MeshGroups::fromGroup over group ", group->name(),
+                                             ": ", mesh.status().message()));
+  }
+  MeshGroups result(group, *std::move(mesh));
+  result.groups_.emplace_back(std::vector<std::string>{axis}, std::move(group));
+  return result;
+}
+
+std::vector<std::shared_ptr<ProcessGroup>> MeshGroups::allGroups() const {
+  std::vector<std::shared_ptr<ProcessGroup>> groups;
+  if (!inMesh()) return groups;
+  for (const std::string& axis : mesh_.axisNames()) {
+    for (const auto& [axes, group] : groups_) {
+      if (axes.size() == 1 && axes[0] == axis) groups.push_back(group);
+    }
+  }
+  return groups;
 }
 
 absl::StatusOr<std::shared_ptr<ProcessGroup>> MeshGroups::groupFor(const std::string& axis) const {

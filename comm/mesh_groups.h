@@ -6,6 +6,7 @@
 #define LOOM_COMM_MESH_GROUPS_H_
 
 #include <initializer_list>
+#include <map>
 #include <memory>
 #include <string>
 #include <utility>
@@ -27,11 +28,18 @@ class MeshGroups {
   // (DeviceMesh::groups). Groups are named "<prefix>/<axes>/<index>", e.g.
   // "mesh/tp/1" or "mesh/dp+tp/0", the index counting the groups of those
   // axes in DeviceMesh::groups order; the prefix keeps the names of two
-  // MeshGroups on one world apart.
-  static absl::StatusOr<MeshGroups> create(std::shared_ptr<ProcessGroup> world,
-                                           const mesh::DeviceMesh& mesh,
-                                           std::vector<std::vector<std::string>> axis_sets = {},
-                                           const std::string& prefix = "mesh");
+  // MeshGroups on one world apart. `backend_override` gives an axis's
+  // groups their own backend string (initProcessGroup's form, e.g. "gloo"),
+  // as init_device_mesh's backend_override.
+  static absl::StatusOr<MeshGroups> create(
+      std::shared_ptr<ProcessGroup> world, const mesh::DeviceMesh& mesh,
+      std::vector<std::vector<std::string>> axis_sets = {}, const std::string& prefix = "mesh",
+      const std::map<std::string, std::string>& backend_override = {});
+
+  // A 1-d mesh over an existing group, whose one axis `axis` is that group
+  // itself (c10d's DeviceMesh.from_group); no group is created.
+  static absl::StatusOr<MeshGroups> fromGroup(std::shared_ptr<ProcessGroup> group,
+                                              const std::string& axis = "d0");
 
   const mesh::DeviceMesh& mesh() const { return mesh_; }
   const std::shared_ptr<ProcessGroup>& world() const { return world_; }
@@ -50,6 +58,9 @@ class MeshGroups {
       std::initializer_list<std::string> axes) const {
     return groupFor(std::vector<std::string>(axes));
   }
+  // This rank's group of every axis, in mesh order (c10d's
+  // DeviceMesh.get_all_groups); empty outside the mesh.
+  std::vector<std::shared_ptr<ProcessGroup>> allGroups() const;
 
  private:
   MeshGroups(std::shared_ptr<ProcessGroup> world, mesh::DeviceMesh mesh)

@@ -33,34 +33,12 @@ absl::Status withContext(const absl::Status& status, const std::string& prefix) 
   return makeError(errorKind(status), status.code(), absl::StrCat(prefix, status.message()));
 }
 
-std::string checksName(CollectiveChecks checks) {
-  switch (checks) {
-    case CollectiveChecks::kOff:
-      return "off";
-    case CollectiveChecks::kCheap:
-      return "cheap";
-    case CollectiveChecks::kDetail:
-      return "detail";
-  }
-  return "?";
-}
-
-absl::StatusOr<CollectiveChecks> checksFromEnv(CollectiveChecks fallback) {
-  const char* value = std::getenv("LOOM_COMM_CHECKS");
-  if (value == nullptr || *value == '\0') return fallback;
-  for (CollectiveChecks checks :
-       {CollectiveChecks::kOff, CollectiveChecks::kCheap, CollectiveChecks::kDetail}) {
-    if (checksName(checks) == value) return checks;
-  }
-  return invalidArgumentError(absl::StrCat("LOOM_COMM_CHECKS is '", value,
-                                           "'; set it to off, cheap or detail, or unset it"));
-}
-
 // What every rank of a group must agree on when creating it.
 std::string describeOptions(const ProcessGroupOptions& options, int size) {
-  return absl::StrCat(
-      "size=", size, " cpu_backend=", options.cpu_backend, " cuda_backend=", options.cuda_backend,
-      " timeout=", absl::FormatDuration(options.timeout), " checks=", checksName(options.checks));
+  return absl::StrCat("size=", size, " cpu_backend=", options.cpu_backend,
+                      " cuda_backend=", options.cuda_backend,
+                      " timeout=", absl::FormatDuration(options.timeout),
+                      " checks=", std::string(checksName(options.checks)));
 }
 
 // One call as the front end sees it, before it has a sequence number.
@@ -82,6 +60,10 @@ struct Call {
   int root = -1;
   std::optional<ReduceOp> reduce_op = std::nullopt;
   std::vector<std::vector<int64_t>> common_shapes = {};
+  // What the Work's result() returns: the tensors the call writes.
+  std::vector<Tensor> outputs = {};
+  // A receive from any source: point-to-point, but with no peer.
+  bool any_source = false;
 };
 
 // Records a call's end in the flight recorder and, when it timed out, dumps
@@ -96,9 +78,12 @@ void recordEnd(const std::shared_ptr<debug::FlightRecorder>& recorder, uint64_t 
   if (dir == nullptr || *dir == '\0') return;
   const std::string path = absl::StrCat(dir, "/", debug::flightDumpFileName(group, rank));
   if (absl::Status dumped = recorder->dump(path); !dumped.ok()) {
-    std::fprintf(stderr, "loom: could not dump the flight recorder of group %s to %s: %s\n",
-                 group.c_str(), path.c_str(), std::string(dumped.message()).c_str());
+    logMessage(LogLevel::kWarning, absl::StrCat("could not dump the flight recorder of group ",
+                                                group, " to ", path, ": ", dumped.message()));
+    return;
   }
+  logMessage(LogLevel::kInfo, absl::StrCat("a call of group ", group, " (rank ", rank,
+                                           ") timed out; its flight recorder is in ", path));
 }
 
 }  // namespace
@@ -120,6 +105,7 @@ class ProcessGroup::Impl {
   std::vector<uint64_t> sends ABSL_GUARDED_BY(mu);
   std::vector<uint64_t> recvs ABSL_GUARDED_BY(mu);
   uint64_t new_groups ABSL_GUARDED_BY(mu) = 0;
+  uint64_t any_source_recvs ABSL_GUARDED_BY(mu) = 0;
   // Declared before the backends, which complete Works (and so record
   // into it) until they are destroyed.
   std::shared_ptr<debug::FlightRecorder> recorder;
@@ -198,6 +184,25 @@ class ProcessGroup::Impl {
     return absl::OkStatus();
   }
 
+  // Outputs must be writable: a view of const data is an input only.
+  absl::Status checkWritable(const std::string& op, const Tensor& tensor,
+                             const std::string& what) const {
+    if (tensor.writable()) return absl::OkStatus();
+    return invalidArgumentError(absl::StrCat(where(op), what, " ", tensor.toString(),
+                                             " is a read-only view (of const data) but ", op,
+                                             " writes into it; pass a view of writable memory"));
+  }
+
+  absl::Status checkWritableEach(const std::string& op, const std::vector<Tensor>& tensors,
+                                 const std::string& what) const {
+    for (size_t r = 0; r < tensors.size(); ++r) {
+      if (absl::Status s = checkWritable(op, tensors[r], absl::StrCat(what, " ", r)); !s.ok()) {
+        return s;
+      }
+    }
+    return absl::OkStatus();
+  }
+
   absl::Status checkSelf(const std::string& op, const Tensor& tensor,
                          const std::string& what) const {
     return checkOne(op, tensor, what, tensor.dtype(), tensor.numel(), tensor.device());
@@ -213,6 +218,10 @@ class ProcessGroup::Impl {
     }
     // Created on first use: every rank makes the same calls in the same
     // order, so every rank reaches this point at the same call.
+    if (options.cuda_backend.empty()) {
+      return invalidArgumentError(absl::StrCat(where(op), "the group has no CUDA backend (",
+                                               "cuda_backend is empty); pass CPU tensors"));
+    }
     absl::MutexLock lock(&mu);
     if (cuda_backend == nullptr) {
       absl::StatusOr<std::unique_ptr<Backend>> backend =
@@ -240,7 +249,9 @@ class ProcessGroup::Impl {
                         .op = call.op,
                         .peer = call.peer};
     absl::MutexLock lock(&mu);
-    if (call.peer < 0) {
+    if (call.any_source) {
+      info.seq = ++any_source_recvs;
+    } else if (call.peer < 0) {
       info.seq = next_seq++;
     } else {
       info.seq = ++(call.is_send ? sends : recvs)[call.peer];
@@ -278,7 +289,7 @@ class ProcessGroup::Impl {
     if (!backend.ok()) return backend.status();
     const CollectiveInfo info = nextInfo(call);
     const uint64_t id = recordStart(info, call);
-    if (checker != nullptr && call.peer < 0) {
+    if (checker != nullptr && call.peer < 0 && !call.any_source) {
       debug::CollectiveFingerprint fingerprint{.seq = info.seq,
                                                .op = call.op,
                                                .dtype = call.dtype,
@@ -291,6 +302,7 @@ class ProcessGroup::Impl {
       // order; CPU calls are checked and issued by the issuer.
       if (issuer != nullptr && !call.device.isCuda()) {
         auto work = std::make_shared<debug::CheckedWork>(info, options.timeout);
+        work->setOutputs(call.outputs);
         recordEndOnCompletion(*work, id);
         issuer->submit(
             std::move(fingerprint), work,
@@ -310,6 +322,7 @@ class ProcessGroup::Impl {
       recordEnd(id, work.status());
       return work;
     }
+    (*work)->setOutputs(call.outputs);
     recordEndOnCompletion(**work, id);
     return work;
   }
@@ -329,9 +342,17 @@ absl::StatusOr<std::shared_ptr<ProcessGroup>> ProcessGroup::Impl::create(
     return invalidArgumentError(
         absl::StrCat(who, "timeout must be positive; got ", absl::FormatDuration(options.timeout)));
   }
-  absl::StatusOr<CollectiveChecks> checks = checksFromEnv(options.checks);
-  if (!checks.ok()) return withContext(checks.status(), who);
-  options.checks = *checks;
+  absl::StatusOr<std::optional<CollectiveChecks>> level = debugLevel();
+  if (!level.ok()) return withContext(level.status(), who);
+  options.checks = level->value_or(options.checks);
+  // Backend names are checked before the store is touched, so that a
+  // mistyped name fails on every rank with the same words (rather than on
+  // the first rank, and as a vanished store on the others once it exits).
+  for (const auto& [name, device] : {std::pair{options.cpu_backend, Device::Type::kCpu},
+                                     std::pair{options.cuda_backend, Device::Type::kCuda}}) {
+    if (name.empty()) continue;
+    if (absl::Status s = checkBackend(name, device); !s.ok()) return withContext(s, who);
+  }
 
   auto impl = std::make_unique<Impl>();
   impl->options = options;
@@ -401,9 +422,9 @@ absl::StatusOr<std::shared_ptr<ProcessGroup>> ProcessGroup::Impl::create(
     absl::StatusOr<std::unique_ptr<Backend>> side =
         createBackend("gloo", Device::Type::kCpu, impl->backendContext("checks"));
     if (!side.ok()) {
-      return withContext(side.status(),
-                         absl::StrCat(who, "collective checks (", checksName(options.checks),
-                                      ") need a gloo side backend: "));
+      return withContext(side.status(), absl::StrCat(who, "collective checks (",
+                                                     std::string(checksName(options.checks)),
+                                                     ") need a gloo side backend: "));
     }
     impl->checker = std::make_unique<debug::FingerprintChecker>(
         *std::move(side), impl->store, options.group_name, options.timeout);
@@ -425,6 +446,8 @@ absl::StatusOr<std::shared_ptr<ProcessGroup>> ProcessGroup::Impl::create(
   if (absl::Status status = store.wait(connected, options.timeout); !status.ok()) {
     return withContext(status, who);
   }
+  logMessage(LogLevel::kInfo, absl::StrCat("created group ", options.group_name, " (rank ", rank,
+                                           " of ", size, "): ", describeOptions(options, size)));
   return std::shared_ptr<ProcessGroup>(new ProcessGroup(std::move(impl)));
 }
 
@@ -447,6 +470,11 @@ absl::Duration ProcessGroup::timeout() const { return impl_->options.timeout; }
 
 absl::StatusOr<std::shared_ptr<ProcessGroup>> ProcessGroup::newGroup(
     std::vector<int> ranks, std::optional<std::string> name) {
+  return newGroup(std::move(ranks), NewGroupOptions{.name = std::move(name)});
+}
+
+absl::StatusOr<std::shared_ptr<ProcessGroup>> ProcessGroup::newGroup(
+    std::vector<int> ranks, const NewGroupOptions& new_options) {
   Impl& impl = *impl_;
   const std::string op = "new_group";
   if (ranks.empty()) {
@@ -461,36 +489,76 @@ absl::StatusOr<std::shared_ptr<ProcessGroup>> ProcessGroup::newGroup(
     }
     seen.push_back(r);
   }
-  uint64_t index;
-  {
-    absl::MutexLock lock(&impl.mu);
-    index = ++impl.new_groups;
+  ProcessGroupOptions options = impl.options;
+  if (new_options.backend.has_value()) {
+    absl::StatusOr<BackendChoice> backends = parseBackendSpec(*new_options.backend);
+    if (!backends.ok()) return withContext(backends.status(), impl.where(op));
+    options.cpu_backend = backends->cpu;
+    options.cuda_backend = backends->cuda;
   }
-  const std::string group_name = name.value_or(absl::StrCat(impl.options.group_name, "/", index));
+  options.timeout = new_options.timeout.value_or(options.timeout);
+  options.checks = new_options.checks.value_or(options.checks);
+  const auto it = std::find(ranks.begin(), ranks.end(), impl.rank);
 
-  // Every rank of this group makes the same newGroup calls in the same
-  // order; the first to arrive records what call `index` is.
+  std::string group_name;
+  std::string agreement_key;
+  if (new_options.use_local_synchronization) {
+    // Non-members take no part: they neither count the call nor wait.
+    if (it == ranks.end()) return std::shared_ptr<ProcessGroup>();
+    group_name = new_options.name.value_or(
+        absl::StrCat(impl.options.group_name, "/[", absl::StrJoin(ranks, ","), "]"));
+    agreement_key = absl::StrCat("new_group_local/", group_name);
+  } else {
+    uint64_t index;
+    {
+      absl::MutexLock lock(&impl.mu);
+      index = ++impl.new_groups;
+    }
+    group_name = new_options.name.value_or(absl::StrCat(impl.options.group_name, "/", index));
+    agreement_key = absl::StrCat("new_group/", index);
+  }
+
+  // The ranks that make this call agree on it: the first to arrive records
+  // what it asks for, the others compare.
   const std::string call =
-      absl::StrCat("ranks [", absl::StrJoin(ranks, ", "), "] named ", group_name);
-  absl::StatusOr<Bytes> agreed =
-      impl.store->compareSet(absl::StrCat("new_group/", index), {}, toBytes(call));
+      absl::StrCat("ranks [", absl::StrJoin(ranks, ", "), "] named ", group_name, " with ",
+                   describeOptions(options, static_cast<int>(ranks.size())));
+  absl::StatusOr<Bytes> agreed = impl.store->compareSet(agreement_key, {}, toBytes(call));
   if (!agreed.ok()) return withContext(agreed.status(), impl.where(op));
   if (toString(*agreed) != call) {
-    return invalidArgumentError(
-        absl::StrCat(impl.where(op), "call #", index, " here asks for ", call,
-                     " but another rank asked for ", toString(*agreed),
-                     "; every rank must call newGroup with the same ranks, in the same "
-                     "order"));
+    return invalidArgumentError(absl::StrCat(
+        impl.where(op), "this rank asks for ", call, " but another rank asked for ",
+        toString(*agreed),
+        new_options.use_local_synchronization
+            ? "; every member must call newGroup with the same ranks and options"
+            : "; every rank must call newGroup with the same ranks and options, in the same "
+              "order"));
   }
 
-  const auto it = std::find(ranks.begin(), ranks.end(), impl.rank);
   if (it == ranks.end()) return std::shared_ptr<ProcessGroup>();
-  ProcessGroupOptions options = impl.options;
   options.group_name = group_name;
   std::vector<int> global_ranks;
   for (int r : ranks) global_ranks.push_back(impl.global_ranks[r]);
   return Impl::create(impl.base_store, static_cast<int>(it - ranks.begin()),
                       static_cast<int>(ranks.size()), std::move(options), std::move(global_ranks));
+}
+
+absl::StatusOr<int> ProcessGroup::globalRank(int group_rank) const {
+  if (absl::Status s = impl_->checkRank("get_global_rank", "group_rank", group_rank); !s.ok()) {
+    return s;
+  }
+  return impl_->global_ranks[group_rank];
+}
+
+absl::StatusOr<int> ProcessGroup::groupRank(int global_rank) const {
+  const std::vector<int>& members = impl_->global_ranks;
+  const auto it = std::find(members.begin(), members.end(), global_rank);
+  if (it == members.end()) {
+    return invalidArgumentError(absl::StrCat(impl_->where("get_group_rank"), "global rank ",
+                                             global_rank, " is not a member; the members are [",
+                                             absl::StrJoin(members, ", "), "]"));
+  }
+  return static_cast<int>(it - members.begin());
 }
 
 namespace {
@@ -519,6 +587,9 @@ ProcessGroup::WorkOr ProcessGroup::broadcast(Tensor tensor, const BroadcastOptio
   const std::string op = "broadcast";
   if (absl::Status s = impl.checkRank(op, "root", options.root); !s.ok()) return s;
   if (absl::Status s = impl.checkSelf(op, tensor, "tensor"); !s.ok()) return s;
+  if (impl.rank != options.root) {
+    if (absl::Status s = impl.checkWritable(op, tensor, "tensor"); !s.ok()) return s;
+  }
   const BroadcastOptions resolved = withTimeout(options, impl.options.timeout);
   return impl.issue({.op = op,
                      .device = tensor.device(),
@@ -526,7 +597,8 @@ ProcessGroup::WorkOr ProcessGroup::broadcast(Tensor tensor, const BroadcastOptio
                      .shapes = shapesOf({&tensor}, {}),
                      .numel = tensor.numel(),
                      .root = options.root,
-                     .common_shapes = shapesOf({&tensor}, {})},
+                     .common_shapes = shapesOf({&tensor}, {}),
+                     .outputs = {tensor}},
                     [=](Backend& backend, const CollectiveInfo& info) {
                       return backend.broadcast(tensor, resolved, info);
                     });
@@ -536,6 +608,7 @@ ProcessGroup::WorkOr ProcessGroup::allReduce(Tensor tensor, const AllReduceOptio
   Impl& impl = *impl_;
   const std::string op = "all_reduce";
   if (absl::Status s = impl.checkSelf(op, tensor, "tensor"); !s.ok()) return s;
+  if (absl::Status s = impl.checkWritable(op, tensor, "tensor"); !s.ok()) return s;
   if (absl::Status s = impl.checkReduce(op, options.op, tensor.dtype()); !s.ok()) return s;
   const AllReduceOptions resolved = withTimeout(options, impl.options.timeout);
   return impl.issue({.op = op,
@@ -544,7 +617,8 @@ ProcessGroup::WorkOr ProcessGroup::allReduce(Tensor tensor, const AllReduceOptio
                      .shapes = shapesOf({&tensor}, {}),
                      .numel = tensor.numel(),
                      .reduce_op = options.op,
-                     .common_shapes = shapesOf({&tensor}, {})},
+                     .common_shapes = shapesOf({&tensor}, {}),
+                     .outputs = {tensor}},
                     [=](Backend& backend, const CollectiveInfo& info) {
                       return backend.allReduce(tensor, resolved, info);
                     });
@@ -555,6 +629,9 @@ ProcessGroup::WorkOr ProcessGroup::reduce(Tensor tensor, const ReduceOptions& op
   const std::string op = "reduce";
   if (absl::Status s = impl.checkRank(op, "root", options.root); !s.ok()) return s;
   if (absl::Status s = impl.checkSelf(op, tensor, "tensor"); !s.ok()) return s;
+  // Every rank's tensor: the root's receives the result, the others' are
+  // the engine's scratch (as in PyTorch's gloo backend).
+  if (absl::Status s = impl.checkWritable(op, tensor, "tensor"); !s.ok()) return s;
   if (absl::Status s = impl.checkReduce(op, options.op, tensor.dtype()); !s.ok()) return s;
   const ReduceOptions resolved = withTimeout(options, impl.options.timeout);
   return impl.issue({.op = op,
@@ -564,7 +641,8 @@ ProcessGroup::WorkOr ProcessGroup::reduce(Tensor tensor, const ReduceOptions& op
                      .numel = tensor.numel(),
                      .root = options.root,
                      .reduce_op = options.op,
-                     .common_shapes = shapesOf({&tensor}, {})},
+                     .common_shapes = shapesOf({&tensor}, {}),
+                     .outputs = {tensor}},
                     [=](Backend& backend, const CollectiveInfo& info) {
                       return backend.reduce(tensor, resolved, info);
                     });
@@ -576,21 +654,37 @@ ProcessGroup::WorkOr ProcessGroup::allGather(std::vector<Tensor> outputs, Tensor
   const std::string op = "all_gather";
   if (absl::Status s = impl.checkSelf(op, input, "input"); !s.ok()) return s;
   if (absl::Status s = impl.checkCount(op, "outputs", outputs.size()); !s.ok()) return s;
-  if (absl::Status s =
-          impl.checkEach(op, outputs, "output", input.dtype(), input.numel(), input.device());
-      !s.ok()) {
-    return s;
+  // Output r holds rank r's input, whose size only rank r knows; this
+  // rank's own output must match its input exactly.
+  bool even = true;
+  for (int r = 0; r < impl.size; ++r) {
+    const int64_t numel = r == impl.rank ? input.numel() : outputs[r].numel();
+    if (absl::Status s = impl.checkOne(op, outputs[r], absl::StrCat("output ", r), input.dtype(),
+                                       numel, input.device());
+        !s.ok()) {
+      return s;
+    }
+    even = even && outputs[r].numel() == input.numel();
   }
+  if (absl::Status s = impl.checkWritableEach(op, outputs, "output"); !s.ok()) return s;
   const AllGatherOptions resolved = withTimeout(options, impl.options.timeout);
-  return impl.issue({.op = op,
-                     .device = input.device(),
-                     .dtype = input.dtype(),
-                     .shapes = shapesOf({&input}, {&outputs}),
-                     .numel = input.numel(),
-                     .common_shapes = shapesOf({&input}, {&outputs})},
-                    [=](Backend& backend, const CollectiveInfo& info) {
-                      return backend.allGather(outputs, input, resolved, info);
-                    });
+  // An uneven all_gather is an all_to_all that sends the input to every
+  // rank (the same bytes on the wire as a ring all_gather); every rank
+  // passes the same sizes, so every rank takes the same path. Sizes differ
+  // between ranks there, so only the dtype is compared across them.
+  return impl.issue(
+      {.op = op,
+       .device = input.device(),
+       .dtype = input.dtype(),
+       .shapes = shapesOf({&input}, {&outputs}),
+       .numel = even ? input.numel() : 0,
+       .common_shapes = even ? shapesOf({&input}, {&outputs}) : std::vector<std::vector<int64_t>>{},
+       .outputs = outputs},
+      [=](Backend& backend, const CollectiveInfo& info) {
+        if (even) return backend.allGather(outputs, input, resolved, info);
+        return backend.allToAll(outputs, std::vector<Tensor>(outputs.size(), input),
+                                AllToAllOptions{.timeout = resolved.timeout}, info);
+      });
 }
 
 ProcessGroup::WorkOr ProcessGroup::allGatherIntoTensor(Tensor output, Tensor input,
@@ -603,13 +697,15 @@ ProcessGroup::WorkOr ProcessGroup::allGatherIntoTensor(Tensor output, Tensor inp
       !s.ok()) {
     return s;
   }
+  if (absl::Status s = impl.checkWritable(op, output, "output"); !s.ok()) return s;
   const AllGatherOptions resolved = withTimeout(options, impl.options.timeout);
   return impl.issue({.op = op,
                      .device = input.device(),
                      .dtype = input.dtype(),
                      .shapes = shapesOf({&input, &output}, {}),
                      .numel = input.numel(),
-                     .common_shapes = shapesOf({&input, &output}, {})},
+                     .common_shapes = shapesOf({&input, &output}, {}),
+                     .outputs = {output}},
                     [=](Backend& backend, const CollectiveInfo& info) {
                       return backend.allGatherIntoTensor(output, input, resolved, info);
                     });
@@ -624,6 +720,7 @@ ProcessGroup::WorkOr ProcessGroup::gather(std::vector<Tensor> outputs, Tensor in
   if (absl::Status s = impl.checkRootList(op, outputs, "output", input, options.root); !s.ok()) {
     return s;
   }
+  if (absl::Status s = impl.checkWritableEach(op, outputs, "output"); !s.ok()) return s;
   const GatherOptions resolved = withTimeout(options, impl.options.timeout);
   return impl.issue({.op = op,
                      .device = input.device(),
@@ -631,7 +728,8 @@ ProcessGroup::WorkOr ProcessGroup::gather(std::vector<Tensor> outputs, Tensor in
                      .shapes = shapesOf({&input}, {&outputs}),
                      .numel = input.numel(),
                      .root = options.root,
-                     .common_shapes = shapesOf({&input}, {})},
+                     .common_shapes = shapesOf({&input}, {}),
+                     .outputs = outputs},
                     [=](Backend& backend, const CollectiveInfo& info) {
                       return backend.gather(outputs, input, resolved, info);
                     });
@@ -643,6 +741,7 @@ ProcessGroup::WorkOr ProcessGroup::scatter(Tensor output, std::vector<Tensor> in
   const std::string op = "scatter";
   if (absl::Status s = impl.checkRank(op, "root", options.root); !s.ok()) return s;
   if (absl::Status s = impl.checkSelf(op, output, "output"); !s.ok()) return s;
+  if (absl::Status s = impl.checkWritable(op, output, "output"); !s.ok()) return s;
   if (absl::Status s = impl.checkRootList(op, inputs, "input", output, options.root); !s.ok()) {
     return s;
   }
@@ -653,7 +752,8 @@ ProcessGroup::WorkOr ProcessGroup::scatter(Tensor output, std::vector<Tensor> in
                      .shapes = shapesOf({&output}, {&inputs}),
                      .numel = output.numel(),
                      .root = options.root,
-                     .common_shapes = shapesOf({&output}, {})},
+                     .common_shapes = shapesOf({&output}, {}),
+                     .outputs = {output}},
                     [=](Backend& backend, const CollectiveInfo& info) {
                       return backend.scatter(output, inputs, resolved, info);
                     });
@@ -664,6 +764,7 @@ ProcessGroup::WorkOr ProcessGroup::reduceScatter(Tensor output, std::vector<Tens
   Impl& impl = *impl_;
   const std::string op = "reduce_scatter";
   if (absl::Status s = impl.checkSelf(op, output, "output"); !s.ok()) return s;
+  if (absl::Status s = impl.checkWritable(op, output, "output"); !s.ok()) return s;
   if (absl::Status s = impl.checkCount(op, "inputs", inputs.size()); !s.ok()) return s;
   if (absl::Status s =
           impl.checkEach(op, inputs, "input", output.dtype(), output.numel(), output.device());
@@ -678,7 +779,8 @@ ProcessGroup::WorkOr ProcessGroup::reduceScatter(Tensor output, std::vector<Tens
                      .shapes = shapesOf({&output}, {&inputs}),
                      .numel = output.numel(),
                      .reduce_op = options.op,
-                     .common_shapes = shapesOf({&output}, {&inputs})},
+                     .common_shapes = shapesOf({&output}, {&inputs}),
+                     .outputs = {output}},
                     [=](Backend& backend, const CollectiveInfo& info) {
                       return backend.reduceScatter(output, inputs, resolved, info);
                     });
@@ -689,6 +791,7 @@ ProcessGroup::WorkOr ProcessGroup::reduceScatterTensor(Tensor output, Tensor inp
   Impl& impl = *impl_;
   const std::string op = "reduce_scatter_tensor";
   if (absl::Status s = impl.checkSelf(op, output, "output"); !s.ok()) return s;
+  if (absl::Status s = impl.checkWritable(op, output, "output"); !s.ok()) return s;
   if (absl::Status s = impl.checkOne(op, input, "input", output.dtype(), output.numel() * impl.size,
                                      output.device());
       !s.ok()) {
@@ -702,7 +805,8 @@ ProcessGroup::WorkOr ProcessGroup::reduceScatterTensor(Tensor output, Tensor inp
                      .shapes = shapesOf({&output, &input}, {}),
                      .numel = output.numel(),
                      .reduce_op = options.op,
-                     .common_shapes = shapesOf({&output, &input}, {})},
+                     .common_shapes = shapesOf({&output, &input}, {}),
+                     .outputs = {output}},
                     [=](Backend& backend, const CollectiveInfo& info) {
                       return backend.reduceScatterTensor(output, input, resolved, info);
                     });
@@ -714,6 +818,7 @@ ProcessGroup::WorkOr ProcessGroup::allToAll(std::vector<Tensor> outputs, std::ve
   const std::string op = "all_to_all";
   if (absl::Status s = impl.checkCount(op, "inputs", inputs.size()); !s.ok()) return s;
   if (absl::Status s = impl.checkCount(op, "outputs", outputs.size()); !s.ok()) return s;
+  if (absl::Status s = impl.checkWritableEach(op, outputs, "output"); !s.ok()) return s;
   // Sizes may differ per peer (what rank r sends must match what it
   // receives there, which only the ranks together know).
   const DType dtype = inputs[0].dtype();
@@ -732,11 +837,14 @@ ProcessGroup::WorkOr ProcessGroup::allToAll(std::vector<Tensor> outputs, std::ve
   }
   const AllToAllOptions resolved = withTimeout(options, impl.options.timeout);
   // Sizes may differ per peer, so only the dtype is compared across ranks.
-  return impl.issue(
-      {.op = op, .device = device, .dtype = dtype, .shapes = shapesOf({}, {&inputs, &outputs})},
-      [=](Backend& backend, const CollectiveInfo& info) {
-        return backend.allToAll(outputs, inputs, resolved, info);
-      });
+  return impl.issue({.op = op,
+                     .device = device,
+                     .dtype = dtype,
+                     .shapes = shapesOf({}, {&inputs, &outputs}),
+                     .outputs = outputs},
+                    [=](Backend& backend, const CollectiveInfo& info) {
+                      return backend.allToAll(outputs, inputs, resolved, info);
+                    });
 }
 
 ProcessGroup::WorkOr ProcessGroup::allToAllSingle(Tensor output, Tensor input,
@@ -751,6 +859,7 @@ ProcessGroup::WorkOr ProcessGroup::allToAllSingle(Tensor output, Tensor input,
       !s.ok()) {
     return s;
   }
+  if (absl::Status s = impl.checkWritable(op, output, "output"); !s.ok()) return s;
   if (input.shape().empty() || output.shape().empty()) {
     return invalidArgumentError(absl::StrCat(impl.where(op), "input ", input.toString(),
                                              " and output ", output.toString(),
@@ -812,7 +921,8 @@ ProcessGroup::WorkOr ProcessGroup::allToAllSingle(Tensor output, Tensor input,
        .shapes = shapesOf({&input, &output}, {}),
        .numel = even ? input.numel() : 0,
        .common_shapes =
-           even ? shapesOf({&input, &output}, {}) : std::vector<std::vector<int64_t>>{}},
+           even ? shapesOf({&input, &output}, {}) : std::vector<std::vector<int64_t>>{},
+       .outputs = {output}},
       [=](Backend& backend, const CollectiveInfo& info) {
         return backend.allToAllSingle(output, input, output_splits, input_splits, resolved, info);
       });
@@ -842,7 +952,8 @@ ProcessGroup::WorkOr ProcessGroup::send(Tensor tensor, int dst, const P2POptions
                      .dtype = tensor.dtype(),
                      .shapes = shapesOf({&tensor}, {}),
                      .peer = dst,
-                     .is_send = true},
+                     .is_send = true,
+                     .outputs = {tensor}},
                     [=](Backend& backend, const CollectiveInfo& info) {
                       return backend.send(tensor, dst, resolved, info);
                     });
@@ -853,6 +964,7 @@ ProcessGroup::WorkOr ProcessGroup::recv(Tensor tensor, int src, const P2POptions
   const std::string op = "recv";
   if (absl::Status s = impl.checkPeer(op, "src", src); !s.ok()) return s;
   if (absl::Status s = impl.checkSelf(op, tensor, "tensor"); !s.ok()) return s;
+  if (absl::Status s = impl.checkWritable(op, tensor, "tensor"); !s.ok()) return s;
   if (options.tag < 0) {
     return invalidArgumentError(
         absl::StrCat(impl.where(op), "tag is ", options.tag, "; tags must be non-negative"));
@@ -863,9 +975,35 @@ ProcessGroup::WorkOr ProcessGroup::recv(Tensor tensor, int src, const P2POptions
                      .dtype = tensor.dtype(),
                      .shapes = shapesOf({&tensor}, {}),
                      .peer = src,
-                     .is_send = false},
+                     .is_send = false,
+                     .outputs = {tensor}},
                     [=](Backend& backend, const CollectiveInfo& info) {
                       return backend.recv(tensor, src, resolved, info);
+                    });
+}
+
+ProcessGroup::WorkOr ProcessGroup::recvAnySource(Tensor tensor, const P2POptions& options) {
+  Impl& impl = *impl_;
+  const std::string op = "recv_any_source";
+  if (impl.size < 2) {
+    return invalidArgumentError(
+        absl::StrCat(impl.where(op), "the group has no other rank to receive from"));
+  }
+  if (absl::Status s = impl.checkSelf(op, tensor, "tensor"); !s.ok()) return s;
+  if (absl::Status s = impl.checkWritable(op, tensor, "tensor"); !s.ok()) return s;
+  if (options.tag < 0) {
+    return invalidArgumentError(
+        absl::StrCat(impl.where(op), "tag is ", options.tag, "; tags must be non-negative"));
+  }
+  const P2POptions resolved = withTimeout(options, impl.options.timeout);
+  return impl.issue({.op = op,
+                     .device = tensor.device(),
+                     .dtype = tensor.dtype(),
+                     .shapes = shapesOf({&tensor}, {}),
+                     .outputs = {tensor},
+                     .any_source = true},
+                    [=](Backend& backend, const CollectiveInfo& info) {
+                      return backend.recvAnySource(tensor, resolved, info);
                     });
 }
 
@@ -880,6 +1018,9 @@ absl::StatusOr<std::vector<std::shared_ptr<Work>>> ProcessGroup::batchIsendIrecv
         absl::StrCat("batch_isend_irecv op ", i, " (", is_send ? "send" : "recv", ")");
     if (absl::Status s = impl.checkPeer(op, "peer", p.peer); !s.ok()) return s;
     if (absl::Status s = impl.checkSelf(op, p.tensor, "tensor"); !s.ok()) return s;
+    if (!is_send) {
+      if (absl::Status s = impl.checkWritable(op, p.tensor, "tensor"); !s.ok()) return s;
+    }
     if (p.tag < 0) {
       return invalidArgumentError(
           absl::StrCat(impl.where(op), "tag is ", p.tag, "; tags must be non-negative"));
@@ -899,6 +1040,75 @@ absl::StatusOr<std::vector<std::shared_ptr<Work>>> ProcessGroup::batchIsendIrecv
     works.push_back(*std::move(work));
   }
   return works;
+}
+
+namespace {
+
+// Waits for an issued call: one Status for both ways a call can fail.
+absl::Status finish(const ProcessGroup::WorkOr& work) {
+  if (!work.ok()) return work.status();
+  return (*work)->wait();
+}
+
+}  // namespace
+
+absl::Status ProcessGroup::broadcastSync(Tensor tensor, const BroadcastOptions& options) {
+  return finish(broadcast(std::move(tensor), options));
+}
+absl::Status ProcessGroup::allReduceSync(Tensor tensor, const AllReduceOptions& options) {
+  return finish(allReduce(std::move(tensor), options));
+}
+absl::Status ProcessGroup::reduceSync(Tensor tensor, const ReduceOptions& options) {
+  return finish(reduce(std::move(tensor), options));
+}
+absl::Status ProcessGroup::allGatherSync(std::vector<Tensor> outputs, Tensor input,
+                                         const AllGatherOptions& options) {
+  return finish(allGather(std::move(outputs), std::move(input), options));
+}
+absl::Status ProcessGroup::allGatherIntoTensorSync(Tensor output, Tensor input,
+                                                   const AllGatherOptions& options) {
+  return finish(allGatherIntoTensor(std::move(output), std::move(input), options));
+}
+absl::Status ProcessGroup::gatherSync(std::vector<Tensor> outputs, Tensor input,
+                                      const GatherOptions& options) {
+  return finish(gather(std::move(outputs), std::move(input), options));
+}
+absl::Status ProcessGroup::scatterSync(Tensor output, std::vector<Tensor> inputs,
+                                       const ScatterOptions& options) {
+  return finish(scatter(std::move(output), std::move(inputs), options));
+}
+absl::Status ProcessGroup::reduceScatterSync(Tensor output, std::vector<Tensor> inputs,
+                                             const ReduceScatterOptions& options) {
+  return finish(reduceScatter(std::move(output), std::move(inputs), options));
+}
+absl::Status ProcessGroup::reduceScatterTensorSync(Tensor output, Tensor input,
+                                                   const ReduceScatterOptions& options) {
+  return finish(reduceScatterTensor(std::move(output), std::move(input), options));
+}
+absl::Status ProcessGroup::allToAllSync(std::vector<Tensor> outputs, std::vector<Tensor> inputs,
+                                        const AllToAllOptions& options) {
+  return finish(allToAll(std::move(outputs), std::move(inputs), options));
+}
+absl::Status ProcessGroup::allToAllSingleSync(Tensor output, Tensor input,
+                                              std::vector<int64_t> output_splits,
+                                              std::vector<int64_t> input_splits,
+                                              const AllToAllOptions& options) {
+  return finish(allToAllSingle(std::move(output), std::move(input), std::move(output_splits),
+                               std::move(input_splits), options));
+}
+absl::Status ProcessGroup::barrierSync(const BarrierOptions& options) {
+  return finish(barrier(options));
+}
+absl::Status ProcessGroup::sendSync(Tensor tensor, int dst, const P2POptions& options) {
+  return finish(send(std::move(tensor), dst, options));
+}
+absl::Status ProcessGroup::recvSync(Tensor tensor, int src, const P2POptions& options) {
+  return finish(recv(std::move(tensor), src, options));
+}
+absl::StatusOr<int> ProcessGroup::recvAnySourceSync(Tensor tensor, const P2POptions& options) {
+  WorkOr work = recvAnySource(std::move(tensor), options);
+  if (absl::Status s = finish(work); !s.ok()) return s;
+  return (*work)->sourceRank();
 }
 
 absl::Status ProcessGroup::monitoredBarrier(std::optional<absl::Duration> timeout,
@@ -973,6 +1183,8 @@ absl::Status ProcessGroup::Impl::monitoredBarrier(const CollectiveInfo& info, ab
 
 void ProcessGroup::abort() {
   Impl& impl = *impl_;
+  logMessage(LogLevel::kWarning, absl::StrCat("aborting group ", impl.options.group_name, " (rank ",
+                                              impl.rank, " of ", impl.size, ")"));
   if (impl.issuer != nullptr) impl.issuer->abortAll();
   if (impl.cpu_backend != nullptr) impl.cpu_backend->abort();
   absl::MutexLock lock(&impl.mu);

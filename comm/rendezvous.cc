@@ -57,13 +57,25 @@ struct ParsedUrl {
 
 absl::string_view av(std::string_view text) { return absl::string_view(text.data(), text.size()); }
 
+// What a numeric field means, for the error that says how to set it.
+std::string_view fieldMeaning(std::string_view field) {
+  if (field == "rank" || field == "RANK") {
+    return "this process's rank, an integer from 0 to the world size - 1";
+  }
+  if (field == "world_size" || field == "WORLD_SIZE") {
+    return "the number of processes in the job, a positive integer such as 2";
+  }
+  if (field == "LOCAL_RANK") return "this process's rank on its machine, an integer from 0";
+  return "an integer";
+}
+
 absl::StatusOr<int> parseInt(std::string_view field, std::string_view value,
                              std::string_view where) {
   int parsed = 0;
   if (!absl::SimpleAtoi(av(value), &parsed)) {
-    return invalidArgumentError(
-        absl::StrFormat("%s=%s in %s is not an integer; set it to a number such as 0", av(field),
-                        av(value), av(where)));
+    return invalidArgumentError(absl::StrFormat("%s=%s in %s is not an integer; set it to %s",
+                                                av(field), av(value), av(where),
+                                                av(fieldMeaning(field))));
   }
   return parsed;
 }

@@ -29,6 +29,7 @@
 namespace loom::comm {
 namespace {
 
+using ::testing::AllOf;
 using ::testing::HasSubstr;
 
 constexpr absl::Duration kTimeout = absl::Seconds(30);
@@ -199,6 +200,18 @@ TEST(RendezvousTest, EnvInitMethodNamesEachMissingOrMalformedVariable) {
     EXPECT_EQ(errorKind(result.status()), ErrorKind::kInvalidArgument);
     EXPECT_THAT(std::string(result.status().message()), HasSubstr(value));
   }
+  // The hint says what the field is, not a number the check would refuse.
+  Environment environment = complete;
+  environment["WORLD_SIZE"] = "two";
+  absl::Status status = rendezvous("env://", withEnvironment(environment)).status();
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(status.message()),
+              AllOf(HasSubstr("WORLD_SIZE=two in the environment is not an integer"),
+                    HasSubstr("the number of processes in the job"), HasSubstr("such as 2")));
+  environment = complete;
+  environment["RANK"] = "first";
+  status = rendezvous("env://", withEnvironment(environment)).status();
+  EXPECT_THAT(std::string(status.message()), HasSubstr("from 0 to the world size - 1"));
 }
 
 TEST(RendezvousTest, MalformedUrlsAndValuesAreInvalidArguments) {

@@ -1,7 +1,9 @@
 // Tensor views and dtype facts for the communication layer.
 #include "comm/tensor.h"
 
+#include <algorithm>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -77,6 +79,32 @@ Tensor::Tensor(void* data, DType dtype, std::vector<int64_t> shape, Device devic
   for (int64_t size : shape_) numel_ *= size;
 }
 
+Tensor Tensor::constView(const void* data, DType dtype, std::vector<int64_t> shape, Device device) {
+  // The view never writes through the pointer: writable_ false makes every
+  // collective refuse it as an output.
+  Tensor tensor(const_cast<void*>(data), dtype, std::move(shape), device);
+  tensor.writable_ = false;
+  return tensor;
+}
+
+absl::Status Tensor::checkViewFits(size_t count, DType dtype, const std::vector<int64_t>& shape) {
+  int64_t numel = 1;
+  for (int64_t size : shape) {
+    if (size < 0) {
+      return invalidArgumentError(absl::StrCat("shape [", absl::StrJoin(shape, ", "),
+                                               "] has a negative dim; dims must be at least 0"));
+    }
+    numel *= size;
+  }
+  if (numel != static_cast<int64_t>(count)) {
+    return invalidArgumentError(absl::StrCat("a ", std::string(dtypeName(dtype)), "[",
+                                             absl::StrJoin(shape, ", "), "] view needs ", numel,
+                                             " elements but the data has ", count,
+                                             "; pass a shape whose dims multiply to ", count));
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<Tensor> Tensor::narrow(int64_t start, int64_t length) const {
   if (shape_.empty()) {
     return invalidArgumentError(
@@ -92,14 +120,38 @@ absl::StatusOr<Tensor> Tensor::narrow(int64_t start, int64_t length) const {
   const int64_t row_elements = shape_[0] == 0 ? 0 : numel_ / shape_[0];
   char* base =
       static_cast<char*>(data_) + static_cast<size_t>(start * row_elements) * dtypeSize(dtype_);
-  return Tensor(base, dtype_, std::move(shape), device_);
+  Tensor slice(base, dtype_, std::move(shape), device_);
+  slice.writable_ = writable_;
+  return slice;
 }
 
-Tensor Tensor::flat() const { return Tensor(data_, dtype_, {numel_}, device_); }
+Tensor Tensor::flat() const {
+  Tensor flat(data_, dtype_, {numel_}, device_);
+  flat.writable_ = writable_;
+  return flat;
+}
 
 std::string Tensor::toString() const {
   return absl::StrCat(std::string(dtypeName(dtype_)), "[", absl::StrJoin(shape_, ", "), "] on ",
                       device_.toString());
+}
+
+OwnedTensor::OwnedTensor(DType dtype, std::vector<int64_t> shape)
+    : dtype_(dtype), shape_(std::move(shape)), numel_(1) {
+  for (int64_t& size : shape_) {
+    size = std::max<int64_t>(size, 0);
+    numel_ *= size;
+  }
+  // Value-initialised: zeros. One byte at least, so that an empty tensor
+  // still has a non-null pointer.
+  bytes_ = std::make_unique<std::byte[]>(std::max<size_t>(nbytes(), 1));
+}
+
+absl::Status OwnedTensor::checkElementType(DType requested) const {
+  if (requested == dtype_) return absl::OkStatus();
+  return invalidArgumentError(absl::StrCat("the tensor holds ", std::string(dtypeName(dtype_)),
+                                           " elements, not ", std::string(dtypeName(requested)),
+                                           "; read it as its own element type"));
 }
 
 std::ostream& operator<<(std::ostream& os, const Tensor& tensor) { return os << tensor.toString(); }

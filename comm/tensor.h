@@ -1,12 +1,16 @@
 // The tensor view collectives operate on: a pointer, a dtype, a contiguous
-// shape and the device that holds the memory. The communication layer never
-// owns tensor memory; callers (the runtime, tests) do.
+// shape and the device that holds the memory, plus OwnedTensor, a CPU tensor
+// that owns its bytes. Collectives take views; whoever made a view keeps the
+// memory alive until the call completes.
 #ifndef LOOM_COMM_TENSOR_H_
 #define LOOM_COMM_TENSOR_H_
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
+#include <memory>
 #include <ostream>
+#include <span>
 #include <string>
 #include <string_view>
 #include <type_traits>
@@ -78,19 +82,63 @@ constexpr DType dtypeOf() {
 }
 
 // A non-owning view of a contiguous, row-major tensor. Copies share memory.
+// A view made from const data is read-only: collectives accept it where
+// they only read (inputs, a broadcast's root, a send) and refuse it where
+// they would write.
 class Tensor {
  public:
   Tensor() = default;
+  // A view of raw memory (device memory among it) that the caller vouches
+  // for: `data` must hold the shape's elements of `dtype`. Prefer of() and
+  // view(), which check it.
   Tensor(void* data, DType dtype, std::vector<int64_t> shape, Device device = Device::cpu());
+  // The read-only form of the constructor above.
+  static Tensor constView(const void* data, DType dtype, std::vector<int64_t> shape,
+                          Device device = Device::cpu());
 
-  // A 1-d view of all of `values`, for tests and small tools. The dtype
-  // comes from the element type, so the view can never reach past the
-  // vector (a float vector cannot be read as i64).
+  // A 1-d view of all of `values`. The dtype comes from the element type, so
+  // the view can never reach past the vector (a float vector cannot be read
+  // as i64); const vectors give read-only views, and temporaries, which
+  // would leave the view dangling, do not compile.
   template <typename T>
   static Tensor of(std::vector<T>& values) {
     return Tensor(values.data(), dtypeOf<T>(), {static_cast<int64_t>(values.size())});
   }
+  template <typename T>
+  static Tensor of(const std::vector<T>& values) {
+    return constView(values.data(), dtypeOf<T>(), {static_cast<int64_t>(values.size())});
+  }
+  template <typename T>
+  static Tensor of(std::vector<T>&& values) = delete;
+  template <typename T>
+  static Tensor of(const std::vector<T>&& values) = delete;
 
+  // A view of `values` with `shape`, whose elements must number exactly
+  // values.size() (an error otherwise); read-only when T is const.
+  template <typename T>
+  static absl::StatusOr<Tensor> view(std::span<T> values, std::vector<int64_t> shape) {
+    using Element = std::remove_const_t<T>;
+    absl::Status fits = checkViewFits(values.size(), dtypeOf<Element>(), shape);
+    if (!fits.ok()) return fits;
+    if constexpr (std::is_const_v<T>) {
+      return constView(values.data(), dtypeOf<Element>(), std::move(shape));
+    } else {
+      return Tensor(values.data(), dtypeOf<Element>(), std::move(shape));
+    }
+  }
+  template <typename T>
+  static absl::StatusOr<Tensor> view(std::vector<T>& values, std::vector<int64_t> shape) {
+    return view(std::span<T>(values), std::move(shape));
+  }
+  template <typename T>
+  static absl::StatusOr<Tensor> view(const std::vector<T>& values, std::vector<int64_t> shape) {
+    return view(std::span<const T>(values), std::move(shape));
+  }
+  template <typename T>
+  static absl::StatusOr<Tensor> view(std::vector<T>&& values, std::vector<int64_t> shape) = delete;
+
+  // False for views of const data: collectives must not write through it.
+  bool writable() const { return writable_; }
   void* data() const { return data_; }
   template <typename T>
   T* dataAs() const {
@@ -117,6 +165,61 @@ class Tensor {
   std::vector<int64_t> shape_;
   Device device_;
   int64_t numel_ = 0;
+  bool writable_ = true;
+
+  // OK when `count` elements of `dtype` are exactly what `shape` needs.
+  static absl::Status checkViewFits(size_t count, DType dtype, const std::vector<int64_t>& shape);
+};
+
+// A contiguous CPU tensor that owns its memory (zero-filled), the comm
+// counterpart of a torch.Tensor made on the CPU. Move-only; view() hands out
+// the Tensor that collectives take, valid while the OwnedTensor lives.
+class OwnedTensor {
+ public:
+  OwnedTensor() = default;
+  // Every dim must be non-negative (a negative one counts as 0).
+  OwnedTensor(DType dtype, std::vector<int64_t> shape);
+  // A 1-d tensor holding `values`, its dtype from the element type.
+  template <typename T>
+  static OwnedTensor of(const std::vector<T>& values) {
+    OwnedTensor tensor(dtypeOf<T>(), {static_cast<int64_t>(values.size())});
+    if (!values.empty()) std::memcpy(tensor.bytes_.get(), values.data(), tensor.nbytes());
+    return tensor;
+  }
+
+  Tensor view() { return Tensor(bytes_.get(), dtype_, shape_); }
+  // Read-only.
+  Tensor view() const { return Tensor::constView(bytes_.get(), dtype_, shape_); }
+
+  DType dtype() const { return dtype_; }
+  const std::vector<int64_t>& shape() const { return shape_; }
+  int64_t numel() const { return numel_; }
+  size_t nbytes() const { return static_cast<size_t>(numel_) * dtypeSize(dtype_); }
+
+  // The elements as T; an error unless T is the dtype's storage type.
+  template <typename T>
+  absl::StatusOr<std::span<T>> values() {
+    if (absl::Status s = checkElementType(dtypeOf<T>()); !s.ok()) return s;
+    return std::span<T>(reinterpret_cast<T*>(bytes_.get()), static_cast<size_t>(numel_));
+  }
+  template <typename T>
+  absl::StatusOr<std::span<const T>> values() const {
+    if (absl::Status s = checkElementType(dtypeOf<T>()); !s.ok()) return s;
+    return std::span<const T>(reinterpret_cast<const T*>(bytes_.get()),
+                              static_cast<size_t>(numel_));
+  }
+  // The raw bytes, for the dtypes without a C++ storage type (f16, bf16,
+  // bool).
+  std::span<std::byte> bytes() { return {bytes_.get(), nbytes()}; }
+  std::span<const std::byte> bytes() const { return {bytes_.get(), nbytes()}; }
+
+ private:
+  absl::Status checkElementType(DType requested) const;
+
+  DType dtype_ = DType::kFloat32;
+  std::vector<int64_t> shape_;
+  int64_t numel_ = 0;
+  std::unique_ptr<std::byte[]> bytes_;
 };
 
 std::ostream& operator<<(std::ostream& os, const Tensor& tensor);

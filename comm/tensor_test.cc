@@ -2,6 +2,8 @@
 #include "comm/tensor.h"
 
 #include <cstdint>
+#include <span>
+#include <utility>
 #include <vector>
 
 #include "comm/reduce_op.h"
@@ -73,6 +75,74 @@ TEST(TensorTest, AVectorsViewHasItsElementTypesDtype) {
   expectViewCoversTheVector<uint8_t>(DType::kUInt8);
   expectViewCoversTheVector<int32_t>(DType::kInt32);
   expectViewCoversTheVector<int64_t>(DType::kInt64);
+}
+
+// Views of temporaries would dangle, so they do not compile.
+template <typename V>
+concept Viewable = requires(V&& values) { Tensor::of(std::forward<V>(values)); };
+static_assert(Viewable<std::vector<float>&>);
+static_assert(Viewable<const std::vector<float>&>);
+static_assert(!Viewable<std::vector<float>>);
+static_assert(!Viewable<const std::vector<float>>);
+
+TEST(TensorTest, ConstDataGivesReadOnlyViews) {
+  std::vector<int32_t> values = {1, 2, 3, 4};
+  const std::vector<int32_t>& read_only = values;
+  EXPECT_TRUE(Tensor::of(values).writable());
+  EXPECT_FALSE(Tensor::of(read_only).writable());
+  EXPECT_EQ(Tensor::of(read_only).data(), values.data());
+  // Slices and flat views keep the flag.
+  absl::StatusOr<Tensor> rows = Tensor::view(read_only, {2, 2});
+  ASSERT_TRUE(rows.ok()) << rows.status();
+  EXPECT_FALSE(rows->writable());
+  EXPECT_FALSE(rows->narrow(1, 1)->writable());
+  EXPECT_FALSE(rows->flat().writable());
+  EXPECT_FALSE(Tensor::constView(values.data(), DType::kInt32, {4}).writable());
+  EXPECT_TRUE(Tensor::view(values, {4})->narrow(0, 2)->writable());
+}
+
+TEST(TensorTest, ViewsCheckTheirShapeAgainstTheData) {
+  std::vector<double> values(6);
+  absl::StatusOr<Tensor> matrix = Tensor::view(values, {2, 3});
+  ASSERT_TRUE(matrix.ok()) << matrix.status();
+  EXPECT_EQ(matrix->toString(), "f64[2, 3] on cpu");
+  EXPECT_EQ(matrix->nbytes(), sizeof(double) * 6);
+  EXPECT_THAT(
+      Tensor::view(values, {4, 2}).status(),
+      StatusIs(absl::StatusCode::kInvalidArgument,
+               AllOf(HasSubstr("f64[4, 2] view needs 8 elements"), HasSubstr("the data has 6"))));
+  EXPECT_THAT(Tensor::view(values, {-2, -3}).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("negative dim")));
+  const double scalar = 1.5;
+  absl::StatusOr<Tensor> zero_d = Tensor::view(std::span<const double>(&scalar, 1), {});
+  ASSERT_TRUE(zero_d.ok()) << zero_d.status();
+  EXPECT_EQ(zero_d->numel(), 1);
+  EXPECT_FALSE(zero_d->writable());
+}
+
+TEST(OwnedTensorTest, OwnsZeroedMemoryAndChecksItsElementType) {
+  OwnedTensor tensor(DType::kInt64, {2, 3});
+  EXPECT_EQ(tensor.numel(), 6);
+  EXPECT_EQ(tensor.nbytes(), 48u);
+  EXPECT_EQ(tensor.view().toString(), "i64[2, 3] on cpu");
+  EXPECT_TRUE(tensor.view().writable());
+  EXPECT_FALSE(std::as_const(tensor).view().writable());
+  absl::StatusOr<std::span<int64_t>> values = tensor.values<int64_t>();
+  ASSERT_TRUE(values.ok()) << values.status();
+  for (int64_t v : *values) EXPECT_EQ(v, 0);
+  (*values)[5] = 7;
+  EXPECT_EQ(tensor.view().dataAs<int64_t>()[5], 7);
+  EXPECT_THAT(tensor.values<float>().status(),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       AllOf(HasSubstr("holds i64 elements, not f32"))));
+  EXPECT_EQ(tensor.bytes().size(), 48u);
+
+  const OwnedTensor copied = OwnedTensor::of(std::vector<float>{1.5f, -2});
+  EXPECT_EQ(copied.dtype(), DType::kFloat32);
+  EXPECT_EQ((*copied.values<float>())[1], -2);
+  OwnedTensor moved = OwnedTensor::of(std::vector<uint8_t>{});
+  EXPECT_EQ(moved.numel(), 0);
+  EXPECT_NE(moved.view().data(), nullptr);
 }
 
 TEST(TensorTest, CheckTensorNamesBothSides) {

@@ -87,4 +87,60 @@ void Work::onCompletion(std::function<void(const absl::Status&)> callback) {
   callback(exception());
 }
 
+absl::StatusOr<std::vector<Tensor>> Work::result() const {
+  absl::MutexLock lock(&mu_);
+  if (!completed_) {
+    return makeError(ErrorKind::kInvalidArgument, absl::StatusCode::kFailedPrecondition,
+                     absl::StrCat(info_.describe(),
+                                  " has not completed; wait() for it before reading its result"));
+  }
+  if (!status_.ok()) return status_;
+  return outputs_;
+}
+
+absl::StatusOr<int> Work::sourceRank() const {
+  absl::MutexLock lock(&mu_);
+  if (!completed_ || !status_.ok() || !source_rank_.has_value()) {
+    return makeError(ErrorKind::kInvalidArgument, absl::StatusCode::kFailedPrecondition,
+                     absl::StrCat(info_.describe(),
+                                  " has no source rank: only a completed receive has one "
+                                  "(on a backend that records it)"));
+  }
+  return *source_rank_;
+}
+
+void Work::setSourceRank(int rank) {
+  absl::MutexLock lock(&mu_);
+  source_rank_ = rank;
+}
+
+void Work::setOutputs(std::vector<Tensor> outputs) {
+  absl::MutexLock lock(&mu_);
+  outputs_ = std::move(outputs);
+}
+
+std::shared_ptr<Future<std::vector<Tensor>>> Work::getFuture() {
+  std::shared_ptr<Future<std::vector<Tensor>>> future;
+  {
+    absl::MutexLock lock(&mu_);
+    if (future_ != nullptr) return future_;
+    future_ = std::make_shared<Future<std::vector<Tensor>>>(default_timeout_);
+    future = future_;
+  }
+  // Completion callbacks run inside complete(), while the Work exists.
+  onCompletion([this, future](const absl::Status& status) {
+    if (!status.ok()) {
+      future->setError(status);
+      return;
+    }
+    std::vector<Tensor> outputs;
+    {
+      absl::MutexLock lock(&mu_);
+      outputs = outputs_;
+    }
+    future->setValue(std::move(outputs));
+  });
+  return future;
+}
+
 }  // namespace loom::comm

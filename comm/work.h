@@ -6,13 +6,18 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "comm/future.h"
+#include "comm/tensor.h"
 
 namespace loom::comm {
 
@@ -69,6 +74,27 @@ class Work {
   // state current.
   void onCompletion(std::function<void(const absl::Status&)> callback);
 
+  // The call's output tensors (c10d's Work.result()): the tensor an
+  // all_reduce, broadcast or recv wrote, an all_gather's outputs, nothing
+  // for a barrier. An error while the call runs, or if it failed.
+  absl::StatusOr<std::vector<Tensor>> result() const;
+
+  // A future that completes with result() when the call does (c10d's
+  // Work.get_future()); chain then() on it. The same future on every call.
+  std::shared_ptr<Future<std::vector<Tensor>>> getFuture();
+
+  // Front end side: what result() returns; set before the Work is handed
+  // to the caller.
+  void setOutputs(std::vector<Tensor> outputs);
+
+  // The rank a receive got its data from (c10d's Work.source_rank()), once
+  // it completed: the sender of a receive from any source, the peer of
+  // another receive (on gloo; backends that do not record it answer with an
+  // error, as for calls that receive nothing, or before completion).
+  absl::StatusOr<int> sourceRank() const;
+  // Backend side: records the sender before completing the Work.
+  void setSourceRank(int rank);
+
  protected:
   // Backend-specific cancellation (close a Gloo context, ncclCommAbort).
   virtual void abortEngine() {}
@@ -83,6 +109,9 @@ class Work {
   bool completed_ ABSL_GUARDED_BY(mu_) = false;
   absl::Status status_ ABSL_GUARDED_BY(mu_);
   std::vector<std::function<void(const absl::Status&)>> callbacks_ ABSL_GUARDED_BY(mu_);
+  std::vector<Tensor> outputs_ ABSL_GUARDED_BY(mu_);
+  std::optional<int> source_rank_ ABSL_GUARDED_BY(mu_);
+  std::shared_ptr<Future<std::vector<Tensor>>> future_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace loom::comm

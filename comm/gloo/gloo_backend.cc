@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
@@ -707,6 +708,11 @@ class GlooBackend : public Backend {
     return transfer(tensor, src, options, info, /*is_send=*/false);
   }
 
+  WorkOr recvAnySource(Tensor tensor, const P2POptions& options,
+                       const CollectiveInfo& info) override {
+    return transfer(tensor, kAnySource, options, info, /*is_send=*/false);
+  }
+
   void abort() override {
     engine_->abort(makeError(ErrorKind::kBackend, absl::StatusCode::kAborted,
                              absl::StrCat("group ", groupName(), " was aborted")));
@@ -769,6 +775,9 @@ class GlooBackend : public Backend {
                   });
   }
 
+  // The `peer` of a receive from whichever rank sends first.
+  static constexpr int kAnySource = -1;
+
   // Posts the transfer at once (so a batch of sends and receives cannot
   // deadlock behind each other) and waits for it on the waiter pool.
   WorkOr transfer(const Tensor& tensor, int peer, const P2POptions& options,
@@ -785,6 +794,12 @@ class GlooBackend : public Backend {
       const uint64_t slot = ::gloo::Slot::build(kSendRecvSlotPrefix, options.tag);
       if (is_send) {
         work->buffer().send(peer, slot);
+      } else if (peer == kAnySource) {
+        std::vector<int> others;
+        for (int r = 0; r < size(); ++r) {
+          if (r != rank()) others.push_back(r);
+        }
+        work->buffer().recv(others, slot);
       } else {
         work->buffer().recv(peer, slot);
       }
@@ -795,9 +810,13 @@ class GlooBackend : public Backend {
     }
     TransferWork* raw = work.get();
     engine_->awaitTransfer(work, [raw, is_send, timeout, info](Engine&) -> absl::Status {
+      int source = -1;
       const bool done = is_send ? raw->buffer().waitSend(nullptr, toChrono(timeout))
-                                : raw->buffer().waitRecv(nullptr, toChrono(timeout));
-      if (done) return absl::OkStatus();
+                                : raw->buffer().waitRecv(&source, toChrono(timeout));
+      if (done) {
+        if (!is_send) raw->setSourceRank(source);
+        return absl::OkStatus();
+      }
       return makeError(ErrorKind::kBackend, absl::StatusCode::kAborted,
                        absl::StrCat(info.describe(), " was aborted"));
     });
@@ -818,8 +837,19 @@ GlooBackendOptions glooOptionsFromEnv(
     return value == nullptr ? std::nullopt : std::optional<std::string>(value);
   };
   GlooBackendOptions options;
+  std::vector<std::string> ifaces;
+  if (std::optional<std::string> list = read("GLOO_SOCKET_IFNAME")) {
+    for (absl::string_view name : absl::StrSplit(*list, ',', absl::SkipWhitespace())) {
+      ifaces.emplace_back(absl::StripAsciiWhitespace(name));
+    }
+  }
   if (std::optional<std::string> iface = read("LOOM_GLOO_IFACE"); iface && !iface->empty()) {
     options.iface = *iface;
+  } else if (!ifaces.empty()) {
+    // c10d spreads its Gloo contexts over the listed interfaces; here each
+    // group has one context, so successive groups take them in turn.
+    static std::atomic<size_t> next_iface{0};
+    options.iface = ifaces[next_iface.fetch_add(1) % ifaces.size()];
   } else if (std::optional<std::string> host = read("LOOM_GLOO_HOSTNAME"); host && !host->empty()) {
     options.hostname = *host;
   } else if (std::optional<std::string> master = read("MASTER_ADDR"); master && !master->empty()) {
@@ -938,7 +968,9 @@ absl::StatusOr<std::unique_ptr<Backend>> createGlooBackend(const BackendContext&
     return invalidArgumentError(absl::StrCat(
         who, " cannot listen on ",
         options.iface.empty() ? "host " + options.hostname : "interface " + options.iface, ": ",
-        e.what(), "; set LOOM_GLOO_IFACE or LOOM_GLOO_HOSTNAME to an address of this machine"));
+        e.what(),
+        "; set GLOO_SOCKET_IFNAME (or LOOM_GLOO_IFACE) to an interface of this machine, or "
+        "LOOM_GLOO_HOSTNAME to one of its addresses"));
   }
   auto gloo_context = std::make_shared<::gloo::rendezvous::Context>(context.rank, context.size);
   gloo_context->setTimeout(toChrono(context.timeout));

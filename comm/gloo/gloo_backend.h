@@ -23,10 +23,12 @@ struct GlooBackendOptions {
   std::string hostname = "127.0.0.1";
 };
 
-// The options for this process: LOOM_GLOO_IFACE, else LOOM_GLOO_HOSTNAME,
-// else the local address that routes to MASTER_ADDR (so a multi-host job
-// needs no setting), else 127.0.0.1. `getenv` may be empty (the process
-// environment).
+// The options for this process: LOOM_GLOO_IFACE, else GLOO_SOCKET_IFNAME
+// (PyTorch's variable: an interface or a comma-separated list, whose entries
+// successive calls, one per group created, take in turn), else
+// LOOM_GLOO_HOSTNAME, else the local address that routes to MASTER_ADDR (so
+// a multi-host job needs no setting), else 127.0.0.1. `getenv` may be empty
+// (the process environment).
 GlooBackendOptions glooOptionsFromEnv(
     const std::function<std::optional<std::string>(const std::string&)>& getenv = {});
 

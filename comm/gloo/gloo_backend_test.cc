@@ -82,16 +82,32 @@ TEST(GlooOptionsTest, InterfaceThenHostnameThenTheRouteToTheMaster) {
   // The address a packet to the master would leave from: loopback here.
   EXPECT_EQ(glooOptionsFromEnv(env({{"MASTER_ADDR", "127.0.0.1"}})).hostname, "127.0.0.1");
   EXPECT_EQ(glooOptionsFromEnv(env({})).hostname, "127.0.0.1");
+
+  // PyTorch's GLOO_SOCKET_IFNAME: one interface, or a list that successive
+  // groups take in turn; LOOM_GLOO_IFACE still wins.
+  EXPECT_EQ(glooOptionsFromEnv(env({{"GLOO_SOCKET_IFNAME", "lo"}})).iface, "lo");
+  const auto listed = env({{"GLOO_SOCKET_IFNAME", "eth1, eth2"}, {"MASTER_ADDR", "127.0.0.1"}});
+  const std::string first = glooOptionsFromEnv(listed).iface;
+  const std::string second = glooOptionsFromEnv(listed).iface;
+  EXPECT_THAT((std::vector<std::string>{first, second}),
+              ::testing::UnorderedElementsAre("eth1", "eth2"));
+  EXPECT_EQ(glooOptionsFromEnv(listed).iface, first);
+  EXPECT_EQ(
+      glooOptionsFromEnv(env({{"GLOO_SOCKET_IFNAME", "eth1"}, {"LOOM_GLOO_IFACE", "lo"}})).iface,
+      "lo");
+  EXPECT_EQ(
+      glooOptionsFromEnv(env({{"GLOO_SOCKET_IFNAME", ""}, {"MASTER_ADDR", "127.0.0.1"}})).hostname,
+      "127.0.0.1");
 }
 
 TEST(GlooBackendTest, AnUnusableAddressIsAnInvalidArgument) {
   auto store = std::make_shared<HashStore>(absl::Seconds(1));
   GlooBackendOptions options;
   options.iface = "no-such-interface0";
-  EXPECT_THAT(
-      createGlooBackend(contextFor(store, 0, 1), options).status(),
-      StatusIs(absl::StatusCode::kInvalidArgument,
-               AllOf(HasSubstr("interface no-such-interface0"), HasSubstr("LOOM_GLOO_IFACE"))));
+  EXPECT_THAT(createGlooBackend(contextFor(store, 0, 1), options).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       AllOf(HasSubstr("interface no-such-interface0"),
+                             HasSubstr("GLOO_SOCKET_IFNAME"), HasSubstr("LOOM_GLOO_IFACE"))));
 }
 
 TEST(GlooBackendTest, PeersThatNeverArriveAreATimeout) {

@@ -4,6 +4,7 @@
 // case and exits non-zero on any difference.
 //
 // Usage: torch_compare REFERENCE.json
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <fstream>
@@ -11,6 +12,7 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -21,6 +23,7 @@
 #include "comm/all_backends.h"
 #include "comm/errors.h"
 #include "comm/hash_store.h"
+#include "comm/object_collectives.h"
 #include "comm/process_group.h"
 #include "comm/reduce_op.h"
 #include "comm/tensor.h"
@@ -102,6 +105,43 @@ std::string difference(const std::vector<Owned>& got, const std::vector<Owned>& 
   return "";
 }
 
+bool objectCase(const std::string& op) {
+  return op == "broadcast_object_list" || op == "all_gather_object" || op == "gather_object" ||
+         op == "scatter_object_list" || op == "send_recv_object_list";
+}
+
+// An object case: the strings torch's object collective delivered against
+// those loom's delivers ("" when equal).
+absl::StatusOr<std::string> runObjectCase(ProcessGroup& world, const std::string& op,
+                                          const Json& mine) {
+  const std::vector<std::string> in = mine.at("objects_in").get<std::vector<std::string>>();
+  const int root = mine.value("root", 0);
+  std::vector<std::string> got;
+  absl::Status status;
+  if (op == "broadcast_object_list") {
+    got = in;
+    status = broadcastObjectList(world, got, root);
+  } else if (op == "all_gather_object") {
+    status = allGatherObject(world, got, in.at(0));
+  } else if (op == "gather_object") {
+    status = gatherObject(world, in.at(0), got, root);
+  } else if (op == "scatter_object_list") {
+    got.resize(1);
+    status = scatterObjectList(world, got[0], in, root);
+  } else if (world.rank() == 0) {
+    status = sendObjectList(world, in, 1);
+  } else if (world.rank() == 1) {
+    got.resize(2);
+    status = recvObjectList(world, got, 0);
+  }
+  if (!status.ok()) return status;
+  if (mine.at("objects_out").is_null()) return std::string();
+  const std::vector<std::string> want = mine.at("objects_out").get<std::vector<std::string>>();
+  if (got == want) return std::string();
+  return absl::StrCat("objects [", absl::StrJoin(got, " | "), "], want [",
+                      absl::StrJoin(want, " | "), "]");
+}
+
 // Runs one rank's part of a case; returns what differs from PyTorch's
 // outputs ("" when nothing), or an error.
 absl::StatusOr<std::string> runCase(ProcessGroup& world, const Json& mine) {
@@ -169,6 +209,33 @@ absl::StatusOr<std::string> runCase(ProcessGroup& world, const Json& mine) {
         world.send((*inputs)[0].tensor(), (world.rank() + 1) % n);
     status = waitFor(world.recv(got[0].tensor(), (world.rank() + n - 1) % n));
     if (status.ok()) status = waitFor(sent);
+  } else if (op == "recv_any_source") {
+    got = blanksLike(*want);
+    if (world.rank() == 0) {
+      std::vector<std::pair<int, Owned>> received;
+      for (size_t i = 0; i < got.size() && status.ok(); ++i) {
+        Owned message = got[i];
+        absl::StatusOr<int> sender = world.recvAnySourceSync(message.tensor());
+        status = sender.status();
+        if (status.ok()) received.emplace_back(*sender, std::move(message));
+      }
+      std::sort(received.begin(), received.end(),
+                [](const auto& a, const auto& b) { return a.first < b.first; });
+      std::vector<int> senders;
+      for (size_t i = 0; i < received.size(); ++i) {
+        senders.push_back(received[i].first);
+        got[i] = received[i].second;
+      }
+      if (status.ok() && senders != mine.at("senders").get<std::vector<int>>()) {
+        return absl::StrCat("senders [", absl::StrJoin(senders, ", "), "], want ",
+                            mine.at("senders").dump());
+      }
+    } else {
+      status = world.sendSync((*inputs)[0].tensor(), 0);
+    }
+    if (status.ok()) status = world.barrierSync();
+  } else if (objectCase(op)) {
+    return runObjectCase(world, op, mine);
   } else {
     return invalidArgumentError(absl::StrCat("unknown op ", op));
   }

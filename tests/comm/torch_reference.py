@@ -6,15 +6,17 @@ compares bit for bit.
 Usage: torch_reference.py WORLD_SIZE OUT.json
 
 Where torch 1.13's gloo backend lacks a call (reduce_scatter, all_to_all with
-lists, all_gather_into_tensor, AVG, bf16 and bool tensors), the reference is
-the fallback PyTorch users write: all_reduce then take the chunk, one
-all_to_all_single over the concatenation, all_gather then cat, SUM then
-divide, and the arithmetic in f32 (bf16) or u8 (bool) on values for which
-that is exact. Each case records which way it was computed.
+lists, all_gather_into_tensor, AVG, bf16 and bool tensors, uneven all_gather,
+send/recv_object_list), the reference is the fallback PyTorch users write:
+all_reduce then take the chunk, one all_to_all_single over the
+concatenation, all_gather then cat, SUM then divide, the arithmetic in f32
+(bf16) or u8 (bool) on values for which that is exact, pad-gather-trim, and
+sizes then pickles. Each case records which way it was computed.
 """
 
 import json
 import os
+import pickle
 import sys
 import tempfile
 
@@ -251,6 +253,89 @@ def run_cases(rank, n):
     dist.recv(got, (rank - 1) % n)
     sent.wait()
     add("send/recv f64 ring", "send_recv_ring", "torch", [t], [got])
+
+    # all_gather with outputs of different sizes: rank r gives 2 + r values.
+    # torch 1.13's gloo all_gather wants equal sizes, so the reference is the
+    # usual workaround: pad to the longest, all_gather, trim.
+    case += 1
+    t = values("f32", rank, 2 + rank, case, exact=False)
+    longest = 2 + n - 1
+    padded = torch.zeros(longest)
+    padded[:t.numel()] = t
+    gathered = [torch.empty(longest) for _ in range(n)]
+    dist.all_gather(gathered, padded)
+    add("all_gather f32 uneven", "all_gather", "pad, all_gather, trim", [t],
+        [g[:2 + r].clone() for r, g in enumerate(gathered)])
+
+    # recv from any source: ranks 1.. send to rank 0, which records each
+    # sender (in sender order; arrival order varies).
+    case += 1
+    if rank == 0:
+        got = []
+        for _ in range(n - 1):
+            x = torch.empty(3, dtype=torch.int64)
+            sender = dist.recv(x)
+            got.append((sender, x))
+        got.sort(key=lambda pair: pair[0])
+        add("recv from any source i64", "recv_any_source", "torch", [], [x for _, x in got],
+            senders=[s for s, _ in got])
+    else:
+        t = values("i64", rank, 3, case, exact=False)
+        dist.send(t, 0)
+        add("recv from any source i64", "recv_any_source", "torch", [t], None, senders=[])
+    dist.barrier()
+
+    # The object collectives, on strings of different lengths (torch pickles
+    # them, loom sends their bytes; the objects that arrive must be equal).
+    def text(r, salt):
+        return f"rank {r} salt {salt}: " + "xyz" * (r + salt) + "\u00e9"
+
+    objects = [text(1, i) for i in range(3)] if rank == 1 else [None] * 3
+    dist.broadcast_object_list(objects, src=1)
+    add("broadcast_object_list from 1", "broadcast_object_list", "torch", [], [],
+        objects_in=[text(1, i) for i in range(3)] if rank == 1 else ["", "", ""],
+        objects_out=objects, root=1)
+
+    gathered = [None] * n
+    dist.all_gather_object(gathered, text(rank, 4))
+    add("all_gather_object", "all_gather_object", "torch", [], [],
+        objects_in=[text(rank, 4)], objects_out=gathered)
+
+    gathered = [None] * n if rank == 0 else None
+    dist.gather_object(text(rank, 5), gathered, dst=0)
+    add("gather_object to 0", "gather_object", "torch", [], [], objects_in=[text(rank, 5)],
+        objects_out=gathered, root=0)
+
+    received = [None]
+    sources = [text(r, 6) for r in range(n)] if rank == 2 else None
+    dist.scatter_object_list(received, sources, src=2)
+    add("scatter_object_list from 2", "scatter_object_list", "torch", [], [],
+        objects_in=sources or [], objects_out=received, root=2)
+
+    # torch 1.13 has no send/recv_object_list; the reference is what torch 2
+    # does: the pickles' sizes, then the pickles.
+    how = "sizes then pickles (torch 2's send_object_list)"
+    if rank == 0:
+        sent = [text(0, 7), text(0, 8)]
+        pickles = [torch.frombuffer(bytearray(pickle.dumps(o)), dtype=torch.uint8) for o in sent]
+        dist.send(torch.tensor([p.numel() for p in pickles], dtype=torch.int64), 1)
+        dist.send(torch.cat(pickles), 1)
+        add("send/recv_object_list 0 to 1", "send_recv_object_list", how, [], [],
+            objects_in=sent, objects_out=None)
+    elif rank == 1:
+        sizes = torch.empty(2, dtype=torch.int64)
+        dist.recv(sizes, 0)
+        data = torch.empty(int(sizes.sum()), dtype=torch.uint8)
+        dist.recv(data, 0)
+        received, offset = [], 0
+        for size in sizes.tolist():
+            received.append(pickle.loads(data[offset:offset + size].numpy().tobytes()))
+            offset += size
+        add("send/recv_object_list 0 to 1", "send_recv_object_list", how, [], [],
+            objects_in=[], objects_out=received)
+    else:
+        add("send/recv_object_list 0 to 1", "send_recv_object_list", how, [], [],
+            objects_in=[], objects_out=None)
     return cases
 
 
