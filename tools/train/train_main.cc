@@ -42,6 +42,7 @@
 #include "plan/plan.h"
 #include "plan/shard_box.h"
 #include "tools/launch/launcher.h"
+#include "runtime/kernels/cpu/blas_core.h"
 #include "runtime/kernels/cpu/blas_threads.h"
 #include "tools/launch/rank_env.h"
 
@@ -331,7 +332,8 @@ absl::Status train() {
           return value == nullptr ? std::nullopt : std::optional<std::string>(value);
         });
     if (threads.threads > 0) runtime::cpu::setBlasThreads(threads.threads);
-    blas = absl::StrCat(runtime::cpu::blasThreads(), " (", threads.why, ")");
+    blas = absl::StrCat(runtime::cpu::blasThreads(), " (", threads.why, "), OpenBLAS core ",
+                        runtime::cpu::blasCoreName());
   }
 
   runtime::ExecutorOptions options;
@@ -538,6 +540,8 @@ absl::Status train() {
 }  // namespace loom::train
 
 int main(int argc, char** argv) {
+  // Before anything else: it may execute the program again.
+  loom::runtime::cpu::reexecWithBetterBlasCore(argv);
   absl::SetProgramUsageMessage(
       "runs a plan.json on every rank and trains: train --plan=DIR/plan.json --steps=K "
       "[--nproc=N] [--device=cpu|cuda] [--backend=gloo|mpi|nccl] [--data=synthetic|FILE]");
