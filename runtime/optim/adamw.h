@@ -27,7 +27,7 @@ struct AdamWConfig {
 // v = b2 v + (1 - b2) g^2, p -= lr / (1 - b1^t) * m / (sqrt(v) /
 // sqrt(1 - b2^t) + eps). `step` is 1 for the first step; exp_avg and
 // exp_avg_sq start at zero. Elementwise, so a shard's update is exactly its
-// slice of the unsharded update.
+// slice of the unsharded update. The four arrays must not overlap.
 void adamwStep(const AdamWConfig& config, int64_t step, float* params, const float* grads,
                float* exp_avg, float* exp_avg_sq, int64_t count);
 

@@ -31,6 +31,7 @@
 #include "comm/all_backends.h"
 #include "comm/process_group.h"
 #include "comm/rendezvous.h"
+#include "runtime/kernels/cpu/blas_core.h"
 #include "nlohmann/json.hpp"
 #include "tools/calibrate/alpha_beta_fit.h"
 #include "tools/calibrate/collective_sweep.h"
@@ -372,6 +373,8 @@ absl::Status runDriver(const Settings& settings, const std::string& argv0, int* 
 }  // namespace loom::calibrate
 
 int main(int argc, char** argv) {
+  // The GEMMs measured are the ones train runs: the same OpenBLAS kernels.
+  loom::runtime::cpu::reexecWithBetterBlasCore(argv);
   absl::SetProgramUsageMessage(
       "measures GEMM, memory and collective speed on this machine and writes the machine\n"
       "profile the planner's cost model reads (docs/calibrate.md), e.g.\n"

@@ -51,6 +51,7 @@ run fsdp4 "$train" --plan="$fsdp4" "${common[@]}" --nproc=4 --losses_out="$work/
     --memory_out="$work/memory.json" --trace="$work/trace.json"
 compare "$work/single.json" "$work/fsdp4.json"
 grep -q "vs plan" "$work/fsdp4.log" || fail "no memory table: $(cat "$work/fsdp4.log")"
+grep -q "4 ranks via train --nproc" "$work/fsdp4.log" || fail "launcher: $(head -3 "$work/fsdp4.log")"
 /usr/bin/python3 - "$work/trace.json" <<'EOF' || fail "trace.json"
 import json, sys
 t = json.load(open(sys.argv[1]))
@@ -63,6 +64,7 @@ EOF
 run hsdp "$launch" --nproc=4 --timeout=120s -- "$train" --plan="$hsdp" "${common[@]}" \
     --losses_out="$work/hsdp.json"
 compare "$work/single.json" "$work/hsdp.json"
+grep -q "4 ranks via torchrun" "$work/hsdp.log" || fail "launcher: $(head -3 "$work/hsdp.log")"
 
 # Every layout of both models under mpirun with the mpi backend.
 source "$TEST_SRCDIR/$TEST_WORKSPACE/tests/testing/mpi_test_env.sh"

@@ -42,6 +42,7 @@
 #include "plan/plan.h"
 #include "plan/shard_box.h"
 #include "tools/launch/launcher.h"
+#include "runtime/kernels/cpu/blas_core.h"
 #include "runtime/kernels/cpu/blas_threads.h"
 #include "tools/launch/rank_env.h"
 
@@ -100,6 +101,10 @@ bool underLauncher() {
   return false;
 }
 
+// Set by train --nproc for the ranks it starts: the header's "via" names it
+// instead of the torchrun-style variables it hands them.
+constexpr char kLauncherEnv[] = "LOOM_TRAIN_LAUNCHER";
+
 // --nproc without a launcher: start the ranks as children running this
 // same binary with the same flags; they see RANK and so become ranks.
 int runAsLauncher(int argc, char** argv, int nproc) {
@@ -113,6 +118,8 @@ int runAsLauncher(int argc, char** argv, int nproc) {
   self[n] = '\0';
   options.binary = self;
   for (int i = 1; i < argc; ++i) options.args.push_back(argv[i]);
+  // The ranks see torchrun's variables; this names who really started them.
+  setenv(kLauncherEnv, "train --nproc", 1);
   options.nproc = nproc;
   options.timeout = absl::Seconds(absl::GetFlag(FLAGS_timeout_s)) * 4;
   absl::StatusOr<launch::LaunchResult> result = launch::runLocalJob(options);
@@ -161,7 +168,9 @@ absl::StatusOr<Job> joinJob(absl::Duration timeout) {
     job.rank = r->rank;
     job.world_size = r->world_size;
     job.store = r->store;
-    job.source = std::string(launch::rankEnvSourceName(env->source));
+    const char* launcher = std::getenv(kLauncherEnv);
+    job.source = launcher != nullptr ? std::string(launcher)
+                                     : std::string(launch::rankEnvSourceName(env->source));
     job.local_ranks = env->local_world_size;
   } else {
     job.store = std::make_shared<comm::HashStore>();
@@ -257,7 +266,8 @@ void printMfu(const plan::Plan& plan, double step_seconds) {
 
 // Every rank's peak bytes per phase, gathered; rank 0 prints them beside the
 // planner's prediction and returns them as JSON.
-absl::StatusOr<json> memoryReport(runtime::Executor& e, comm::ProcessGroup& world) {
+absl::StatusOr<json> memoryReport(runtime::Executor& e, comm::ProcessGroup& world,
+                                  bool deterministic) {
   const std::vector<std::string> phases = {"forward", "backward", "optimizer", "checkpoint"};
   std::vector<int64_t> mine(phases.size(), 0);
   for (const runtime::PhaseMemory& m : e.phaseMemory()) {
@@ -274,8 +284,12 @@ absl::StatusOr<json> memoryReport(runtime::Executor& e, comm::ProcessGroup& worl
   const int64_t predicted = e.plan().predicted.peak_bytes;
   json report = {{"predicted_peak_bytes", predicted}, {"ranks", json::array()}};
   if (world.rank() != 0) return report;
-  std::printf("\nmemory per rank (bytes handed out by the caching allocator; planner: %lld)\n",
-              static_cast<long long>(predicted));
+  // Deterministic mode's per-row partial sums are the runtime's, not the
+  // plan's: the table says so rather than compare them silently.
+  std::printf(
+      "\nmemory per rank (bytes handed out by the caching allocator; planner: %lld%s)\n",
+      static_cast<long long>(predicted),
+      deterministic ? "; --deterministic adds per-row partial sums the plan leaves out" : "");
   std::printf("| rank | forward | backward | optimizer | checkpoint | peak | vs plan |\n");
   std::printf("| ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n");
   for (int r = 0; r < world.size(); ++r) {
@@ -286,7 +300,8 @@ absl::StatusOr<json> memoryReport(runtime::Executor& e, comm::ProcessGroup& worl
       rank[phases[i]] = all[r * phases.size() + i];
     }
     rank["peak"] = peak;
-    const double diff = peak ? 100.0 * (static_cast<double>(predicted) - peak) / peak : 0;
+    // Positive when the run took more than the planner said.
+    const double diff = predicted ? 100.0 * (static_cast<double>(peak) - predicted) / predicted : 0;
     std::printf("| %d | %lld | %lld | %lld | %lld | %lld | %+.1f %% |\n", r,
                 static_cast<long long>(all[r * 4]), static_cast<long long>(all[r * 4 + 1]),
                 static_cast<long long>(all[r * 4 + 2]), static_cast<long long>(all[r * 4 + 3]),
@@ -331,7 +346,8 @@ absl::Status train() {
           return value == nullptr ? std::nullopt : std::optional<std::string>(value);
         });
     if (threads.threads > 0) runtime::cpu::setBlasThreads(threads.threads);
-    blas = absl::StrCat(runtime::cpu::blasThreads(), " (", threads.why, ")");
+    blas = absl::StrCat(runtime::cpu::blasThreads(), " (", threads.why, "), OpenBLAS core ",
+                        runtime::cpu::blasCoreName());
   }
 
   runtime::ExecutorOptions options;
@@ -489,7 +505,7 @@ absl::Status train() {
       printMfu(e.plan(), medianStep);
     }
   }
-  absl::StatusOr<json> memory = memoryReport(e, *job->world);
+  absl::StatusOr<json> memory = memoryReport(e, *job->world, options.deterministic);
   if (!memory.ok()) return memory.status();
   if (lead && !absl::GetFlag(FLAGS_memory_out).empty()) {
     if (absl::Status s = writeJson(absl::GetFlag(FLAGS_memory_out), *memory); !s.ok()) return s;
@@ -538,6 +554,8 @@ absl::Status train() {
 }  // namespace loom::train
 
 int main(int argc, char** argv) {
+  // Before anything else: it may execute the program again.
+  loom::runtime::cpu::reexecWithBetterBlasCore(argv);
   absl::SetProgramUsageMessage(
       "runs a plan.json on every rank and trains: train --plan=DIR/plan.json --steps=K "
       "[--nproc=N] [--device=cpu|cuda] [--backend=gloo|mpi|nccl] [--data=synthetic|FILE]");

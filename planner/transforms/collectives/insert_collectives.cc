@@ -107,6 +107,22 @@ Entries normalize(Entries entries, llvm::ArrayRef<int64_t> shape, const Mesh& me
   return entries;
 }
 
+// `entries` with the entry of every size-1 mesh axis taken from `like`. Along
+// an axis of one rank a tensor is whole and complete whatever its placement
+// there says (a shard of one, a partial sum of one), so changing that entry
+// needs no collective and no slice, and leaves the local shape as it is.
+Entries withSizeOneAxesOf(Entries entries, const Entries& like, const Mesh& mesh) {
+  for (auto [axis, entry] : llvm::enumerate(entries)) {
+    if (mesh.sizes[axis] == 1) entry = like[axis];
+  }
+  return entries;
+}
+
+// Whether `given` serves where `wanted` is asked for without a conversion.
+bool serves(const Entries& given, const Entries& wanted, const Mesh& mesh) {
+  return withSizeOneAxesOf(given, wanted, mesh) == wanted;
+}
+
 // The mesh axes that shard `dim` in `entries`, in mesh order.
 llvm::SmallVector<int64_t, 2> axesOn(const Entries& entries, int64_t dim) {
   llvm::SmallVector<int64_t, 2> axes;
@@ -370,7 +386,7 @@ class PlanInsertCollectivesPass
                                   << "; run --plan-placement before --plan-insert-collectives";
         }
         if (failed(useMesh(&op, placement))) return mlir::failure();
-        if (Entries(placement.getAxes()) == given_[use.get()]) continue;
+        if (serves(given_[use.get()], Entries(placement.getAxes()), *mesh_)) continue;
         const int segment = reshardAfterForward && isParam(use.get()) && !isKept(use.get()) &&
                                     backward.contains(&op)
                                 ? 1
@@ -390,7 +406,7 @@ class PlanInsertCollectivesPass
                                           "--plan-insert-collectives";
       }
       if (failed(useMesh(returnOp, wanted))) return mlir::failure();
-      if (Entries(wanted.getAxes()) == given_[use.get()]) continue;
+      if (serves(given_[use.get()], Entries(wanted.getAxes()), *mesh_)) continue;
       // A gradient under grad-reduce-dtype gets its own conversion (segment
       // 2): its reductions change its type, which no op using the value
       // expects. Another returned value reuses the latest conversion an op
@@ -451,8 +467,9 @@ class PlanInsertCollectivesPass
   mlir::FailureOr<llvm::SmallVector<Step, 2>> planSteps(const Conversion& conversion,
                                                         llvm::ArrayRef<int64_t> shape,
                                                         mlir::Operation* user) {
-    const Entries from = given_[conversion.value];
     const Entries to = normalize(Entries(conversion.wanted.getAxes()), shape, *mesh_);
+    // Only the axes of more than one rank take part in the conversion.
+    const Entries from = withSizeOneAxesOf(given_[conversion.value], to, *mesh_);
     const int64_t rank = static_cast<int64_t>(shape.size());
     auto fail = [&](int64_t axis, llvm::StringRef why) -> mlir::LogicalResult {
       mlir::InFlightDiagnostic diag = user->emitOpError()

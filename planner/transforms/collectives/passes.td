@@ -29,7 +29,11 @@ def PlanInsertCollectives : Pass<"plan-insert-collectives", "::mlir::ModuleOp"> 
     cotangent `nn.loss_grad_arg`) unless `reshard-after-forward=false`
     or its unit is listed in `keep-units` (a unit that no parameter
     belongs to is refused), and its converted buffer gets a `dist.free` after its last use in each
-    segment. Placement attributes stay: on arguments and results (the
+    segment. A mesh axis of one rank takes no part in a conversion: along
+    it a tensor is whole and complete whatever its placement says (a shard
+    of one, a partial sum of one), so a use that differs from its value only
+    on such axes takes the value itself, and the 1-rank plan of any strategy
+    (`fsdp=1`) has no collectives. Placement attributes stay: on arguments and results (the
     buffers the exporter sizes) and on nn ops (what each op computes on).
 
     ```mlir

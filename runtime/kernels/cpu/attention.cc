@@ -15,13 +15,13 @@
 
 #include <algorithm>
 #include <array>
-#include <bit>
 #include <cmath>
 #include <cstdint>
 #include <limits>
 #include <vector>
 
 #include "runtime/kernels/cpu/cpu_kernels.h"
+#include "runtime/kernels/cpu/simd_exp.h"
 
 namespace loom::runtime::cpu {
 namespace {
@@ -33,27 +33,6 @@ namespace {
 // threshold (64^3 multiply-adds) for head_dim <= 64, and a tile of scores
 // (16 KiB) in L1 beside its operands.
 constexpr int64_t kTile = 64;
-
-// exp(x) for x in [-87, 0] (a score minus its row max or logsumexp,
-// clamped), within 2 ulp: Cephes' expf polynomial in plain arithmetic, so
-// that `omp simd` can vectorise it (glibc's vector expf needs -ffast-math).
-inline float expClamped(float x) {
-  constexpr float kLog2e = 1.44269504088896341f;
-  constexpr float kLn2Hi = 0.693359375f;
-  constexpr float kLn2Lo = -2.12194440e-4f;
-  // Adding and subtracting 1.5 * 2^23 rounds to the nearest integer.
-  constexpr float kRound = 12582912.0f;
-  const float n = (x * kLog2e + kRound) - kRound;
-  const float r = (x - n * kLn2Hi) - n * kLn2Lo;
-  float p = 1.9875691500e-4f;
-  p = p * r + 1.3981999507e-3f;
-  p = p * r + 8.3334519073e-3f;
-  p = p * r + 4.1665795894e-2f;
-  p = p * r + 1.6666665459e-1f;
-  p = p * r + 5.0000001201e-1f;
-  p = p * r * r + r + 1.0f;
-  return p * std::bit_cast<float>((static_cast<int32_t>(n) + 127) << 23);
-}
 
 // One (batch, query head) and its kv head, packed [seq, dim] row-major: the
 // kernels below see only these, never the caller's [B, S, H, D] strides.

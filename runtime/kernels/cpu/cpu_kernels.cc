@@ -3,6 +3,7 @@
 // summation order is then fixed by the build, not by the data layout, which
 // keeps results deterministic run to run.
 #include "runtime/kernels/cpu/cpu_kernels.h"
+#include "runtime/kernels/cpu/simd_exp.h"
 
 #include <cblas.h>
 
@@ -29,7 +30,28 @@ void axpy(float alpha, const float* x, float* y, int64_t n) {
   for (int64_t i = 0; i < n; ++i) y[i] += alpha * x[i];
 }
 
-float sigmoid(float x) { return 1.0f / (1.0f + std::exp(-x)); }
+// silu's elements go through blocks of this many: exp(-x) of a block into a
+// stack buffer, then the rest, each loop vectorised.
+constexpr int64_t kSiluBlock = 256;
+
+// e[j] = exp(-x[j]). Below -87 the argument is clamped (sigmoid is 1 to
+// within 1e-38 there); above 88, where expf overflows, e is infinity, so that
+// sigmoid is exactly 0 as with libm's expf. Each step is a loop of its own so
+// that every one of them vectorises.
+void expNegated(const float* x, float* e, int64_t n) {
+#pragma omp simd
+  for (int64_t j = 0; j < n; ++j) {
+    const float a = -x[j];
+    const float low = a < -87.0f ? -87.0f : a;
+    e[j] = low > 88.0f ? 88.0f : low;
+  }
+#pragma omp simd
+  for (int64_t j = 0; j < n; ++j) e[j] = expClamped(e[j]);
+#pragma omp simd
+  for (int64_t j = 0; j < n; ++j) {
+    e[j] = -x[j] > 88.0f ? std::numeric_limits<float>::infinity() : e[j];
+  }
+}
 
 constexpr float kGeluA = 0.044715f;
 const float kGeluC = static_cast<float>(std::sqrt(2.0 / std::numbers::pi));
@@ -276,14 +298,28 @@ void softmaxGrad(const float* y, const float* dy, float* dx, int64_t rows, int64
   }
 }
 
+// sigmoid(x) = 1 / (1 + exp(-x)) with the vectorised exp: 4-5x faster than
+// libm's scalar expf at -O2 (docs/runtime_kernels.md).
 void silu(const float* x, float* y, int64_t count) {
-  for (int64_t i = 0; i < count; ++i) y[i] = x[i] * sigmoid(x[i]);
+  float e[kSiluBlock];
+  for (int64_t b = 0; b < count; b += kSiluBlock) {
+    const int64_t n = std::min(kSiluBlock, count - b);
+    expNegated(x + b, e, n);
+#pragma omp simd
+    for (int64_t j = 0; j < n; ++j) y[b + j] = x[b + j] * (1.0f / (1.0f + e[j]));
+  }
 }
 
 void siluGrad(const float* x, const float* dy, float* dx, int64_t count) {
-  for (int64_t i = 0; i < count; ++i) {
-    const float s = sigmoid(x[i]);
-    dx[i] = dy[i] * s * (1.0f + x[i] * (1.0f - s));
+  float e[kSiluBlock];
+  for (int64_t b = 0; b < count; b += kSiluBlock) {
+    const int64_t n = std::min(kSiluBlock, count - b);
+    expNegated(x + b, e, n);
+#pragma omp simd
+    for (int64_t j = 0; j < n; ++j) {
+      const float s = 1.0f / (1.0f + e[j]);
+      dx[b + j] = dy[b + j] * s * (1.0f + x[b + j] * (1.0f - s));
+    }
   }
 }
 

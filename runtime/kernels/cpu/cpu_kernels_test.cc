@@ -349,6 +349,32 @@ TEST(ActivationTest, SiluAndGeluMatchReferenceAndFiniteDifferences) {
   }
 }
 
+// silu runs in blocks of 256 with exp's argument clamped below -87 and
+// overflowing to infinity above 88: a count that spans blocks and ends in a
+// partial one, and inputs far past both, where silu is x or 0 and its
+// gradient dy or 0.
+TEST(ActivationTest, SiluAcrossBlocksAndPastTheExpRange) {
+  const int64_t count = 600;
+  std::vector<float> x(count);
+  for (int64_t i = 0; i < count; ++i) x[i] = -120.0f + 240.0f * static_cast<float>(i) / (count - 1);
+  const auto dy = randomVector(count, 39);
+  std::vector<float> y(count), dx(count);
+  silu(x.data(), y.data(), count);
+  expectAllClose(y, ref::silu(toTensor(x, {count})));
+  siluGrad(x.data(), dy.data(), dx.data(), count);
+  expectAllClose(dx, ref::siluGrad(toTensor(x, {count}), toTensor(dy, {count})));
+  for (float big : {100.0f, 1e4f, 3e38f}) {
+    float in[2] = {big, -big}, out[2], grad[2];
+    const float d[2] = {0.5f, 0.5f};
+    silu(in, out, 2);
+    siluGrad(in, d, grad, 2);
+    EXPECT_EQ(out[0], big) << big;
+    EXPECT_EQ(out[1], 0.0f) << big;
+    EXPECT_EQ(grad[0], 0.5f) << big;
+    EXPECT_EQ(grad[1], 0.0f) << big;
+  }
+}
+
 TEST(ElementwiseTest, AddAndMulMatchReference) {
   const int64_t count = 33;
   const auto a = randomVector(count, 36);

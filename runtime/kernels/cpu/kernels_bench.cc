@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "runtime/kernels/cpu/attention_reference.h"
+#include "runtime/kernels/cpu/blas_core.h"
 #include "runtime/kernels/cpu/cpu_kernels.h"
 
 namespace loom::runtime::cpu {
@@ -156,8 +157,9 @@ BENCHMARK(BM_AttentionGrad)->Apply(attentionShapes);
 
 int main(int argc, char** argv) {
   // The GEMM figures, attention's included, depend on the kernels OpenBLAS
-  // picked for this CPU (OPENBLAS_CORETYPE overrides its choice) and on its
-  // thread count.
+  // runs (OPENBLAS_CORETYPE overrides its choice; its Prescott fallback is
+  // replaced as train replaces it) and on its thread count.
+  loom::runtime::cpu::reexecWithBetterBlasCore(argv);
   benchmark::AddCustomContext("openblas", openblas_get_config());
   benchmark::AddCustomContext("openblas_threads", std::to_string(openblas_get_num_threads()));
   benchmark::Initialize(&argc, argv);
