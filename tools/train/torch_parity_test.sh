@@ -10,9 +10,12 @@
 # rounds every op's result to bf16 where Loom's kernels round once, so the
 # bounds are bf16's: losses within 1e-3 relative, and params and master
 # copies within 1e-1 in relative L2 norm (AdamW turns the noise in tiny
-# gradients into lr-sized steps, so an element-wise maximum says little; a
-# zero-initialised bias is nothing but its 20 steps, so it differs most,
-# while a missing master update would be off by ~100 %).
+# gradients into lr-sized steps, so an element-wise maximum says little).
+# A zero-initialised bias is nothing but its 20 steps, so it differs most
+# and depends on the BLAS kernels' summation order (GPT-2's ln_1.bias
+# reached 0.18 on an AMD Zen 3 with code that was within 0.1 on the
+# machine before): biases get 3e-1, still far from the ~100 % of a missing
+# master update.
 # Args: train, torch_train.py, then (model spec, plan) pairs.
 set -u
 train="$1" torch_train="$2"; shift 2
@@ -49,11 +52,17 @@ key_bias = f"c_attn.bias[{hidden}:{2 * hidden}]"
 if dtype == "bf16-mixed":
     compared = [n for n in final.files if n in checkpoint.tensors and not n.endswith(key_bias)]
     assert any(n.startswith("master:") for n in compared), compared
-    diffs = sorted((float(np.linalg.norm(checkpoint.tensors[n] - final[n]) / np.linalg.norm(final[n])), n)
-                   for n in compared)
+    def relative(n):
+        return float(np.linalg.norm(checkpoint.tensors[n] - final[n]) / np.linalg.norm(final[n]))
+    # A zero-initialised bias is nothing but its 20 AdamW steps, each about
+    # lr in size whatever its gradient's noise: it gets a bound of its own.
+    biases = sorted((relative(n), n) for n in compared if n.endswith("bias"))
+    weights = sorted((relative(n), n) for n in compared if not n.endswith("bias"))
+    worst_bias = biases[-1] if biases else (0.0, "none")
     print(f"{name}: 20 steps (bf16 mixed), worst loss difference {worst_loss:.2e}, worst relative L2 "
-          f"difference {diffs[-1][0]:.2e} ({diffs[-1][1]}) over {len(compared)} params and master copies")
-    sys.exit(0 if worst_loss <= 1e-3 and diffs[-1][0] <= 1e-1 else 1)
+          f"difference {weights[-1][0]:.2e} ({weights[-1][1]}) over {len(weights)} weights and master "
+          f"copies, {worst_bias[0]:.2e} ({worst_bias[1]}) over {len(biases)} biases")
+    sys.exit(0 if worst_loss <= 1e-3 and weights[-1][0] <= 1e-1 and worst_bias[0] <= 0.3 else 1)
 params = checkpoint.params()
 assert set(params) == set(final.files), set(params) ^ set(final.files)
 # GPT-2's key bias (c_attn.bias[H:2H]) has an identically zero gradient
