@@ -56,8 +56,10 @@ if dtype == "bf16-mixed":
         return float(np.linalg.norm(checkpoint.tensors[n] - final[n]) / np.linalg.norm(final[n]))
     # A zero-initialised bias is nothing but its 20 AdamW steps, each about
     # lr in size whatever its gradient's noise: it gets a bound of its own.
-    biases = sorted((relative(n), n) for n in compared if n.endswith("bias"))
-    weights = sorted((relative(n), n) for n in compared if not n.endswith("bias"))
+    def is_bias(n):  # "master:transformer.h.0.attn.c_attn.bias[128:192]" is one
+        return n.split("[")[0].endswith("bias")
+    biases = sorted((relative(n), n) for n in compared if is_bias(n))
+    weights = sorted((relative(n), n) for n in compared if not is_bias(n))
     worst_bias = biases[-1] if biases else (0.0, "none")
     print(f"{name}: 20 steps (bf16 mixed), worst loss difference {worst_loss:.2e}, worst relative L2 "
           f"difference {weights[-1][0]:.2e} ({weights[-1][1]}) over {len(weights)} weights and master "
