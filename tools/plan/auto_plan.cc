@@ -90,8 +90,12 @@ absl::StatusOr<AutoResult> planAuto(mlir::MLIRContext& context, const AutoReques
   if (!topology.ok()) return topology.status();
   const bool cpu = topology->device().name == "cpu";
   AutoResult result;
-  TemplateSource source{
-      .model = request.model, .config = std::nullopt, .seq = 0, .dtype = "", .graph_batch = 0};
+  TemplateSource source{.model = request.model,
+                        .config = std::nullopt,
+                        .seq = 0,
+                        .dtype = cost::Dtype::kBF16,
+                        .graph_batch = 0};
+  std::string dtype;
   int64_t globalBatch = request.batch.value_or(request.devices);
   if (absl::EndsWith(request.model, ".mlir")) {
     // The graph fixes its batch, sequence and type; the search splits its
@@ -111,7 +115,7 @@ absl::StatusOr<AutoResult> planAuto(mlir::MLIRContext& context, const AutoReques
       }
     }
     source.seq = shape->seq;
-    source.dtype = shape->dtype;
+    dtype = shape->dtype;
     source.graph_batch = shape->batch;
     globalBatch = shape->batch;
     result.workload.model = std::filesystem::path(request.model).filename().string();
@@ -121,7 +125,7 @@ absl::StatusOr<AutoResult> planAuto(mlir::MLIRContext& context, const AutoReques
                                                : planner::models::configFromSpec(request.model);
     if (!config.ok()) return config.status();
     source.seq = request.seq.value_or(defaultSeq(*config));
-    source.dtype = request.dtype.value_or(cpu ? "f32" : "bf16");
+    dtype = request.dtype.value_or(cpu ? "f32" : "bf16");
     if (source.seq < 1 || source.seq > config->max_seq) {
       return absl::InvalidArgumentError(absl::StrCat("model ", config->name, ": seq ", source.seq,
                                                      " is outside 1..", config->max_seq));
@@ -129,14 +133,15 @@ absl::StatusOr<AutoResult> planAuto(mlir::MLIRContext& context, const AutoReques
     result.workload.model = config->name;
     source.config = *std::move(config);
   }
-  if (source.dtype != "f32" && source.dtype != "bf16" && source.dtype != "f16") {
+  if (dtype != "f32" && dtype != "bf16" && dtype != "f16") {
     return absl::InvalidArgumentError(
-        absl::StrCat("--dtype='", source.dtype, "' is not a parameter type; use f32, bf16 or f16"));
+        absl::StrCat("--dtype='", dtype, "' is not a parameter type; use f32, bf16 or f16"));
   }
+  source.dtype = dtype == "f32"   ? cost::Dtype::kF32
+                 : dtype == "f16" ? cost::Dtype::kF16
+                                  : cost::Dtype::kBF16;
   result.workload.seq = source.seq;
-  result.workload.dtype = source.dtype == "f32"   ? cost::Dtype::kF32
-                          : source.dtype == "f16" ? cost::Dtype::kF16
-                                                  : cost::Dtype::kBF16;
+  result.workload.dtype = source.dtype;
   result.graph = !source.config;
   absl::StatusOr<cost::CostModel> model = cost::CostModel::create(*topology, {}, request.profile);
   if (!model.ok()) return model.status();

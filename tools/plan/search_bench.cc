@@ -71,9 +71,12 @@ int published() {
     auto model = cost::CostModel::create(*topology);
     auto config = loom::planner::models::publishedConfig(run.model);
     if (!topology.ok() || !model.ok() || !config.ok()) return 1;
-    loom::tools::plan::TemplatePricer pricer(
-        {.model = run.model, .config = *config, .seq = run.seq, .dtype = "bf16", .graph_batch = 0},
-        {.model_name = run.model}, *model);
+    loom::tools::plan::TemplatePricer pricer({.model = run.model,
+                                              .config = *config,
+                                              .seq = run.seq,
+                                              .dtype = cost::Dtype::kBF16,
+                                              .graph_batch = 0},
+                                             {.model_name = run.model}, *model);
     absl::StatusOr<cost::StepEstimate> e = pricer.estimate(s);
     if (!e.ok()) {
       std::fprintf(stderr, "search_bench: %s\n", std::string(e.status().message()).c_str());

@@ -79,7 +79,7 @@ absl::StatusOr<mlir::OwningOpRef<mlir::ModuleOp>> TemplatePricer::loadTemplate(i
                    {.model = source_.model,
                     .batch = batch,
                     .seq = source_.seq,
-                    .dtype = source_.dtype,
+                    .dtype = std::string(cost::dtypeName(source_.dtype)),
                     .layers = std::min(source_.config->num_layers, cost::kTemplateBlocks)});
 }
 
@@ -191,10 +191,7 @@ absl::StatusOr<cost::StepEstimate> TemplatePricer::estimate(const cost::Strategy
   e.model_flops_per_device = price->model_flops * a;
   e.tokens_per_s_per_device =
       static_cast<double>(e.tokens_per_step) / e.step_time_s / static_cast<double>(s.devices());
-  const cost::Dtype dtype = source_.dtype == "f32"   ? cost::Dtype::kF32
-                            : source_.dtype == "f16" ? cost::Dtype::kF16
-                                                     : cost::Dtype::kBF16;
-  e.mfu = e.model_flops_per_device / (e.step_time_s * cost_.peakFlops(dtype));
+  e.mfu = e.model_flops_per_device / (e.step_time_s * cost_.peakFlops(source_.dtype));
   for (size_t i = 0; i < price->stream_s.size(); ++i) {
     if (price->stream_axes[i] == "fsdp") {
       e.fsdp_stream_s = price->stream_s[i] * a;

@@ -41,7 +41,7 @@ struct TemplateSource {
   // whose IR fixes the shapes.
   std::optional<planner::models::TransformerConfig> config;
   int64_t seq = 0;
-  std::string dtype = "bf16";
+  planner::cost::Dtype dtype = planner::cost::Dtype::kBF16;
   // A graph file's batch: the global batch, one micro-step per step.
   int64_t graph_batch = 0;
 };

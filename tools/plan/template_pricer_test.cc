@@ -27,7 +27,11 @@ struct Fixture {
         config(*planner::models::configFromSpec(model)),
         topology(*topologyFor(base, kDevices)),
         costModel(*cost::CostModel::create(topology)),
-        pricer({.model = model, .config = config, .seq = 16, .dtype = "bf16", .graph_batch = 0},
+        pricer({.model = model,
+                .config = config,
+                .seq = 16,
+                .dtype = cost::Dtype::kBF16,
+                .graph_batch = 0},
                base, costModel) {}
 
   // The whole pipeline's plan of `s` (one micro-step).
