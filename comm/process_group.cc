@@ -203,6 +203,13 @@ class ProcessGroup::Impl {
     return absl::OkStatus();
   }
 
+  // Point-to-point tags, as c10d's, are non-negative.
+  absl::Status checkTag(const std::string& op, int64_t tag) const {
+    if (tag >= 0) return absl::OkStatus();
+    return invalidArgumentError(
+        absl::StrCat(where(op), "tag is ", tag, "; tags must be non-negative"));
+  }
+
   absl::Status checkSelf(const std::string& op, const Tensor& tensor,
                          const std::string& what) const {
     return checkOne(op, tensor, what, tensor.dtype(), tensor.numel(), tensor.device());
@@ -942,10 +949,7 @@ ProcessGroup::WorkOr ProcessGroup::send(Tensor tensor, int dst, const P2POptions
   const std::string op = "send";
   if (absl::Status s = impl.checkPeer(op, "dst", dst); !s.ok()) return s;
   if (absl::Status s = impl.checkSelf(op, tensor, "tensor"); !s.ok()) return s;
-  if (options.tag < 0) {
-    return invalidArgumentError(
-        absl::StrCat(impl.where(op), "tag is ", options.tag, "; tags must be non-negative"));
-  }
+  if (absl::Status s = impl.checkTag(op, options.tag); !s.ok()) return s;
   const P2POptions resolved = withTimeout(options, impl.options.timeout);
   return impl.issue({.op = op,
                      .device = tensor.device(),
@@ -965,10 +969,7 @@ ProcessGroup::WorkOr ProcessGroup::recv(Tensor tensor, int src, const P2POptions
   if (absl::Status s = impl.checkPeer(op, "src", src); !s.ok()) return s;
   if (absl::Status s = impl.checkSelf(op, tensor, "tensor"); !s.ok()) return s;
   if (absl::Status s = impl.checkWritable(op, tensor, "tensor"); !s.ok()) return s;
-  if (options.tag < 0) {
-    return invalidArgumentError(
-        absl::StrCat(impl.where(op), "tag is ", options.tag, "; tags must be non-negative"));
-  }
+  if (absl::Status s = impl.checkTag(op, options.tag); !s.ok()) return s;
   const P2POptions resolved = withTimeout(options, impl.options.timeout);
   return impl.issue({.op = op,
                      .device = tensor.device(),
@@ -991,10 +992,7 @@ ProcessGroup::WorkOr ProcessGroup::recvAnySource(Tensor tensor, const P2POptions
   }
   if (absl::Status s = impl.checkSelf(op, tensor, "tensor"); !s.ok()) return s;
   if (absl::Status s = impl.checkWritable(op, tensor, "tensor"); !s.ok()) return s;
-  if (options.tag < 0) {
-    return invalidArgumentError(
-        absl::StrCat(impl.where(op), "tag is ", options.tag, "; tags must be non-negative"));
-  }
+  if (absl::Status s = impl.checkTag(op, options.tag); !s.ok()) return s;
   const P2POptions resolved = withTimeout(options, impl.options.timeout);
   return impl.issue({.op = op,
                      .device = tensor.device(),
@@ -1021,10 +1019,7 @@ absl::StatusOr<std::vector<std::shared_ptr<Work>>> ProcessGroup::batchIsendIrecv
     if (!is_send) {
       if (absl::Status s = impl.checkWritable(op, p.tensor, "tensor"); !s.ok()) return s;
     }
-    if (p.tag < 0) {
-      return invalidArgumentError(
-          absl::StrCat(impl.where(op), "tag is ", p.tag, "; tags must be non-negative"));
-    }
+    if (absl::Status s = impl.checkTag(op, p.tag); !s.ok()) return s;
   }
   std::vector<std::shared_ptr<Work>> works;
   for (const P2POp& p : ops) {
