@@ -169,7 +169,11 @@ DeviceMesh::DeviceMesh(std::vector<int64_t> shape, std::vector<std::string> axis
   for (size_t i = 0; i < ranks_.size(); ++i) {
     index_by_rank_.emplace_back(ranks_[i], static_cast<int64_t>(i));
   }
-  std::sort(index_by_rank_.begin(), index_by_rank_.end());
+  // Ranks 0..n-1 in order (create) are sorted already: the search builds
+  // thousand-device meshes per candidate.
+  if (!std::is_sorted(index_by_rank_.begin(), index_by_rank_.end())) {
+    std::sort(index_by_rank_.begin(), index_by_rank_.end());
+  }
 }
 
 absl::StatusOr<DeviceMesh> DeviceMesh::create(std::vector<int64_t> shape,

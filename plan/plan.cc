@@ -111,33 +111,29 @@ std::string Instruction::where() const {
   return absl::StrCat("blocks.", block, "[", position, "] (", op, ")");
 }
 
-namespace {
-
-// The blocks of `program` in the order of their first run in its schedule.
-std::vector<const Block*> blocksInOrder(const Program& program) {
-  std::vector<const Block*> out;
-  for (const ScheduleEntry& entry : program.schedule) {
-    const Block* b = program.block(entry.block);
-    if (b != nullptr && std::find(out.begin(), out.end(), b) == out.end()) out.push_back(b);
+std::vector<size_t> Program::blockOrder() const {
+  std::vector<size_t> out;
+  for (const ScheduleEntry& entry : schedule) {
+    const Block* b = block(entry.block);
+    if (b == nullptr) continue;
+    const size_t index = static_cast<size_t>(b - blocks.data());
+    if (std::find(out.begin(), out.end(), index) == out.end()) out.push_back(index);
   }
   return out;
 }
 
-}  // namespace
-
 std::vector<const Instruction*> Program::instructions() const {
   std::vector<const Instruction*> out;
-  for (const Block* b : blocksInOrder(*this)) {
-    for (const Instruction& in : b->instructions) out.push_back(&in);
+  for (size_t b : blockOrder()) {
+    for (const Instruction& in : blocks[b].instructions) out.push_back(&in);
   }
   return out;
 }
 
 void Program::assignOrder() {
   int64_t order = 0;
-  for (const Block* b : blocksInOrder(*this)) {
-    Block& block = blocks[b - blocks.data()];
-    for (Instruction& in : block.instructions) in.order = order++;
+  for (size_t b : blockOrder()) {
+    for (Instruction& in : blocks[b].instructions) in.order = order++;
   }
 }
 

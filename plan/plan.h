@@ -177,6 +177,8 @@ struct Program {
   // Every instruction, in schedule order (each block at its first run);
   // Instruction::order indexes this list.
   std::vector<const Instruction*> instructions() const;
+  // The indices of `blocks` in that order (each at its first run).
+  std::vector<size_t> blockOrder() const;
   // Sets every Instruction::order from the schedule; the reader calls it,
   // and so must code that builds a program.
   void assignOrder();

@@ -53,19 +53,20 @@ CollectiveKind kindOf(plan::CollectiveKind kind) {
 // the memory count and the per-instruction times need.
 class Pricer {
  public:
-  Pricer(const plan::Plan& plan, const CostModel& model) : plan_(plan), model_(model) {}
+  Pricer(const PricedProgram& program, const CostModel& model)
+      : program_in_(program), model_(model) {}
 
-  absl::StatusOr<PlanPrice> price(const plan::Program& program);
+  absl::StatusOr<PlanPrice> price();
 
  private:
-  const plan::Buffer& buffer(int64_t id) const { return plan_.buffers[id]; }
+  const plan::Buffer& buffer(int64_t id) const { return program_in_.buffer(id); }
   TensorDesc describe(int64_t id) const {
     const plan::Buffer& b = buffer(id);
     return {.shape = b.local_shape, .element_bytes = bytesOf(b.dtype), .dtype = floatType(b.dtype)};
   }
-  absl::Status compute(const plan::Instruction& in);
-  absl::Status collective(const plan::Instruction& in);
-  void memory(const std::vector<const plan::Instruction*>& order);
+  absl::Status compute(int64_t order);
+  absl::Status collective(int64_t order);
+  void memory();
 
   struct Stream {
     GroupShape group;
@@ -73,7 +74,7 @@ class Pricer {
   };
   absl::StatusOr<Stream> streamOf(const std::vector<std::string>& axes);
 
-  const plan::Plan& plan_;
+  const PricedProgram& program_in_;
   const CostModel& model_;
   PlanPrice price_;
   std::vector<Instruction> program_;
@@ -98,7 +99,7 @@ class Pricer {
 absl::StatusOr<Pricer::Stream> Pricer::streamOf(const std::vector<std::string>& axes) {
   const std::string key = absl::StrJoin(axes, ",");
   if (auto it = streams_.find(key); it != streams_.end()) return it->second;
-  absl::StatusOr<GroupShape> group = model_.groupOf(plan_.mesh, axes);
+  absl::StatusOr<GroupShape> group = model_.groupOf(program_in_.header().mesh, axes);
   if (!group.ok()) return group.status();
   const Stream stream{.group = *group, .index = static_cast<int32_t>(streams_.size())};
   streams_.emplace(key, stream);
@@ -107,12 +108,13 @@ absl::StatusOr<Pricer::Stream> Pricer::streamOf(const std::vector<std::string>& 
   return stream;
 }
 
-absl::Status Pricer::compute(const plan::Instruction& in) {
+absl::Status Pricer::compute(int64_t order) {
+  const plan::Instruction& in = program_in_.instruction(order);
   // Reused across instructions: the search prices tens of thousands a plan.
   operands_.clear();
   results_.clear();
-  for (int64_t id : in.operands) operands_.push_back(describe(id));
-  for (int64_t id : in.results) results_.push_back(describe(id));
+  for (int64_t id : program_in_.operands(order)) operands_.push_back(describe(id));
+  for (int64_t id : program_in_.results(order)) results_.push_back(describe(id));
   const std::optional<ComputeCost> cost = computeCost({.name = in.op,
                                                        .operands = operands_,
                                                        .results = results_,
@@ -124,16 +126,19 @@ absl::Status Pricer::compute(const plan::Instruction& in) {
   price_.model_flops += cost->flops;
   const double seconds = model_.computeSeconds(*cost);
   program_.push_back({.kind = Instruction::Kind::kCompute, .seconds = seconds});
-  orderOf_.push_back(in.order);
-  price_.duration_s[in.order] = seconds;
+  orderOf_.push_back(order);
+  price_.duration_s[order] = seconds;
   return absl::OkStatus();
 }
 
-absl::Status Pricer::collective(const plan::Instruction& in) {
+absl::Status Pricer::collective(int64_t order) {
+  const plan::Instruction& in = program_in_.instruction(order);
   absl::StatusOr<Stream> stream = streamOf(in.attrs.mesh_axes);
   if (!stream.ok()) return stream.status();
-  const plan::Buffer& operand = buffer(in.operands[0]);
-  const plan::Buffer& result = buffer(in.results[0]);
+  const int64_t operandId = program_in_.operands(order)[0];
+  const int64_t resultId = program_in_.results(order)[0];
+  const plan::Buffer& operand = buffer(operandId);
+  const plan::Buffer& result = buffer(resultId);
   const comm::DType wire = in.attrs.wire_type.value_or(operand.dtype);
   const int64_t g = stream->group.size;
   const int64_t e = bytesOf(wire);
@@ -155,13 +160,13 @@ absl::Status Pricer::collective(const plan::Instruction& in) {
   }
   const double seconds = model_.collectiveSeconds(kindOf(in.info->collective), stream->group,
                                                   static_cast<double>(bytes));
-  if (in.info->async_start) startOf_[in.results[0]] = static_cast<int32_t>(program_.size());
+  if (in.info->async_start) startOf_[resultId] = static_cast<int32_t>(program_.size());
   program_.push_back({.kind = Instruction::Kind::kCollective,
                       .seconds = seconds,
                       .async = in.info->async_start,
                       .stream = stream->index});
-  orderOf_.push_back(in.order);
-  price_.duration_s[in.order] = seconds;
+  orderOf_.push_back(order);
+  price_.duration_s[order] = seconds;
   price_.comm_bytes_per_rank += bytes;
   price_.stream_s[stream->index] += seconds;
   if (in.phase == plan::Phase::kBackward &&
@@ -182,30 +187,33 @@ absl::Status Pricer::collective(const plan::Instruction& in) {
                               .sum = reduction && (*reduction == comm::ReduceOp::kSum ||
                                                    *reduction == comm::ReduceOp::kAvg),
                               .group_size = g});
-  if (staging > 0)
-    staging_.push_back({.first = in.order, .bytes = staging, .result = in.results[0]});
+  if (staging > 0) staging_.push_back({.first = order, .bytes = staging, .result = resultId});
   return absl::OkStatus();
 }
 
 // The peak over the plan's lifetimes (cost::peakMemory, one slot per
 // instruction and one for the step's end, where the loss is handed back).
-void Pricer::memory(const std::vector<const plan::Instruction*>& order) {
-  const int32_t end = static_cast<int32_t>(order.size());
+void Pricer::memory() {
+  const int32_t end = static_cast<int32_t>(program_in_.size());
+  const int64_t count = program_in_.numBuffers();
+  const int64_t loss = program_in_.loss();
   std::vector<Buffer> buffers;
-  buffers.reserve(plan_.buffers.size() + staging_.size());
-  for (const plan::Buffer& b : plan_.buffers) {
+  buffers.reserve(static_cast<size_t>(count) + staging_.size());
+  for (int64_t id = 0; id < count; ++id) {
+    const plan::Buffer& b = buffer(id);
+    const plan::Lifetime live = program_in_.live(id);
     const bool resident = plan::persistentRole(b.role);
-    const int64_t last = resident || b.id == plan_.interface.loss ? end : b.live.last;
+    const int64_t last = resident || id == loss ? end : live.last;
     buffers.push_back({.bytes = b.bytes,
                        .role = roleOf(b.role),
-                       .first = static_cast<int32_t>(resident ? -1 : b.live.first),
+                       .first = static_cast<int32_t>(resident ? -1 : live.first),
                        .last = static_cast<int32_t>(last)});
   }
   for (const Staging& s : staging_) {
     buffers.push_back({.bytes = s.bytes,
                        .role = Role::kActivation,
                        .first = static_cast<int32_t>(s.first),
-                       .last = static_cast<int32_t>(buffer(s.result).live.last)});
+                       .last = static_cast<int32_t>(program_in_.live(s.result).last)});
   }
   const MemoryPeak peak = peakMemory(buffers, end + 1);
   price_.peak_bytes = peak.peak_bytes;
@@ -213,32 +221,35 @@ void Pricer::memory(const std::vector<const plan::Instruction*>& order) {
   price_.breakdown = peak.breakdown;
 }
 
-absl::StatusOr<PlanPrice> Pricer::price(const plan::Program& program) {
-  const std::vector<const plan::Instruction*> order = program.instructions();
-  price_.start_s.assign(order.size(), std::nullopt);
-  price_.duration_s.assign(order.size(), std::nullopt);
-  for (const plan::Instruction* in : order) {
-    switch (in->info->family) {
+absl::StatusOr<PlanPrice> Pricer::price() {
+  const int64_t size = program_in_.size();
+  price_.start_s.assign(static_cast<size_t>(size), std::nullopt);
+  price_.duration_s.assign(static_cast<size_t>(size), std::nullopt);
+  program_.reserve(static_cast<size_t>(size));
+  orderOf_.reserve(static_cast<size_t>(size));
+  for (int64_t order = 0; order < size; ++order) {
+    const plan::Instruction& in = program_in_.instruction(order);
+    switch (in.info->family) {
       case plan::OpFamily::kCompute:
-        if (absl::Status status = compute(*in); !status.ok()) return status;
+        if (absl::Status status = compute(order); !status.ok()) return status;
         break;
       case plan::OpFamily::kCollective:
-        if (absl::Status status = collective(*in); !status.ok()) return status;
+        if (absl::Status status = collective(order); !status.ok()) return status;
         break;
       case plan::OpFamily::kWait: {
-        auto it = startOf_.find(in->operands[0]);
+        auto it = startOf_.find(program_in_.operands(order)[0]);
         program_.push_back(
             {.kind = Instruction::Kind::kWait, .start = it == startOf_.end() ? -1 : it->second});
         orderOf_.push_back(-1);
         break;
       }
       case plan::OpFamily::kOptimizer: {
-        int64_t bytes = buffer(in->operands[1]).bytes;
-        for (int64_t id : in->results) bytes += 2 * buffer(id).bytes;
+        int64_t bytes = buffer(program_in_.operands(order)[1]).bytes;
+        for (int64_t id : program_in_.results(order)) bytes += 2 * buffer(id).bytes;
         const double seconds = model_.streamSeconds(static_cast<double>(bytes));
-        optimizer_.push_back({in->order, seconds});
+        optimizer_.push_back({order, seconds});
         price_.optimizer_s += seconds;
-        price_.duration_s[in->order] = seconds;
+        price_.duration_s[order] = seconds;
         break;
       }
       case plan::OpFamily::kBuffer:
@@ -256,11 +267,43 @@ absl::StatusOr<PlanPrice> Pricer::price(const plan::Program& program) {
     price_.start_s[at_order] = at;
     at += seconds;
   }
-  memory(order);
+  memory();
   return std::move(price_);
 }
 
+// A plan's own program.
+class PlanProgram final : public PricedProgram {
+ public:
+  PlanProgram(const plan::Plan& plan, const plan::Program& program)
+      : plan_(plan), order_(program.instructions()) {}
+  const plan::Plan& header() const override { return plan_; }
+  int64_t size() const override { return static_cast<int64_t>(order_.size()); }
+  const plan::Instruction& instruction(int64_t order) const override { return *order_[order]; }
+  std::span<const int64_t> operands(int64_t order) const override {
+    return order_[order]->operands;
+  }
+  std::span<const int64_t> results(int64_t order) const override { return order_[order]->results; }
+  int64_t numBuffers() const override { return static_cast<int64_t>(plan_.buffers.size()); }
+  const plan::Buffer& buffer(int64_t id) const override { return plan_.buffers[id]; }
+  plan::Lifetime live(int64_t id) const override { return plan_.buffers[id].live; }
+  int64_t loss() const override { return plan_.interface.loss; }
+
+ private:
+  const plan::Plan& plan_;
+  const std::vector<const plan::Instruction*> order_;
+};
+
 }  // namespace
+
+absl::StatusOr<PlanPrice> priceProgram(const PricedProgram& program, const CostModel& model) {
+  const plan::Plan& header = program.header();
+  if (header.mesh.size() != model.topology().worldSize()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        header.source, ": the plan's mesh has ", header.mesh.size(), " devices but the topology ",
+        model.topology().worldSize(), "; price it on a topology of the mesh's size"));
+  }
+  return Pricer(program, model).price();
+}
 
 int64_t collectiveStagingBytes(const StagingQuery& q) {
   const bool reduceScatter = q.kind == plan::CollectiveKind::kReduceScatter;
@@ -286,16 +329,10 @@ int64_t collectiveStagingBytes(const StagingQuery& q) {
 }
 
 absl::StatusOr<PlanPrice> pricePlan(const plan::Plan& plan, const CostModel& model) {
-  if (plan.mesh.size() != model.topology().worldSize()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        plan.source, ": the plan's mesh has ", plan.mesh.size(), " devices but the topology ",
-        model.topology().worldSize(), "; price it on a topology of the mesh's size"));
-  }
   if (plan.programs.empty()) {
     return absl::InvalidArgumentError(absl::StrCat(plan.source, ": the plan has no program"));
   }
-  Pricer pricer(plan, model);
-  return pricer.price(plan.programs.front());
+  return priceProgram(PlanProgram(plan, plan.programs.front()), model);
 }
 
 absl::Status recordPrice(const CostModel& model, plan::Plan& plan) {

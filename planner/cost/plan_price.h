@@ -9,6 +9,7 @@
 #include <array>
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -63,6 +64,33 @@ struct PlanPrice {
   std::vector<std::string> stream_axes;  // "fsdp", "dp,fsdp", ...
   double backward_gather_s = 0;
 };
+
+// A program as pricing reads it: a plan's own (pricePlan) or a template's
+// repeated to a model's depth without materialising it (repeat_blocks.h),
+// so that both are priced by one computation.
+class PricedProgram {
+ public:
+  virtual ~PricedProgram() = default;
+  // The plan whose header (source, mesh) applies.
+  virtual const plan::Plan& header() const = 0;
+  // Instructions in program order (Program::instructions()); `order`
+  // indexes them. The instruction gives the op, family and attributes; its
+  // operand and result buffers are these.
+  virtual int64_t size() const = 0;
+  virtual const plan::Instruction& instruction(int64_t order) const = 0;
+  virtual std::span<const int64_t> operands(int64_t order) const = 0;
+  virtual std::span<const int64_t> results(int64_t order) const = 0;
+  // Buffers by id: the plan::Buffer giving the dtype, role, local shape
+  // and bytes (its own id and lifetime may be another plan's), and the
+  // lifetime over this program.
+  virtual int64_t numBuffers() const = 0;
+  virtual const plan::Buffer& buffer(int64_t id) const = 0;
+  virtual plan::Lifetime live(int64_t id) const = 0;
+  virtual int64_t loss() const = 0;
+};
+
+// Prices `program` on `model`'s topology, as pricePlan does.
+absl::StatusOr<PlanPrice> priceProgram(const PricedProgram& program, const CostModel& model);
 
 // Prices `plan`'s first program on `model`'s topology (whose world must be
 // the plan's mesh size). Collective bytes and compute work come from the

@@ -44,8 +44,9 @@ LayerRef findLayer(std::string_view text, std::string_view stack) {
 }
 
 std::string shiftLayer(std::string_view text, std::string_view stack, int64_t delta) {
+  if (delta == 0) return std::string(text);
   const LayerRef ref = findLayer(text, stack);
-  if (ref.layer < 0 || delta == 0) return std::string(text);
+  if (ref.layer < 0) return std::string(text);
   return absl::StrCat(std::string(text.substr(0, ref.at)), ref.layer + delta,
                       std::string(text.substr(ref.at + ref.length)));
 }
@@ -78,12 +79,12 @@ class Repeater {
     int64_t delta = 0;
   };
   absl::StatusOr<int64_t> resolve(int64_t id, const Reader& reader) const;
-  absl::Status emit(size_t b, const plan::Instruction& in, int64_t unit, const Reader& reader,
-                    plan::Block& out);
-  absl::Status emitUnit(size_t b, int64_t unit, plan::Block& out);
+  using Steps = std::vector<Repeated::Step>;
+  absl::Status emit(size_t b, size_t i, int64_t unit, const Reader& reader, Steps& out);
+  absl::Status emitUnit(size_t b, int64_t unit, Steps& out);
   // The prefix or suffix: instructions of block m repeat once per copy.
-  absl::Status emitEnds(size_t b, int64_t unit, plan::Block& out);
-  void finish();
+  absl::Status emitEnds(size_t b, int64_t unit, Steps& out);
+  void computeLifetimes();
 
   const plan::Plan& k_;
   const int64_t blocks_;
@@ -104,8 +105,7 @@ class Repeater {
   };
   std::vector<std::optional<Def>> defs_;
 
-  plan::Plan out_;
-  std::vector<int64_t> source_;
+  Repeated out_;
   // Entry buffers: those of no layer by template id; per layer by their
   // name without the layer index (numbered) and the layer.
   std::map<int64_t, int64_t> entryById_;
@@ -207,11 +207,9 @@ absl::Status Repeater::cutBlock(size_t b) {
 }
 
 int64_t Repeater::newBuffer(const plan::Buffer& from, int64_t delta) {
-  plan::Buffer& b = out_.buffers.emplace_back(from);
-  source_.push_back(from.id);
-  b.id = static_cast<int64_t>(out_.buffers.size()) - 1;
-  b.name = shiftLayer(from.name, stack_, delta);
-  return b.id;
+  out_.source.push_back(from.id);
+  out_.shift.push_back(static_cast<int32_t>(delta));
+  return static_cast<int64_t>(out_.source.size()) - 1;
 }
 
 // Parameters, optimizer states and inputs: one per layer of the longer
@@ -273,15 +271,16 @@ absl::StatusOr<int64_t> Repeater::resolve(int64_t id, const Reader& reader) cons
       " of the template does (buffer ", k_.buffers[id].name, "); its segments are not alike"));
 }
 
-absl::Status Repeater::emit(size_t b, const plan::Instruction& in, int64_t unit,
-                            const Reader& reader, plan::Block& out) {
-  plan::Instruction copy = in;
-  copy.scope = shiftLayer(in.scope, stack_, reader.delta);
-  copy.position = static_cast<int64_t>(out.instructions.size());
-  for (int64_t& operand : copy.operands) {
+absl::Status Repeater::emit(size_t b, size_t i, int64_t unit, const Reader& reader, Steps& out) {
+  const plan::Instruction& in = k_.programs.front().blocks[b].instructions[i];
+  out.push_back({.block = static_cast<int32_t>(b),
+                 .position = static_cast<int32_t>(i),
+                 .delta = static_cast<int32_t>(reader.delta),
+                 .args = static_cast<int32_t>(out_.ids.size())});
+  for (int64_t operand : in.operands) {
     absl::StatusOr<int64_t> id = resolve(operand, reader);
     if (!id.ok()) return id.status();
-    operand = *id;
+    out_.ids.push_back(*id);
   }
   for (size_t r = 0; r < in.results.size(); ++r) {
     const int64_t id = in.results[r];
@@ -295,29 +294,28 @@ absl::Status Repeater::emit(size_t b, const plan::Instruction& in, int64_t unit,
       } else {
         fixed_[{id, reader.delta}] = made;
       }
-      copy.results[r] = made;
+      out_.ids.push_back(made);
       continue;
     }
     absl::StatusOr<int64_t> existing = resolve(id, reader);
     if (!existing.ok()) return existing.status();
-    copy.results[r] = *existing;
+    out_.ids.push_back(*existing);
   }
-  out.instructions.push_back(std::move(copy));
   return absl::OkStatus();
 }
 
-absl::Status Repeater::emitUnit(size_t b, int64_t unit, plan::Block& out) {
+absl::Status Repeater::emitUnit(size_t b, int64_t unit, Steps& out) {
   if (unit < 0) return emitEnds(b, unit, out);
   const std::vector<plan::Instruction>& ins = k_.programs.front().blocks[b].instructions;
   const Reader reader{.layer = unit, .source = source(unit), .delta = unit - source(unit)};
   for (size_t i = 0; i < ins.size(); ++i) {
     if (unitOf_[b][i] != reader.source) continue;
-    if (absl::Status s = emit(b, ins[i], unit, reader, out); !s.ok()) return s;
+    if (absl::Status s = emit(b, i, unit, reader, out); !s.ok()) return s;
   }
   return absl::OkStatus();
 }
 
-absl::Status Repeater::emitEnds(size_t b, int64_t unit, plan::Block& out) {
+absl::Status Repeater::emitEnds(size_t b, int64_t unit, Steps& out) {
   const std::vector<plan::Instruction>& ins = k_.programs.front().blocks[b].instructions;
   std::vector<size_t> mine;
   for (size_t i = 0; i < ins.size(); ++i) {
@@ -328,7 +326,7 @@ absl::Status Repeater::emitEnds(size_t b, int64_t unit, plan::Block& out) {
     if (layer != middle_) {
       const int64_t delta = layer > middle_ ? extra_ : 0;
       const Reader reader{.layer = layer < 0 ? -1 : layer + delta, .source = layer, .delta = delta};
-      if (absl::Status s = emit(b, ins[mine[at]], unit, reader, out); !s.ok()) return s;
+      if (absl::Status s = emit(b, mine[at], unit, reader, out); !s.ok()) return s;
       ++at;
       continue;
     }
@@ -348,7 +346,7 @@ absl::Status Repeater::emitEnds(size_t b, int64_t unit, plan::Block& out) {
       const int64_t delta = descending ? extra_ - c : c;
       const Reader reader{.layer = middle_ + delta, .source = middle_, .delta = delta};
       for (size_t j = at; j < end; ++j) {
-        if (absl::Status s = emit(b, ins[mine[j]], unit, reader, out); !s.ok()) return s;
+        if (absl::Status s = emit(b, mine[j], unit, reader, out); !s.ok()) return s;
       }
     }
     at = end;
@@ -356,28 +354,42 @@ absl::Status Repeater::emitEnds(size_t b, int64_t unit, plan::Block& out) {
   return absl::OkStatus();
 }
 
-// Instruction indices, async handles (one per start, repeated by its wait),
-// order and lifetimes of the longer plan.
-void Repeater::finish() {
-  plan::Program& program = out_.programs.front();
-  int64_t index = 0, handles = 0;
-  std::map<int64_t, std::string> handleOf;  // future buffer -> handle
-  for (plan::Block& block : program.blocks) {
-    for (plan::Instruction& in : block.instructions) {
-      in.index = index++;
-      in.start_s.reset();
-      in.duration_s.reset();
-      if (in.info->async_start) {
-        in.attrs.async_handle = absl::StrCat("h", handles++);
-        handleOf[in.results[0]] = in.attrs.async_handle;
-      } else if (in.info->family == plan::OpFamily::kWait) {
-        in.attrs.async_handle = handleOf[in.operands[0]];
-      }
+// plan::computeLifetimes over the steps: an async start's operands are
+// held until the wait on its future.
+void Repeater::computeLifetimes() {
+  const std::vector<Repeated::Step>& steps = out_.steps;
+  const size_t buffers = out_.source.size();
+  auto at = [&](const Repeated::Step& s) -> const plan::Instruction& {
+    return k_.programs.front().blocks[s.block].instructions[s.position];
+  };
+  std::vector<int64_t> waitAt(buffers, -1);
+  for (size_t i = 0; i < steps.size(); ++i) {
+    if (at(steps[i]).info->family == plan::OpFamily::kWait) {
+      waitAt[out_.ids[steps[i].args]] = static_cast<int64_t>(i);
     }
   }
-  program.assignOrder();
-  const std::vector<plan::Lifetime> live = plan::computeLifetimes(out_, program);
-  for (plan::Buffer& b : out_.buffers) b.live = live[b.id];
+  out_.live.assign(buffers, plan::Lifetime{});
+  std::vector<bool> defined(buffers, false);
+  for (size_t id = 0; id < buffers; ++id) defined[id] = plan::onEntry(k_, out_.source[id]);
+  for (size_t i = 0; i < steps.size(); ++i) {
+    const plan::Instruction& in = at(steps[i]);
+    const int64_t order = static_cast<int64_t>(i);
+    const int64_t* ids = out_.ids.data() + steps[i].args;
+    const size_t operands = in.operands.size();
+    int64_t until = order;
+    if (in.info->async_start && waitAt[ids[operands]] >= 0) until = waitAt[ids[operands]];
+    for (size_t k = 0; k < operands; ++k) {
+      out_.live[ids[k]].last = std::max(out_.live[ids[k]].last, until);
+    }
+    for (size_t k = operands; k < operands + in.results.size(); ++k) {
+      plan::Lifetime& live = out_.live[ids[k]];
+      if (!defined[ids[k]]) {
+        defined[ids[k]] = true;
+        live.first = order;
+      }
+      live.last = std::max(live.last, order);
+    }
+  }
 }
 
 absl::StatusOr<Repeated> Repeater::run() {
@@ -412,35 +424,26 @@ absl::StatusOr<Repeated> Repeater::run() {
       }
     }
   }
-  // The template's header; buffers and the program are made below.
-  out_.source = k_.source;
-  out_.model = k_.model;
-  out_.function = k_.function;
-  out_.mesh = k_.mesh;
-  out_.strategies = k_.strategies;
-  out_.topology = k_.topology;
-  out_.micro_batches = k_.micro_batches;
-  out_.interface = k_.interface;
+  out_.stack = stack_;
   // About blocks_ / kTemplateBlocks times the template's.
   const size_t scale = static_cast<size_t>(blocks_ / kTemplateBlocks + 1);
-  out_.buffers.reserve(k_.buffers.size() * scale);
-  source_.reserve(k_.buffers.size() * scale);
+  out_.source.reserve(k_.buffers.size() * scale);
+  out_.shift.reserve(k_.buffers.size() * scale);
   addEntryBuffers();
-  plan::Program& longer = out_.programs.emplace_back();
-  longer.stage = program.stage;
-  longer.schedule = program.schedule;
+  std::vector<Steps> blockSteps(program.blocks.size());
   for (size_t b = 0; b < program.blocks.size(); ++b) {
-    plan::Block& block = longer.blocks.emplace_back();
-    block.name = program.blocks[b].name;
-    block.phase = program.blocks[b].phase;
-    block.instructions.reserve(program.blocks[b].instructions.size() * scale);
+    blockSteps[b].reserve(program.blocks[b].instructions.size() * scale);
     std::vector<int64_t> units = {kPrefix};
     for (int64_t i = 0; i < blocks_; ++i) units.push_back(descending_[b] ? blocks_ - 1 - i : i);
     units.push_back(kSuffix);
     for (int64_t unit : units) {
-      if (absl::Status s = emitUnit(b, unit, block); !s.ok()) return s;
+      if (absl::Status s = emitUnit(b, unit, blockSteps[b]); !s.ok()) return s;
     }
   }
+  for (size_t b : program.blockOrder()) {
+    out_.steps.insert(out_.steps.end(), blockSteps[b].begin(), blockSteps[b].end());
+  }
+  out_.interface = k_.interface;
   plan::Interface& io = out_.interface;
   for (int64_t* id : {&io.ids, &io.labels, &io.loss_grad_seed, &io.loss, &io.positions}) {
     if (*id < 0) continue;
@@ -448,8 +451,8 @@ absl::StatusOr<Repeated> Repeater::run() {
     if (!mapped.ok()) return mapped.status();
     *id = *mapped;
   }
-  finish();
-  return Repeated{.plan = std::move(out_), .source = std::move(source_)};
+  computeLifetimes();
+  return std::move(out_);
 }
 
 }  // namespace
@@ -458,14 +461,82 @@ absl::StatusOr<Repeated> repeatBlocks(const plan::Plan& shorter, int64_t blocks)
   return Repeater(shorter, blocks).run();
 }
 
-void copySizes(const plan::Plan& resized, Repeated& repeated) {
-  repeated.plan.mesh = resized.mesh;
-  for (plan::Buffer& b : repeated.plan.buffers) {
-    const plan::Buffer& from = resized.buffers[repeated.source[b.id]];
-    b.global_shape = from.global_shape;
-    b.local_shape = from.local_shape;
-    b.bytes = from.bytes;
+Repeated wholePlan(const plan::Plan& plan) {
+  Repeated out;
+  const plan::Program& program = plan.programs.front();
+  for (size_t b : program.blockOrder()) {
+    const std::vector<plan::Instruction>& ins = program.blocks[b].instructions;
+    for (size_t i = 0; i < ins.size(); ++i) {
+      out.steps.push_back({.block = static_cast<int32_t>(b),
+                           .position = static_cast<int32_t>(i),
+                           .delta = 0,
+                           .args = static_cast<int32_t>(out.ids.size())});
+      out.ids.insert(out.ids.end(), ins[i].operands.begin(), ins[i].operands.end());
+      out.ids.insert(out.ids.end(), ins[i].results.begin(), ins[i].results.end());
+    }
   }
+  for (const plan::Buffer& b : plan.buffers) {
+    out.source.push_back(b.id);
+    out.shift.push_back(0);
+    out.live.push_back(b.live);
+  }
+  out.interface = plan.interface;
+  return out;
+}
+
+plan::Plan materialize(const plan::Plan& shorter, const Repeated& repeated) {
+  plan::Plan out;
+  out.source = shorter.source;
+  out.model = shorter.model;
+  out.function = shorter.function;
+  out.mesh = shorter.mesh;
+  out.strategies = shorter.strategies;
+  out.topology = shorter.topology;
+  out.micro_batches = shorter.micro_batches;
+  out.interface = repeated.interface;
+  out.buffers.reserve(repeated.source.size());
+  for (size_t id = 0; id < repeated.source.size(); ++id) {
+    plan::Buffer& b = out.buffers.emplace_back(shorter.buffers[repeated.source[id]]);
+    b.id = static_cast<int64_t>(id);
+    b.name = shiftLayer(b.name, repeated.stack, repeated.shift[id]);
+    b.live = repeated.live[id];
+  }
+  const plan::Program& program = shorter.programs.front();
+  plan::Program& longer = out.programs.emplace_back();
+  longer.stage = program.stage;
+  longer.schedule = program.schedule;
+  for (const plan::Block& block : program.blocks) {
+    longer.blocks.push_back({.name = block.name, .phase = block.phase, .instructions = {}});
+  }
+  for (const Repeated::Step& step : repeated.steps) {
+    const plan::Instruction& in = program.blocks[step.block].instructions[step.position];
+    plan::Block& block = longer.blocks[step.block];
+    plan::Instruction& copy = block.instructions.emplace_back(in);
+    copy.scope = shiftLayer(in.scope, repeated.stack, step.delta);
+    copy.position = static_cast<int64_t>(block.instructions.size()) - 1;
+    copy.start_s.reset();
+    copy.duration_s.reset();
+    const int64_t* ids = repeated.ids.data() + step.args;
+    copy.operands.assign(ids, ids + in.operands.size());
+    copy.results.assign(ids + in.operands.size(), ids + in.operands.size() + in.results.size());
+  }
+  // Instruction indices and async handles (one per start, repeated by its
+  // wait), in block order as the exporter numbers them.
+  int64_t index = 0, handles = 0;
+  std::map<int64_t, std::string> handleOf;  // future buffer -> handle
+  for (plan::Block& block : longer.blocks) {
+    for (plan::Instruction& in : block.instructions) {
+      in.index = index++;
+      if (in.info->async_start) {
+        in.attrs.async_handle = absl::StrCat("h", handles++);
+        handleOf[in.results[0]] = in.attrs.async_handle;
+      } else if (in.info->family == plan::OpFamily::kWait) {
+        in.attrs.async_handle = handleOf[in.operands[0]];
+      }
+    }
+  }
+  longer.assignOrder();
+  return out;
 }
 
 }  // namespace loom::planner::cost

@@ -20,34 +20,95 @@
 #define LOOM_PLANNER_COST_REPEAT_BLOCKS_H_
 
 #include <cstdint>
+#include <span>
+#include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "plan/plan.h"
+#include "planner/cost/plan_price.h"
 
 namespace loom::planner::cost {
 
 // Blocks in the template plans the search builds.
 inline constexpr int64_t kTemplateBlocks = 7;
 
-// The longer plan and, per buffer of it, the template buffer it copies.
+// The longer plan by reference to the template: what the search prices
+// (RepeatedProgram) without materialising thousands of instructions and
+// buffers per template, and what materialize() turns into the full plan.
 struct Repeated {
-  plan::Plan plan;
+  // The numbered stack ("layers") whose blocks are repeated; empty for a
+  // plan taken whole (wholePlan).
+  std::string stack;
+  // One instruction of the longer program, in program order
+  // (Program::instructions()): the template instruction it copies, the
+  // shift of the layer index in its scope, and where its operand and then
+  // result buffers start in `ids`.
+  struct Step {
+    int32_t block = 0;
+    int32_t position = 0;
+    int32_t delta = 0;
+    int32_t args = 0;
+  };
+  std::vector<Step> steps;
+  std::vector<int64_t> ids;
+  // Per buffer of the longer plan: the template buffer it copies, the
+  // shift of the layer index in its name, and its lifetime over `steps`
+  // (plan::computeLifetimes's rule).
   std::vector<int64_t> source;
+  std::vector<int32_t> shift;
+  std::vector<plan::Lifetime> live;
+  plan::Interface interface;
 };
 
 // The plan of `blocks` repeated blocks from `shorter`'s, which has
-// kTemplateBlocks (`blocks` >= that). Predicted figures are not set (price
-// the result); lifetimes and async handles are recomputed. Fails when the
-// plan has no repeated stack, not kTemplateBlocks of it, or segments that
-// cannot be cut (a block whose last ops are out of order).
+// kTemplateBlocks (`blocks` >= that). Fails when the plan has no repeated
+// stack, not kTemplateBlocks of it, or segments that cannot be cut (a block
+// whose last ops are out of order).
 absl::StatusOr<Repeated> repeatBlocks(const plan::Plan& shorter, int64_t blocks);
 
-// Gives `repeated`'s buffers the shapes and bytes of their template buffers
-// in `resized` (the template after resizePlan) and `resized`'s mesh: the
-// repeated plan of the re-sized template, without repeating again, since
-// the structure does not depend on the sizes.
-void copySizes(const plan::Plan& resized, Repeated& repeated);
+// `plan` itself as a Repeated: for a plan priced whole.
+Repeated wholePlan(const plan::Plan& plan);
+
+// The longer plan in full, from the template it was made from: names,
+// scopes, instruction indices and async handles included; predicted
+// figures are not set (price it).
+plan::Plan materialize(const plan::Plan& shorter, const Repeated& repeated);
+
+// The longer program as pricing reads it, its buffers sized as
+// `resized`'s (the template, possibly re-sized by resizePlan to a
+// candidate's data axes and micro-batch, which keeps buffer ids): the
+// repeated plan of the re-sized template, since the structure does not
+// depend on the sizes. Both are borrowed.
+class RepeatedProgram final : public PricedProgram {
+ public:
+  RepeatedProgram(const plan::Plan& resized, const Repeated& repeated)
+      : resized_(resized), repeated_(repeated) {}
+  const plan::Plan& header() const override { return resized_; }
+  int64_t size() const override { return static_cast<int64_t>(repeated_.steps.size()); }
+  const plan::Instruction& instruction(int64_t order) const override {
+    const Repeated::Step& s = repeated_.steps[order];
+    return resized_.programs.front().blocks[s.block].instructions[s.position];
+  }
+  std::span<const int64_t> operands(int64_t order) const override {
+    return {repeated_.ids.data() + repeated_.steps[order].args, instruction(order).operands.size()};
+  }
+  std::span<const int64_t> results(int64_t order) const override {
+    const plan::Instruction& in = instruction(order);
+    return {repeated_.ids.data() + repeated_.steps[order].args + in.operands.size(),
+            in.results.size()};
+  }
+  int64_t numBuffers() const override { return static_cast<int64_t>(repeated_.source.size()); }
+  const plan::Buffer& buffer(int64_t id) const override {
+    return resized_.buffers[repeated_.source[id]];
+  }
+  plan::Lifetime live(int64_t id) const override { return repeated_.live[id]; }
+  int64_t loss() const override { return repeated_.interface.loss; }
+
+ private:
+  const plan::Plan& resized_;
+  const Repeated& repeated_;
+};
 
 }  // namespace loom::planner::cost
 

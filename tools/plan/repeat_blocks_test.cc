@@ -1,7 +1,8 @@
 // repeatBlocks (planner/cost/repeat_blocks.h) against the pipeline: the
 // plan of a 7-block template repeated to L blocks is the plan the pipeline
 // makes for L blocks, instruction for instruction (op, scope, the bytes and
-// lifetimes of every operand and result), and prices the same, for Llama
+// lifetimes of every operand and result), and prices the same, whether
+// materialised or read by reference to the template, for Llama
 // and GPT-2 graphs over the meshes and knobs the search tries.
 #include "planner/cost/repeat_blocks.h"
 
@@ -58,7 +59,12 @@ TEST_P(RepeatBlocksTest, RepeatedTemplateIsThePipelinesPlan) {
   const loom::plan::Plan full = planFor(c, kLayers);
   auto result = planner::cost::repeatBlocks(shorter, kLayers);
   ASSERT_TRUE(result.ok()) << result.status();
-  const loom::plan::Plan* repeated = &result->plan;
+  const loom::plan::Plan materialized = planner::cost::materialize(shorter, *result);
+  const loom::plan::Plan* repeated = &materialized;
+  // The lifetimes repeatBlocks computes are the plan library's.
+  const std::vector<loom::plan::Lifetime> lifetimes =
+      loom::plan::computeLifetimes(materialized, materialized.programs.front());
+  EXPECT_EQ(result->live, lifetimes);
   EXPECT_EQ(repeated->buffers.size(), full.buffers.size());
 
   const auto& got = repeated->programs.front().blocks;
@@ -94,9 +100,17 @@ TEST_P(RepeatBlocksTest, RepeatedTemplateIsThePipelinesPlan) {
 
   auto model = costModelOf(full);
   ASSERT_TRUE(model.ok());
-  auto a = planner::cost::pricePlan(*repeated, *model);
+  // Priced without materialising, as the search does, and materialised.
+  auto a = planner::cost::priceProgram(planner::cost::RepeatedProgram(shorter, *result), *model);
   auto b = planner::cost::pricePlan(full, *model);
-  ASSERT_TRUE(a.ok() && b.ok());
+  auto m = planner::cost::pricePlan(materialized, *model);
+  ASSERT_TRUE(a.ok() && b.ok() && m.ok());
+  EXPECT_EQ(m->timing.step_time_s, b->timing.step_time_s);
+  EXPECT_EQ(m->peak_bytes, b->peak_bytes);
+  EXPECT_EQ(a->start_s, b->start_s);
+  EXPECT_EQ(a->duration_s, b->duration_s);
+  EXPECT_EQ(a->model_flops, b->model_flops);
+  EXPECT_EQ(a->breakdown, b->breakdown);
   EXPECT_EQ(a->timing.step_time_s, b->timing.step_time_s);
   EXPECT_EQ(a->timing.exposed_comm_s, b->timing.exposed_comm_s);
   EXPECT_EQ(a->peak_bytes, b->peak_bytes);
@@ -116,7 +130,7 @@ TEST(RepeatBlocksErrorsTest, NeedsATemplateOfTheRightDepth) {
             "cannot shorten a plan: 5 < 7 blocks");
   auto same = planner::cost::repeatBlocks(seven, 7);
   ASSERT_TRUE(same.ok()) << same.status();
-  EXPECT_EQ(same->plan.buffers.size(), seven.buffers.size());
+  EXPECT_EQ(same->source.size(), seven.buffers.size());
   loom::plan::Plan unscoped = seven;
   for (loom::plan::Block& block : unscoped.programs.front().blocks) {
     for (loom::plan::Instruction& in : block.instructions) in.scope.clear();
@@ -125,8 +139,8 @@ TEST(RepeatBlocksErrorsTest, NeedsATemplateOfTheRightDepth) {
             "the plan has no repeated blocks (no instruction scope names a numbered layer)");
 }
 
-// Repeating once and copying each candidate's sizes in is repeating the
-// re-sized template.
+// Repeating once and reading each candidate's sizes from the re-sized
+// template is repeating the re-sized template.
 TEST(RepeatBlocksSizesTest, CopyingSizesEqualsRepeatingTheResizedTemplate) {
   const Case c{.model = "tiny:layers={L},hidden=64,heads=4,kv_heads=2,ffn=96,vocab=250,seq=16",
                .mesh = "dp=2,fsdp=2,tp=2",
@@ -139,15 +153,17 @@ TEST(RepeatBlocksSizesTest, CopyingSizesEqualsRepeatingTheResizedTemplate) {
   auto direct = planner::cost::repeatBlocks(*resized, 12);
   auto once = planner::cost::repeatBlocks(shorter, 12);
   ASSERT_TRUE(direct.ok() && once.ok());
-  planner::cost::copySizes(*resized, *once);
-  ASSERT_EQ(once->plan.buffers.size(), direct->plan.buffers.size());
-  for (size_t i = 0; i < direct->plan.buffers.size(); ++i) {
-    EXPECT_EQ(once->plan.buffers[i].local_shape, direct->plan.buffers[i].local_shape) << i;
+  const planner::cost::RepeatedProgram program(*resized, *once);
+  const loom::plan::Plan longer = planner::cost::materialize(*resized, *direct);
+  ASSERT_EQ(program.numBuffers(), static_cast<int64_t>(longer.buffers.size()));
+  for (size_t i = 0; i < longer.buffers.size(); ++i) {
+    EXPECT_EQ(program.buffer(static_cast<int64_t>(i)).local_shape, longer.buffers[i].local_shape)
+        << i;
   }
-  auto model = costModelOf(direct->plan);
+  auto model = costModelOf(longer);
   ASSERT_TRUE(model.ok());
-  auto a = planner::cost::pricePlan(once->plan, *model);
-  auto b = planner::cost::pricePlan(direct->plan, *model);
+  auto a = planner::cost::priceProgram(program, *model);
+  auto b = planner::cost::pricePlan(longer, *model);
   ASSERT_TRUE(a.ok() && b.ok());
   EXPECT_EQ(a->timing.step_time_s, b->timing.step_time_s);
   EXPECT_EQ(a->peak_bytes, b->peak_bytes);

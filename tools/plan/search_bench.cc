@@ -94,16 +94,16 @@ int published() {
 // What pricing one candidate from a template plan costs, step by step, at
 // full scale: once per template, the pipeline on kTemplateBlocks blocks and
 // repeatBlocks to the model's depth; per candidate, resizePlan to its data
-// axes, copySizes into the repeated plan and pricePlan; against the whole
-// pipeline on every layer, whose figures they equal.
+// axes and priceProgram on the repeated program with those sizes; against
+// the whole pipeline on every layer, whose figures they equal.
 int templatePricing() {
   struct Run {
     const char* model;
     int64_t fsdp, tp, micro_batch;
   };
   const Run kRuns[] = {{"llama3-8b", 16, 1, 1}, {"llama3-70b", 128, 8, 1}};
-  std::printf("\n%-11s %-12s %9s %8s %8s %8s %8s %9s %9s %s\n", "model", "mesh", "template",
-              "repeat", "resize", "copy", "price", "pipeline", "step_s", "equal");
+  std::printf("\n%-11s %-12s %9s %8s %8s %8s %9s %9s %s\n", "model", "mesh", "template", "repeat",
+              "resize", "price", "pipeline", "step_s", "equal");
   for (const Run& run : kRuns) {
     using Clock = std::chrono::steady_clock;
     auto since = [](Clock::time_point t) {
@@ -134,7 +134,7 @@ int templatePricing() {
     auto shorter = plan(cost::kTemplateBlocks, 2);
     const double templateS = since(t);
     // Once per template: its repeated structure; per candidate: resize the
-    // template, copy its sizes into the structure, price.
+    // template and price the structure with its sizes.
     t = Clock::now();
     auto repeated = shorter.ok() ? cost::repeatBlocks(*shorter, config->num_layers)
                                  : absl::StatusOr<cost::Repeated>(shorter.status());
@@ -145,9 +145,6 @@ int templatePricing() {
                                                               .micro_batch = run.micro_batch})
                                 : absl::StatusOr<loom::plan::Plan>(shorter.status());
     const double resizeS = since(t);
-    t = Clock::now();
-    if (repeated.ok() && resized.ok()) cost::copySizes(*resized, *repeated);
-    const double copyS = since(t);
     auto topology = loom::tools::plan::topologyFor(request, run.fsdp * run.tp);
     auto model = topology.ok() ? cost::CostModel::create(*topology)
                                : absl::StatusOr<cost::CostModel>(topology.status());
@@ -157,7 +154,7 @@ int templatePricing() {
       return 1;
     }
     t = Clock::now();
-    auto price = cost::pricePlan(repeated->plan, *model);
+    auto price = cost::priceProgram(cost::RepeatedProgram(*resized, *repeated), *model);
     const double priceS = since(t);
     t = Clock::now();
     auto full = plan(config->num_layers, run.fsdp);
@@ -165,9 +162,9 @@ int templatePricing() {
     if (!price.ok() || !full.ok()) return 1;
     const bool equal = price->timing.step_time_s == full->predicted.step_time_s &&
                        price->peak_bytes == full->predicted.peak_bytes;
-    std::printf("%-11s %-12s %9.3f %8.4f %8.4f %8.4f %8.4f %9.3f %9.4f %s\n", run.model,
-                mesh.c_str(), templateS, repeatS, resizeS, copyS, priceS, pipelineS,
-                price->timing.step_time_s, equal ? "yes" : "NO");
+    std::printf("%-11s %-12s %9.3f %8.4f %8.4f %8.4f %9.3f %9.4f %s\n", run.model, mesh.c_str(),
+                templateS, repeatS, resizeS, priceS, pipelineS, price->timing.step_time_s,
+                equal ? "yes" : "NO");
   }
   return 0;
 }

@@ -116,20 +116,19 @@ absl::StatusOr<TemplatePricer::Template*> TemplatePricer::templateFor(const cost
   } else {
     // Nothing to repeat: a model no deeper than the template, or a graph,
     // priced whole.
-    made.repeated.plan = made.shorter;
-    for (const loom::plan::Buffer& b : made.shorter.buffers) made.repeated.source.push_back(b.id);
+    made.repeated = cost::wholePlan(made.shorter);
   }
   return &templates_.emplace(key, std::move(made)).first->second;
 }
 
-absl::StatusOr<const loom::plan::Plan*> TemplatePricer::planFor(const cost::Strategy& s) {
+absl::StatusOr<cost::RepeatedProgram> TemplatePricer::programFor(const cost::Strategy& s) {
   absl::StatusOr<Template*> t = templateFor(s);
   if (!t.ok()) return t.status();
   // The search asks for a group's memory bound, then prices its base: the
   // same sizes twice in a row.
   Template& made = **t;
   const std::tuple<int64_t, int64_t, int64_t> sizes{s.dp, s.fsdp, s.micro_batch};
-  if (made.sized_for == sizes) return &made.repeated.plan;
+  if (made.sized_for == sizes) return cost::RepeatedProgram(made.resized, made.repeated);
   cost::Resize resize{
       .axis_sizes = {}, .template_micro_batch = (*t)->micro_batch, .micro_batch = s.micro_batch};
   if (s.dp > 1) resize.axis_sizes["dp"] = s.dp;
@@ -139,9 +138,8 @@ absl::StatusOr<const loom::plan::Plan*> TemplatePricer::planFor(const cost::Stra
       !status.ok()) {
     return status;
   }
-  cost::copySizes(made.resized, made.repeated);
   made.sized_for = sizes;
-  return &made.repeated.plan;
+  return cost::RepeatedProgram(made.resized, made.repeated);
 }
 
 // What every variant of the mesh and micro-batch holds at the end of the
@@ -149,30 +147,29 @@ absl::StatusOr<const loom::plan::Plan*> TemplatePricer::planFor(const cost::Stra
 // activations live there (the saved ones; prefetch, resharding and buckets
 // change only gathered copies and gradients).
 int64_t TemplatePricer::memoryLowerBound(const cost::Strategy& strategy) {
-  absl::StatusOr<const loom::plan::Plan*> plan = planFor(strategy);
-  if (!plan.ok()) return 0;  // estimate() reports the error
-  const loom::plan::Plan& p = **plan;
+  absl::StatusOr<cost::RepeatedProgram> program = programFor(strategy);
+  if (!program.ok()) return 0;  // estimate() reports the error
   // The end of the forward phase: every activation the backward reads is
   // live there.
   int64_t at = -2;
-  for (const loom::plan::Block& block : p.programs.front().blocks) {
-    if (block.phase == loom::plan::Phase::kForward && !block.instructions.empty()) {
-      at = block.instructions.back().order;
-    }
+  for (int64_t order = 0; order < program->size(); ++order) {
+    if (program->instruction(order).phase == loom::plan::Phase::kForward) at = order;
   }
   int64_t bytes = 0;
-  for (const loom::plan::Buffer& b : p.buffers) {
+  for (int64_t id = 0; id < program->numBuffers(); ++id) {
+    const loom::plan::Buffer& b = program->buffer(id);
+    const loom::plan::Lifetime live = program->live(id);
     const bool saved =
-        b.role == loom::plan::BufferRole::kActivation && b.live.first <= at && at <= b.live.last;
+        b.role == loom::plan::BufferRole::kActivation && live.first <= at && at <= live.last;
     if (loom::plan::persistentRole(b.role) || saved) bytes += b.bytes;
   }
   return bytes;
 }
 
 absl::StatusOr<cost::StepEstimate> TemplatePricer::estimate(const cost::Strategy& s) {
-  absl::StatusOr<const loom::plan::Plan*> plan = planFor(s);
-  if (!plan.ok()) return plan.status();
-  absl::StatusOr<cost::PlanPrice> price = cost::pricePlan(**plan, cost_);
+  absl::StatusOr<cost::RepeatedProgram> program = programFor(s);
+  if (!program.ok()) return program.status();
+  absl::StatusOr<cost::PlanPrice> price = cost::priceProgram(*program, cost_);
   if (!price.ok()) return price.status();
   // One micro-step's program, run `accumulation` times, then the optimizer.
   const double a = static_cast<double>(s.accumulation);

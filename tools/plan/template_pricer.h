@@ -7,9 +7,9 @@
 // data axes of 2 and one sequence per rank, and cost::repeatBlocks repeats
 // its plan to the model's depth once; a graph file's template is the whole
 // graph at its own batch. Each candidate then re-sizes the template to its
-// data axes and micro-batch (cost::resizePlan, cost::copySizes) and prices
-// the result (cost::pricePlan): the figures are those of the candidate's
-// full plan, by construction.
+// data axes and micro-batch (cost::resizePlan) and prices the repeated
+// program with those sizes (cost::RepeatedProgram, cost::priceProgram): the
+// figures are those of the candidate's full plan, by construction.
 #ifndef LOOM_TOOLS_PLAN_TEMPLATE_PRICER_H_
 #define LOOM_TOOLS_PLAN_TEMPLATE_PRICER_H_
 
@@ -75,11 +75,13 @@ class TemplatePricer final : public planner::cost::StepPricer {
  private:
   struct Template {
     loom::plan::Plan shorter;
-    // `shorter` re-sized to the candidate last priced, and repeated.
+    // `shorter` re-sized to the candidate last priced.
     loom::plan::Plan resized;
+    // The model's program by reference to the template's (the template
+    // itself for a plan priced whole).
     planner::cost::Repeated repeated;
     int64_t micro_batch = 1;
-    // The (dp, fsdp, micro-batch) `repeated` is sized for now.
+    // The (dp, fsdp, micro-batch) `resized` is sized for now.
     std::tuple<int64_t, int64_t, int64_t> sized_for{0, 0, 0};
   };
   // The template's mesh and micro-batch: (tp, dp, fsdp, micro-batch).
@@ -94,8 +96,10 @@ class TemplatePricer final : public planner::cost::StepPricer {
   // setting starts from.
   absl::StatusOr<mlir::ModuleOp> placedFor(const planner::cost::Strategy& strategy);
   absl::StatusOr<Template*> templateFor(const planner::cost::Strategy& strategy);
-  // The template re-sized to `strategy`, as its full repeated plan.
-  absl::StatusOr<const loom::plan::Plan*> planFor(const planner::cost::Strategy& strategy);
+  // The model's program for `strategy`: the template re-sized to it,
+  // repeated to the model's depth.
+  absl::StatusOr<planner::cost::RepeatedProgram> programFor(
+      const planner::cost::Strategy& strategy);
 
   TemplateSource source_;
   PlanRequest base_;
