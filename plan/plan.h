@@ -143,6 +143,9 @@ struct Instruction {
   // The module path of the model op it comes from ("layers.3.attention.wq";
   // empty: none known). Repeated layers share it but for the index.
   std::string scope;
+  // A forward op repeated in the backward pass instead of keeping its
+  // result (plan-recompute).
+  bool recompute = false;
   std::vector<int64_t> operands;
   std::vector<int64_t> results;
   Attrs attrs;

@@ -259,6 +259,12 @@ absl::Status Checker::checkInstruction(const Instruction& in, const std::string&
       (info.phases == PhaseSet::kOptimizer && !optimizer)) {
     return error(path, absl::StrCat(in.op, " cannot run in a ", phaseName(in.phase), " block"));
   }
+  if (in.recompute && (in.phase != Phase::kBackward || info.family != OpFamily::kCompute)) {
+    return error(path + ".recompute",
+                 absl::StrCat("marks ", in.op, " in a ", phaseName(in.phase),
+                              " block; only compute ops of the backward pass are recomputed "
+                              "(re-plan with this build's //tools:plan)"));
+  }
   const int64_t n = static_cast<int64_t>(plan_.buffers.size());
   for (auto [key, ids] : {std::pair{"operands", &in.operands}, std::pair{"results", &in.results}}) {
     for (size_t k = 0; k < ids->size(); ++k) {

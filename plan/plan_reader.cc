@@ -16,7 +16,7 @@ namespace {
 
 using json = nlohmann::json;
 
-enum class Kind { kObject, kArray, kString, kInteger, kNumber };
+enum class Kind { kObject, kArray, kString, kInteger, kNumber, kBoolean };
 
 const char* kindName(Kind kind) {
   switch (kind) {
@@ -30,6 +30,8 @@ const char* kindName(Kind kind) {
       return "an integer";
     case Kind::kNumber:
       return "a number";
+    case Kind::kBoolean:
+      return "true or false";
   }
   return "?";
 }
@@ -46,6 +48,8 @@ bool hasKind(const json& value, Kind kind) {
       return value.is_number_integer();
     case Kind::kNumber:
       return value.is_number();
+    case Kind::kBoolean:
+      return value.is_boolean();
   }
   return false;
 }
@@ -119,6 +123,8 @@ class Reader {
       return Kind::kString;
     else if constexpr (std::is_same_v<T, double>)
       return Kind::kNumber;
+    else if constexpr (std::is_same_v<T, bool>)
+      return Kind::kBoolean;
     else
       return Kind::kInteger;
   }
@@ -264,6 +270,7 @@ absl::Status readInstruction(const Reader& r, const json& j, const std::string& 
   }
   LOOM_RETURN_IF_ERROR(r.getOptional(j, path, "index", in.index));
   LOOM_RETURN_IF_ERROR(r.getOptional(j, path, "scope", in.scope));
+  LOOM_RETURN_IF_ERROR(r.getOptional(j, path, "recompute", in.recompute));
   std::string stream;
   LOOM_RETURN_IF_ERROR(r.get(j, path, "stream", stream));
   if (stream != streamName(in.info->stream)) {

@@ -229,6 +229,7 @@ void writeInstruction(JsonOut& out, const Instruction& in) {
   out.member("op", std::string_view(in.op));
   out.key("operands");
   out.list(in.operands);
+  if (in.recompute) out.member("recompute", true);
   out.key("results");
   out.list(in.results);
   if (!in.scope.empty()) out.member("scope", std::string_view(in.scope));

@@ -13,6 +13,7 @@
 #include "planner/transforms/memory/passes.h"
 #include "planner/transforms/optimizer/passes.h"
 #include "planner/transforms/placement/passes.h"
+#include "planner/transforms/recompute/passes.h"
 #include "planner/transforms/schedule/passes.h"
 
 namespace loom::planner {
@@ -30,6 +31,7 @@ void registerAllPasses() {
   mlir::registerSymbolDCEPass();
   autodiff::registerAutodiffPasses();
   placement::registerPlacementPasses();
+  recompute::registerRecomputePasses();
   collectives::registerCollectivesPasses();
   bucketing::registerBucketingPasses();
   memory::registerMemoryPasses();

@@ -26,10 +26,12 @@
 #include "planner/dialect/dist/ir/dist_interfaces.h"
 #include "planner/dialect/dist/ir/dist_ops.h"
 #include "planner/dialect/dist/ir/dist_types.h"
+#include "planner/dialect/nn/ir/module_path.h"
 #include "planner/dialect/nn/ir/nn_dialect.h"
 #include "planner/dialect/nn/ir/nn_interfaces.h"
 #include "planner/export/timeline.h"
 #include "planner/transforms/autodiff/passes.h"
+#include "planner/transforms/autodiff/phases.h"
 #include "planner/transforms/collectives/comm_volume.h"
 #include "planner/transforms/collectives/passes.h"
 #include "planner/transforms/memory/memory_plan.h"
@@ -189,19 +191,6 @@ std::string argName(mlir::func::FuncOp func, unsigned n,
   if (auto loc = llvm::dyn_cast<mlir::NameLoc>(func.getArgument(n).getLoc()))
     return loc.getName().str();
   return absl::StrCat("arg", n);
-}
-
-// The module path a location names: a NameLoc's name ("layers.3.ffn.w1"),
-// looked for through fused and call-site locations; "" when none.
-std::string scopeOf(mlir::Location loc) {
-  if (auto name = llvm::dyn_cast<mlir::NameLoc>(loc)) return name.getName().str();
-  if (auto fused = llvm::dyn_cast<mlir::FusedLoc>(loc)) {
-    for (mlir::Location inner : fused.getLocations()) {
-      if (std::string scope = scopeOf(inner); !scope.empty()) return scope;
-    }
-  }
-  if (auto site = llvm::dyn_cast<mlir::CallSiteLoc>(loc)) return scopeOf(site.getCallee());
-  return "";
 }
 
 plan::Topology topologyOf(const mesh::Topology& topology) {
@@ -396,7 +385,8 @@ absl::StatusOr<plan::Instruction> Exporter::instructionOf(mlir::Operation& op, i
   plan::Instruction in;
   in.op = op.getName().getStringRef().str();
   in.index = index;
-  in.scope = scopeOf(op.getLoc());
+  in.scope = nn::modulePathOf(op.getLoc());
+  in.recompute = op.hasAttr(autodiff::kRecomputeAttrName);
   in.info = plan::findOp(in.op);
   if (in.info == nullptr) {
     return absl::InvalidArgumentError(
@@ -414,6 +404,8 @@ absl::StatusOr<plan::Instruction> Exporter::instructionOf(mlir::Operation& op, i
     // The mesh is the plan's; segment sizes are in the operand lists.
     const llvm::StringRef key = attr.getName().getValue();
     if (key == "mesh" || key == "operandSegmentSizes" || key == "resultSegmentSizes") continue;
+    // Carried as Instruction::recompute.
+    if (key == autodiff::kRecomputeAttrName) continue;
     if (absl::Status s = plan::setAttrFromJson(in, attr.getName().str(), attrJson(attr.getValue()));
         !s.ok()) {
       return absl::InvalidArgumentError(absl::StrCat(printed(op.getLoc()), ": ", s.message()));

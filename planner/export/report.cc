@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <set>
 #include <string>
 
@@ -12,6 +13,7 @@
 #include "absl/strings/str_join.h"
 #include "planner/transforms/memory/memory_plan.h"
 #include "plan/plan.h"
+#include "plan/scope.h"
 
 namespace loom::planner::exporter {
 namespace {
@@ -47,6 +49,45 @@ std::string scheduleTable(const plan::Plan& plan) {
         &out, absl::StrFormat("| %s | %d | %d | %d | %d | %.4f | %.4f |\n", block.name,
                               compute + comm, compute, comm, async, start < 0 ? 0.0 : start, end));
   }
+  return out;
+}
+
+// What plan-recompute repeats, per layer: the ops, the bytes of their
+// results (what the layer no longer keeps from its forward to its
+// backward) and their predicted time. Empty without recompute.
+std::string recomputeTable(const plan::Plan& plan) {
+  struct Row {
+    int64_t ops = 0;
+    int64_t bytes = 0;
+    double seconds = 0;
+  };
+  std::map<std::pair<std::string, int64_t>, Row> rows;
+  Row total;
+  for (const plan::Instruction* in : plan.programs.front().instructions()) {
+    if (!in->recompute) continue;
+    const std::optional<plan::RepeatedBlock> block = plan::repeatedBlockOf(in->scope);
+    Row& row =
+        rows[block ? std::pair{block->stack, block->index} : std::pair{in->scope, int64_t{-1}}];
+    int64_t bytes = 0;
+    for (int64_t id : in->results) bytes += plan.buffers[id].bytes;
+    for (Row* r : {&row, &total}) {
+      r->ops += 1;
+      r->bytes += bytes;
+      r->seconds += in->duration_s.value_or(0);
+    }
+  }
+  if (rows.empty()) return "";
+  std::string out =
+      "\n## Recompute (per rank)\n\n| layer | ops recomputed | bytes not kept | predicted time (s) "
+      "|\n| --- | ---: | ---: | ---: |\n";
+  auto line = [&](const std::string& name, const Row& row) {
+    absl::StrAppend(&out, absl::StrFormat("| %s | %d | %s | %.6f |\n", name, row.ops,
+                                          memory::formatBytes(row.bytes), row.seconds));
+  };
+  for (const auto& [layer, row] : rows) {
+    line(layer.second < 0 ? layer.first : absl::StrCat(layer.first, ".", layer.second), row);
+  }
+  line("total", total);
   return out;
 }
 
@@ -131,7 +172,7 @@ std::string formatReport(const plan::Plan& plan) {
   }
   absl::StrAppend(&out, "| total | ", withCommas(predicted.peak_bytes), " | ",
                   memory::formatBytes(predicted.peak_bytes), " |\n");
-  return out + scheduleTable(plan);
+  return out + recomputeTable(plan) + scheduleTable(plan);
 }
 
 json chromeTrace(const plan::Plan& plan) {

@@ -9,6 +9,7 @@
 #include "planner/transforms/memory/passes.h"
 #include "planner/transforms/optimizer/passes.h"
 #include "planner/transforms/placement/passes.h"
+#include "planner/transforms/recompute/passes.h"
 #include "planner/transforms/schedule/passes.h"
 
 namespace loom::planner::pipeline {
@@ -25,6 +26,10 @@ void addPlacementStage(mlir::OpPassManager& pm, const PlanPipelineOptions& optio
 }
 
 void addProgramStage(mlir::OpPassManager& pm, const PlanPipelineOptions& options) {
+  // Recomputed forward ops are ordinary nn ops: collective insertion gives
+  // them their backward gathers and tp collectives.
+  pm.addPass(recompute::createPlanRecompute(
+      recompute::PlanRecomputeOptions{options.recompute, options.recomputeEvery}));
   collectives::PlanInsertCollectivesOptions collectiveOptions;
   collectiveOptions.reshardAfterForward = options.reshardAfterForward;
   collectiveOptions.gradReduceDtype = options.gradReduceDtype;
@@ -44,7 +49,8 @@ void addProgramStage(mlir::OpPassManager& pm, const PlanPipelineOptions& options
 void registerPlanPipeline() {
   mlir::PassPipelineRegistration<PlanPipelineOptions>(
       "plan-pipeline",
-      "plans a verified nn module: autodiff, placement, collectives, bucketing, schedule, "
+      "plans a verified nn module: autodiff, placement, recompute, collectives, bucketing, "
+      "schedule, "
       "SPMD check, optimizer steps and the memory plan",
       addPlanPipeline);
 }

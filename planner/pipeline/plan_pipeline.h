@@ -25,6 +25,14 @@ struct PlanPipelineOptions : public mlir::PassPipelineOptions<PlanPipelineOption
       *this, "devices",
       llvm::cl::desc("plan-placement: the device count the mesh must fill (0: any)"),
       llvm::cl::init(0)};
+  Option<std::string> recompute{
+      *this, "recompute",
+      llvm::cl::desc("plan-recompute: none, full or selective activation recompute"),
+      llvm::cl::init("none")};
+  Option<int64_t> recomputeEvery{
+      *this, "recompute-every",
+      llvm::cl::desc("plan-recompute: recompute every k-th layer (1: every layer)"),
+      llvm::cl::init(1)};
   Option<bool> reshardAfterForward{
       *this, "reshard-after-forward",
       llvm::cl::desc("plan-insert-collectives: gather parameters again for the backward pass"),
@@ -55,15 +63,16 @@ struct PlanPipelineOptions : public mlir::PassPipelineOptions<PlanPipelineOption
                              llvm::cl::init(0.01)};
 };
 
-// Adds plan-autodiff -> plan-placement -> plan-insert-collectives ->
+// Adds plan-autodiff -> plan-placement -> plan-recompute -> plan-insert-collectives ->
 // plan-bucketing -> plan-schedule -> plan-verify-spmd ->
 // plan-optimizer-step -> plan-memory-plan to `pm` (a module pass manager):
 // the placement stage, then the program stage.
 void addPlanPipeline(mlir::OpPassManager& pm, const PlanPipelineOptions& options);
 
 // The pipeline's two stages. The placement stage (autodiff, placement)
-// depends on the model and the mesh only; the program stage (collectives
-// onwards) adds what reshard-after-forward, bucket-mb and prefetch choose.
+// depends on the model and the mesh only; the program stage (recompute,
+// collectives onwards) adds what recompute, reshard-after-forward,
+// bucket-mb and prefetch choose.
 // The mesh search places a model once per mesh shape and runs the program
 // stage on a copy per knob setting.
 void addPlacementStage(mlir::OpPassManager& pm, const PlanPipelineOptions& options);

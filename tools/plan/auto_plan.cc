@@ -83,6 +83,8 @@ absl::StatusOr<AutoResult> planAuto(mlir::MLIRContext& context, const AutoReques
                    .devices_per_host = request.devices_per_host,
                    .memory_gb = request.memory_gb,
                    .seed = request.seed,
+                   .recompute = request.recompute,
+                   .recompute_every = request.recompute_every,
                    .grad_reduce_dtype = request.grad_reduce_dtype,
                    .adamw = request.adamw,
                    .profile = request.profile};

@@ -52,6 +52,10 @@ struct AutoRequest {
   // plan-insert-collectives' gradient reduction type (bf16, f32; empty: the
   // parameter type), for the candidates and the winner alike.
   std::string grad_reduce_dtype = "";
+  // plan-recompute's mode and every-k-th layer, for the candidates and the
+  // winner alike (the search does not choose them yet).
+  std::string recompute = "none";
+  int64_t recompute_every = 1;
 };
 
 struct AutoResult {

@@ -136,6 +136,15 @@ cl::opt<bool> reshard_flag(
     cl::desc("gather parameters again for the backward pass (default true; false keeps the "
              "forward copy)"),
     cl::init(true), cl::cat(planCategory()));
+cl::opt<std::string> recompute_flag(
+    "recompute",
+    cl::desc("activation recompute: none (default), full (a layer keeps only its input and "
+             "recomputes the rest in backward) or selective (keeps matmul and attention "
+             "results, recomputes the cheap ops)"),
+    cl::init("none"), cl::cat(planCategory()));
+cl::opt<int64_t> recompute_every_flag(
+    "recompute-every", cl::desc("recompute every k-th layer only (default 1: every layer)"),
+    cl::init(1), cl::cat(planCategory()));
 cl::opt<int64_t> bucket_mb_flag(
     "bucket-mb", cl::desc("largest gathered bucket in MiB (default 0: one per unit)"), cl::init(0),
     cl::cat(planCategory()));
@@ -229,6 +238,8 @@ int plan(mlir::ModuleOp module, const loom::planner::cost::MachineProfile* profi
                                                .prefetch = prefetch_flag,
                                                .reshard_after_forward = reshard_flag,
                                                .bucket_mb = bucket_mb_flag,
+                                               .recompute = recompute_flag,
+                                               .recompute_every = recompute_every_flag,
                                                .grad_reduce_dtype = grad_reduce_dtype_flag,
                                                .adamw = adamwFlags(),
                                                .profile = profile};
@@ -303,7 +314,9 @@ int planAuto(const std::optional<int64_t>& batch, const std::optional<int64_t>& 
                                             .allow_tp_across_hosts = allow_tp_across_hosts_flag,
                                             .profile = profile,
                                             .progress = showProgress,
-                                            .grad_reduce_dtype = grad_reduce_dtype_flag});
+                                            .grad_reduce_dtype = grad_reduce_dtype_flag,
+                                            .recompute = recompute_flag,
+                                            .recompute_every = recompute_every_flag});
   if (isatty(STDERR_FILENO)) llvm::errs() << "\n";
   if (!result.ok()) return fail(std::string(result.status().message()));
   llvm::errs() << absl::StrFormat(

@@ -201,6 +201,8 @@ class StageRunner {
     options_->mesh = spec;
     options_->axes = request.axes.empty() ? axes : request.axes;
     options_->devices = mesh.size();
+    options_->recompute = request.recompute;
+    options_->recomputeEvery = request.recompute_every;
     options_->reshardAfterForward = request.reshard_after_forward;
     options_->gradReduceDtype = request.grad_reduce_dtype;
     options_->bucketMb = request.bucket_mb;

@@ -41,6 +41,9 @@ struct PlanRequest {
   int64_t prefetch = 1;
   bool reshard_after_forward = true;
   int64_t bucket_mb = 0;
+  // plan-recompute's mode (none, full, selective) and every-k-th layer.
+  std::string recompute = "none";
+  int64_t recompute_every = 1;
   // plan-insert-collectives' grad-reduce-dtype: the type gradients are
   // reduced in and kept as (bf16 or f32); empty: the parameter's type.
   std::string grad_reduce_dtype = "";

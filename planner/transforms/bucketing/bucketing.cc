@@ -20,6 +20,7 @@
 #include "planner/dialect/dist/ir/dist_ops.h"
 #include "planner/dialect/nn/ir/nn_dialect.h"
 #include "planner/transforms/autodiff/passes.h"
+#include "planner/transforms/autodiff/phases.h"
 #include "planner/transforms/collectives/comm_volume.h"
 #include "planner/transforms/bucketing/passes.h"
 
@@ -106,27 +107,6 @@ class PlanBucketingPass : public impl::PlanBucketingBase<PlanBucketingPass> {
     return name ? unitOf(name.getValue()) : std::string("root");
   }
 
-  // The ops that depend on the loss cotangent (the backward pass).
-  static llvm::DenseSet<mlir::Operation*> backwardOps(mlir::func::FuncOp func) {
-    llvm::DenseSet<mlir::Operation*> backward;
-    auto seed = func->getAttrOfType<mlir::IntegerAttr>(autodiff::kLossGradArgAttrName);
-    if (!seed || seed.getInt() < 0 ||
-        seed.getInt() >= static_cast<int64_t>(func.getNumArguments())) {
-      return backward;
-    }
-    mlir::Value cotangent = func.getArgument(seed.getInt());
-    for (mlir::Operation& op : func.front().without_terminator()) {
-      for (mlir::Value operand : op.getOperands()) {
-        mlir::Operation* producer = operand.getDefiningOp();
-        if (operand == cotangent || (producer && backward.contains(producer))) {
-          backward.insert(&op);
-          break;
-        }
-      }
-    }
-    return backward;
-  }
-
   // Appends `member` to the group of `key`, keeping groups in the order of
   // their first member.
   static void add(std::vector<Group>& groups, const std::string& key, Member member) {
@@ -200,7 +180,7 @@ class PlanBucketingPass : public impl::PlanBucketingBase<PlanBucketingPass> {
   }
 
   void bucketGathers(mlir::func::FuncOp func) {
-    const llvm::DenseSet<mlir::Operation*> backward = backwardOps(func);
+    const llvm::DenseSet<mlir::Operation*> backward = autodiff::backwardOps(func);
     std::vector<Group> groups;
     for (auto gather : func.front().getOps<dist::AllGatherOp>()) {
       auto arg = llvm::dyn_cast<mlir::BlockArgument>(gather.getInput());

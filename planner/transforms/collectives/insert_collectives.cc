@@ -26,6 +26,7 @@
 #include "planner/dialect/dist/ir/local_shape.h"
 #include "planner/dialect/nn/ir/nn_dialect.h"
 #include "planner/transforms/autodiff/passes.h"
+#include "planner/transforms/autodiff/phases.h"
 #include "planner/transforms/bucketing/passes.h"
 #include "planner/transforms/collectives/passes.h"
 #include "planner/transforms/placement/passes.h"
@@ -198,7 +199,7 @@ class PlanInsertCollectivesPass
     if (failed(readGiven(func))) return mlir::failure();
     if (!mesh_) return mlir::success();
 
-    llvm::DenseSet<mlir::Operation*> backward = backwardOps(func);
+    llvm::DenseSet<mlir::Operation*> backward = autodiff::backwardOps(func);
     std::vector<Conversion> conversions;
     if (failed(planConversions(func, backward, conversions))) {
       return mlir::failure();
@@ -278,28 +279,6 @@ class PlanInsertCollectivesPass
       }
     }
     return mlir::success();
-  }
-
-  // The ops that depend on the loss cotangent: the backward pass of a
-  // training step from plan-autodiff (none in a forward graph).
-  static llvm::DenseSet<mlir::Operation*> backwardOps(mlir::func::FuncOp func) {
-    llvm::DenseSet<mlir::Operation*> backward;
-    auto seed = func->getAttrOfType<mlir::IntegerAttr>(autodiff::kLossGradArgAttrName);
-    if (!seed || seed.getInt() < 0 ||
-        seed.getInt() >= static_cast<int64_t>(func.getNumArguments())) {
-      return backward;
-    }
-    mlir::Value cotangent = func.getArgument(seed.getInt());
-    for (mlir::Operation& op : func.front().without_terminator()) {
-      for (mlir::Value operand : op.getOperands()) {
-        mlir::Operation* producer = operand.getDefiningOp();
-        if (operand == cotangent || (producer && backward.contains(producer))) {
-          backward.insert(&op);
-          break;
-        }
-      }
-    }
-    return backward;
   }
 
   // Whether function result `index` is the gradient of an nn.param

@@ -23,6 +23,7 @@
 #include "planner/dialect/dist/ir/dist_types.h"
 #include "planner/dialect/nn/ir/nn_dialect.h"
 #include "planner/transforms/autodiff/passes.h"
+#include "planner/transforms/autodiff/phases.h"
 #include "planner/transforms/bucketing/passes.h"
 #include "planner/transforms/memory/memory_plan.h"
 #include "planner/transforms/optimizer/passes.h"
@@ -82,26 +83,9 @@ std::optional<std::string> paramUnit(mlir::func::FuncOp func, mlir::Value input)
   return unit;
 }
 
-// The first op of the backward pass (the first that depends on the loss
-// cotangent), or null when the function has none.
-mlir::Operation* firstBackwardOp(mlir::func::FuncOp func) {
-  auto seed = func->getAttrOfType<mlir::IntegerAttr>(autodiff::kLossGradArgAttrName);
-  if (!seed || seed.getInt() < 0 || seed.getInt() >= static_cast<int64_t>(func.getNumArguments())) {
-    return nullptr;
-  }
-  llvm::DenseSet<mlir::Value> backward = {func.getArgument(seed.getInt())};
-  for (mlir::Operation& op : func.front().without_terminator()) {
-    if (llvm::any_of(op.getOperands(),
-                     [&](mlir::Value operand) { return backward.contains(operand); })) {
-      return &op;
-    }
-  }
-  return nullptr;
-}
-
 // The parameter-gather steps of `func`, in program order.
 std::vector<Step> stepsOf(mlir::func::FuncOp func) {
-  mlir::Operation* backward = firstBackwardOp(func);
+  mlir::Operation* backward = autodiff::firstBackwardOp(func);
   std::vector<Step> steps;
   for (mlir::Operation& op : func.front()) {
     if (!llvm::isa<dist::AllGatherOp, dist::AllGatherStartOp>(op)) continue;
