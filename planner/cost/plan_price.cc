@@ -123,7 +123,8 @@ absl::Status Pricer::compute(int64_t order) {
     return absl::InvalidArgumentError(
         absl::StrCat(in.where(), ": no cost formula for ", in.op, " (planner/cost/op_work.cc)"));
   }
-  price_.model_flops += cost->flops;
+  // Model FLOPs, as MFU counts them: a recomputed op's are not the model's.
+  if (!in.recompute) price_.model_flops += cost->flops;
   const double seconds = model_.computeSeconds(*cost);
   program_.push_back({.kind = Instruction::Kind::kCompute, .seconds = seconds});
   orderOf_.push_back(order);

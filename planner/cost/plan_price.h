@@ -55,7 +55,8 @@ struct PlanPrice {
   int64_t peak_order = -1;
   std::array<int64_t, plan::kNumRoles> breakdown{};
   // Bytes each rank sends per step (the collectives' `bytes`) and the nn
-  // ops' FLOPs.
+  // ops' FLOPs, recomputed ops excepted (the model's FLOPs, as MFU counts
+  // them; their time is in the step).
   int64_t comm_bytes_per_rank = 0;
   double model_flops = 0;
   // Busy time of each comm stream (one per set of mesh axes), in order of

@@ -68,6 +68,10 @@ struct Group {
   Strategy base;
   std::vector<Strategy> variants;  // base first
   int64_t memory_bound = 0;
+  // The group of the same mesh and micro-batch with the next less
+  // recompute (-1: none), and whether this group's base fits.
+  int64_t less_recompute = -1;
+  bool base_fits = false;
 };
 
 }  // namespace
@@ -79,13 +83,24 @@ std::string Candidate::label() const {
 absl::Status parsePin(const std::string& text, Pins& pins) {
   const std::vector<std::string> kv = absl::StrSplit(text, absl::MaxSplits('=', 1));
   const std::string help =
-      "; pins are key=value with keys dp, fsdp, tp, prefetch, micro-batch, bucket-mb (integers) "
-      "and reshard (true or false), e.g. --pin tp=8";
+      "; pins are key=value with keys dp, fsdp, tp, prefetch, micro-batch, bucket-mb (integers), "
+      "reshard (true or false) and recompute (none, selective, full), e.g. --pin tp=8";
   if (kv.size() != 2 || kv[0].empty() || kv[1].empty()) {
     return absl::InvalidArgumentError(absl::StrCat("--pin '", text, "' is not key=value", help));
   }
   const std::string& key = kv[0];
   const std::string& value = kv[1];
+  if (key == "recompute") {
+    const Recompute modes[] = {Recompute::kNone, Recompute::kSelective, Recompute::kFull};
+    for (Recompute mode : modes) {
+      if (value == recomputeName(mode)) {
+        pins.recompute = mode;
+        return absl::OkStatus();
+      }
+    }
+    return absl::InvalidArgumentError(
+        absl::StrCat("--pin recompute='", value, "' is not none, selective or full"));
+  }
   if (key == "reshard") {
     if (value != "true" && value != "false") {
       return absl::InvalidArgumentError(
@@ -153,41 +168,49 @@ absl::StatusOr<SearchResult> searchMesh(const CostModel& model, StepPricer& pric
       for (int64_t micro : divisors(perRank)) {
         if (pins.micro_batch && micro != *pins.micro_batch) continue;
         if (options.fixed_batch && micro != perRank) continue;
-        Group group;
-        Strategy base{.dp = dp,
-                      .fsdp = fsdp,
-                      .tp = tp,
-                      .micro_batch = micro,
-                      .accumulation = perRank / micro};
-        std::vector<int64_t> prefetches = {1};
-        std::vector<bool> reshards = {true};
-        std::vector<int64_t> buckets = {0};
-        if (fsdp > 1) {
-          prefetches = options.prefetch_choices;
-          reshards = {true, false};
-          buckets = options.bucket_mb_choices;
-        }
-        if (pins.prefetch) prefetches = {*pins.prefetch};
-        if (pins.reshard_after_forward) reshards = {*pins.reshard_after_forward};
-        if (pins.bucket_mb) buckets = {*pins.bucket_mb};
-        // The base (the pipeline's defaults when they are allowed) first.
-        std::stable_partition(prefetches.begin(), prefetches.end(),
-                              [](int64_t k) { return k == 1; });
-        for (bool reshard : reshards) {
-          for (int64_t prefetch : prefetches) {
-            for (int64_t bucket : buckets) {
-              Strategy s = base;
-              s.prefetch = prefetch;
-              s.reshard_after_forward = reshard;
-              s.bucket_mb = bucket;
-              group.variants.push_back(s);
+        std::vector<Recompute> recomputes = {Recompute::kNone, Recompute::kSelective,
+                                             Recompute::kFull};
+        if (pins.recompute) recomputes = {*pins.recompute};
+        int64_t lessRecompute = -1;
+        for (Recompute recompute : recomputes) {
+          Group group;
+          group.less_recompute = lessRecompute;
+          lessRecompute = static_cast<int64_t>(groups.size());
+          Strategy base{.dp = dp,
+                        .fsdp = fsdp,
+                        .tp = tp,
+                        .micro_batch = micro,
+                        .accumulation = perRank / micro,
+                        .recompute = recompute};
+          std::vector<int64_t> prefetches = {1};
+          std::vector<bool> reshards = {true};
+          std::vector<int64_t> buckets = {0};
+          if (fsdp > 1) {
+            prefetches = options.prefetch_choices;
+            reshards = {true, false};
+            buckets = options.bucket_mb_choices;
+          }
+          if (pins.prefetch) prefetches = {*pins.prefetch};
+          if (pins.reshard_after_forward) reshards = {*pins.reshard_after_forward};
+          if (pins.bucket_mb) buckets = {*pins.bucket_mb};
+          // The base (the pipeline's defaults when they are allowed) first.
+          std::stable_partition(prefetches.begin(), prefetches.end(),
+                                [](int64_t k) { return k == 1; });
+          for (bool reshard : reshards) {
+            for (int64_t prefetch : prefetches) {
+              for (int64_t bucket : buckets) {
+                Strategy s = base;
+                s.prefetch = prefetch;
+                s.reshard_after_forward = reshard;
+                s.bucket_mb = bucket;
+                group.variants.push_back(s);
+              }
             }
           }
+          group.base = group.variants.front();
+            result.enumerated += static_cast<int64_t>(group.variants.size());
+          groups.push_back(std::move(group));
         }
-        group.base = group.variants.front();
-        group.memory_bound = pricer.memoryLowerBound(group.base);
-        result.enumerated += static_cast<int64_t>(group.variants.size());
-        groups.push_back(std::move(group));
       }
     }
   }
@@ -235,12 +258,24 @@ absl::StatusOr<SearchResult> searchMesh(const CostModel& model, StepPricer& pric
   std::vector<Pending> pending;
   for (size_t g = 0; g < groups.size(); ++g) {
     Group& group = groups[g];
+    // Recompute only adds compute: it is tried where the mesh and
+    // micro-batch do not fit with less of it.
+    if (!options.exhaustive && group.less_recompute >= 0 &&
+        groups[group.less_recompute].base_fits) {
+      group.base_fits = true;
+      result.pruned_recompute += static_cast<int64_t>(group.variants.size());
+      continue;
+    }
+    // Asked here, not when enumerating, so that a recompute group skipped
+    // above costs no template.
+    group.memory_bound = pricer.memoryLowerBound(group.base);
     if (!options.exhaustive && group.memory_bound > result.memory_cap_bytes) {
       result.pruned_memory += static_cast<int64_t>(group.variants.size());
       continue;
     }
     absl::StatusOr<Candidate> base = evaluate(group.base);
     if (!base.ok()) return base.status();
+    group.base_fits = base->fits;
     offer(*base);
     // No variant is faster than the compute time or than any stream's
     // busy time. The base gathers one bucket per unit (fewest collectives)
@@ -350,6 +385,10 @@ std::string explainWinner(const SearchResult& result) {
   }
   absl::StrAppend(&out, ". Peak memory ", gib(w.peak_bytes), " vs ", gib(r.peak_bytes), " of ",
                   gib(result.memory_cap_bytes), ".");
+  if (winner.strategy.recompute != Recompute::kNone) {
+    absl::StrAppend(&out, " It recomputes activations (", recomputeName(winner.strategy.recompute),
+                    "): its mesh and micro-batch do not fit with less recompute.");
+  }
   return out;
 }
 
@@ -372,6 +411,7 @@ nlohmann::json candidatesJson(const SearchResult& result, const Workload& worklo
                           {"bucket_mb", s.bucket_mb},
                           {"micro_batch", s.micro_batch},
                           {"accumulation", s.accumulation},
+                          {"recompute", recomputeName(s.recompute)},
                           {"step_time_s", e.step_time_s},
                           {"compute_s", e.compute_s},
                           {"comm_s", e.comm_s},
@@ -399,6 +439,7 @@ nlohmann::json candidatesJson(const SearchResult& result, const Workload& worklo
           {"evaluated", result.evaluated},
           {"pruned_memory", result.pruned_memory},
           {"pruned_bound", result.pruned_bound},
+          {"pruned_recompute", result.pruned_recompute},
           {"explanation", explainWinner(result)},
           {"candidates", candidates}};
 }

@@ -31,11 +31,12 @@ struct Pins {
   std::optional<bool> reshard_after_forward;
   std::optional<int64_t> bucket_mb;
   std::optional<int64_t> micro_batch;
+  std::optional<Recompute> recompute;
 };
 
 // Parses one "key=value" pin into `pins` (keys: dp, fsdp, tp, prefetch,
-// reshard, bucket-mb, micro-batch); the error names the key and the
-// accepted values.
+// reshard, bucket-mb, micro-batch, recompute); the error names the key and
+// the accepted values.
 absl::Status parsePin(const std::string& text, Pins& pins);
 
 struct SearchOptions {
@@ -81,6 +82,9 @@ struct SearchResult {
   // a group whose step-time lower bound could not enter the top rows.
   int64_t pruned_memory = 0;
   int64_t pruned_bound = 0;
+  // Candidates with recompute not tried: their mesh and micro-batch fit
+  // with less of it (recompute is for memory; it only adds compute).
+  int64_t pruned_recompute = 0;
   int64_t memory_cap_bytes = 0;
   // The winner is ranked.front() when it fits.
   bool found() const { return !ranked.empty() && ranked.front().fits; }

@@ -40,13 +40,23 @@ class ClosedFormPricer final : public StepPricer {
   }
 
   int64_t memoryLowerBound(const Strategy& s) override {
-    return kParams * 16 / (s.fsdp * s.tp) + kActivationBytesPerToken * s.micro_batch * seq_ / s.tp;
+    // Recompute keeps half (selective) or a tenth (full) of the activations.
+    const int64_t kept = s.recompute == Recompute::kFull        ? 10
+                         : s.recompute == Recompute::kSelective ? 2
+                                                                : 1;
+    return kParams * 16 / (s.fsdp * s.tp) +
+           kActivationBytesPerToken * s.micro_batch * seq_ / s.tp / kept;
   }
 
   absl::StatusOr<StepEstimate> estimate(const Strategy& s) override {
     const double a = static_cast<double>(s.accumulation);
     const double tokens = static_cast<double>(s.micro_batch * seq_);
-    const double compute = tokens * kFlopsPerToken / (s.tp * kFlops) * (1 + 0.05 * (s.tp - 1));
+    // ... for 2 % (selective) or a third of the forward (full) more compute.
+    const double again = s.recompute == Recompute::kFull        ? 1.0 / 3
+                         : s.recompute == Recompute::kSelective ? 0.02
+                                                                : 0;
+    const double compute =
+        tokens * kFlopsPerToken / (s.tp * kFlops) * (1 + 0.05 * (s.tp - 1)) * (1 + again);
     const double optimizer = 1e-9 * kParams / (s.fsdp * s.tp);
     const double shard = 2.0 * kParams / s.tp;
     const double gathers = s.fsdp > 1 ? shard * (s.fsdp - 1) / s.fsdp / kBandwidth : 0;
@@ -118,7 +128,12 @@ TEST(SearchTest, PrunedSearchMatchesExhaustiveEnumeration) {
     const Workload w{.model = "closed-form", .seq = c.seq, .dtype = Dtype::kBF16};
     const CostModel model = *CostModel::create(*mesh::Topology::dgxH100(c.hosts));
     ClosedFormPricer pricer(8, c.seq);
+    // Recompute is tried only where less of it does not fit, which no
+    // bound proves safe (below); the safe pruning is compared without it.
+    Pins none;
+    ASSERT_TRUE(parsePin("recompute=none", none).ok());
     SearchOptions options{.global_batch = c.batch,
+                          .pins = none,
                           .memory_cap_bytes = static_cast<int64_t>(c.cap_gib * (1LL << 30)),
                           .top = 10};
     absl::StatusOr<SearchResult> pruned = searchMesh(model, pricer, options);
@@ -131,6 +146,37 @@ TEST(SearchTest, PrunedSearchMatchesExhaustiveEnumeration) {
     EXPECT_EQ(pruned->enumerated, full->enumerated);
     expectSameTop(*pruned, *full, 10);
   }
+}
+
+// Recompute is for memory: where a mesh and micro-batch fit without it, its
+// recompute groups are skipped; where they do not, selective then full are
+// tried, and the winner is the exhaustive search's.
+TEST(SearchTest, TriesRecomputeWhereLessDoesNotFit) {
+  const CostModel model = *CostModel::create(*mesh::Topology::dgxH100(1));
+  ClosedFormPricer pricer(8, 4096);
+  absl::StatusOr<SearchResult> roomy = searchMesh(model, pricer, {.global_batch = 8});
+  ASSERT_TRUE(roomy.ok() && roomy->found()) << roomy.status();
+  EXPECT_EQ(roomy->ranked.front().strategy.recompute, Recompute::kNone);
+  EXPECT_GT(roomy->pruned_recompute, 0);
+  EXPECT_EQ(roomy->evaluated + roomy->pruned_memory + roomy->pruned_bound + roomy->pruned_recompute,
+            roomy->enumerated);
+  // 8 sequences of 4096 tokens on 8 devices: activations of 1.5 GiB per
+  // sequence and device do not fit in 2 GiB with the shards unless
+  // recomputed.
+  SearchOptions tight{.global_batch = 8, .memory_cap_bytes = 2LL << 30, .top = 1};
+  absl::StatusOr<SearchResult> pruned = searchMesh(model, pricer, tight);
+  ASSERT_TRUE(pruned.ok() && pruned->found()) << pruned.status();
+  const Candidate& winner = pruned->ranked.front();
+  EXPECT_NE(winner.strategy.recompute, Recompute::kNone) << winner.label();
+  EXPECT_THAT(winner.label(), HasSubstr("recompute"));
+  EXPECT_THAT(explainWinner(*pruned), HasSubstr("It recomputes activations"));
+  tight.exhaustive = true;
+  absl::StatusOr<SearchResult> full = searchMesh(model, pricer, tight);
+  ASSERT_TRUE(full.ok() && full->found());
+  EXPECT_EQ(winner.label(), full->ranked.front().label());
+  EXPECT_LT(pruned->evaluated, full->evaluated);
+  const nlohmann::json json = candidatesJson(*pruned, {.model = "closed-form"}, model);
+  EXPECT_EQ(json["candidates"][0]["recompute"], recomputeName(winner.strategy.recompute));
 }
 
 TEST(SearchTest, PruningSkipsMostOfALargeSearch) {
@@ -188,6 +234,11 @@ TEST(SearchTest, PinErrorsNameTheKey) {
                                                HasSubstr("--pin tp='0' is not an integer >= 1")));
   EXPECT_THAT(parsePin("reshard=yes", pins),
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("not true or false")));
+  EXPECT_THAT(parsePin("recompute=some", pins),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("--pin recompute='some' is not none, selective or full")));
+  ASSERT_TRUE(parsePin("recompute=full", pins).ok());
+  EXPECT_EQ(pins.recompute, Recompute::kFull);
 }
 
 TEST(SearchTest, TheMemoryCapDecidesWhatFits) {

@@ -49,7 +49,21 @@ std::string Strategy::knobs() const {
     parts.push_back(bucket_mb > 0 ? absl::StrCat("bucket ", bucket_mb, " MiB") : "bucket/unit");
   }
   parts.push_back(absl::StrCat("mb ", micro_batch, "x", accumulation));
+  if (recompute != Recompute::kNone) {
+    parts.push_back(absl::StrCat("recompute ", recomputeName(recompute)));
+  }
   return absl::StrJoin(parts, ", ");
+}
+
+const char* recomputeName(Recompute recompute) {
+  switch (recompute) {
+    case Recompute::kSelective:
+      return "selective";
+    case Recompute::kFull:
+      return "full";
+    default:
+      return "none";
+  }
 }
 
 }  // namespace loom::planner::cost

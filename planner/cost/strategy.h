@@ -12,6 +12,12 @@
 
 namespace loom::planner::cost {
 
+// Activation recompute (plan-recompute's modes), in order of the memory
+// they save and the compute they add.
+enum class Recompute { kNone, kSelective, kFull };
+// "none", "selective", "full".
+const char* recomputeName(Recompute recompute);
+
 // One candidate of the search: the mesh (axes dp, fsdp, tp in that order,
 // tp innermost; an axis of degree 1 is left out) and the knobs of the plan.
 // dp alone is DDP, fsdp alone ZeRO-3, dp x fsdp HSDP (shard within fsdp,
@@ -32,6 +38,8 @@ struct Strategy {
   // optimizer step (gradient accumulation).
   int64_t micro_batch = 1;
   int64_t accumulation = 1;
+  // What the backward makes again instead of keeping (plan-recompute).
+  Recompute recompute = Recompute::kNone;
 
   int64_t devices() const { return dp * fsdp * tp; }
   // Sequences per step over all ranks.
@@ -42,7 +50,7 @@ struct Strategy {
   std::string axes() const;
   // "hsdp 2x64, tp 8": for tables.
   std::string parallelism() const;
-  // "prefetch 1, reshard, bucket unit, micro-batch 2 x 4".
+  // "prefetch 1, reshard, bucket unit, micro-batch 2 x 4, recompute full".
   std::string knobs() const;
 };
 

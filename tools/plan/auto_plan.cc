@@ -83,7 +83,6 @@ absl::StatusOr<AutoResult> planAuto(mlir::MLIRContext& context, const AutoReques
                    .devices_per_host = request.devices_per_host,
                    .memory_gb = request.memory_gb,
                    .seed = request.seed,
-                   .recompute = request.recompute,
                    .recompute_every = request.recompute_every,
                    .grad_reduce_dtype = request.grad_reduce_dtype,
                    .adamw = request.adamw,
@@ -148,11 +147,19 @@ absl::StatusOr<AutoResult> planAuto(mlir::MLIRContext& context, const AutoReques
   absl::StatusOr<cost::CostModel> model = cost::CostModel::create(*topology, {}, request.profile);
   if (!model.ok()) return model.status();
 
+  cost::Pins pins = request.pins;
+  if (request.recompute) {
+    absl::Status pinned = cost::parsePin("recompute=" + *request.recompute, pins);
+    if (!pinned.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--recompute='", *request.recompute, "' is not none, selective or full"));
+    }
+  }
   const auto searchStart = std::chrono::steady_clock::now();
   cost::SearchOptions options{
       .global_batch = globalBatch,
       .fixed_batch = result.graph,
-      .pins = request.pins,
+      .pins = pins,
       .max_tp = request.max_tp,
       .allow_tp_across_hosts = request.allow_tp_across_hosts,
       .memory_cap_bytes =
@@ -184,6 +191,7 @@ absl::StatusOr<AutoResult> planAuto(mlir::MLIRContext& context, const AutoReques
   result.winner.prefetch = s.prefetch;
   result.winner.reshard_after_forward = s.reshard_after_forward;
   result.winner.bucket_mb = s.bucket_mb;
+  result.winner.recompute = planner::cost::recomputeName(s.recompute);
   result.winner_batch = s.micro_batch * s.dp * s.fsdp;
   ModelRequest load{.model = request.model};
   if (!result.graph) {
@@ -222,9 +230,10 @@ std::string formatSearch(const AutoResult& result, int64_t rows) {
                           ? std::string("datasheet figures")
                           : "machine profile " + c["machine_profile"].get<std::string>()),
       absl::StrFormat("- candidates: %d enumerated, %d evaluated, %d pruned over memory, %d "
-                      "pruned by the step-time bound; search %.3f s\n",
+                      "pruned by the step-time bound, %d with recompute not tried (they fit "
+                      "with less); search %.3f s\n",
                       search.enumerated, search.evaluated, search.pruned_memory,
-                      search.pruned_bound, result.search_s),
+                      search.pruned_bound, search.pruned_recompute, result.search_s),
       absl::StrFormat("- priced from the pipeline's own programs: %d placements, %d template "
                       "plans, %s and re-sized per candidate\n",
                       result.placements, result.templates,

@@ -191,8 +191,18 @@ expect auto-pin 0 '^- winner: [a-z0-9 x]* \+ tp 2 \|' -- --model="$tiny_auto" --
 expect auto-max-tp 0 '^- winner: (fsdp|dp|hsdp) [0-9x]+ \|' -- --model="$tiny_auto" --mesh=auto \
   --devices=16 --max-tp=1
 expect auto-8b-no-tp 0 '^- winner: (fsdp|hsdp) [0-9x]+ \|' -- --model=llama3-8b --mesh=auto --devices=128
+# Without recompute activation memory forces 70B to tp 8; recompute frees
+# it to a smaller tp degree (docs/planner_recompute.md).
 expect auto-70b-fsdp-tp 0 '^- winner: (fsdp|hsdp) [0-9x]+ \+ tp 8 \|' -- --model=llama3-70b \
-  --mesh=auto --devices=256
+  --mesh=auto --devices=256 --recompute=none
+expect auto-70b-recompute 0 '^- winner: (fsdp|hsdp) [0-9x]+ \+ tp [124] \| .*recompute (selective|full)' \
+  -- --model=llama3-70b --mesh=auto --devices=256
+expect auto-bad-recompute 2 "plan: --recompute='some' is not none, selective or full" -- \
+  --model=tiny --mesh=auto --devices=8 --recompute=some
+expect recompute-plan 0 '^## Recompute \(per rank\)' -- --model=tiny --mesh=fsdp=2 --batch=2 \
+  --recompute=full
+expect recompute-bad 2 "plan-recompute mode 'some' is not none, full or selective" -- \
+  --model=tiny --mesh=fsdp=2 --batch=2 --recompute=some
 expect auto-needs-devices 2 'plan: --mesh=auto needs --devices=N' -- --model=tiny --mesh=auto
 # A graph file is searched at its own batch, planned whole per template.
 expect auto-file 0 '^- priced from the pipeline.s own programs: .* each the whole graph' -- \

@@ -298,32 +298,35 @@ int planAuto(const std::optional<int64_t>& batch, const std::optional<int64_t>& 
         "with --pin (e.g. --pin tp=8) or give an explicit --mesh");
   }
   mlir::MLIRContext context;
-  absl::StatusOr<loom::tools::plan::AutoResult> result =
-      loom::tools::plan::planAuto(context, {.model = model_flag,
-                                            .devices = devices_flag,
-                                            .batch = batch,
-                                            .seq = seq,
-                                            .dtype = ifSet(dtype_flag),
-                                            .device = device_flag,
-                                            .devices_per_host = devices_per_host_flag,
-                                            .memory_gb = memory_gb_flag,
-                                            .seed = seed_flag,
-                                            .adamw = adamwFlags(),
-                                            .pins = pins,
-                                            .max_tp = max_tp_flag,
-                                            .allow_tp_across_hosts = allow_tp_across_hosts_flag,
-                                            .profile = profile,
-                                            .progress = showProgress,
-                                            .grad_reduce_dtype = grad_reduce_dtype_flag,
-                                            .recompute = recompute_flag,
-                                            .recompute_every = recompute_every_flag});
+  absl::StatusOr<loom::tools::plan::AutoResult> result = loom::tools::plan::planAuto(
+      context, {.model = model_flag,
+                .devices = devices_flag,
+                .batch = batch,
+                .seq = seq,
+                .dtype = ifSet(dtype_flag),
+                .device = device_flag,
+                .devices_per_host = devices_per_host_flag,
+                .memory_gb = memory_gb_flag,
+                .seed = seed_flag,
+                .adamw = adamwFlags(),
+                .pins = pins,
+                .max_tp = max_tp_flag,
+                .allow_tp_across_hosts = allow_tp_across_hosts_flag,
+                .profile = profile,
+                .progress = showProgress,
+                .grad_reduce_dtype = grad_reduce_dtype_flag,
+                .recompute = recompute_flag.getNumOccurrences() > 0
+                                 ? std::optional<std::string>(recompute_flag.getValue())
+                                 : std::nullopt,
+                .recompute_every = recompute_every_flag});
   if (isatty(STDERR_FILENO)) llvm::errs() << "\n";
   if (!result.ok()) return fail(std::string(result.status().message()));
   llvm::errs() << absl::StrFormat(
-      "plan: search: %d of %d candidates evaluated (%d pruned over memory, %d by the bound) in "
-      "%.3f s; planning the winner took %.3f s\n",
+      "plan: search: %d of %d candidates evaluated (%d pruned over memory, %d by the bound, %d "
+      "with recompute not tried) in %.3f s; planning the winner took %.3f s\n",
       result->search.evaluated, result->search.enumerated, result->search.pruned_memory,
-      result->search.pruned_bound, result->search_s, result->plan_s);
+      result->search.pruned_bound, result->search.pruned_recompute, result->search_s,
+      result->plan_s);
   const std::string report = loom::tools::plan::formatSearch(*result, top_flag) + "\n" +
                              loom::planner::exporter::formatReport(result->plan.plan);
   llvm::outs() << report;

@@ -67,6 +67,7 @@ PlanRequest TemplatePricer::requestFor(const MeshKey& mesh, const cost::Strategy
   request.prefetch = s.prefetch;
   request.reshard_after_forward = s.reshard_after_forward;
   request.bucket_mb = s.bucket_mb;
+  request.recompute = cost::recomputeName(s.recompute);
   // Templates are smaller than the candidates; the search checks memory.
   request.check_memory = false;
   request.verify_passes = false;
@@ -95,7 +96,7 @@ absl::StatusOr<mlir::ModuleOp> TemplatePricer::placedFor(const cost::Strategy& s
 
 absl::StatusOr<TemplatePricer::Template*> TemplatePricer::templateFor(const cost::Strategy& s) {
   const MeshKey mesh = meshKeyOf(s);
-  const Key key{mesh, s.prefetch, s.reshard_after_forward, s.bucket_mb};
+  const Key key{mesh, s.prefetch, s.reshard_after_forward, s.bucket_mb, s.recompute};
   if (auto it = templates_.find(key); it != templates_.end()) return &it->second;
   absl::StatusOr<mlir::ModuleOp> placed = placedFor(s);
   if (!placed.ok()) return placed.status();

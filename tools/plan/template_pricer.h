@@ -86,8 +86,8 @@ class TemplatePricer final : public planner::cost::StepPricer {
   };
   // The template's mesh and micro-batch: (tp, dp, fsdp, micro-batch).
   using MeshKey = std::tuple<int64_t, int64_t, int64_t, int64_t>;
-  // And the knobs: (prefetch, reshard, bucket-mb).
-  using Key = std::tuple<MeshKey, int64_t, bool, int64_t>;
+  // And the knobs: (prefetch, reshard, bucket-mb, recompute).
+  using Key = std::tuple<MeshKey, int64_t, bool, int64_t, planner::cost::Recompute>;
   MeshKey meshKeyOf(const planner::cost::Strategy& strategy) const;
   // The template's plan request: its mesh and the candidate's knobs.
   PlanRequest requestFor(const MeshKey& mesh, const planner::cost::Strategy& strategy) const;

@@ -42,6 +42,7 @@ struct Fixture {
     request.prefetch = s.prefetch;
     request.reshard_after_forward = s.reshard_after_forward;
     request.bucket_mb = s.bucket_mb;
+    request.recompute = cost::recomputeName(s.recompute);
     auto plan = planThroughPipeline(model, s.micro_batch * s.dp * s.fsdp, "bf16", request);
     EXPECT_TRUE(plan.ok()) << plan.status();
     return plan.ok() ? *std::move(plan) : loom::plan::Plan{};
@@ -81,9 +82,18 @@ TEST(TemplatePricerTest, EveryCandidateEqualsItsFullPlan) {
     f.expectAgrees({.dp = 2, .fsdp = 4, .tp = 2, .reshard_after_forward = false});
     f.expectAgrees({.fsdp = 8, .tp = 2, .bucket_mb = 1, .micro_batch = 3, .accumulation = 2});
     f.expectAgrees({.dp = 16});
+    // Recompute: a knob of the program stage, repeated with the blocks.
+    f.expectAgrees({.fsdp = 16, .recompute = cost::Recompute::kFull});
+    f.expectAgrees(
+        {.dp = 2, .fsdp = 4, .tp = 2, .micro_batch = 2, .recompute = cost::Recompute::kSelective});
+    f.expectAgrees({.fsdp = 8,
+                    .tp = 2,
+                    .prefetch = 2,
+                    .reshard_after_forward = false,
+                    .recompute = cost::Recompute::kFull});
     // One placement per template mesh, one program per knob setting on it.
     EXPECT_EQ(f.pricer.placements(), 4);
-    EXPECT_EQ(f.pricer.templates(), 5);
+    EXPECT_EQ(f.pricer.templates(), 8);
   }
 }
 
