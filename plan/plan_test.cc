@@ -63,12 +63,32 @@ TEST(PlanTest, LoadsAPlannedLayout) {
 // writes back, byte for byte.
 TEST(PlanTest, WritesBackTheTextItRead) {
   for (const char* name :
-       {"llama_fsdp2_tp2", "gpt2_v251_bf16_fsdp2_tp2", "llama_bf16_gradf32_hsdp2x2"}) {
+       {"llama_fsdp2_tp2", "gpt2_v251_bf16_fsdp2_tp2", "llama_bf16_gradf32_hsdp2x2",
+        "llama_sel_fsdp2_tp2"}) {
     const std::string text = readText(planPath(name));
     absl::StatusOr<Plan> plan = parsePlan(text, name);
     ASSERT_TRUE(plan.ok()) << plan.status();
     EXPECT_EQ(writePlan(*plan), text) << name;
   }
+}
+
+// Recomputed ops are compute ops of the backward; the check refuses the
+// flag anywhere else.
+TEST(PlanTest, RecomputeMarksBackwardComputeOnly) {
+  absl::StatusOr<Plan> plan = loadPlan(planPath("llama_full_fsdp4"));
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  int recomputed = 0;
+  for (const Instruction* in : plan->programs[0].instructions()) {
+    if (!in->recompute) continue;
+    ++recomputed;
+    EXPECT_EQ(in->phase, Phase::kBackward) << in->where();
+    EXPECT_EQ(in->info->family, OpFamily::kCompute) << in->where();
+  }
+  EXPECT_GT(recomputed, 0);
+  plan->programs[0].blocks.front().instructions.front().recompute = true;
+  EXPECT_THAT(checkPlan(*plan),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("only compute ops of the backward pass are recomputed")));
 }
 
 TEST(PlanTest, LifetimesEndAtTheWaitOfAnAsyncStart) {

@@ -292,6 +292,7 @@ absl::StatusOr<plan::Plan> Exporter::run(mlir::ModuleOp module, const mesh::Topo
   program.assignOrder();
   const std::vector<plan::Lifetime> live = plan::computeLifetimes(plan_, program);
   for (plan::Buffer& b : plan_.buffers) b.live = live[b.id];
+  if (!options_.price_and_check) return std::move(plan_);
   if (absl::Status s = setPredicted(topology); !s.ok()) return s;
   if (absl::Status s = plan::checkPlan(plan_); !s.ok()) {
     return absl::InternalError(absl::StrCat("the exporter made an invalid plan: ", s.message()));
@@ -433,6 +434,10 @@ absl::Status Exporter::addInstructions(plan::Program& program) {
                                 .micro_batch = phase == plan::Phase::kOptimizer ? -1 : 0});
   }
   const std::vector<Phase> phases = assignPhases(func_);
+  // Instructions are large (their attributes): no regrowth.
+  size_t counts[3] = {0, 0, 0};
+  for (Phase phase : phases) ++counts[static_cast<int>(phase)];
+  for (int b = 0; b < 3; ++b) program.blocks[b].instructions.reserve(counts[b]);
   mlir::Operation* terminator = func_.getBody().front().getTerminator();
   for (mlir::Operation& op : func_.getBody().front()) {
     if (&op == terminator) break;

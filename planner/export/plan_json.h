@@ -23,13 +23,18 @@ struct PlanExportOptions {
   // The seed of every parameter's init spec.
   uint64_t seed = 0;
   double compute_efficiency = 0.5;
+  // Price the plan (predicted figures, instruction times) and check it
+  // (plan::checkPlan). Off for the mesh search's template plans: the search
+  // prices them repeated to the model's depth, and the winner's plan, made
+  // by the same passes, is priced and checked.
+  bool price_and_check = true;
 };
 
 // Exports the first function of a per-rank module. Fails when the module
 // has no dist.mesh or function, the mesh does not fit `topology`, an op has
 // no row in the plan op table (plan/op_table.cc) or an attribute the table
 // does not list, a parameter or optimizer state has no nn.init, or the
-// result fails plan::checkPlan (an exporter bug).
+// result fails plan::checkPlan (an exporter bug; with price_and_check).
 absl::StatusOr<plan::Plan> exportPlan(mlir::ModuleOp module, const mesh::Topology& topology,
                                       const PlanExportOptions& options);
 
