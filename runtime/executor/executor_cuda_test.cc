@@ -140,6 +140,18 @@ TEST_F(ExecutorCudaTest, TrainsTinyLlamaWithTheCpuLosses) {
   EXPECT_LE(worst, 1e-3 * largest) << "tok_embeddings.weight after " << kSteps << " steps";
 }
 
+// Activation recompute: the GPU runs the recomputed forward ops like any
+// other and trains with the CPU's losses without recompute.
+TEST_F(ExecutorCudaTest, TrainsTinyLlamaWithRecomputeLikeTheCpuWithout) {
+  ExecutorOptions cuda;
+  cuda.device = ExecutorDevice::kCuda;
+  cuda.cuda_device = 0;
+  const TrainRun gpu = train(cuda, "llama_full_single");
+  const TrainRun cpu = train({});
+  expectClose(gpu.losses, cpu.losses, 1e-4, "loss with full recompute");
+  EXPECT_EQ(gpu.system_allocations_at_end, gpu.system_allocations_after_step_2);
+}
+
 TEST_F(ExecutorCudaTest, ClipsWithTheCpuGlobalNorm) {
   ExecutorOptions options;
   options.max_grad_norm = 0.5;
