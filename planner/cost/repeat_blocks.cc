@@ -7,6 +7,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -106,11 +107,11 @@ class Repeater {
   std::vector<std::optional<Def>> defs_;
 
   Repeated out_;
-  // Entry buffers: those of no layer by template id; per layer by their
-  // name without the layer index (numbered) and the layer.
-  std::map<int64_t, int64_t> entryById_;
+  // Entry buffers: those of no layer by template id (-1: none); per layer
+  // by their name without the layer index (numbered) and the layer.
+  std::vector<int64_t> entryById_;
   std::vector<std::pair<int64_t, int64_t>> entryKey_;  // template id -> (name, layer)
-  std::map<std::pair<int64_t, int64_t>, int64_t> entryByKey_;
+  std::vector<std::vector<int64_t>> entryByName_;      // [name][layer], -1: none
   // Buffers the longer plan defines in its segments, by program block x
   // repeated block, in order; in its prefixes and suffixes, by (template
   // id, layer shift).
@@ -121,7 +122,11 @@ class Repeater {
   const std::vector<int64_t>& definedIn(size_t b, int64_t layer) const {
     return defined_[b * static_cast<size_t>(blocks_) + static_cast<size_t>(layer)];
   }
-  std::map<std::pair<int64_t, int64_t>, int64_t> fixed_;
+  // Keyed by fixedKey(template id, layer shift).
+  static uint64_t fixedKey(int64_t id, int64_t delta) {
+    return (static_cast<uint64_t>(id) << 32) ^ static_cast<uint32_t>(delta);
+  }
+  std::unordered_map<uint64_t, int64_t> fixed_;
 };
 
 absl::Status Repeater::findStack() {
@@ -217,6 +222,7 @@ int64_t Repeater::newBuffer(const plan::Buffer& from, int64_t delta) {
 void Repeater::addEntryBuffers() {
   std::map<std::string, int64_t> names;
   entryKey_.assign(k_.buffers.size(), {-1, -1});
+  entryById_.assign(k_.buffers.size(), -1);
   for (const plan::Buffer& b : k_.buffers) {
     if (!plan::onEntry(k_, b.id)) continue;
     const LayerRef ref = findLayer(b.name, stack_);
@@ -228,10 +234,11 @@ void Repeater::addEntryBuffers() {
         absl::StrCat(b.name.substr(0, ref.at), "#", b.name.substr(ref.at + ref.length));
     const int64_t name =
         names.emplace(unnumbered, static_cast<int64_t>(names.size())).first->second;
+    if (name == static_cast<int64_t>(entryByName_.size())) entryByName_.emplace_back(blocks_, -1);
     entryKey_[b.id] = {name, ref.layer};
     for (int64_t target = 0; target < blocks_; ++target) {
       if (source(target) != ref.layer) continue;
-      entryByKey_[{name, target}] = newBuffer(b, target - ref.layer);
+      entryByName_[name][target] = newBuffer(b, target - ref.layer);
     }
   }
 }
@@ -241,10 +248,11 @@ void Repeater::addEntryBuffers() {
 // defines at the same distance in blocks as in the template.
 absl::StatusOr<int64_t> Repeater::resolve(int64_t id, const Reader& reader) const {
   if (!defs_[id]) {
-    if (auto it = entryById_.find(id); it != entryById_.end()) return it->second;
+    if (entryById_[id] >= 0) return entryById_[id];
     const auto [name, layer] = entryKey_[id];
-    if (auto it = entryByKey_.find({name, layer + reader.delta}); it != entryByKey_.end()) {
-      return it->second;
+    const int64_t at = layer + reader.delta;
+    if (name >= 0 && at >= 0 && at < blocks_ && entryByName_[name][at] >= 0) {
+      return entryByName_[name][at];
     }
     return absl::InvalidArgumentError(
         absl::StrCat("no buffer ", shiftLayer(k_.buffers[id].name, stack_, reader.delta),
@@ -258,7 +266,7 @@ absl::StatusOr<int64_t> Repeater::resolve(int64_t id, const Reader& reader) cons
                                 : defLayer + (defLayer > middle_ ? extra_ : 0);
   }
   if (d.unit < 0) {
-    auto it = fixed_.find({id, defLayer >= 0 ? target - defLayer : 0});
+    auto it = fixed_.find(fixedKey(id, defLayer >= 0 ? target - defLayer : 0));
     if (it != fixed_.end()) return it->second;
   } else {
     if (target >= 0 && target < blocks_) {
@@ -292,7 +300,7 @@ absl::Status Repeater::emit(size_t b, size_t i, int64_t unit, const Reader& read
       if (unit >= 0) {
         definedIn(b, unit).push_back(made);
       } else {
-        fixed_[{id, reader.delta}] = made;
+        fixed_[fixedKey(id, reader.delta)] = made;
       }
       out_.ids.push_back(made);
       continue;
@@ -407,7 +415,9 @@ absl::StatusOr<Repeated> Repeater::run() {
   }
   // Definitions: a result first defined by an instruction (not an entry
   // buffer, not an in-place update), numbered within its unit.
-  std::map<std::pair<size_t, int64_t>, size_t> defCount;
+  // Per program block and unit (kSuffix, kPrefix, 0.. shifted by 2).
+  std::vector<std::vector<size_t>> defCount(program.blocks.size(),
+                                            std::vector<size_t>(kTemplateBlocks + 2, 0));
   defs_.assign(k_.buffers.size(), std::nullopt);
   defined_.assign(program.blocks.size() * static_cast<size_t>(blocks_), {});
   std::vector<bool> seen(k_.buffers.size(), false);
@@ -420,7 +430,7 @@ absl::StatusOr<Repeated> Repeater::run() {
         seen[id] = true;
         const int64_t unit = unitOf_[b][i];
         defs_[id] = Def{
-            .block = b, .unit = unit, .ordinal = defCount[{b, unit}]++, .layer = layerOf(ins[i])};
+            .block = b, .unit = unit, .ordinal = defCount[b][unit + 2]++, .layer = layerOf(ins[i])};
       }
     }
   }

@@ -292,7 +292,7 @@ absl::StatusOr<plan::Plan> Exporter::run(mlir::ModuleOp module, const mesh::Topo
   program.assignOrder();
   const std::vector<plan::Lifetime> live = plan::computeLifetimes(plan_, program);
   for (plan::Buffer& b : plan_.buffers) b.live = live[b.id];
-  if (!options_.price_and_check) return std::move(plan_);
+  if (options_.search_template) return std::move(plan_);
   if (absl::Status s = setPredicted(topology); !s.ok()) return s;
   if (absl::Status s = plan::checkPlan(plan_); !s.ok()) {
     return absl::InternalError(absl::StrCat("the exporter made an invalid plan: ", s.message()));
@@ -407,6 +407,10 @@ absl::StatusOr<plan::Instruction> Exporter::instructionOf(mlir::Operation& op, i
     if (key == "mesh" || key == "operandSegmentSizes" || key == "resultSegmentSizes") continue;
     // Carried as Instruction::recompute.
     if (key == autodiff::kRecomputeAttrName) continue;
+    if (options_.search_template && (key == placement::kOperandPlacementsAttrName ||
+                                     key == placement::kResultPlacementsAttrName)) {
+      continue;
+    }
     if (absl::Status s = plan::setAttrFromJson(in, attr.getName().str(), attrJson(attr.getValue()));
         !s.ok()) {
       return absl::InvalidArgumentError(absl::StrCat(printed(op.getLoc()), ": ", s.message()));

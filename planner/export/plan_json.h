@@ -23,18 +23,20 @@ struct PlanExportOptions {
   // The seed of every parameter's init spec.
   uint64_t seed = 0;
   double compute_efficiency = 0.5;
-  // Price the plan (predicted figures, instruction times) and check it
-  // (plan::checkPlan). Off for the mesh search's template plans: the search
-  // prices them repeated to the model's depth, and the winner's plan, made
-  // by the same passes, is priced and checked.
-  bool price_and_check = true;
+  // A mesh-search template: only what the search reads. No predicted
+  // figures (the search prices the template repeated to the model's
+  // depth), no plan::checkPlan, and no per-instruction placement
+  // attributes (documentation for readers of plan.json; nothing runs or
+  // prices them). The winner's plan, made by the same passes, is exported
+  // whole and checked.
+  bool search_template = false;
 };
 
 // Exports the first function of a per-rank module. Fails when the module
 // has no dist.mesh or function, the mesh does not fit `topology`, an op has
 // no row in the plan op table (plan/op_table.cc) or an attribute the table
 // does not list, a parameter or optimizer state has no nn.init, or the
-// result fails plan::checkPlan (an exporter bug; with price_and_check).
+// result fails plan::checkPlan (an exporter bug; not for a search template).
 absl::StatusOr<plan::Plan> exportPlan(mlir::ModuleOp module, const mesh::Topology& topology,
                                       const PlanExportOptions& options);
 

@@ -226,10 +226,10 @@ absl::StatusOr<PlanResult> exportModule(mlir::ModuleOp module, const PlanRequest
   planner::exporter::PlanExportOptions options;
   options.model = request.model_name;
   options.seed = request.seed;
-  options.price_and_check = request.verify_passes;
+  options.search_template = !request.verify_passes;
   absl::StatusOr<loom::plan::Plan> plan = planner::exporter::exportPlan(module, topology, options);
   if (!plan.ok()) return plan.status();
-  if (request.profile && options.price_and_check) {
+  if (request.profile && !options.search_template) {
     // exportPlan prices with the datasheet; a profile re-prices the plan.
     if (absl::Status status = planner::exporter::repricePlan(
             topology,

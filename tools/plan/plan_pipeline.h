@@ -31,10 +31,10 @@ struct PlanRequest {
   // Refuse a plan over memory_gb (off: the mesh search's template plans,
   // whose data axes are smaller than the candidates').
   bool check_memory = true;
-  // Verify the IR after every pass, and price and check the exported plan
-  // (off: the mesh search's template plans, made by the same passes on the
-  // same model as the verified plan of the winner, many times over, and
-  // priced by the search repeated to the model's depth).
+  // Verify the IR after every pass and export the whole plan (off: the
+  // mesh search's template plans, made by the same passes on the same model
+  // as the verified plan of the winner, many times over, and exported as
+  // search templates: exportPlan's search_template).
   bool verify_passes = true;
   uint64_t seed = 0;
   // plan-schedule's prefetch, plan-insert-collectives'
