@@ -199,6 +199,8 @@ expect auto-70b-recompute 0 '^- winner: (fsdp|hsdp) [0-9x]+ \+ tp [124] \| .*rec
   -- --model=llama3-70b --mesh=auto --devices=256
 expect auto-bad-recompute 2 "plan: --recompute='some' is not none, selective or full" -- \
   --model=tiny --mesh=auto --devices=8 --recompute=some
+# An explicit mesh plans one sequence per data-parallel rank by default.
+expect explicit-default-batch 0 '^- peak memory per rank' -- --model=llama3-8b --mesh=8 --axes=fsdp
 expect recompute-plan 0 '^## Recompute \(per rank\)' -- --model=tiny --mesh=fsdp=2 --batch=2 \
   --recompute=full
 expect recompute-bad 2 "plan-recompute mode 'some' is not none, full or selective" -- \

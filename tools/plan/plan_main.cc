@@ -61,7 +61,7 @@ cl::opt<std::string> model_flag("model", cl::value_desc("NAME|tiny:...|FILE.json
                                 cl::cat(planCategory()));
 cl::opt<int64_t> batch_flag("batch",
                             cl::desc("sequences per step (zoo models and config.json files; "
-                                     "default 1; with --mesh=auto "
+                                     "default one per data-parallel rank; with --mesh=auto "
                                      "the global batch, default one per device)"),
                             cl::cat(planCategory()));
 cl::opt<int64_t> seq_flag("seq",
@@ -387,6 +387,14 @@ int main(int argc, char** argv) {
   }
   if (emit_flag == "plan" && mesh_flag == "auto") {
     return planAuto(batch, seq, profile ? &*profile : nullptr);
+  }
+  // An explicit mesh plans one sequence per data-parallel rank by default
+  // (a graph file fixes its own batch).
+  if (emit_flag == "plan" && !batch && !absl::EndsWith(model_flag.getValue(), ".mlir")) {
+    if (absl::StatusOr<int64_t> ranks = loom::tools::plan::dataParallelSize(mesh_flag, axes_flag);
+        ranks.ok()) {
+      batch = *ranks;
+    }
   }
   mlir::MLIRContext context;
   absl::StatusOr<mlir::OwningOpRef<mlir::ModuleOp>> module = loom::tools::plan::loadModel(

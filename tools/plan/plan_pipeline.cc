@@ -60,6 +60,20 @@ absl::StatusOr<std::string> meshSpec(const std::string& mesh, const std::string&
   return spec;
 }
 
+absl::StatusOr<int64_t> dataParallelSize(const std::string& mesh, const std::string& axes) {
+  absl::StatusOr<std::string> spec = meshSpec(mesh, axes);
+  if (!spec.ok()) return spec.status();
+  absl::StatusOr<loom::mesh::DeviceMesh> parsed = loom::mesh::DeviceMesh::parse(*spec);
+  if (!parsed.ok()) return parsed.status();
+  std::vector<std::string> strategies = absl::StrSplit(axes, ',', absl::SkipEmpty());
+  if (strategies.empty()) strategies = parsed->axisNames();
+  int64_t size = 1;
+  for (size_t a = 0; a < strategies.size() && a < parsed->shape().size(); ++a) {
+    if (strategies[a] == "dp" || strategies[a] == "fsdp") size *= parsed->shape()[a];
+  }
+  return size;
+}
+
 absl::StatusOr<loom::mesh::Topology> topologyFor(const PlanRequest& request, int64_t devices) {
   absl::StatusOr<loom::mesh::DeviceSpec> device = loom::mesh::deviceSpec(request.device);
   if (!device.ok())

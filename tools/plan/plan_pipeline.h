@@ -69,6 +69,12 @@ absl::StatusOr<mesh::Topology> topologyFor(const PlanRequest& request, int64_t d
 // Parses --mesh and --axes into the placement pass's "name=size,..." spec.
 absl::StatusOr<std::string> meshSpec(const std::string& mesh, const std::string& axes);
 
+// The product of the mesh's data-parallel (dp and fsdp) axes, each axis's
+// strategy from --axes or else its name: an explicit mesh's default
+// batch, one sequence per data-parallel rank (as --mesh=auto's default is
+// one per device).
+absl::StatusOr<int64_t> dataParallelSize(const std::string& mesh, const std::string& axes);
+
 // Checks a user-supplied mesh before planning and returns the warnings to
 // print. With `devices` > 0 (--devices) the mesh's product must equal it. A
 // tp axis whose groups span hosts is refused unless

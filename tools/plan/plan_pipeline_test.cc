@@ -28,6 +28,16 @@ TEST(PlanPipelineTest, MeshSpecNamesSizesByAxes) {
             "--mesh=8x8");
 }
 
+// An explicit mesh's default batch: one sequence per dp and fsdp rank.
+TEST(PlanPipelineTest, DataParallelSizeMultipliesTheDataAxes) {
+  EXPECT_EQ(*dataParallelSize("8", "fsdp"), 8);
+  EXPECT_EQ(*dataParallelSize("2x4x8", "dp,fsdp,tp"), 8);
+  EXPECT_EQ(*dataParallelSize("fsdp=4,tp=2", ""), 4);
+  EXPECT_EQ(*dataParallelSize("rep=2,shard=4", "dp,fsdp"), 8);
+  EXPECT_EQ(*dataParallelSize("tp=8", ""), 1);
+  EXPECT_FALSE(dataParallelSize("8x8", "fsdp").ok());
+}
+
 TEST(PlanPipelineTest, TopologyFillsWholeHosts) {
   PlanRequest request;
   auto topology = topologyFor(request, 64);
