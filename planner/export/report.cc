@@ -91,9 +91,77 @@ std::string recomputeTable(const plan::Plan& plan) {
   return out;
 }
 
+// The parameters' placements, a row each; with `group`, the rows of a
+// parameter that every block of a repeated stack has with the same shapes,
+// placement and bytes become one ("layers.{0..31}.attention.wq.weight
+// (x32)"), at the place of its first layer.
+std::string placementsTable(const plan::Plan& plan, bool group) {
+  struct Row {
+    std::string name;
+    std::string cells;  // "| global | local | placement | bytes |"
+  };
+  std::vector<Row> rows;
+  for (const plan::Buffer& buffer : plan.buffers) {
+    if (buffer.role != plan::BufferRole::kParam) continue;
+    std::vector<std::string> placement;
+    for (const plan::AxisPlacement& axis : buffer.placement) placement.push_back(axis.toString());
+    rows.push_back({buffer.name, absl::StrCat(" | ", absl::StrJoin(buffer.global_shape, "x"), " | ",
+                                              absl::StrJoin(buffer.local_shape, "x"), " | ",
+                                              absl::StrJoin(placement, ", "), " | ",
+                                              withCommas(buffer.bytes), " |\n")});
+  }
+  std::string out =
+      "## Placements\n\n| parameter | global shape | local shape | placement | bytes per rank |\n"
+      "| --- | --- | --- | --- | ---: |\n";
+  // Per unnumbered name ("layers.#.attention.wq.weight"): its rows' layers.
+  struct Group {
+    std::vector<int64_t> layers;
+    std::set<std::string> cells;
+    std::string stack;
+    std::string rest;
+  };
+  std::map<std::string, Group> groups;
+  std::map<std::string, int64_t> layersOf;  // stack -> its block count
+  auto split = [](const std::string& name) -> std::optional<std::pair<std::string, std::string>> {
+    const std::optional<plan::RepeatedBlock> block = plan::repeatedBlockOf(name);
+    if (!block) return std::nullopt;
+    const std::string prefix = absl::StrCat(block->stack, ".", block->index);
+    if (name.compare(0, prefix.size(), prefix) != 0) return std::nullopt;
+    return std::pair{block->stack, name.substr(prefix.size())};
+  };
+  if (group) {
+    for (const Row& row : rows) {
+      const auto parts = split(row.name);
+      if (!parts) continue;
+      Group& g = groups[parts->first + ".#" + parts->second];
+      g.layers.push_back(plan::repeatedBlockOf(row.name)->index);
+      g.cells.insert(row.cells);
+      g.stack = parts->first;
+      g.rest = parts->second;
+      int64_t& count = layersOf[parts->first];
+      count = std::max(count, g.layers.back() + 1);
+    }
+  }
+  for (const Row& row : rows) {
+    const auto parts = group ? split(row.name) : std::nullopt;
+    if (parts) {
+      const Group& g = groups[parts->first + ".#" + parts->second];
+      const int64_t n = static_cast<int64_t>(g.layers.size());
+      // Alike in every block of the stack: one row, at the first block's.
+      if (g.cells.size() == 1 && n == layersOf[g.stack] && n > 1) {
+        if (plan::repeatedBlockOf(row.name)->index != 0) continue;
+        absl::StrAppend(&out, "| ", g.stack, ".{0..", n - 1, "}", g.rest, " (x", n, ")", row.cells);
+        continue;
+      }
+    }
+    absl::StrAppend(&out, "| ", row.name, row.cells);
+  }
+  return out;
+}
+
 }  // namespace
 
-std::string formatReport(const plan::Plan& plan) {
+std::string formatReport(const plan::Plan& plan, const ReportOptions& options) {
   const plan::Predicted& predicted = plan.predicted;
   std::string out = absl::StrCat("# Plan: ", plan.model, "\n\n");
   absl::StrAppend(&out, "- mesh: ", absl::StrJoin(plan.mesh.shape(), "x"), " (axes ",
@@ -124,17 +192,7 @@ std::string formatReport(const plan::Plan& plan) {
       "- peak memory per rank: ", memory::formatBytes(predicted.peak_bytes), " (",
       withCommas(predicted.peak_bytes), " bytes)\n\n");
 
-  out +=
-      "## Placements\n\n| parameter | global shape | local shape | placement | bytes per rank |\n"
-      "| --- | --- | --- | --- | ---: |\n";
-  for (const plan::Buffer& buffer : plan.buffers) {
-    if (buffer.role != plan::BufferRole::kParam) continue;
-    std::vector<std::string> placement;
-    for (const plan::AxisPlacement& axis : buffer.placement) placement.push_back(axis.toString());
-    absl::StrAppend(&out, "| ", buffer.name, " | ", absl::StrJoin(buffer.global_shape, "x"), " | ",
-                    absl::StrJoin(buffer.local_shape, "x"), " | ", absl::StrJoin(placement, ", "),
-                    " | ", withCommas(buffer.bytes), " |\n");
-  }
+  out += placementsTable(plan, options.group_layers);
 
   out +=
       "\n## Collectives per step (per rank)\n\n| axes | kind | count | bytes |\n"

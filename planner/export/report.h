@@ -11,11 +11,18 @@
 
 namespace loom::planner::exporter {
 
+struct ReportOptions {
+  // One placements row for a parameter that every repeated layer has alike
+  // ("layers.{0..31}.attention.wq.weight (x32)"): what a terminal shows;
+  // report.md lists every parameter.
+  bool group_layers = false;
+};
+
 // Markdown: the plan's mesh and prediction, a placements table of the
 // parameters, the collectives per step with bytes per rank per axis, the
 // memory breakdown at the peak and the schedule (instructions per phase and
 // stream).
-std::string formatReport(const plan::Plan& plan);
+std::string formatReport(const plan::Plan& plan, const ReportOptions& options = {});
 
 // Chrome trace-event JSON of the predicted step: one complete ("X") event
 // per timed instruction, compute and communication on separate tracks

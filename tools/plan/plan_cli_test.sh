@@ -201,6 +201,9 @@ expect auto-bad-recompute 2 "plan: --recompute='some' is not none, selective or 
   --model=tiny --mesh=auto --devices=8 --recompute=some
 # An explicit mesh plans one sequence per data-parallel rank by default.
 expect explicit-default-batch 0 '^- peak memory per rank' -- --model=llama3-8b --mesh=8 --axes=fsdp
+# The terminal groups the repeated layers' parameters; report.md lists each.
+expect grouped-params 0 '^\| layers\.\{0\.\.31\}\.attention\.wq\.weight \(x32\) \|' -- \
+  --model=llama3-8b --mesh=8 --axes=fsdp
 expect recompute-plan 0 '^## Recompute \(per rank\)' -- --model=tiny --mesh=fsdp=2 --batch=2 \
   --recompute=full
 expect recompute-bad 2 "plan-recompute mode 'some' is not none, full or selective" -- \

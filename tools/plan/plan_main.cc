@@ -258,8 +258,10 @@ int plan(mlir::ModuleOp module, const loom::planner::cost::MachineProfile* profi
   absl::StatusOr<loom::tools::plan::PlanResult> result =
       loom::tools::plan::planModule(module, request);
   if (!result.ok()) return fail(std::string(result.status().message()));
+  // The terminal gets one row per parameter of the repeated layers;
+  // report.md every parameter.
   const std::string report = loom::planner::exporter::formatReport(result->plan);
-  llvm::outs() << report;
+  llvm::outs() << loom::planner::exporter::formatReport(result->plan, {.group_layers = true});
   return writeOutputs(module, result->plan, report, nullptr);
 }
 
@@ -327,9 +329,10 @@ int planAuto(const std::optional<int64_t>& batch, const std::optional<int64_t>& 
       result->search.evaluated, result->search.enumerated, result->search.pruned_memory,
       result->search.pruned_bound, result->search.pruned_recompute, result->search_s,
       result->plan_s);
-  const std::string report = loom::tools::plan::formatSearch(*result, top_flag) + "\n" +
-                             loom::planner::exporter::formatReport(result->plan.plan);
-  llvm::outs() << report;
+  const std::string search = loom::tools::plan::formatSearch(*result, top_flag) + "\n";
+  const std::string report = search + loom::planner::exporter::formatReport(result->plan.plan);
+  llvm::outs() << search
+               << loom::planner::exporter::formatReport(result->plan.plan, {.group_layers = true});
   const std::vector<loom::planner::visual::SearchPoint> points =
       loom::tools::plan::searchPoints(result->search);
   return writeOutputs(*result->module, result->plan.plan, report, &result->candidates, &points);

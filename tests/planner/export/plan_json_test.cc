@@ -163,6 +163,14 @@ TEST_F(PlanJsonTest, CollectivesSumToTheZero3VolumeAndTheReportShowsIt) {
   EXPECT_NE(report.find("| layers.0.ffn_norm.weight | 4096 | 512 | shard(0) | 2,048 |"),
             std::string::npos);
   EXPECT_NE(report.find("| optimizer_state |"), std::string::npos);
+  // The terminal's report: one row for a parameter every layer has alike.
+  const std::string grouped = formatReport(typed_, {.group_layers = true});
+  EXPECT_NE(
+      grouped.find("| layers.{0..31}.ffn_norm.weight (x32) | 4096 | 512 | shard(0) | 2,048 |"),
+      std::string::npos)
+      << grouped;
+  EXPECT_EQ(grouped.find("| layers.1.ffn_norm.weight"), std::string::npos);
+  EXPECT_NE(grouped.find("| tok_embeddings.weight |"), std::string::npos);
   const json& predicted = plan_["predicted"];
   EXPECT_GT(predicted["step_time_s"].get<double>(), 0);
   // Blocking collectives: every second of communication is exposed.
