@@ -20,6 +20,7 @@
 #include "planner/cost/plan_price.h"
 #include "planner/cost/repeat_blocks.h"
 #include "planner/cost/resize_plan.h"
+#include "planner/cost/search.h"
 #include "planner/cost/strategy.h"
 #include "planner/models/model_config.h"
 #include "tools/plan/auto_plan.h"
@@ -181,6 +182,61 @@ int templatePricing() {
   return 0;
 }
 
+// The search's winner against the best layout each pin allows (tp degree
+// x recompute mode), on the cases the recompute issue names: the winner
+// must be at least as fast as every pinned search's, which checks the
+// search's pruning and its recompute rule on full-size models. One pricer
+// per case, so that the pinned searches reuse its templates.
+int pinnedSearches() {
+  struct Run {
+    const char* model;
+    int64_t devices;
+  };
+  const Run kRuns[] = {
+      {"llama3-8b", 8}, {"llama3-8b", 128}, {"llama3-70b", 256}, {"llama3-405b", 1024}};
+  const cost::Recompute kModes[] = {cost::Recompute::kNone, cost::Recompute::kSelective,
+                                    cost::Recompute::kFull};
+  std::printf("\n%-12s %7s %-22s %10s %10s %s\n", "model", "devices", "pin", "pinned_s", "winner_s",
+              "winner <= pinned");
+  int failures = 0;
+  for (const Run& run : kRuns) {
+    auto topology = loom::mesh::Topology::dgxH100((run.devices + 7) / 8);
+    auto model = topology.ok() ? cost::CostModel::create(*topology)
+                               : absl::StatusOr<cost::CostModel>(topology.status());
+    auto config = loom::planner::models::publishedConfig(run.model);
+    if (!model.ok() || !config.ok()) return 1;
+    loom::tools::plan::TemplatePricer pricer({.model = run.model,
+                                              .config = *config,
+                                              .seq = 2048,
+                                              .dtype = cost::Dtype::kBF16,
+                                              .graph_batch = 0},
+                                             {.model_name = run.model}, *model);
+    auto search = [&](const cost::Pins& pins) {
+      return cost::searchMesh(*model, pricer, {.global_batch = run.devices, .pins = pins});
+    };
+    absl::StatusOr<cost::SearchResult> free = search({});
+    if (!free.ok() || !free->found()) return 1;
+    const double winner = free->ranked.front().estimate.step_time_s;
+    for (int64_t tp : {1, 2, 4, 8}) {
+      for (cost::Recompute mode : kModes) {
+        cost::Pins pins;
+        pins.tp = tp;
+        pins.recompute = mode;
+        absl::StatusOr<cost::SearchResult> pinned = search(pins);
+        if (!pinned.ok() || !pinned->found()) continue;  // nothing fits with this pin
+        const double step = pinned->ranked.front().estimate.step_time_s;
+        const bool ok = winner <= step;
+        failures += !ok;
+        std::printf("%-12s %7lld %-22s %10.4f %10.4f %s\n", run.model,
+                    static_cast<long long>(run.devices),
+                    absl::StrCat("tp=", tp, " recompute=", cost::recomputeName(mode)).c_str(), step,
+                    winner, ok ? "yes" : "NO");
+      }
+    }
+  }
+  return failures == 0 ? 0 : 1;
+}
+
 }  // namespace
 
 int main() {
@@ -224,5 +280,6 @@ int main() {
                 cpu, winner.label().c_str());
   }
   if (int status = published(); status != 0) return status;
-  return templatePricing();
+  if (int status = templatePricing(); status != 0) return status;
+  return pinnedSearches();
 }
