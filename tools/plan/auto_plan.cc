@@ -148,11 +148,12 @@ absl::StatusOr<AutoResult> planAuto(mlir::MLIRContext& context, const AutoReques
   if (!model.ok()) return model.status();
 
   cost::Pins pins = request.pins;
-  if (request.recompute) {
+  // "auto" is what the search does anyway: choose per candidate.
+  if (request.recompute && *request.recompute != "auto") {
     absl::Status pinned = cost::parsePin("recompute=" + *request.recompute, pins);
     if (!pinned.ok()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("--recompute='", *request.recompute, "' is not none, selective or full"));
+      return absl::InvalidArgumentError(absl::StrCat("--recompute='", *request.recompute,
+                                                     "' is not none, selective, full or auto"));
     }
   }
   const auto searchStart = std::chrono::steady_clock::now();

@@ -52,9 +52,9 @@ struct AutoRequest {
   // plan-insert-collectives' gradient reduction type (bf16, f32; empty: the
   // parameter type), for the candidates and the winner alike.
   std::string grad_reduce_dtype = "";
-  // plan-recompute's mode, pinned for every candidate (unset: the search
-  // chooses none, selective or full per candidate), and its every-k-th
-  // layer, for the candidates and the winner alike.
+  // plan-recompute's mode, pinned for every candidate (unset or "auto":
+  // the search chooses none, selective or full per candidate), and its
+  // every-k-th layer, for the candidates and the winner alike.
   std::optional<std::string> recompute = std::nullopt;
   int64_t recompute_every = 1;
 };

@@ -197,7 +197,7 @@ expect auto-70b-fsdp-tp 0 '^- winner: (fsdp|hsdp) [0-9x]+ \+ tp 8 \|' -- --model
   --mesh=auto --devices=256 --recompute=none
 expect auto-70b-recompute 0 '^- winner: (fsdp|hsdp) [0-9x]+ \+ tp [124] \| .*recompute (selective|full)' \
   -- --model=llama3-70b --mesh=auto --devices=256
-expect auto-bad-recompute 2 "plan: --recompute='some' is not none, selective or full" -- \
+expect auto-bad-recompute 2 "plan: --recompute='some' is not none, selective, full or auto" -- \
   --model=tiny --mesh=auto --devices=8 --recompute=some
 # An explicit mesh plans one sequence per data-parallel rank by default.
 expect explicit-default-batch 0 '^- peak memory per rank' -- --model=llama3-8b --mesh=8 --axes=fsdp
@@ -206,6 +206,12 @@ expect grouped-params 0 '^\| layers\.\{0\.\.31\}\.attention\.wq\.weight \(x32\) 
   --model=llama3-8b --mesh=8 --axes=fsdp
 expect recompute-plan 0 '^## Recompute \(per rank\)' -- --model=tiny --mesh=fsdp=2 --batch=2 \
   --recompute=full
+# auto: the least recompute that fits. Llama 3 8B at seq 8192 on 8 GPUs
+# needs some; with room to spare it needs none.
+expect recompute-auto 0 'plan: --recompute=auto chose (selective|full)' -- --model=llama3-8b \
+  --mesh=8 --axes=fsdp --seq=8192 --recompute=auto
+expect recompute-auto-none 0 'plan: --recompute=auto chose none' -- --model=tiny --mesh=fsdp=2 \
+  --recompute=auto
 expect recompute-bad 2 "plan-recompute mode 'some' is not none, full or selective" -- \
   --model=tiny --mesh=fsdp=2 --batch=2 --recompute=some
 expect auto-needs-devices 2 'plan: --mesh=auto needs --devices=N' -- --model=tiny --mesh=auto

@@ -139,8 +139,9 @@ cl::opt<bool> reshard_flag(
 cl::opt<std::string> recompute_flag(
     "recompute",
     cl::desc("activation recompute: none (default), full (a layer keeps only its input and "
-             "recomputes the rest in backward) or selective (keeps matmul and attention "
-             "results, recomputes the cheap ops)"),
+             "recomputes the rest in backward), selective (keeps matmul and attention "
+             "results, recomputes the cheap ops) or auto (the least that fits the memory; "
+             "with --mesh=auto the search chooses unless a mode is given)"),
     cl::init("none"), cl::cat(planCategory()));
 cl::opt<int64_t> recompute_every_flag(
     "recompute-every", cl::desc("recompute every k-th layer only (default 1: every layer)"),
@@ -260,6 +261,9 @@ int plan(mlir::ModuleOp module, const loom::planner::cost::MachineProfile* profi
   if (!result.ok()) return fail(std::string(result.status().message()));
   // The terminal gets one row per parameter of the repeated layers;
   // report.md every parameter.
+  if (request.recompute == "auto") {
+    llvm::errs() << "plan: --recompute=auto chose " << result->recompute << "\n";
+  }
   const std::string report = loom::planner::exporter::formatReport(result->plan);
   llvm::outs() << loom::planner::exporter::formatReport(result->plan, {.group_layers = true});
   return writeOutputs(module, result->plan, report, nullptr);

@@ -1,6 +1,7 @@
 // The plan tool's pipeline (see plan_pipeline.h).
 #include "tools/plan/plan_pipeline.h"
 
+#include <cmath>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -252,12 +253,46 @@ absl::StatusOr<PlanResult> exportModule(mlir::ModuleOp module, const PlanRequest
       return status;
     }
   }
-  return PlanResult{.plan = *std::move(plan)};
+  std::string recompute = request.recompute;
+  if (request.recompute_every > 1) absl::StrAppend(&recompute, " every ", request.recompute_every);
+  return PlanResult{.plan = *std::move(plan), .recompute = std::move(recompute)};
+}
+
+// --recompute=auto: places the module once, plans a copy per choice,
+// least recompute first, without the memory check, and plans the module
+// with the first whose peak fits (the last, with the check, when none
+// does: its error says by how much).
+absl::StatusOr<PlanResult> planWithAutoRecompute(mlir::ModuleOp module,
+                                                 const PlanRequest& request) {
+  absl::StatusOr<StageRunner> runner = StageRunner::create(request);
+  if (!runner.ok()) return runner.status();
+  const int64_t budget = request.memory_gb > 0
+                             ? static_cast<int64_t>(std::floor(request.memory_gb * kBytesPerGiB))
+                             : runner->topology().device().memory_bytes;
+  if (absl::Status s = placeModule(module, request); !s.ok()) return s;
+  struct Choice {
+    const char* mode;
+    int64_t every;
+  };
+  const Choice kChoices[] = {{"none", 1}, {"selective", 1}, {"full", 4}, {"full", 2}, {"full", 1}};
+  PlanRequest chosen = request;
+  for (const Choice& choice : kChoices) {
+    chosen.recompute = choice.mode;
+    chosen.recompute_every = choice.every;
+    PlanRequest trial = chosen;
+    trial.check_memory = false;
+    mlir::OwningOpRef<mlir::ModuleOp> copy(module.clone());
+    absl::StatusOr<PlanResult> planned = planPlacedModule(*copy, trial);
+    if (!planned.ok()) return planned.status();
+    if (planned->plan.predicted.peak_bytes <= budget) break;
+  }
+  return planPlacedModule(module, chosen);
 }
 
 }  // namespace
 
 absl::StatusOr<PlanResult> planModule(mlir::ModuleOp module, const PlanRequest& request) {
+  if (request.recompute == "auto") return planWithAutoRecompute(module, request);
   absl::StatusOr<StageRunner> runner = StageRunner::create(request);
   if (!runner.ok()) return runner.status();
   if (absl::Status s = runner->run(module, planner::pipeline::addPlanPipeline); !s.ok()) return s;

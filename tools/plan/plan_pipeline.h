@@ -42,7 +42,10 @@ struct PlanRequest {
   int64_t prefetch = 1;
   bool reshard_after_forward = true;
   int64_t bucket_mb = 0;
-  // plan-recompute's mode (none, full, selective) and every-k-th layer.
+  // plan-recompute's mode (none, full, selective) and every-k-th layer;
+  // "auto": the least recompute whose plan fits the memory budget, of none,
+  // selective, full every 4th, full every 2nd and full layer (planModule
+  // only; recompute_every is then auto's).
   std::string recompute = "none";
   int64_t recompute_every = 1;
   // plan-insert-collectives' grad-reduce-dtype: the type gradients are
@@ -85,6 +88,9 @@ absl::StatusOr<std::vector<std::string>> checkMesh(const PlanRequest& request, i
 
 struct PlanResult {
   loom::plan::Plan plan;
+  // The recompute planned, as "mode" or "mode every k" (--recompute=auto's
+  // choice).
+  std::string recompute = "none";
 };
 
 // Plans `module` in place (it ends as the per-rank program with the memory

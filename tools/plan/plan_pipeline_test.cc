@@ -38,6 +38,35 @@ TEST(PlanPipelineTest, DataParallelSizeMultipliesTheDataAxes) {
   EXPECT_FALSE(dataParallelSize("8x8", "fsdp").ok());
 }
 
+// --recompute=auto plans the least recompute whose peak fits the budget:
+// none with room, more as the budget shrinks, and the memory error when
+// even full recompute does not fit.
+TEST(PlanPipelineTest, AutoRecomputeTakesTheLeastThatFits) {
+  auto planWith = [](double memoryGb) {
+    mlir::MLIRContext context;
+    auto module = loadModel(context, {.model = "tiny:seq=128", .batch = 4, .seq = 128});
+    EXPECT_TRUE(module.ok()) << module.status();
+    return planModule(**module, {.model_name = "tiny",
+                                 .mesh = "fsdp=2",
+                                 .device = "cpu",
+                                 .memory_gb = memoryGb,
+                                 .recompute = "auto"});
+  };
+  absl::StatusOr<PlanResult> roomy = planWith(1.0);
+  ASSERT_TRUE(roomy.ok()) << roomy.status();
+  EXPECT_EQ(roomy->recompute, "none");
+  const int64_t none = roomy->plan.predicted.peak_bytes;
+  // Between the full recompute's peak and no recompute's.
+  absl::StatusOr<PlanResult> tight = planWith(3.0e6 / (1 << 30));
+  ASSERT_TRUE(tight.ok()) << tight.status();
+  EXPECT_NE(tight->recompute, "none");
+  EXPECT_LE(tight->plan.predicted.peak_bytes, 3'000'000);
+  EXPECT_LT(tight->plan.predicted.peak_bytes, none);
+  absl::StatusOr<PlanResult> tiny = planWith(1.0e6 / (1 << 30));
+  EXPECT_FALSE(tiny.ok());
+  EXPECT_NE(tiny.status().message().find("over the"), std::string::npos) << tiny.status();
+}
+
 TEST(PlanPipelineTest, TopologyFillsWholeHosts) {
   PlanRequest request;
   auto topology = topologyFor(request, 64);
