@@ -21,8 +21,9 @@ void addPlanPipeline(mlir::OpPassManager& pm, const PlanPipelineOptions& options
 
 void addPlacementStage(mlir::OpPassManager& pm, const PlanPipelineOptions& options) {
   pm.addNestedPass<mlir::func::FuncOp>(autodiff::createPlanAutodiff());
-  pm.addPass(placement::createPlanPlacement(
-      placement::PlanPlacementOptions{options.mesh, options.axes, options.devices}));
+  placement::PlanPlacementOptions placementOptions{options.mesh, options.axes, options.devices};
+  placementOptions.sequenceParallel = options.sequenceParallel;
+  pm.addPass(placement::createPlanPlacement(placementOptions));
 }
 
 void addProgramStage(mlir::OpPassManager& pm, const PlanPipelineOptions& options) {

@@ -25,6 +25,10 @@ struct PlanPipelineOptions : public mlir::PassPipelineOptions<PlanPipelineOption
       *this, "devices",
       llvm::cl::desc("plan-placement: the device count the mesh must fill (0: any)"),
       llvm::cl::init(0)};
+  Option<bool> sequenceParallel{
+      *this, "sequence-parallel",
+      llvm::cl::desc("plan-placement: Megatron sequence parallelism on the tp axis"),
+      llvm::cl::init(false)};
   Option<std::string> recompute{
       *this, "recompute",
       llvm::cl::desc("plan-recompute: none, full or selective activation recompute"),

@@ -189,6 +189,18 @@ INSTANTIATE_TEST_SUITE_P(Recompute, LayoutTest,
                                            std::pair{"gpt2_single", "gpt2_sel_fsdp2_tp2"}),
                          [](const auto& info) { return info.param.second; });
 
+// Sequence parallelism (plan-placement's sequence-parallel): each tp
+// all-reduce is a reduce-scatter into sequence shards and an all-gather.
+INSTANTIATE_TEST_SUITE_P(
+    SequenceParallel, LayoutTest,
+    ::testing::Values(std::pair{"llama_single", "llama_sp_tp2"},
+                      std::pair{"llama_single", "llama_sp_fsdp2_tp2"},
+                      std::pair{"llama_single", "llama_sp_full_fsdp2_tp2"},
+                      std::pair{"gpt2_single", "gpt2_sp_tp2"},
+                      std::pair{"gpt2_single", "gpt2_sp_fsdp2_tp2"},
+                      std::pair{"gpt2_v251_single", "gpt2_v251_sp_fsdp2_tp2"}),
+    [](const auto& info) { return info.param.second; });
+
 // Recompute repeats the same ops on the same inputs: under deterministic
 // mode the losses are those without it, bit for bit.
 class RecomputeTest : public ::testing::TestWithParam<std::pair<std::string, std::string>> {};

@@ -206,6 +206,12 @@ expect grouped-params 0 '^\| layers\.\{0\.\.31\}\.attention\.wq\.weight \(x32\) 
   --model=llama3-8b --mesh=8 --axes=fsdp
 expect recompute-plan 0 '^## Recompute \(per rank\)' -- --model=tiny --mesh=fsdp=2 --batch=2 \
   --recompute=full
+# Sequence parallelism: tp's all-reduces become reduce-scatters and
+# all-gathers; the sequence must divide by tp.
+expect sequence-parallel 0 '^\| tp \| reduce_scatter \|' -- --model=tiny --mesh=tp=2 --batch=2 \
+  --sequence-parallel
+expect sequence-parallel-uneven 2 'sequence-parallel splits the sequence of argument #0 \(15 tokens\) over tp=2' \
+  -- --model=tiny --mesh=tp=2 --batch=2 --seq=15 --sequence-parallel
 # auto: the least recompute that fits. Llama 3 8B at seq 8192 on 8 GPUs
 # needs some; with room to spare it needs none.
 expect recompute-auto 0 'plan: --recompute=auto chose (selective|full)' -- --model=llama3-8b \

@@ -136,6 +136,11 @@ cl::opt<bool> reshard_flag(
     cl::desc("gather parameters again for the backward pass (default true; false keeps the "
              "forward copy)"),
     cl::init(true), cl::cat(planCategory()));
+cl::opt<bool> sequence_parallel_flag(
+    "sequence-parallel",
+    cl::desc("Megatron sequence parallelism on the tp axis: norms and residual adds on "
+             "sequence shards, each tp all-reduce a reduce-scatter plus an all-gather"),
+    cl::init(false), cl::cat(planCategory()));
 cl::opt<std::string> recompute_flag(
     "recompute",
     cl::desc("activation recompute: none (default), full (a layer keeps only its input and "
@@ -239,6 +244,7 @@ int plan(mlir::ModuleOp module, const loom::planner::cost::MachineProfile* profi
                                                .prefetch = prefetch_flag,
                                                .reshard_after_forward = reshard_flag,
                                                .bucket_mb = bucket_mb_flag,
+                                               .sequence_parallel = sequence_parallel_flag,
                                                .recompute = recompute_flag,
                                                .recompute_every = recompute_every_flag,
                                                .grad_reduce_dtype = grad_reduce_dtype_flag,

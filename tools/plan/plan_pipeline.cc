@@ -216,6 +216,7 @@ class StageRunner {
     options_->mesh = spec;
     options_->axes = request.axes.empty() ? axes : request.axes;
     options_->devices = mesh.size();
+    options_->sequenceParallel = request.sequence_parallel;
     options_->recompute = request.recompute;
     options_->recomputeEvery = request.recompute_every;
     options_->reshardAfterForward = request.reshard_after_forward;

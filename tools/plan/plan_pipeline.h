@@ -42,6 +42,9 @@ struct PlanRequest {
   int64_t prefetch = 1;
   bool reshard_after_forward = true;
   int64_t bucket_mb = 0;
+  // plan-placement's sequence-parallel: Megatron sequence parallelism on
+  // the tp axis.
+  bool sequence_parallel = false;
   // plan-recompute's mode (none, full, selective) and every-k-th layer;
   // "auto": the least recompute whose plan fits the memory budget, of none,
   // selective, full every 4th, full every 2nd and full layer (planModule

@@ -77,6 +77,12 @@ def PlanPlacement : Pass<"plan-placement", "::mlir::ModuleOp"> {
            "to the vocab-parallel ops (max and statistics all-reduced, no "
            "gather of the logits); false: gather the logits for "
            "nn.cross_entropy">,
+    Option<"sequenceParallel", "sequence-parallel", "bool",
+           /*default=*/"false",
+           "under tp, shard on the sequence dim what tp would replicate "
+           "(norms, residual adds, the embedding's output; Megatron's "
+           "sequence parallelism): each tp all-reduce becomes a "
+           "reduce-scatter and an all-gather">,
   ];
   let dependentDialects = ["::loom::planner::dist::DistDialect"];
 }

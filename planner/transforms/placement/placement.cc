@@ -93,10 +93,11 @@ class PlanPlacementPass : public impl::PlanPlacementBase<PlanPlacementPass> {
     const auto meshRef = mlir::FlatSymbolRefAttr::get(meshOp->getSymNameAttr());
     for (auto func : module.getOps<mlir::func::FuncOp>()) {
       if (func.isExternal()) continue;
-      mlir::FailureOr<FunctionPlacements> placements = placeFunction(func, *axesOr);
+      const PlacementOptions options{.sequence_parallel = sequenceParallel};
+      mlir::FailureOr<FunctionPlacements> placements = placeFunction(func, *axesOr, options);
       if (failed(placements)) return signalPassFailure();
       if (rewrite(func, *axesOr, *placements) > 0) {
-        placements = placeFunction(func, *axesOr);
+        placements = placeFunction(func, *axesOr, options);
         if (failed(placements)) return signalPassFailure();
       }
       annotate(func, meshRef, *axesOr, *placements);

@@ -63,10 +63,21 @@ struct PlacedOp {
   llvm::SmallVector<int64_t, 4> paramArgs;
 };
 
+// The factor of an activation's sequence dim (dim 1 of a [batch, seq,
+// ...] tensor): a token factor.
+std::optional<int64_t> sequenceFactor(const nn::OpShardingRule& rule,
+                                      const nn::TensorFactors& tensor) {
+  if (tensor.size() < 3) return std::nullopt;
+  std::optional<int64_t> factor = majorFactor(rule, tensor, 1);
+  if (!factor || rule.getFactors()[*factor].kind != nn::FactorKind::kBatch) return std::nullopt;
+  return factor;
+}
+
 class FunctionPlacer {
  public:
-  FunctionPlacer(mlir::func::FuncOp func, llvm::ArrayRef<MeshAxis> axes)
-      : func_(func), axes_(axes) {}
+  FunctionPlacer(mlir::func::FuncOp func, llvm::ArrayRef<MeshAxis> axes,
+                 const PlacementOptions& options)
+      : func_(func), axes_(axes), options_(options) {}
 
   mlir::FailureOr<FunctionPlacements> run();
 
@@ -84,6 +95,7 @@ class FunctionPlacer {
 
   mlir::func::FuncOp func_;
   llvm::ArrayRef<MeshAxis> axes_;
+  const PlacementOptions options_;
   int64_t tpAxis_ = -1;
   std::vector<PlacedOp> ops_;
   llvm::SmallVector<OpPlacements> opPlacements_;
@@ -243,25 +255,36 @@ std::optional<int64_t> FunctionPlacer::chooseFactor(
   auto usable = [&](std::optional<int64_t> factor) {
     return factor && succeeded(rule.placementsFor(*factor));
   };
-  // 1. A parameter whose tp placement an earlier use fixed (the backward
-  //    uses of a Megatron weight follow its forward use); 2. a sharded
-  //    activation operand.
-  for (bool fromParams : {true, false}) {
-    if (fromParams && !tp) continue;
+  const bool undecidedParam = llvm::any_of(llvm::enumerate(operands), [&](auto operand) {
+    return placed.paramArgs[operand.index()] >= 0 && !operand.value();
+  });
+  const bool sequenceParallel = tp && options_.sequence_parallel;
+  // A sharded operand's factor: a parameter's (`fromParams`) or an
+  // activation's; under sequence parallelism, sequence shards of
+  // activations only with `sequence` (they come last, so that a Megatron
+  // split of the op wins and its sequence-sharded input is gathered).
+  auto fromOperands = [&](bool fromParams, bool sequence) -> std::optional<int64_t> {
     for (auto [index, given] : llvm::enumerate(operands)) {
       if ((placed.paramArgs[index] >= 0) != fromParams) continue;
       if (!given || !isShard(*given)) continue;
       std::optional<int64_t> factor = majorFactor(rule, rule.getOperands()[index], given->dim);
-      if (usable(factor)) return factor;
+      const bool onSequence = sequenceParallel && !fromParams &&
+                              factor == sequenceFactor(rule, rule.getOperands()[index]);
+      if (onSequence == sequence && usable(factor)) return factor;
     }
+    return std::nullopt;
+  };
+  // 1. A parameter whose tp placement an earlier use fixed (the backward
+  //    uses of a Megatron weight follow its forward use); 2. a sharded
+  //    activation operand.
+  if (tp) {
+    if (std::optional<int64_t> factor = fromOperands(true, false)) return factor;
   }
+  if (std::optional<int64_t> factor = fromOperands(false, false)) return factor;
   // 3. Megatron seeds, for an op with a parameter not placed yet and
   //    activations replicated on tp: vocab-parallel (a vocab factor of the
   //    parameter), else column-parallel (a factor of the parameter and the
   //    result that no activation operand has: linear's output features).
-  const bool undecidedParam = llvm::any_of(llvm::enumerate(operands), [&](auto operand) {
-    return placed.paramArgs[operand.index()] >= 0 && !operand.value();
-  });
   if (tp && undecidedParam) {
     auto inParam = [&](int64_t factor) {
       return llvm::any_of(llvm::enumerate(rule.getOperands()), [&](auto operand) {
@@ -301,6 +324,24 @@ std::optional<int64_t> FunctionPlacer::chooseFactor(
       if (!isShard(target)) continue;
       std::optional<int64_t> factor = majorFactor(rule, rule.getResults()[index], target.dim);
       if (usable(factor)) return factor;
+    }
+  }
+  // 5. Under sequence parallelism, what tp would replicate runs on
+  //    sequence shards of its activations, when its results keep the
+  //    sequence (a loss that sums over tokens is left whole).
+  if (sequenceParallel) {
+    auto keepsSequence = [&](std::optional<int64_t> factor) {
+      return factor && llvm::any_of(rule.getResults(), [&](const nn::TensorFactors& result) {
+               return hasFactor(result, *factor);
+             });
+    };
+    if (std::optional<int64_t> factor = fromOperands(false, true); keepsSequence(factor)) {
+      return factor;
+    }
+    for (auto [index, tensor] : llvm::enumerate(rule.getOperands())) {
+      if (placed.paramArgs[index] >= 0) continue;
+      std::optional<int64_t> factor = sequenceFactor(rule, tensor);
+      if (keepsSequence(factor) && usable(factor)) return factor;
     }
   }
   return std::nullopt;
@@ -402,6 +443,21 @@ mlir::LogicalResult FunctionPlacer::placeAxis(int64_t axis) {
 
 mlir::FailureOr<FunctionPlacements> FunctionPlacer::run() {
   if (failed(collect()) || failed(checkBatch())) return mlir::failure();
+  // Sequence shards must be even: the inputs' sequence dim divides by tp.
+  if (options_.sequence_parallel && tpAxis_ >= 0) {
+    const int64_t tp = axes_[tpAxis_].size;
+    for (mlir::BlockArgument arg : func_.getArguments()) {
+      if (isParam_[arg.getArgNumber()]) continue;
+      llvm::ArrayRef<int64_t> shape = shapeOf(arg.getType());
+      if (shape.size() < 2 || shape[1] % tp == 0) continue;
+      return func_.emitError() << "sequence-parallel splits the sequence of argument #"
+                               << arg.getArgNumber() << " (" << shape[1] << " tokens) over "
+                               << axes_[tpAxis_].name << "=" << tp
+                               << ", which does not divide it; use a sequence length that "
+                                  "divides by "
+                               << tp << " or plan without sequence parallelism";
+    }
+  }
   const AxisPlacements replicated(axes_.size(), Placement::replicate());
   for (mlir::BlockArgument arg : func_.getArguments()) {
     AxisPlacements placements = replicated;
@@ -448,8 +504,9 @@ mlir::FailureOr<FunctionPlacements> FunctionPlacer::run() {
 }  // namespace
 
 mlir::FailureOr<FunctionPlacements> placeFunction(mlir::func::FuncOp func,
-                                                  llvm::ArrayRef<MeshAxis> axes) {
-  return FunctionPlacer(func, axes).run();
+                                                  llvm::ArrayRef<MeshAxis> axes,
+                                                  const PlacementOptions& options) {
+  return FunctionPlacer(func, axes, options).run();
 }
 
 }  // namespace loom::planner::placement

@@ -51,8 +51,18 @@ struct FunctionPlacements {
 // not divide by the tp size, an uneven tp split inside a merged dim, a bad
 // `dist.strategy` or `nn.grad_of`. Linear in the number of ops (one walk
 // per mesh axis).
+struct PlacementOptions {
+  // Megatron's sequence parallelism on the tp axis: what tp would
+  // replicate (norms, residual adds, the embedding's output) is sharded on
+  // the sequence dim instead, so each tp all-reduce becomes a
+  // reduce-scatter into sequence shards and an all-gather before the next
+  // column-parallel op.
+  bool sequence_parallel = false;
+};
+
 mlir::FailureOr<FunctionPlacements> placeFunction(mlir::func::FuncOp func,
-                                                  llvm::ArrayRef<MeshAxis> axes);
+                                                  llvm::ArrayRef<MeshAxis> axes,
+                                                  const PlacementOptions& options = {});
 
 }  // namespace loom::planner::placement
 
