@@ -84,7 +84,8 @@ absl::Status parsePin(const std::string& text, Pins& pins) {
   const std::vector<std::string> kv = absl::StrSplit(text, absl::MaxSplits('=', 1));
   const std::string help =
       "; pins are key=value with keys dp, fsdp, tp, prefetch, micro-batch, bucket-mb (integers), "
-      "reshard (true or false) and recompute (none, selective, full), e.g. --pin tp=8";
+      "reshard and sequence-parallel (true or false) and recompute (none, selective, full), "
+      "e.g. --pin tp=8";
   if (kv.size() != 2 || kv[0].empty() || kv[1].empty()) {
     return absl::InvalidArgumentError(absl::StrCat("--pin '", text, "' is not key=value", help));
   }
@@ -101,12 +102,12 @@ absl::Status parsePin(const std::string& text, Pins& pins) {
     return absl::InvalidArgumentError(
         absl::StrCat("--pin recompute='", value, "' is not none, selective or full"));
   }
-  if (key == "reshard") {
+  if (key == "reshard" || key == "sequence-parallel") {
     if (value != "true" && value != "false") {
       return absl::InvalidArgumentError(
-          absl::StrCat("--pin reshard='", value, "' is not true or false"));
+          absl::StrCat("--pin ", key, "='", value, "' is not true or false"));
     }
-    pins.reshard_after_forward = value == "true";
+    (key == "reshard" ? pins.reshard_after_forward : pins.sequence_parallel) = value == "true";
     return absl::OkStatus();
   }
   std::optional<int64_t>* slot = key == "dp"            ? &pins.dp
@@ -168,11 +169,16 @@ absl::StatusOr<SearchResult> searchMesh(const CostModel& model, StepPricer& pric
       for (int64_t micro : divisors(perRank)) {
         if (pins.micro_batch && micro != *pins.micro_batch) continue;
         if (options.fixed_batch && micro != perRank) continue;
-        std::vector<Recompute> recomputes = {Recompute::kNone, Recompute::kSelective,
-                                             Recompute::kFull};
-        if (pins.recompute) recomputes = {*pins.recompute};
+        // The recompute modes, least costly first; each is tried only
+        // where the one before does not fit. Sequence parallelism is not
+        // searched (in the cost model its reduce-scatters and gathers
+        // expose more communication than the all-reduces they replace, so
+        // no fixed place in that order is right); a pin sets it.
+        const bool sp = pins.sequence_parallel.value_or(false);
+        if (sp && tp == 1) continue;
         int64_t lessRecompute = -1;
-        for (Recompute recompute : recomputes) {
+        for (Recompute recompute : {Recompute::kNone, Recompute::kSelective, Recompute::kFull}) {
+          if (pins.recompute && recompute != *pins.recompute) continue;
           Group group;
           group.less_recompute = lessRecompute;
           lessRecompute = static_cast<int64_t>(groups.size());
@@ -181,7 +187,8 @@ absl::StatusOr<SearchResult> searchMesh(const CostModel& model, StepPricer& pric
                         .tp = tp,
                         .micro_batch = micro,
                         .accumulation = perRank / micro,
-                        .recompute = recompute};
+                        .recompute = recompute,
+                        .sequence_parallel = sp};
           std::vector<int64_t> prefetches = {1};
           std::vector<bool> reshards = {true};
           std::vector<int64_t> buckets = {0};
@@ -208,7 +215,7 @@ absl::StatusOr<SearchResult> searchMesh(const CostModel& model, StepPricer& pric
             }
           }
           group.base = group.variants.front();
-            result.enumerated += static_cast<int64_t>(group.variants.size());
+          result.enumerated += static_cast<int64_t>(group.variants.size());
           groups.push_back(std::move(group));
         }
       }
@@ -385,6 +392,11 @@ std::string explainWinner(const SearchResult& result) {
   }
   absl::StrAppend(&out, ". Peak memory ", gib(w.peak_bytes), " vs ", gib(r.peak_bytes), " of ",
                   gib(result.memory_cap_bytes), ".");
+  if (winner.strategy.sequence_parallel) {
+    absl::StrAppend(&out,
+                    " It shards the sequence on tp (sequence parallelism): its mesh and "
+                    "micro-batch do not fit with less.");
+  }
   if (winner.strategy.recompute != Recompute::kNone) {
     absl::StrAppend(&out, " It recomputes activations (", recomputeName(winner.strategy.recompute),
                     "): its mesh and micro-batch do not fit with less recompute.");
@@ -412,6 +424,7 @@ nlohmann::json candidatesJson(const SearchResult& result, const Workload& worklo
                           {"micro_batch", s.micro_batch},
                           {"accumulation", s.accumulation},
                           {"recompute", recomputeName(s.recompute)},
+                          {"sequence_parallel", s.sequence_parallel},
                           {"step_time_s", e.step_time_s},
                           {"compute_s", e.compute_s},
                           {"comm_s", e.comm_s},

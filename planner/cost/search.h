@@ -32,11 +32,12 @@ struct Pins {
   std::optional<int64_t> bucket_mb;
   std::optional<int64_t> micro_batch;
   std::optional<Recompute> recompute;
+  std::optional<bool> sequence_parallel;
 };
 
 // Parses one "key=value" pin into `pins` (keys: dp, fsdp, tp, prefetch,
-// reshard, bucket-mb, micro-batch, recompute); the error names the key and
-// the accepted values.
+// reshard, bucket-mb, micro-batch, recompute, sequence-parallel); the error
+// names the key and the accepted values.
 absl::Status parsePin(const std::string& text, Pins& pins);
 
 struct SearchOptions {

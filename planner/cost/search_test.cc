@@ -224,6 +224,27 @@ TEST(SearchTest, PinsFixTheirChoices) {
   }
 }
 
+// Sequence parallelism is not searched; pinned, it applies to every
+// candidate with tp, and meshes without tp drop out.
+TEST(SearchTest, SequenceParallelismIsAPin) {
+  const CostModel model = *CostModel::create(*mesh::Topology::dgxH100(1));
+  ClosedFormPricer pricer(8, 1024);
+  absl::StatusOr<SearchResult> free = searchMesh(model, pricer, {.global_batch = 8});
+  ASSERT_TRUE(free.ok()) << free.status();
+  for (const Candidate& c : free->ranked) EXPECT_FALSE(c.strategy.sequence_parallel);
+  Pins pins;
+  ASSERT_TRUE(parsePin("sequence-parallel=true", pins).ok());
+  absl::StatusOr<SearchResult> pinned =
+      searchMesh(model, pricer, {.global_batch = 8, .pins = pins, .exhaustive = true});
+  ASSERT_TRUE(pinned.ok()) << pinned.status();
+  ASSERT_FALSE(pinned->ranked.empty());
+  for (const Candidate& c : pinned->ranked) {
+    EXPECT_TRUE(c.strategy.sequence_parallel) << c.label();
+    EXPECT_GT(c.strategy.tp, 1) << c.label();
+    EXPECT_THAT(c.label(), HasSubstr("sp"));
+  }
+}
+
 TEST(SearchTest, PinErrorsNameTheKey) {
   Pins pins;
   EXPECT_THAT(parsePin("tp", pins), StatusIs(absl::StatusCode::kInvalidArgument,
@@ -239,6 +260,9 @@ TEST(SearchTest, PinErrorsNameTheKey) {
                        HasSubstr("--pin recompute='some' is not none, selective or full")));
   ASSERT_TRUE(parsePin("recompute=full", pins).ok());
   EXPECT_EQ(pins.recompute, Recompute::kFull);
+  EXPECT_THAT(parsePin("sequence-parallel=yes", pins),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("--pin sequence-parallel='yes' is not true or false")));
 }
 
 TEST(SearchTest, TheMemoryCapDecidesWhatFits) {

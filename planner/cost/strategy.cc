@@ -49,6 +49,7 @@ std::string Strategy::knobs() const {
     parts.push_back(bucket_mb > 0 ? absl::StrCat("bucket ", bucket_mb, " MiB") : "bucket/unit");
   }
   parts.push_back(absl::StrCat("mb ", micro_batch, "x", accumulation));
+  if (sequence_parallel) parts.push_back("sp");
   if (recompute != Recompute::kNone) {
     parts.push_back(absl::StrCat("recompute ", recomputeName(recompute)));
   }

@@ -40,6 +40,9 @@ struct Strategy {
   int64_t accumulation = 1;
   // What the backward makes again instead of keeping (plan-recompute).
   Recompute recompute = Recompute::kNone;
+  // Megatron sequence parallelism on the tp axis (plan-placement's
+  // sequence-parallel); only with tp > 1.
+  bool sequence_parallel = false;
 
   int64_t devices() const { return dp * fsdp * tp; }
   // Sequences per step over all ranks.
@@ -50,7 +53,8 @@ struct Strategy {
   std::string axes() const;
   // "hsdp 2x64, tp 8": for tables.
   std::string parallelism() const;
-  // "prefetch 1, reshard, bucket unit, micro-batch 2 x 4, recompute full".
+  // "prefetch 1, reshard, bucket unit, micro-batch 2 x 4, sp, recompute
+  // full".
   std::string knobs() const;
 };
 

@@ -193,6 +193,7 @@ absl::StatusOr<AutoResult> planAuto(mlir::MLIRContext& context, const AutoReques
   result.winner.reshard_after_forward = s.reshard_after_forward;
   result.winner.bucket_mb = s.bucket_mb;
   result.winner.recompute = planner::cost::recomputeName(s.recompute);
+  result.winner.sequence_parallel = s.sequence_parallel;
   result.winner_batch = s.micro_batch * s.dp * s.fsdp;
   ModelRequest load{.model = request.model};
   if (!result.graph) {

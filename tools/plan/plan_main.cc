@@ -309,6 +309,10 @@ int planAuto(const std::optional<int64_t>& batch, const std::optional<int64_t>& 
         "--axes does not apply to --mesh=auto, which chooses the strategies; pin them "
         "with --pin (e.g. --pin tp=8) or give an explicit --mesh");
   }
+  // Given, --sequence-parallel pins the choice the search otherwise makes.
+  if (sequence_parallel_flag.getNumOccurrences() > 0) {
+    pins.sequence_parallel = sequence_parallel_flag.getValue();
+  }
   mlir::MLIRContext context;
   absl::StatusOr<loom::tools::plan::AutoResult> result = loom::tools::plan::planAuto(
       context, {.model = model_flag,

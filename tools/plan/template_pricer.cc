@@ -51,11 +51,11 @@ TemplatePricer::MeshKey TemplatePricer::meshKeyOf(const cost::Strategy& s) const
   const int64_t micro = graph                      ? source_.graph_batch / (dp * fsdp)
                         : s.dp == 1 && s.fsdp == 1 ? s.micro_batch
                                                    : 1;
-  return {s.tp, dp, fsdp, micro};
+  return {s.tp, dp, fsdp, micro, s.sequence_parallel};
 }
 
 PlanRequest TemplatePricer::requestFor(const MeshKey& mesh, const cost::Strategy& s) const {
-  const auto& [tp, dp, fsdp, micro] = mesh;
+  const auto& [tp, dp, fsdp, micro, sp] = mesh;
   std::vector<std::string> axes;
   if (dp > 1) axes.push_back(absl::StrCat("dp=", dp));
   if (fsdp > 1) axes.push_back(absl::StrCat("fsdp=", fsdp));
@@ -68,6 +68,7 @@ PlanRequest TemplatePricer::requestFor(const MeshKey& mesh, const cost::Strategy
   request.reshard_after_forward = s.reshard_after_forward;
   request.bucket_mb = s.bucket_mb;
   request.recompute = cost::recomputeName(s.recompute);
+  request.sequence_parallel = sp;
   // Templates are smaller than the candidates; the search checks memory.
   request.check_memory = false;
   request.verify_passes = false;
@@ -87,7 +88,7 @@ absl::StatusOr<mlir::OwningOpRef<mlir::ModuleOp>> TemplatePricer::loadTemplate(i
 absl::StatusOr<mlir::ModuleOp> TemplatePricer::placedFor(const cost::Strategy& s) {
   const MeshKey key = meshKeyOf(s);
   if (auto it = placed_.find(key); it != placed_.end()) return it->second.get();
-  const auto& [tp, dp, fsdp, micro] = key;
+  const auto& [tp, dp, fsdp, micro, sp] = key;
   absl::StatusOr<mlir::OwningOpRef<mlir::ModuleOp>> module = loadTemplate(micro * dp * fsdp);
   if (!module.ok()) return module.status();
   if (absl::Status placed = placeModule(**module, requestFor(key, s)); !placed.ok()) return placed;

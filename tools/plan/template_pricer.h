@@ -84,8 +84,9 @@ class TemplatePricer final : public planner::cost::StepPricer {
     // The (dp, fsdp, micro-batch) `resized` is sized for now.
     std::tuple<int64_t, int64_t, int64_t> sized_for{0, 0, 0};
   };
-  // The template's mesh and micro-batch: (tp, dp, fsdp, micro-batch).
-  using MeshKey = std::tuple<int64_t, int64_t, int64_t, int64_t>;
+  // The template's mesh and micro-batch, and sequence parallelism (a
+  // placement choice): (tp, dp, fsdp, micro-batch, sp).
+  using MeshKey = std::tuple<int64_t, int64_t, int64_t, int64_t, bool>;
   // And the knobs: (prefetch, reshard, bucket-mb, recompute).
   using Key = std::tuple<MeshKey, int64_t, bool, int64_t, planner::cost::Recompute>;
   MeshKey meshKeyOf(const planner::cost::Strategy& strategy) const;

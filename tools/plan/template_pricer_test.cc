@@ -43,6 +43,7 @@ struct Fixture {
     request.reshard_after_forward = s.reshard_after_forward;
     request.bucket_mb = s.bucket_mb;
     request.recompute = cost::recomputeName(s.recompute);
+    request.sequence_parallel = s.sequence_parallel;
     auto plan = planThroughPipeline(model, s.micro_batch * s.dp * s.fsdp, "bf16", request);
     EXPECT_TRUE(plan.ok()) << plan.status();
     return plan.ok() ? *std::move(plan) : loom::plan::Plan{};
@@ -91,9 +92,17 @@ TEST(TemplatePricerTest, EveryCandidateEqualsItsFullPlan) {
                     .prefetch = 2,
                     .reshard_after_forward = false,
                     .recompute = cost::Recompute::kFull});
+    // Sequence parallelism: a placement choice.
+    f.expectAgrees({.fsdp = 8, .tp = 2, .sequence_parallel = true});
+    f.expectAgrees({.dp = 2,
+                    .fsdp = 4,
+                    .tp = 2,
+                    .micro_batch = 2,
+                    .recompute = cost::Recompute::kFull,
+                    .sequence_parallel = true});
     // One placement per template mesh, one program per knob setting on it.
-    EXPECT_EQ(f.pricer.placements(), 4);
-    EXPECT_EQ(f.pricer.templates(), 8);
+    EXPECT_EQ(f.pricer.placements(), 6);
+    EXPECT_EQ(f.pricer.templates(), 10);
   }
 }
 
