@@ -616,6 +616,8 @@ absl::StatusOr<StepResult> Executor::step(int64_t step, const int32_t* ids, cons
   StepResult result;
   phase_memory_.clear();
   step_works_.clear();
+  lr_factor_ = options_.lr_schedule.factor(step);
+  result.learning_rate = base_lr_ * lr_factor_;
   if (absl::Status s = kernels_->activate(); !s.ok()) return s;
   const plan::Interface& io = plan_.interface;
   for (int64_t id : {io.ids, io.labels, io.loss_grad_seed}) {

@@ -30,6 +30,7 @@
 #include "runtime/data/token_feed.h"
 #include "runtime/executor/caching_allocator.h"
 #include "runtime/executor/kernel_set.h"
+#include "runtime/optim/lr_schedule.h"
 #include "runtime/executor/trace_recorder.h"
 #include "plan/plan.h"
 #include "plan/shard_box.h"
@@ -52,6 +53,8 @@ struct ExecutorOptions {
   double max_grad_norm = 0;
   // Overrides of the plan's AdamW learning rate (<= 0: the plan's).
   double learning_rate = 0;
+  // The rate's multiplier per optimizer step (default: 1 throughout).
+  optim::LrSchedule lr_schedule = {};
   // Record a trace of every instruction.
   bool trace = false;
   // false: wait for every collective right after issuing it, as a runtime
@@ -81,6 +84,7 @@ struct StepResult {
   double loss = 0;       // the plan's loss, the same on every rank
   double grad_norm = 0;  // global norm before clipping (when clipping is on)
   double seconds = 0;
+  double learning_rate = 0;  // AdamW's rate this step, the schedule applied
 };
 
 class Executor {
@@ -273,6 +277,10 @@ class Executor {
   std::unique_ptr<CachingAllocator> allocator_;
   // The clip coefficient in the kernels' scalars (null without clipping).
   float* clip_coefficient_ = nullptr;
+  // The plan's (or the options') AdamW rate, and the schedule's multiplier
+  // for the step being run.
+  double base_lr_ = 0;
+  double lr_factor_ = 1;
   // This step's collectives (where issued), checked once the step's work
   // has run.
   std::vector<std::pair<std::string, std::shared_ptr<comm::Work>>> step_works_;

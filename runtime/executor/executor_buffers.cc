@@ -146,13 +146,16 @@ absl::Status Executor::bindOptimizerStep(Site& site) {
   }
   optim::AdamWConfig config;
   config.lr = options_.learning_rate > 0 ? options_.learning_rate : *in.attrs.lr;
+  base_lr_ = config.lr;
   config.beta1 = *in.attrs.beta1;
   config.beta2 = *in.attrs.beta2;
   config.eps = *in.attrs.eps;
   config.weight_decay = *in.attrs.weight_decay;
   site.bound.allocates_results = false;
   site.bound.body = [=, this](int64_t step) {
-    return kernels_->adamw(config, step, ref(o[0]), ref(o[1]), f32(o[2]), f32(o[3]),
+    optim::AdamWConfig scheduled = config;
+    scheduled.lr = config.lr * lr_factor_;
+    return kernels_->adamw(scheduled, step, ref(o[0]), ref(o[1]), f32(o[2]), f32(o[3]),
                            master ? f32(o[4]) : nullptr, n, clip_coefficient_);
   };
   return absl::OkStatus();

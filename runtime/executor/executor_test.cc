@@ -191,15 +191,14 @@ INSTANTIATE_TEST_SUITE_P(Recompute, LayoutTest,
 
 // Sequence parallelism (plan-placement's sequence-parallel): each tp
 // all-reduce is a reduce-scatter into sequence shards and an all-gather.
-INSTANTIATE_TEST_SUITE_P(
-    SequenceParallel, LayoutTest,
-    ::testing::Values(std::pair{"llama_single", "llama_sp_tp2"},
-                      std::pair{"llama_single", "llama_sp_fsdp2_tp2"},
-                      std::pair{"llama_single", "llama_sp_full_fsdp2_tp2"},
-                      std::pair{"gpt2_single", "gpt2_sp_tp2"},
-                      std::pair{"gpt2_single", "gpt2_sp_fsdp2_tp2"},
-                      std::pair{"gpt2_v251_single", "gpt2_v251_sp_fsdp2_tp2"}),
-    [](const auto& info) { return info.param.second; });
+INSTANTIATE_TEST_SUITE_P(SequenceParallel, LayoutTest,
+                         ::testing::Values(std::pair{"llama_single", "llama_sp_tp2"},
+                                           std::pair{"llama_single", "llama_sp_fsdp2_tp2"},
+                                           std::pair{"llama_single", "llama_sp_full_fsdp2_tp2"},
+                                           std::pair{"gpt2_single", "gpt2_sp_tp2"},
+                                           std::pair{"gpt2_single", "gpt2_sp_fsdp2_tp2"},
+                                           std::pair{"gpt2_v251_single", "gpt2_v251_sp_fsdp2_tp2"}),
+                         [](const auto& info) { return info.param.second; });
 
 // Recompute repeats the same ops on the same inputs: under deterministic
 // mode the losses are those without it, bit for bit.
@@ -380,6 +379,20 @@ TEST(ExecutorTest, ClippingReportsTheSameGlobalNormOnEveryLayout) {
   const RunResult single = train("llama_single", 3, options);
   const RunResult sharded = train("llama_fsdp2_tp2", 3, options);
   expectCloseLosses(sharded, single, 1e-5, "llama_fsdp2_tp2 clipped");
+}
+
+// A learning-rate schedule scales AdamW's rate per step, the same way on
+// every layout: fsdp 4 follows the 1-rank run, and the schedule changes
+// the losses.
+TEST(ExecutorTest, LearningRateScheduleIsTheSameOnEveryLayout) {
+  ExecutorOptions options;
+  options.lr_schedule = {
+      .warmup_steps = 2, .decay = optim::LrDecay::kCosine, .decay_end_step = 8, .min_ratio = 0.1};
+  const RunResult single = train("llama_single", 8, options);
+  const RunResult sharded = train("llama_fsdp4", 8, options);
+  expectCloseLosses(sharded, single, 1e-5, "llama_fsdp4 with a cosine schedule");
+  const RunResult constant = train("llama_single", 8);
+  EXPECT_NE(single.losses[1], constant.losses[1]);
 }
 
 TEST(ExecutorTest, TracesComputeAndCommunication) {

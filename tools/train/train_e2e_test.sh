@@ -7,7 +7,9 @@
 #    steps), then --resume: steps 11..20 equal the uninterrupted run's;
 #  - a rank killed while writing the step-15 checkpoint: latest stays 10,
 #    and resuming again gives the same losses;
-#  - the 4-rank fsdp checkpoint of step 10 resumed as fsdp x tp on 2x2.
+#  - the 4-rank fsdp checkpoint of step 10 resumed as fsdp x tp on 2x2;
+#  - a warmup + cosine learning-rate schedule continued exactly by a
+#    resumed run, and a schedule that ends inside its warmup refused.
 #  - deterministic mode: hsdp 2x2 bit-identical to the 1-rank run, which
 #    //tools:parity confirms from the dumps, and names the first differing
 #    gradient of a run without the mode;
@@ -99,6 +101,27 @@ run resumed "$train" --plan="$fsdp4" "${common[@]}" --nproc=4 --checkpoint_dir="
     --resume --save_every=0 --losses_out="$work/resumed.json"
 grep -q "resumed from .*step 10" "$work/resumed.log" || fail "no resume line"
 compare "$work/fsdp4.json" "$work/resumed.json"
+
+# A learning-rate schedule (warmup, cosine decay) is a function of the
+# step: a run killed after step 12 and resumed from step 10 continues it
+# exactly, and the schedule changes the losses.
+sched=(--lr_warmup_steps=3 --lr_decay=cosine --lr_min_ratio=0.1)
+run sched "$train" --plan="$fsdp4" "${common[@]}" "${sched[@]}" --nproc=4 \
+    --losses_out="$work/sched.json"
+grep -q "step 2/20 loss .* lr " "$work/sched.log" || fail "no lr on the step lines: $(head -5 "$work/sched.log")"
+"$train" --plan="$fsdp4" "${common[@]}" "${sched[@]}" --nproc=4 --checkpoint_dir="$work/cks" \
+    --save_every=5 --fault_kill_rank=1 --fault_kill_at_step=12 > "$work/sched_killed.log" 2>&1 \
+    && fail "the killed scheduled run exited 0"
+run sched_resumed "$train" --plan="$fsdp4" "${common[@]}" "${sched[@]}" --nproc=4 \
+    --checkpoint_dir="$work/cks" --resume --save_every=0 --losses_out="$work/sched_resumed.json"
+compare "$work/sched.json" "$work/sched_resumed.json" 0
+/usr/bin/python3 -c '
+import json, sys
+a, b = (json.load(open(p))["losses"] for p in sys.argv[1:])
+sys.exit(0 if a[1] != b[1] else 1)' "$work/fsdp4.json" "$work/sched.json" || fail "the schedule changed nothing"
+"$train" --plan="$fsdp4" --steps=4 --lr_decay=cosine --lr_warmup_steps=4 --nproc=4 \
+    > "$work/sched_bad.log" 2>&1 && fail "a decay ending inside the warmup was accepted"
+grep -q "raise --lr_decay_steps" "$work/sched_bad.log" || fail "no schedule error: $(cat "$work/sched_bad.log")"
 
 # A rank killed while writing its shards of step 15: step 15 never
 # commits, latest stays step_10, and resuming gives the same losses.

@@ -39,6 +39,7 @@
 #include "runtime/data/token_feed.h"
 #include "runtime/executor/cuda_kernel_set.h"
 #include "runtime/executor/executor.h"
+#include "runtime/optim/lr_schedule.h"
 #include "plan/plan.h"
 #include "plan/shard_box.h"
 #include "tools/launch/launcher.h"
@@ -59,6 +60,14 @@ ABSL_FLAG(
 ABSL_FLAG(std::string, data, "synthetic", "synthetic, or a token file (docs/runtime_data.md)");
 ABSL_FLAG(uint64_t, data_seed, 1234, "seed that picks each step's rows");
 ABSL_FLAG(double, lr, 0, "AdamW learning rate (0: the plan's)");
+ABSL_FLAG(int, lr_warmup_steps, 0,
+          "linear warmup: step s of the first N runs at s/(N+1) of the rate (0: none)");
+ABSL_FLAG(std::string, lr_decay, "constant",
+          "after the warmup: constant, linear or cosine decay to --lr_min_ratio of the rate");
+ABSL_FLAG(int, lr_decay_steps, 0,
+          "the step the decay ends at, warmup included (0: --steps); the rate then stays at "
+          "the floor");
+ABSL_FLAG(double, lr_min_ratio, 0, "the decay's floor, as a fraction of the rate");
 ABSL_FLAG(double, max_grad_norm, 0, "clip gradients to this global norm (0: off)");
 ABSL_FLAG(int, timeout_s, 300, "bound on the rendezvous and on every collective");
 ABSL_FLAG(std::string, checkpoint_dir, "", "save sharded checkpoints here");
@@ -353,6 +362,18 @@ absl::Status train() {
   runtime::ExecutorOptions options;
   options.timeout = timeout;
   options.learning_rate = absl::GetFlag(FLAGS_lr);
+  absl::StatusOr<runtime::optim::LrDecay> decay =
+      runtime::optim::parseLrDecay(absl::GetFlag(FLAGS_lr_decay));
+  if (!decay.ok()) return decay.status();
+  options.lr_schedule = {.warmup_steps = absl::GetFlag(FLAGS_lr_warmup_steps),
+                         .decay = *decay,
+                         .decay_end_step = absl::GetFlag(FLAGS_lr_decay_steps) > 0
+                                               ? absl::GetFlag(FLAGS_lr_decay_steps)
+                                               : absl::GetFlag(FLAGS_steps),
+                         .min_ratio = absl::GetFlag(FLAGS_lr_min_ratio)};
+  if (absl::Status s = runtime::optim::checkLrSchedule(options.lr_schedule); !s.ok()) return s;
+  const bool scheduled = options.lr_schedule.warmup_steps > 0 ||
+                         options.lr_schedule.decay != runtime::optim::LrDecay::kConstant;
   options.max_grad_norm = absl::GetFlag(FLAGS_max_grad_norm);
   options.trace = !absl::GetFlag(FLAGS_trace).empty();
   options.overlap = absl::GetFlag(FLAGS_overlap);
@@ -458,10 +479,11 @@ absl::Status train() {
     }
     if (lead) {
       std::printf(
-          "step %lld/%d loss %.6f tokens/s %.0f step %.1f ms%s\n", static_cast<long long>(step),
+          "step %lld/%d loss %.6f tokens/s %.0f step %.1f ms%s%s\n", static_cast<long long>(step),
           steps, result->loss, globalTokens / result->seconds, result->seconds * 1e3,
           options.max_grad_norm > 0 ? absl::StrFormat(" grad_norm %.4f", result->grad_norm).c_str()
-                                    : "");
+                                    : "",
+          scheduled ? absl::StrFormat(" lr %.4g", result->learning_rate).c_str() : "");
       std::fflush(stdout);
       if (bar) drawProgress(static_cast<int>(step), steps, result->loss);
     }
