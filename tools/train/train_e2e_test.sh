@@ -9,7 +9,8 @@
 #    and resuming again gives the same losses;
 #  - the 4-rank fsdp checkpoint of step 10 resumed as fsdp x tp on 2x2;
 #  - a warmup + cosine learning-rate schedule continued exactly by a
-#    resumed run, and a schedule that ends inside its warmup refused.
+#    resumed run, and a schedule that ends inside its warmup refused;
+#  - the metrics log: a JSON line per step with the run's losses.
 #  - deterministic mode: hsdp 2x2 bit-identical to the 1-rank run, which
 #    //tools:parity confirms from the dumps, and names the first differing
 #    gradient of a run without the mode;
@@ -122,6 +123,22 @@ sys.exit(0 if a[1] != b[1] else 1)' "$work/fsdp4.json" "$work/sched.json" || fai
 "$train" --plan="$fsdp4" --steps=4 --lr_decay=cosine --lr_warmup_steps=4 --nproc=4 \
     > "$work/sched_bad.log" 2>&1 && fail "a decay ending inside the warmup was accepted"
 grep -q "raise --lr_decay_steps" "$work/sched_bad.log" || fail "no schedule error: $(cat "$work/sched_bad.log")"
+
+# The metrics log: one JSON line per step from rank 0, with the fields
+# docs/runtime.md lists; the losses are the run's.
+run metrics "$train" --plan="$fsdp4" "${common[@]}" "${sched[@]}" --nproc=4 --max_grad_norm=1 \
+    --metrics_out="$work/metrics.jsonl" --losses_out="$work/metrics_losses.json"
+/usr/bin/python3 -c '
+import json, sys
+lines = [json.loads(l) for l in open(sys.argv[1])]
+losses = json.load(open(sys.argv[2]))["losses"]
+assert [l["step"] for l in lines] == list(range(1, 21)), [l["step"] for l in lines]
+assert [l["loss"] for l in lines] == losses
+for l in lines:
+    assert set(l) == {"step", "loss", "lr", "grad_norm", "tokens_per_s", "step_s", "peak_bytes"}, l
+    assert l["lr"] > 0 and l["tokens_per_s"] > 0 and l["step_s"] > 0 and l["peak_bytes"] > 0, l
+assert lines[0]["lr"] < lines[3]["lr"] > lines[-1]["lr"]' "$work/metrics.jsonl" "$work/metrics_losses.json" \
+    || fail "bad metrics log: $(head -3 "$work/metrics.jsonl")"
 
 # A rank killed while writing its shards of step 15: step 15 never
 # commits, latest stays step_10, and resuming gives the same losses.

@@ -14,6 +14,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -75,6 +77,9 @@ ABSL_FLAG(int, save_every, 0, "save every N steps (0: only after the last step)"
 ABSL_FLAG(bool, resume, false, "continue from the latest checkpoint in --checkpoint_dir");
 ABSL_FLAG(std::string, trace, "", "write the measured trace (Chrome/Perfetto JSON) here");
 ABSL_FLAG(std::string, losses_out, "", "write {\"losses\": [...]} (rank 0) here");
+ABSL_FLAG(std::string, metrics_out, "",
+          "append one JSON line per step here (rank 0): step, loss, lr, grad_norm, tokens/s, "
+          "step seconds, peak bytes (docs/runtime.md, \"Metrics log\")");
 ABSL_FLAG(std::string, memory_out, "", "write measured and predicted memory (JSON) here");
 ABSL_FLAG(bool, progress, true, "draw a progress bar on a terminal");
 ABSL_FLAG(int, blas_threads, 0,
@@ -458,6 +463,20 @@ absl::Status train() {
   }
   json losses = json::array();
   std::vector<double> stepSeconds;
+  // The metrics log: appended, so that a resumed run continues the file.
+  std::FILE* metrics = nullptr;
+  if (lead && !absl::GetFlag(FLAGS_metrics_out).empty()) {
+    metrics = std::fopen(absl::GetFlag(FLAGS_metrics_out).c_str(), "a");
+    if (metrics == nullptr) {
+      return absl::InvalidArgumentError(absl::StrCat("cannot open --metrics_out '",
+                                                     absl::GetFlag(FLAGS_metrics_out),
+                                                     "' for appending: ", std::strerror(errno)));
+    }
+  }
+  struct CloseFile {
+    void operator()(std::FILE* f) const { std::fclose(f); }
+  };
+  const std::unique_ptr<std::FILE, CloseFile> metricsFile(metrics);
   for (int64_t step = firstStep; step <= steps; ++step) {
     if (absl::Status s = (*feed)->batch(step, rows.begin, rows.count, ids.data(), labels.data());
         !s.ok()) {
@@ -476,6 +495,19 @@ absl::Status train() {
           !s.ok()) {
         return s;
       }
+    }
+    if (metrics != nullptr) {
+      int64_t peak = 0;
+      for (const runtime::PhaseMemory& m : e.phaseMemory()) peak = std::max(peak, m.peak_bytes);
+      json line = {{"step", step},
+                   {"loss", result->loss},
+                   {"lr", result->learning_rate},
+                   {"tokens_per_s", globalTokens / result->seconds},
+                   {"step_s", result->seconds},
+                   {"peak_bytes", peak}};
+      if (options.max_grad_norm > 0) line["grad_norm"] = result->grad_norm;
+      std::fprintf(metrics, "%s\n", line.dump().c_str());
+      std::fflush(metrics);
     }
     if (lead) {
       std::printf(
