@@ -62,8 +62,9 @@ std::string seconds(double s) {
   return absl::StrFormat("%.1f ms", s * 1e3);
 }
 
-// The candidates that share a mesh and a micro-batch: they differ only in
-// the fsdp knobs, so they share the compute time and the memory bound.
+// The candidates that share a mesh, a micro-batch and a recompute mode:
+// they differ only in the fsdp knobs, so they share the compute time and
+// the memory bound.
 struct Group {
   Strategy base;
   std::vector<Strategy> variants;  // base first
@@ -73,6 +74,38 @@ struct Group {
   int64_t less_recompute = -1;
   bool base_fits = false;
 };
+
+// `base` with every fsdp knob setting the options and pins allow, the base
+// (the pipeline's defaults when they are allowed) first. Without an fsdp
+// axis the knobs do nothing: the base alone.
+std::vector<Strategy> knobVariants(const Strategy& base, const Pins& pins,
+                                   const SearchOptions& options) {
+  std::vector<int64_t> prefetches = {1};
+  std::vector<bool> reshards = {true};
+  std::vector<int64_t> buckets = {0};
+  if (base.fsdp > 1) {
+    prefetches = options.prefetch_choices;
+    reshards = {true, false};
+    buckets = options.bucket_mb_choices;
+  }
+  if (pins.prefetch) prefetches = {*pins.prefetch};
+  if (pins.reshard_after_forward) reshards = {*pins.reshard_after_forward};
+  if (pins.bucket_mb) buckets = {*pins.bucket_mb};
+  std::stable_partition(prefetches.begin(), prefetches.end(), [](int64_t k) { return k == 1; });
+  std::vector<Strategy> variants;
+  for (bool reshard : reshards) {
+    for (int64_t prefetch : prefetches) {
+      for (int64_t bucket : buckets) {
+        Strategy s = base;
+        s.prefetch = prefetch;
+        s.reshard_after_forward = reshard;
+        s.bucket_mb = bucket;
+        variants.push_back(s);
+      }
+    }
+  }
+  return variants;
+}
 
 }  // namespace
 
@@ -156,6 +189,12 @@ absl::StatusOr<SearchResult> searchMesh(const CostModel& model, StepPricer& pric
     if (tp > maxTp) continue;
     if (!options.allow_tp_across_hosts && tp > 1 && perHost % tp != 0) continue;
     if (!pricer.tpAllowed(tp)) continue;
+    // Sequence parallelism is not searched (in the cost model its
+    // reduce-scatters and gathers expose more communication than the
+    // all-reduces they replace, so no fixed place in the recompute order
+    // below is right); a pin sets it, and then only tp meshes have it.
+    const bool sp = pins.sequence_parallel.value_or(false);
+    if (sp && tp == 1) continue;
     for (int64_t dp : divisors(devices / tp)) {
       const int64_t fsdp = devices / tp / dp;
       if (pins.dp && dp != *pins.dp) continue;
@@ -170,50 +209,21 @@ absl::StatusOr<SearchResult> searchMesh(const CostModel& model, StepPricer& pric
         if (pins.micro_batch && micro != *pins.micro_batch) continue;
         if (options.fixed_batch && micro != perRank) continue;
         // The recompute modes, least costly first; each is tried only
-        // where the one before does not fit. Sequence parallelism is not
-        // searched (in the cost model its reduce-scatters and gathers
-        // expose more communication than the all-reduces they replace, so
-        // no fixed place in that order is right); a pin sets it.
-        const bool sp = pins.sequence_parallel.value_or(false);
-        if (sp && tp == 1) continue;
+        // where the one before does not fit.
         int64_t lessRecompute = -1;
         for (Recompute recompute : {Recompute::kNone, Recompute::kSelective, Recompute::kFull}) {
           if (pins.recompute && recompute != *pins.recompute) continue;
           Group group;
           group.less_recompute = lessRecompute;
           lessRecompute = static_cast<int64_t>(groups.size());
-          Strategy base{.dp = dp,
-                        .fsdp = fsdp,
-                        .tp = tp,
-                        .micro_batch = micro,
-                        .accumulation = perRank / micro,
-                        .recompute = recompute,
-                        .sequence_parallel = sp};
-          std::vector<int64_t> prefetches = {1};
-          std::vector<bool> reshards = {true};
-          std::vector<int64_t> buckets = {0};
-          if (fsdp > 1) {
-            prefetches = options.prefetch_choices;
-            reshards = {true, false};
-            buckets = options.bucket_mb_choices;
-          }
-          if (pins.prefetch) prefetches = {*pins.prefetch};
-          if (pins.reshard_after_forward) reshards = {*pins.reshard_after_forward};
-          if (pins.bucket_mb) buckets = {*pins.bucket_mb};
-          // The base (the pipeline's defaults when they are allowed) first.
-          std::stable_partition(prefetches.begin(), prefetches.end(),
-                                [](int64_t k) { return k == 1; });
-          for (bool reshard : reshards) {
-            for (int64_t prefetch : prefetches) {
-              for (int64_t bucket : buckets) {
-                Strategy s = base;
-                s.prefetch = prefetch;
-                s.reshard_after_forward = reshard;
-                s.bucket_mb = bucket;
-                group.variants.push_back(s);
-              }
-            }
-          }
+          group.variants = knobVariants({.dp = dp,
+                                         .fsdp = fsdp,
+                                         .tp = tp,
+                                         .micro_batch = micro,
+                                         .accumulation = perRank / micro,
+                                         .recompute = recompute,
+                                         .sequence_parallel = sp},
+                                        pins, options);
           group.base = group.variants.front();
           result.enumerated += static_cast<int64_t>(group.variants.size());
           groups.push_back(std::move(group));

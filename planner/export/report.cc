@@ -96,61 +96,59 @@ std::string recomputeTable(const plan::Plan& plan) {
 // placement and bytes become one ("layers.{0..31}.attention.wq.weight
 // (x32)"), at the place of its first layer.
 std::string placementsTable(const plan::Plan& plan, bool group) {
+  // A parameter row; with `group`, its repeated block and the name after
+  // "<stack>.<index>" ("layers", 3, ".attention.wq.weight").
   struct Row {
     std::string name;
     std::string cells;  // "| global | local | placement | bytes |"
+    std::optional<plan::RepeatedBlock> block;
+    std::string rest;
+  };
+  // Per unnumbered name ("layers.#.attention.wq.weight"): how many rows
+  // have it and their distinct cells; per stack, its block count.
+  struct Group {
+    int64_t rows = 0;
+    std::set<std::string> cells;
   };
   std::vector<Row> rows;
+  std::map<std::string, Group> groups;
+  std::map<std::string, int64_t> blocksOf;
   for (const plan::Buffer& buffer : plan.buffers) {
     if (buffer.role != plan::BufferRole::kParam) continue;
     std::vector<std::string> placement;
     for (const plan::AxisPlacement& axis : buffer.placement) placement.push_back(axis.toString());
-    rows.push_back({buffer.name, absl::StrCat(" | ", absl::StrJoin(buffer.global_shape, "x"), " | ",
-                                              absl::StrJoin(buffer.local_shape, "x"), " | ",
-                                              absl::StrJoin(placement, ", "), " | ",
-                                              withCommas(buffer.bytes), " |\n")});
+    Row& row =
+        rows.emplace_back(Row{.name = buffer.name,
+                              .cells = absl::StrCat(" | ", absl::StrJoin(buffer.global_shape, "x"),
+                                                    " | ", absl::StrJoin(buffer.local_shape, "x"),
+                                                    " | ", absl::StrJoin(placement, ", "), " | ",
+                                                    withCommas(buffer.bytes), " |\n"),
+                              .block = std::nullopt,
+                              .rest = ""});
+    if (!group) continue;
+    std::optional<plan::RepeatedBlock> block = plan::repeatedBlockOf(row.name);
+    if (!block) continue;
+    const std::string prefix = absl::StrCat(block->stack, ".", block->index);
+    if (row.name.compare(0, prefix.size(), prefix) != 0) continue;
+    row.rest = row.name.substr(prefix.size());
+    row.block = std::move(block);
+    Group& g = groups[row.block->stack + ".#" + row.rest];
+    ++g.rows;
+    g.cells.insert(row.cells);
+    int64_t& blocks = blocksOf[row.block->stack];
+    blocks = std::max(blocks, row.block->index + 1);
   }
   std::string out =
       "## Placements\n\n| parameter | global shape | local shape | placement | bytes per rank |\n"
       "| --- | --- | --- | --- | ---: |\n";
-  // Per unnumbered name ("layers.#.attention.wq.weight"): its rows' layers.
-  struct Group {
-    std::vector<int64_t> layers;
-    std::set<std::string> cells;
-    std::string stack;
-    std::string rest;
-  };
-  std::map<std::string, Group> groups;
-  std::map<std::string, int64_t> layersOf;  // stack -> its block count
-  auto split = [](const std::string& name) -> std::optional<std::pair<std::string, std::string>> {
-    const std::optional<plan::RepeatedBlock> block = plan::repeatedBlockOf(name);
-    if (!block) return std::nullopt;
-    const std::string prefix = absl::StrCat(block->stack, ".", block->index);
-    if (name.compare(0, prefix.size(), prefix) != 0) return std::nullopt;
-    return std::pair{block->stack, name.substr(prefix.size())};
-  };
-  if (group) {
-    for (const Row& row : rows) {
-      const auto parts = split(row.name);
-      if (!parts) continue;
-      Group& g = groups[parts->first + ".#" + parts->second];
-      g.layers.push_back(plan::repeatedBlockOf(row.name)->index);
-      g.cells.insert(row.cells);
-      g.stack = parts->first;
-      g.rest = parts->second;
-      int64_t& count = layersOf[parts->first];
-      count = std::max(count, g.layers.back() + 1);
-    }
-  }
   for (const Row& row : rows) {
-    const auto parts = group ? split(row.name) : std::nullopt;
-    if (parts) {
-      const Group& g = groups[parts->first + ".#" + parts->second];
-      const int64_t n = static_cast<int64_t>(g.layers.size());
+    if (row.block) {
+      const Group& g = groups[row.block->stack + ".#" + row.rest];
       // Alike in every block of the stack: one row, at the first block's.
-      if (g.cells.size() == 1 && n == layersOf[g.stack] && n > 1) {
-        if (plan::repeatedBlockOf(row.name)->index != 0) continue;
-        absl::StrAppend(&out, "| ", g.stack, ".{0..", n - 1, "}", g.rest, " (x", n, ")", row.cells);
+      if (g.cells.size() == 1 && g.rows == blocksOf[row.block->stack] && g.rows > 1) {
+        if (row.block->index != 0) continue;
+        absl::StrAppend(&out, "| ", row.block->stack, ".{0..", g.rows - 1, "}", row.rest, " (x",
+                        g.rows, ")", row.cells);
         continue;
       }
     }
