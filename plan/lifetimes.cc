@@ -41,4 +41,13 @@ std::vector<Lifetime> computeLifetimes(const Plan& plan, const Program& program)
   return live;
 }
 
+std::vector<bool> carriedBuffers(const Plan& plan, const Program& program) {
+  const std::vector<const Instruction*> order = program.instructions();
+  return carriedBuffers(
+      static_cast<int64_t>(plan.buffers.size()), static_cast<int64_t>(order.size()),
+      [&](int64_t i) -> const Instruction& { return *order[i]; },
+      [&](int64_t i) -> const std::vector<int64_t>& { return order[i]->operands; },
+      [&](int64_t i) -> const std::vector<int64_t>& { return order[i]->results; });
+}
+
 }  // namespace loom::plan

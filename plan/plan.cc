@@ -49,6 +49,26 @@ const char* phaseName(Phase phase) {
   return "?";
 }
 
+const char* microStepName(MicroStep when) {
+  switch (when) {
+    case MicroStep::kFirst:
+      return "first";
+    case MicroStep::kLast:
+      return "last";
+    case MicroStep::kEvery:
+      return "every";
+  }
+  return "?";
+}
+
+absl::StatusOr<MicroStep> microStepFromName(std::string_view name) {
+  for (MicroStep when : {MicroStep::kEvery, MicroStep::kFirst, MicroStep::kLast}) {
+    if (microStepName(when) == name) return when;
+  }
+  return absl::InvalidArgumentError(
+      absl::StrCat("is '", std::string(name), "'; expected every, first or last"));
+}
+
 std::string AxisPlacement::toString() const {
   switch (kind) {
     case Kind::kReplicate:

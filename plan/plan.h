@@ -81,6 +81,19 @@ struct Buffer {
 enum class Phase { kForward, kBackward, kOptimizer };
 const char* phaseName(Phase phase);
 
+// The micro-steps of an optimizer step an instruction runs in
+// (plan-accumulate, docs/planner_accumulate.md): every one, the first only
+// (a parameter gather whose copy the later ones keep), or the last only (a
+// gradient reduction deferred until the gradients are summed).
+enum class MicroStep { kEvery, kFirst, kLast };
+// "every", "first", "last".
+const char* microStepName(MicroStep when);
+absl::StatusOr<MicroStep> microStepFromName(std::string_view name);
+// Whether an instruction of `when` runs in micro-step `micro` of `count`.
+inline bool runsIn(MicroStep when, int64_t micro, int64_t count) {
+  return when == MicroStep::kEvery || (when == MicroStep::kFirst ? micro == 0 : micro == count - 1);
+}
+
 // The typed attributes of an instruction. Which ones an op takes, and which
 // it must have, is its op-table row (op_table.h); the reader fills them
 // once, and nothing reads plan.json by key again. Flags are false unless
@@ -146,6 +159,7 @@ struct Instruction {
   // A forward op repeated in the backward pass instead of keeping its
   // result (plan-recompute).
   bool recompute = false;
+  MicroStep micro_step = MicroStep::kEvery;
   std::vector<int64_t> operands;
   std::vector<int64_t> results;
   Attrs attrs;
@@ -250,7 +264,9 @@ struct Plan {
   std::vector<std::string> strategies;  // one per mesh axis
   Topology topology;
   std::vector<Buffer> buffers;
-  // Micro-batches per optimizer step, the same on every stage.
+  // Micro-batches per optimizer step, the same on every stage: the model
+  // blocks run once per micro-batch (each on its own rows, dist.accumulate
+  // summing the gradients), the optimizer once.
   int64_t micro_batches = 1;
   std::vector<Program> programs;  // one per pipeline stage
   Interface interface;

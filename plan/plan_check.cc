@@ -211,6 +211,7 @@ absl::Status Checker::checkSchedule(const Program& program, const std::string& p
     }
   }
   std::set<std::string> run;
+  std::set<std::pair<std::string, int64_t>> runs;  // (block, micro-batch)
   for (size_t s = 0; s < program.schedule.size(); ++s) {
     const ScheduleEntry& entry = program.schedule[s];
     const std::string spath = absl::StrCat(path, ".schedule[", s, "]");
@@ -229,6 +230,23 @@ absl::Status Checker::checkSchedule(const Program& program, const std::string& p
                               plan_.micro_batches - 1));
     }
     run.insert(entry.block);
+    if (!once && !runs.insert({entry.block, entry.micro_batch}).second) {
+      return error(
+          spath, absl::StrCat("runs ", entry.block, " twice for micro-batch ", entry.micro_batch));
+    }
+  }
+  // A model block runs once per micro-batch: each sees all the rows.
+  for (const Block& block : program.blocks) {
+    if (block.phase == Phase::kOptimizer) continue;
+    for (int64_t m = 0; m < plan_.micro_batches; ++m) {
+      if (!runs.count({block.name, m})) {
+        return error(path + ".schedule",
+                     absl::StrCat("never runs ", block.name, " for micro-batch ", m, " of ",
+                                  plan_.micro_batches,
+                                  "; every model block runs once per "
+                                  "micro-batch"));
+      }
+    }
   }
   for (size_t b = 0; b < program.blocks.size(); ++b) {
     if (!run.count(program.blocks[b].name)) {
@@ -264,6 +282,14 @@ absl::Status Checker::checkInstruction(const Instruction& in, const std::string&
                  absl::StrCat("marks ", in.op, " in a ", phaseName(in.phase),
                               " block; only compute ops of the backward pass are recomputed "
                               "(re-plan with this build's //tools:plan)"));
+  }
+  if (in.micro_step != MicroStep::kEvery &&
+      (optimizer || info.family == OpFamily::kCompute || in.op == "dist.accumulate")) {
+    return error(path + ".micro_step",
+                 absl::StrCat("runs ", in.op, " in the ", microStepName(in.micro_step),
+                              " micro-step only; only the collectives and buffer ops of a "
+                              "forward or backward block are kept or deferred between "
+                              "micro-steps (re-plan with this build's //tools:plan)"));
   }
   const int64_t n = static_cast<int64_t>(plan_.buffers.size());
   for (auto [key, ids] : {std::pair{"operands", &in.operands}, std::pair{"results", &in.results}}) {

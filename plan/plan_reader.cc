@@ -271,6 +271,11 @@ absl::Status readInstruction(const Reader& r, const json& j, const std::string& 
   LOOM_RETURN_IF_ERROR(r.getOptional(j, path, "index", in.index));
   LOOM_RETURN_IF_ERROR(r.getOptional(j, path, "scope", in.scope));
   LOOM_RETURN_IF_ERROR(r.getOptional(j, path, "recompute", in.recompute));
+  std::string microStep = microStepName(MicroStep::kEvery);
+  LOOM_RETURN_IF_ERROR(r.getOptional(j, path, "micro_step", microStep));
+  absl::StatusOr<MicroStep> when = microStepFromName(microStep);
+  if (!when.ok()) return r.error(path + ".micro_step", when.status().message());
+  in.micro_step = *when;
   std::string stream;
   LOOM_RETURN_IF_ERROR(r.get(j, path, "stream", stream));
   if (stream != streamName(in.info->stream)) {

@@ -226,6 +226,9 @@ void writeInstruction(JsonOut& out, const Instruction& in) {
   attrs.write();
   if (in.duration_s) out.member("duration_s", *in.duration_s);
   out.member("index", in.index);
+  if (in.micro_step != MicroStep::kEvery) {
+    out.member("micro_step", std::string_view(microStepName(in.micro_step)));
+  }
   out.member("op", std::string_view(in.op));
   out.key("operands");
   out.list(in.operands);

@@ -13,6 +13,7 @@
 #include "planner/transforms/memory/passes.h"
 #include "planner/transforms/optimizer/passes.h"
 #include "planner/transforms/placement/passes.h"
+#include "planner/transforms/accumulate/passes.h"
 #include "planner/transforms/recompute/passes.h"
 #include "planner/transforms/schedule/passes.h"
 
@@ -32,6 +33,7 @@ void registerAllPasses() {
   autodiff::registerAutodiffPasses();
   placement::registerPlacementPasses();
   recompute::registerRecomputePasses();
+  accumulate::registerAccumulatePasses();
   collectives::registerCollectivesPasses();
   bucketing::registerBucketingPasses();
   memory::registerMemoryPasses();

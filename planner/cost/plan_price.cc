@@ -12,6 +12,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "plan/lifetimes.h"
 #include "planner/cost/op_work.h"
 
 namespace loom::planner::cost {
@@ -53,8 +54,11 @@ CollectiveKind kindOf(plan::CollectiveKind kind) {
 // the memory count and the per-instruction times need.
 class Pricer {
  public:
-  Pricer(const PricedProgram& program, const CostModel& model)
-      : program_in_(program), model_(model) {}
+  // Prices micro-step `micro` of `count` (each runs the instructions of
+  // its micro-step; the last, the optimizer too), or with `micro` -1 one
+  // step of a program whose micro-steps are all alike.
+  Pricer(const PricedProgram& program, const CostModel& model, int64_t micro, int64_t count)
+      : program_in_(program), model_(model), micro_(micro), count_(count) {}
 
   absl::StatusOr<PlanPrice> price();
 
@@ -76,6 +80,8 @@ class Pricer {
 
   const PricedProgram& program_in_;
   const CostModel& model_;
+  const int64_t micro_;
+  const int64_t count_;
   PlanPrice price_;
   std::vector<Instruction> program_;
   // The plan instruction (order) behind each program entry.
@@ -198,12 +204,41 @@ void Pricer::memory() {
   const int32_t end = static_cast<int32_t>(program_in_.size());
   const int64_t count = program_in_.numBuffers();
   const int64_t loss = program_in_.loss();
+  // Between micro-steps: what this micro-step holds (plan/lifetimes.h's
+  // microStepLifetime, plan-memory-plan's rule too).
+  const int64_t micro_steps = program_in_.header().micro_batches;
+  std::vector<bool> carried;
+  std::vector<plan::MicroStep> definedIn;
+  int64_t lastModelOrder = -1;
+  if (micro_steps > 1) {
+    carried = plan::carriedBuffers(
+        count, program_in_.size(),
+        [&](int64_t order) -> const plan::Instruction& { return program_in_.instruction(order); },
+        [&](int64_t order) { return program_in_.operands(order); },
+        [&](int64_t order) { return program_in_.results(order); });
+    definedIn.assign(static_cast<size_t>(count), plan::MicroStep::kEvery);
+    std::vector<bool> defined(static_cast<size_t>(count), false);
+    for (int64_t order = 0; order < program_in_.size(); ++order) {
+      const plan::Instruction& in = program_in_.instruction(order);
+      if (in.phase != plan::Phase::kOptimizer) lastModelOrder = order;
+      for (int64_t id : program_in_.results(order)) {
+        if (!defined[id]) definedIn[id] = in.micro_step;
+        defined[id] = true;
+      }
+    }
+  }
   std::vector<Buffer> buffers;
   buffers.reserve(static_cast<size_t>(count) + staging_.size());
   for (int64_t id = 0; id < count; ++id) {
     const plan::Buffer& b = buffer(id);
-    const plan::Lifetime live = program_in_.live(id);
+    plan::Lifetime live = program_in_.live(id);
     const bool resident = plan::persistentRole(b.role);
+    if (!resident && micro_steps > 1) {
+      const std::optional<plan::Lifetime> held = plan::microStepLifetime(
+          live, definedIn[id], carried[id], micro_, micro_steps, lastModelOrder);
+      if (!held) continue;
+      live = *held;
+    }
     const int64_t last = resident || id == loss ? end : live.last;
     buffers.push_back({.bytes = b.bytes,
                        .role = roleOf(b.role),
@@ -230,6 +265,10 @@ absl::StatusOr<PlanPrice> Pricer::price() {
   orderOf_.reserve(static_cast<size_t>(size));
   for (int64_t order = 0; order < size; ++order) {
     const plan::Instruction& in = program_in_.instruction(order);
+    if (micro_ >= 0) {
+      const bool optimizer = in.info->family == plan::OpFamily::kOptimizer;
+      if (optimizer ? micro_ != count_ - 1 : !plan::runsIn(in.micro_step, micro_, count_)) continue;
+    }
     switch (in.info->family) {
       case plan::OpFamily::kCompute:
         if (absl::Status status = compute(order); !status.ok()) return status;
@@ -294,6 +333,69 @@ class PlanProgram final : public PricedProgram {
   const std::vector<const plan::Instruction*> order_;
 };
 
+// A step of `count` alike micro-steps from one priced with the optimizer:
+// the optimizer runs once, the rest `count` times.
+PlanPrice repeatMicroStep(PlanPrice one, int64_t count) {
+  const double k = static_cast<double>(count);
+  const double opt = one.optimizer_s;
+  one.timing.step_time_s = (one.timing.step_time_s - opt) * k + opt;
+  one.timing.compute_s = (one.timing.compute_s - opt) * k + opt;
+  one.timing.comm_s *= k;
+  one.timing.exposed_comm_s *= k;
+  one.comm_bytes_per_rank *= count;
+  one.model_flops *= k;
+  for (double& busy : one.stream_s) busy *= k;
+  one.backward_gather_s *= k;
+  return one;
+}
+
+// A step from its first, middle (when `count` > 2) and last micro-steps,
+// run one after another. An instruction's start is its first run's.
+PlanPrice combineMicroSteps(const PricedProgram& program, std::vector<PlanPrice> steps,
+                            int64_t count) {
+  PlanPrice& first = steps.front();
+  const PlanPrice& last = steps.back();
+  const double middles = static_cast<double>(count - 2);
+  PlanPrice out = first;
+  auto add = [&](const PlanPrice& p, double times) {
+    out.timing.step_time_s += times * p.timing.step_time_s;
+    out.timing.compute_s += times * p.timing.compute_s;
+    out.timing.comm_s += times * p.timing.comm_s;
+    out.timing.exposed_comm_s += times * p.timing.exposed_comm_s;
+    out.comm_bytes_per_rank += static_cast<int64_t>(times) * p.comm_bytes_per_rank;
+    out.model_flops += times * p.model_flops;
+    out.backward_gather_s += times * p.backward_gather_s;
+    for (size_t i = 0; i < p.stream_axes.size(); ++i) {
+      auto it = std::find(out.stream_axes.begin(), out.stream_axes.end(), p.stream_axes[i]);
+      if (it == out.stream_axes.end()) {
+        out.stream_axes.push_back(p.stream_axes[i]);
+        out.stream_s.push_back(0);
+        it = out.stream_axes.end() - 1;
+      }
+      out.stream_s[it - out.stream_axes.begin()] += times * p.stream_s[i];
+    }
+  };
+  // The peak of the step: the highest micro-step's.
+  for (const PlanPrice& p : steps) {
+    if (p.peak_bytes <= out.peak_bytes) continue;
+    out.peak_bytes = p.peak_bytes;
+    out.peak_order = p.peak_order;
+    out.breakdown = p.breakdown;
+  }
+  if (steps.size() == 3) add(steps[1], middles);
+  const double beforeLast = out.timing.step_time_s;
+  add(last, 1);
+  out.optimizer_s = last.optimizer_s;
+  // What the first micro-step skips (deferred reductions, the optimizer)
+  // starts where the last micro-step runs it.
+  for (int64_t order = 0; order < program.size(); ++order) {
+    if (first.duration_s[order] || !last.duration_s[order]) continue;
+    out.duration_s[order] = last.duration_s[order];
+    if (last.start_s[order]) out.start_s[order] = beforeLast + *last.start_s[order];
+  }
+  return out;
+}
+
 }  // namespace
 
 absl::StatusOr<PlanPrice> priceProgram(const PricedProgram& program, const CostModel& model) {
@@ -303,7 +405,29 @@ absl::StatusOr<PlanPrice> priceProgram(const PricedProgram& program, const CostM
         header.source, ": the plan's mesh has ", header.mesh.size(), " devices but the topology ",
         model.topology().worldSize(), "; price it on a topology of the mesh's size"));
   }
-  return Pricer(program, model).price();
+  const int64_t count = header.micro_batches;
+  bool alike = true;
+  for (int64_t order = 0; order < program.size() && alike; ++order) {
+    alike = program.instruction(order).micro_step == plan::MicroStep::kEvery;
+  }
+  if (count == 1) return Pricer(program, model, -1, 1).price();
+  if (alike) {
+    // One micro-step priced with the optimizer, repeated.
+    absl::StatusOr<PlanPrice> one = Pricer(program, model, -1, count).price();
+    if (!one.ok()) return one.status();
+    return repeatMicroStep(*std::move(one), count);
+  }
+  // The first, a middle (when there is one) and the last micro-step.
+  std::vector<int64_t> micros{0};
+  if (count > 2) micros.push_back(1);
+  micros.push_back(count - 1);
+  std::vector<PlanPrice> steps;
+  for (int64_t micro : micros) {
+    absl::StatusOr<PlanPrice> one = Pricer(program, model, micro, count).price();
+    if (!one.ok()) return one.status();
+    steps.push_back(*std::move(one));
+  }
+  return combineMicroSteps(program, std::move(steps), count);
 }
 
 int64_t collectiveStagingBytes(const StagingQuery& q) {

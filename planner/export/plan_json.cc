@@ -30,6 +30,7 @@
 #include "planner/dialect/nn/ir/nn_dialect.h"
 #include "planner/dialect/nn/ir/nn_interfaces.h"
 #include "planner/export/timeline.h"
+#include "planner/transforms/accumulate/micro_steps.h"
 #include "planner/transforms/autodiff/passes.h"
 #include "planner/transforms/autodiff/phases.h"
 #include "planner/transforms/collectives/comm_volume.h"
@@ -388,6 +389,7 @@ absl::StatusOr<plan::Instruction> Exporter::instructionOf(mlir::Operation& op, i
   in.index = index;
   in.scope = nn::modulePathOf(op.getLoc());
   in.recompute = op.hasAttr(autodiff::kRecomputeAttrName);
+  in.micro_step = accumulate::microStepOf(&op);
   in.info = plan::findOp(in.op);
   if (in.info == nullptr) {
     return absl::InvalidArgumentError(
@@ -405,8 +407,8 @@ absl::StatusOr<plan::Instruction> Exporter::instructionOf(mlir::Operation& op, i
     // The mesh is the plan's; segment sizes are in the operand lists.
     const llvm::StringRef key = attr.getName().getValue();
     if (key == "mesh" || key == "operandSegmentSizes" || key == "resultSegmentSizes") continue;
-    // Carried as Instruction::recompute.
-    if (key == autodiff::kRecomputeAttrName) continue;
+    // Carried as Instruction::recompute and Instruction::micro_step.
+    if (key == autodiff::kRecomputeAttrName || key == accumulate::kMicroStepAttrName) continue;
     if (options_.search_template && (key == placement::kOperandPlacementsAttrName ||
                                      key == placement::kResultPlacementsAttrName)) {
       continue;
@@ -434,9 +436,16 @@ absl::Status Exporter::addInstructions(plan::Program& program) {
   for (plan::Phase phase :
        {plan::Phase::kForward, plan::Phase::kBackward, plan::Phase::kOptimizer}) {
     program.blocks.push_back({.name = plan::phaseName(phase), .phase = phase, .instructions = {}});
-    program.schedule.push_back({.block = plan::phaseName(phase),
-                                .micro_batch = phase == plan::Phase::kOptimizer ? -1 : 0});
   }
+  // Each micro-step's forward and backward, then the optimizer once.
+  plan_.micro_batches = accumulate::microStepsOf(func_);
+  for (int64_t m = 0; m < plan_.micro_batches; ++m) {
+    for (plan::Phase phase : {plan::Phase::kForward, plan::Phase::kBackward}) {
+      program.schedule.push_back({.block = plan::phaseName(phase), .micro_batch = m});
+    }
+  }
+  program.schedule.push_back(
+      {.block = plan::phaseName(plan::Phase::kOptimizer), .micro_batch = -1});
   const std::vector<Phase> phases = assignPhases(func_);
   // Instructions are large (their attributes): no regrowth.
   size_t counts[3] = {0, 0, 0};

@@ -3,6 +3,7 @@
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Pass/PassRegistry.h"
+#include "planner/transforms/accumulate/passes.h"
 #include "planner/transforms/autodiff/passes.h"
 #include "planner/transforms/bucketing/passes.h"
 #include "planner/transforms/collectives/passes.h"
@@ -32,7 +33,8 @@ void addProgramStage(mlir::OpPassManager& pm, const PlanPipelineOptions& options
   pm.addPass(recompute::createPlanRecompute(
       recompute::PlanRecomputeOptions{options.recompute, options.recomputeEvery}));
   collectives::PlanInsertCollectivesOptions collectiveOptions;
-  collectiveOptions.reshardAfterForward = options.reshardAfterForward;
+  // Kept parameters serve the backward too: one copy, not two.
+  collectiveOptions.reshardAfterForward = options.reshardAfterForward && !options.keepGathered;
   collectiveOptions.gradReduceDtype = options.gradReduceDtype;
   pm.addPass(collectives::createPlanInsertCollectives(collectiveOptions));
   // One collective per FSDP unit (or per bucket-mb), then async starts with
@@ -42,6 +44,8 @@ void addProgramStage(mlir::OpPassManager& pm, const PlanPipelineOptions& options
   pm.addPass(bucketing::createPlanBucketing(bucketing::PlanBucketingOptions{options.bucketMb}));
   pm.addPass(schedule::createPlanSchedule(schedule::PlanScheduleOptions{options.prefetch, 0}));
   pm.addPass(schedule::createPlanVerifySpmd());
+  pm.addPass(accumulate::createPlanAccumulate(accumulate::PlanAccumulateOptions{
+      options.microSteps, options.keepGathered, options.deferGradSync}));
   pm.addPass(optimizer::createPlanOptimizerStep(optimizer::PlanOptimizerStepOptions{
       options.lr, options.beta1, options.beta2, options.eps, options.weightDecay}));
   pm.addPass(memory::createPlanMemoryPlan(memory::PlanMemoryPlanOptions{options.memoryGb}));
@@ -51,8 +55,7 @@ void registerPlanPipeline() {
   mlir::PassPipelineRegistration<PlanPipelineOptions>(
       "plan-pipeline",
       "plans a verified nn module: autodiff, placement, recompute, collectives, bucketing, "
-      "schedule, "
-      "SPMD check, optimizer steps and the memory plan",
+      "schedule, SPMD check, accumulation, optimizer steps and the memory plan",
       addPlanPipeline);
 }
 

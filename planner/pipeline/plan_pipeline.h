@@ -45,6 +45,19 @@ struct PlanPipelineOptions : public mlir::PassPipelineOptions<PlanPipelineOption
       *this, "grad-reduce-dtype",
       llvm::cl::desc("plan-insert-collectives: the type gradients are reduced in (bf16, f32; "
                      "default: the parameter's)")};
+  Option<int64_t> microSteps{
+      *this, "micro-steps",
+      llvm::cl::desc("plan-accumulate: micro-steps per optimizer step (gradient accumulation)"),
+      llvm::cl::init(1)};
+  Option<bool> keepGathered{
+      *this, "keep-gathered",
+      llvm::cl::desc("plan-accumulate: gather parameters in the first micro-step only and keep "
+                     "them (implies reshard-after-forward=false)"),
+      llvm::cl::init(false)};
+  Option<bool> deferGradSync{
+      *this, "defer-grad-sync",
+      llvm::cl::desc("plan-accumulate: reduce gradients in the last micro-step only"),
+      llvm::cl::init(false)};
   Option<int64_t> bucketMb{
       *this, "bucket-mb", llvm::cl::desc("plan-bucketing: largest bucket in MiB (0: one per unit)"),
       llvm::cl::init(0)};
@@ -68,7 +81,7 @@ struct PlanPipelineOptions : public mlir::PassPipelineOptions<PlanPipelineOption
 };
 
 // Adds plan-autodiff -> plan-placement -> plan-recompute -> plan-insert-collectives ->
-// plan-bucketing -> plan-schedule -> plan-verify-spmd ->
+// plan-bucketing -> plan-schedule -> plan-verify-spmd -> plan-accumulate ->
 // plan-optimizer-step -> plan-memory-plan to `pm` (a module pass manager):
 // the placement stage, then the program stage.
 void addPlanPipeline(mlir::OpPassManager& pm, const PlanPipelineOptions& options);

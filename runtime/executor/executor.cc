@@ -22,6 +22,7 @@
 #include "runtime/executor/executor_internal.h"
 #include "runtime/kernels/cpu/cpu_kernels.h"
 #include "runtime/optim/adamw.h"
+#include "plan/lifetimes.h"
 #include "plan/op_table.h"
 
 namespace loom::runtime {
@@ -173,12 +174,19 @@ absl::StatusOr<std::unique_ptr<Executor>> Executor::create(
   absl::StatusOr<std::vector<int64_t>> coords = e.plan_.mesh.coordinateOf(e.rank_);
   if (!coords.ok()) return coords.status();
   e.coords_ = *coords;
-  if (e.plan_.micro_batches != 1) {
-    return absl::UnimplementedError(absl::StrCat(
-        plan.source, ": $.micro_batches: the plan accumulates ", e.plan_.micro_batches,
-        " micro-batches per step; this runtime runs one (re-plan without micro-batches)"));
+  if (e.plan_.micro_batches > 1 && options.deterministic) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        plan.source, ": deterministic mode orders sums over one batch; this plan accumulates ",
+        e.plan_.micro_batches,
+        " micro-batches per step (drop --deterministic, or re-plan with one micro-step)"));
   }
-  e.instructions_ = plan::programFor(e.plan_, e.coords_).instructions();
+  e.program_ = &plan::programFor(e.plan_, e.coords_);
+  e.instructions_ = e.program_->instructions();
+  for (size_t i = 0; i < e.instructions_.size(); ++i) {
+    e.block_begin_.emplace(e.instructions_[i]->block, static_cast<int64_t>(i));
+  }
+  e.carried_ = plan::carriedBuffers(e.plan_, *e.program_);
+  e.loss_grad_seed_ = kLossGradSeed / static_cast<float>(e.plan_.micro_batches);
   // Before any device is touched: what deterministic mode cannot run.
   e.order_ = std::make_unique<RowOrder>(options.deterministic);
   if (absl::Status s = e.order_->checkPlan(e.plan_, e.instructions_, options.device); !s.ok())
@@ -399,6 +407,7 @@ const std::map<std::string_view, Executor::Binder>& Executor::binders() {
           {"dist.unbucket", &Executor::bindBucket},
           {"dist.slice", &Executor::bindSlice},
           {"dist.free", &Executor::bindFree},
+          {"dist.accumulate", &Executor::bindAccumulate},
           {"dist.optimizer_step", &Executor::bindOptimizerStep},
           {"dist.wait", &Executor::bindWait},
           {"dist.all_gather", &Executor::bindCollective},
@@ -607,7 +616,77 @@ absl::Status Executor::run(const Bound& bound, int64_t step) {
     e.duration_us = TraceRecorder::nowUs() - t0;
     trace_.add(std::move(e));
   }
-  for (int64_t id : bound.release_after) releaseBuffer(id);
+  releaseAfter(bound);
+  return absl::OkStatus();
+}
+
+void Executor::releaseAfter(const Bound& bound) {
+  const bool last = micro_ == plan_.micro_batches - 1;
+  for (int64_t id : bound.release_after) {
+    if (last || !carried_[id]) releaseBuffer(id);
+  }
+}
+
+absl::Status Executor::feed(int64_t micro, const int32_t* ids, const int32_t* labels) {
+  const plan::Interface& io = plan_.interface;
+  for (int64_t id : {io.ids, io.labels, io.loss_grad_seed}) {
+    if (absl::Status s = define(id); !s.ok()) return s;
+  }
+  const size_t tokens = static_cast<size_t>(rows_.count * seq_);
+  const size_t at = static_cast<size_t>(micro) * tokens;
+  absl::Status fed = kernels_->upload(bufferData(io.ids), ids + at, tokens * sizeof(int32_t));
+  fed.Update(kernels_->upload(bufferData(io.labels), labels + at, tokens * sizeof(int32_t)));
+  fed.Update(kernels_->upload(bufferData(io.loss_grad_seed), &loss_grad_seed_, sizeof(float)));
+  if (io.positions >= 0) {
+    if (absl::Status s = define(io.positions); !s.ok()) return s;
+    std::vector<int32_t> positions(tokens);
+    for (size_t t = 0; t < tokens; ++t) positions[t] = static_cast<int32_t>(t % seq_);
+    fed.Update(
+        kernels_->upload(bufferData(io.positions), positions.data(), tokens * sizeof(int32_t)));
+  }
+  return fed;
+}
+
+// The gradients are complete: deterministic sums, the parity callback and
+// clipping, before the first optimizer step.
+absl::Status Executor::beginOptimizer(int64_t step) {
+  std::vector<int64_t> grads;
+  for (const plan::Instruction* opt : instructions_) {
+    if (opt->info->family == plan::OpFamily::kOptimizer) grads.push_back(opt->operands[1]);
+  }
+  for (int64_t id : grads) {
+    if (absl::Status s = finalize(id); !s.ok()) return s;
+  }
+  if (options_.on_gradients) {
+    absl::StatusOr<std::vector<checkpoint::ShardView>> views = shardViews(grads);
+    if (!views.ok()) return views.status();
+    options_.on_gradients(step, *views);
+  }
+  if (options_.max_grad_norm > 0) return clipGradients();
+  return absl::OkStatus();
+}
+
+absl::Status Executor::runBlock(const plan::Block& block, int64_t micro, int64_t step) {
+  const int64_t begin = block_begin_.find(block.name)->second;
+  const int64_t end = begin + static_cast<int64_t>(block.instructions.size());
+  const int64_t count = plan_.micro_batches;
+  for (int64_t i = begin; i < end; ++i) {
+    const Bound& bound = *bound_[i];
+    const plan::Instruction& in = *bound.instr;
+    if (micro >= 0 && !plan::runsIn(in.micro_step, micro, count)) {
+      // Not this micro-step's: what it would end is ended all the same.
+      releaseAfter(bound);
+      continue;
+    }
+    if (current_phase_ != plan::phaseName(in.phase)) {
+      endPhase();
+      if (in.phase == plan::Phase::kOptimizer) {
+        if (absl::Status s = beginOptimizer(step); !s.ok()) return s;
+      }
+      beginPhase(std::string(plan::phaseName(in.phase)));
+    }
+    if (absl::Status s = run(bound, step); !s.ok()) return s;
+  }
   return absl::OkStatus();
 }
 
@@ -620,61 +699,38 @@ absl::StatusOr<StepResult> Executor::step(int64_t step, const int32_t* ids, cons
   result.learning_rate = base_lr_ * lr_factor_;
   if (absl::Status s = kernels_->activate(); !s.ok()) return s;
   const plan::Interface& io = plan_.interface;
-  for (int64_t id : {io.ids, io.labels, io.loss_grad_seed}) {
-    if (absl::Status s = define(id); !s.ok()) return s;
-  }
-  const size_t tokens = static_cast<size_t>(rows_.count * seq_);
-  absl::Status fed = kernels_->upload(bufferData(io.ids), ids, tokens * sizeof(int32_t));
-  fed.Update(kernels_->upload(bufferData(io.labels), labels, tokens * sizeof(int32_t)));
-  fed.Update(kernels_->upload(bufferData(io.loss_grad_seed), &kLossGradSeed, sizeof(float)));
-  if (io.positions >= 0) {
-    if (absl::Status s = define(io.positions); !s.ok()) return s;
-    std::vector<int32_t> positions(tokens);
-    for (size_t t = 0; t < tokens; ++t) positions[t] = static_cast<int32_t>(t % seq_);
-    fed.Update(
-        kernels_->upload(bufferData(io.positions), positions.data(), tokens * sizeof(int32_t)));
-  }
-  if (!fed.ok()) return fed;
-
-  std::optional<plan::Phase> phase;
-  for (const std::unique_ptr<Bound>& bound : bound_) {
-    const plan::Instruction& in = *bound->instr;
-    if (!phase || *phase != in.phase) {
-      endPhase();
-      phase = in.phase;
-      if (in.phase == plan::Phase::kOptimizer) {
-        std::vector<int64_t> grads;
-        for (const plan::Instruction* opt : instructions_) {
-          if (opt->info->family == plan::OpFamily::kOptimizer) grads.push_back(opt->operands[1]);
-        }
-        for (int64_t id : grads) {
-          if (absl::Status s = finalize(id); !s.ok()) return s;
-        }
-        if (options_.on_gradients) {
-          absl::StatusOr<std::vector<checkpoint::ShardView>> views = shardViews(grads);
-          if (!views.ok()) return views.status();
-          options_.on_gradients(step, *views);
-        }
-        if (options_.max_grad_norm > 0) {
-          if (absl::Status s = clipGradients(); !s.ok()) return s;
-        }
-      }
-      beginPhase(std::string(plan::phaseName(in.phase)));
+  const std::vector<plan::ScheduleEntry>& schedule = program_->schedule;
+  double loss = 0;
+  // The schedule's block runs; a micro-batch's inputs are fed before its
+  // first run, its loss read after its last.
+  for (size_t e = 0; e < schedule.size(); ++e) {
+    const plan::ScheduleEntry& entry = schedule[e];
+    const bool fresh =
+        entry.micro_batch >= 0 && (e == 0 || schedule[e - 1].micro_batch != entry.micro_batch);
+    if (fresh) {
+      micro_ = entry.micro_batch;
+      if (absl::Status s = feed(micro_, ids, labels); !s.ok()) return s;
     }
-    if (absl::Status s = run(*bound, step); !s.ok()) return s;
+    if (absl::Status s = runBlock(*program_->block(entry.block), entry.micro_batch, step);
+        !s.ok()) {
+      return s;
+    }
+    const bool done = entry.micro_batch >= 0 && (e + 1 == schedule.size() ||
+                                                 schedule[e + 1].micro_batch != entry.micro_batch);
+    if (!done) continue;
+    absl::StatusOr<float> micro_loss = readLoss(step);
+    if (!micro_loss.ok()) return micro_loss.status();
+    loss += *micro_loss;
+    for (int64_t id : {io.ids, io.labels, io.loss_grad_seed, io.positions}) {
+      if (id >= 0) releaseBuffer(id);
+    }
   }
   endPhase();
   if (!pending_.empty()) {
     return absl::InternalError(
         absl::StrCat("collective '", pending_.begin()->first, "' was never waited in step ", step));
   }
-  if (absl::Status s = finalize(io.loss); !s.ok()) return s;
-  // The step's one synchronisation: the loss (and the norm) read back.
-  float loss = 0;
-  if (absl::Status s = kernels_->download(&loss, bufferData(io.loss), sizeof(float)); !s.ok()) {
-    return absl::Status(s.code(), absl::StrCat("step ", step, ": ", s.message()));
-  }
-  result.loss = loss;
+  result.loss = loss / static_cast<double>(plan_.micro_batches);
   if (options_.max_grad_norm > 0) {
     double total = 0;
     if (absl::Status s = kernels_->download(&total, kernels_->scalars(), sizeof(double)); !s.ok())
@@ -689,13 +745,21 @@ absl::StatusOr<StepResult> Executor::step(int64_t step, const int32_t* ids, cons
     }
   }
   step_works_.clear();
-  persistent_[io.loss] = false;
-  releaseBuffer(io.loss);
-  for (int64_t id : {io.ids, io.labels, io.loss_grad_seed, io.positions}) {
-    if (id >= 0) releaseBuffer(id);
-  }
   result.seconds = (TraceRecorder::nowUs() - start) / 1e6;
   return result;
+}
+
+// A micro-batch's loss, read back (its one synchronisation), and released.
+absl::StatusOr<float> Executor::readLoss(int64_t step) {
+  const int64_t id = plan_.interface.loss;
+  if (absl::Status s = finalize(id); !s.ok()) return s;
+  float loss = 0;
+  if (absl::Status s = kernels_->download(&loss, bufferData(id), sizeof(float)); !s.ok()) {
+    return absl::Status(s.code(), absl::StrCat("step ", step, ": ", s.message()));
+  }
+  persistent_[id] = false;
+  releaseBuffer(id);
+  return loss;
 }
 
 absl::StatusOr<std::vector<checkpoint::ShardView>> Executor::checkpointShards() const {

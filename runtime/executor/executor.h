@@ -101,15 +101,28 @@ class Executor {
   const plan::Plan& plan() const { return plan_; }
   int64_t rank() const { return rank_; }
 
-  // The rows of the global batch this rank feeds (its data-parallel share).
+  // The rows of one micro-batch's global batch this rank feeds (its
+  // data-parallel share).
   data::RowRange batchRows() const { return rows_; }
+  // Micro-batches per optimizer step (the plan's), and the rows of the
+  // step's global batch that micro-batch `micro` of this rank reads: the
+  // step's batch is the micro-batches' global batches one after another.
+  int64_t microBatches() const { return plan_.micro_batches; }
+  data::RowRange microBatchRows(int64_t micro) const {
+    return {micro * global_batch_ + rows_.begin, rows_.count};
+  }
+  // Rows per optimizer step over all ranks.
+  int64_t stepBatch() const { return global_batch_ * plan_.micro_batches; }
   int64_t seqLength() const { return seq_; }
   // Token ids lie in [0, vocab()): the embedding table's rows.
   int64_t vocab() const { return vocab_; }
 
-  // Runs one training step (forward, backward, optimizer) on this rank's
-  // rows; `ids` and `labels` hold batchRows().count x seqLength() tokens.
-  // `step` counts from 1 and drives AdamW's bias correction.
+  // Runs one training step (each micro-batch's forward and backward, then
+  // the optimizer) on this rank's rows; `ids` and `labels` hold
+  // microBatches() x batchRows().count x seqLength() tokens, micro-batch
+  // after micro-batch (microBatchRows). The loss is the step's: the mean of
+  // the micro-batches'. `step` counts from 1 and drives AdamW's bias
+  // correction.
   absl::StatusOr<StepResult> step(int64_t step, const int32_t* ids, const int32_t* labels);
 
   // The parameter and optimizer-state shards this rank saves: one replica
@@ -196,6 +209,7 @@ class Executor {
   absl::Status bindBucket(Site& site);
   absl::Status bindSlice(Site& site);
   absl::Status bindFree(Site& site);
+  absl::Status bindAccumulate(Site& site);
   absl::Status bindOptimizerStep(Site& site);
   // Collectives and their waits (executor_collectives.cc).
   struct CollectiveCall;  // a collective as bound (executor_internal.h)
@@ -234,6 +248,17 @@ class Executor {
   absl::Status bind();
   absl::Status initialise();
   absl::Status run(const Bound& bound, int64_t step);
+  // Defines and uploads micro-batch `micro`'s token ids, labels, positions
+  // and loss seed.
+  absl::Status feed(int64_t micro, const int32_t* ids, const int32_t* labels);
+  // Runs a block's instructions for micro-batch `micro` (-1: the
+  // optimizer's run), skipping those of other micro-steps.
+  absl::Status runBlock(const plan::Block& block, int64_t micro, int64_t step);
+  // Releases what `bound` ends, keeping carried buffers until the last
+  // micro-step.
+  void releaseAfter(const Bound& bound);
+  absl::Status beginOptimizer(int64_t step);
+  absl::StatusOr<float> readLoss(int64_t step);
   void* bufferData(int64_t id) const;
   // Per-row partial sums in deterministic mode: `rows` copies of the
   // buffer, row r holding the contribution of global batch row index[r].
@@ -260,8 +285,17 @@ class Executor {
   absl::Status clipGradients();
 
   plan::Plan plan_;
-  // This rank's program (its pipeline stage's), in execution order.
+  // This rank's program (its pipeline stage's); its instructions in order.
+  const plan::Program* program_ = nullptr;
   std::vector<const plan::Instruction*> instructions_;
+  // Each block's first instruction in instructions_ (and bound_).
+  std::map<std::string, int64_t, std::less<>> block_begin_;
+  // Buffers held from one micro-step to the next (plan::carriedBuffers).
+  std::vector<bool> carried_;
+  // The micro-batch running, and the loss cotangent's seed: 1 / micro-batches,
+  // so that the summed gradients are the step's mean.
+  int64_t micro_ = 0;
+  float loss_grad_seed_ = 1.0f;
   std::shared_ptr<comm::ProcessGroup> world_;
   ExecutorOptions options_;
   int64_t rank_ = 0;

@@ -124,6 +124,24 @@ absl::Status Executor::bindFree(Site& site) {
   return absl::OkStatus();
 }
 
+// The first micro-step defines the sum (run() allocates it; later
+// micro-steps find it defined, as it is carried), the others add to it.
+absl::Status Executor::bindAccumulate(Site& site) {
+  if (absl::Status s = site.need(1, 1); !s.ok()) return s;
+  const int64_t value = site.in.operands[0];
+  const int64_t sum = site.in.results[0];
+  if (plan_.buffers[value].dtype != plan_.buffers[sum].dtype || numel(value) != numel(sum)) {
+    return site.fail("the sum and the value it adds differ in type or size");
+  }
+  const int64_t n = numel(value);
+  const size_t bytes = static_cast<size_t>(plan_.buffers[value].bytes);
+  site.bound.body = [=, this](int64_t) {
+    if (micro_ == 0) return kernels_->copy(bufferData(sum), bufferData(value), bytes);
+    return kernels_->add(ref(sum), ref(value), ref(sum), n);
+  };
+  return absl::OkStatus();
+}
+
 absl::Status Executor::bindOptimizerStep(Site& site) {
   const plan::Instruction& in = site.in;
   const std::vector<int64_t>& o = site.in.operands;

@@ -409,8 +409,8 @@ absl::Status Executor::bindCrossEntropy(Site& site) {
   site.bound.body = [=, this](int64_t) {
     if (grad) {
       return kernels_->crossEntropyGrad(ref(o[0]), i32(o[1]),
-                                        seedConstant ? kLossGradSeed : *f32(o[2]), scale, ref(r[0]),
-                                        tokens, vocab);
+                                        seedConstant ? loss_grad_seed_ : *f32(o[2]), scale,
+                                        ref(r[0]), tokens, vocab);
     }
     const int64_t per = tokens / batch;
     absl::Status s;
@@ -491,7 +491,7 @@ absl::Status Executor::bindVocab(Site& site) {
     if (seedConstant && o[4] != plan_.interface.loss_grad_seed) return site.fail(kDlossNotSeed);
     site.bound.body = [=, this](int64_t) {
       return kernels_->vocabCrossEntropyGrad(ref(o[0]), i32(o[1]), f32(o[2]), f32(o[3]),
-                                             seedConstant ? kLossGradSeed : *f32(o[4]), scale,
+                                             seedConstant ? loss_grad_seed_ : *f32(o[4]), scale,
                                              ref(r[0]), tokens, local, valid, rowBegin);
     };
   } else {

@@ -60,19 +60,21 @@ RunResult train(const std::string& name, int steps = kSteps, ExecutorOptions opt
         ASSERT_TRUE(executor.ok()) << executor.status();
         Executor& e = **executor;
         absl::StatusOr<std::unique_ptr<data::SyntheticTokens>> feed = data::SyntheticTokens::create(
-            {.seed = 7,
-             .vocab = e.vocab(),
-             .seq = e.seqLength(),
-             .global_batch = e.plan().buffers[e.plan().interface.ids].global_shape[0]});
+            {.seed = 7, .vocab = e.vocab(), .seq = e.seqLength(), .global_batch = e.stepBatch()});
         ASSERT_TRUE(feed.ok()) << feed.status();
-        const data::RowRange rows = e.batchRows();
-        std::vector<int32_t> ids(rows.count * e.seqLength()), labels(ids.size());
+        const int64_t tokens = e.batchRows().count * e.seqLength();
+        std::vector<int32_t> ids(e.microBatches() * tokens), labels(ids.size());
         std::vector<double> losses;
         int64_t peak = 0;
         // Two batches in turn, so that training visibly lowers the loss.
         for (int step = 1; step <= steps; ++step) {
-          ASSERT_TRUE(
-              (*feed)->batch(step % 2, rows.begin, rows.count, ids.data(), labels.data()).ok());
+          for (int64_t m = 0; m < e.microBatches(); ++m) {
+            const data::RowRange rows = e.microBatchRows(m);
+            ASSERT_TRUE((*feed)
+                            ->batch(step % 2, rows.begin, rows.count, ids.data() + m * tokens,
+                                    labels.data() + m * tokens)
+                            .ok());
+          }
           absl::StatusOr<StepResult> r = e.step(step, ids.data(), labels.data());
           ASSERT_TRUE(r.ok()) << r.status();
           losses.push_back(r->loss);
@@ -189,6 +191,36 @@ INSTANTIATE_TEST_SUITE_P(Recompute, LayoutTest,
                                            std::pair{"gpt2_single", "gpt2_sel_fsdp2_tp2"}),
                          [](const auto& info) { return info.param.second; });
 
+// Gradient accumulation (plan-accumulate): batch 8 in micro-steps of 4
+// (or 2) gives the losses of the 1-rank plan of batch 8 in one step, with
+// the parameters kept gathered and the gradient reductions deferred
+// between micro-steps, and the predicted peak within 10 %.
+INSTANTIATE_TEST_SUITE_P(
+    Accumulation, LayoutTest,
+    ::testing::Values(std::pair{"accum_llama_single", "accum_llama_single_m2"},
+                      std::pair{"accum_llama_single", "accum_llama_fsdp4_m2"},
+                      std::pair{"accum_llama_single", "accum_llama_keep_fsdp4_m2"},
+                      std::pair{"accum_llama_single", "accum_llama_defer_fsdp4_m2"},
+                      std::pair{"accum_llama_single", "accum_llama_both_hsdp2x2_m2"},
+                      std::pair{"accum_llama_single", "accum_llama_both_fsdp2_tp2_m2"},
+                      std::pair{"accum_llama_single", "accum_llama_defer_tp2_m4"},
+                      std::pair{"accum_llama_single", "accum_llama_full_both_fsdp4_m2"},
+                      std::pair{"accum_gpt2_single", "accum_gpt2_both_fsdp4_m2"},
+                      std::pair{"accum_gpt2_single", "accum_gpt2_keep_sp_fsdp2_tp2_m2"}),
+    [](const auto& info) { return info.param.second; });
+
+TEST(Accumulation, DeterministicModeIsRefused) {
+  absl::StatusOr<plan::Plan> plan = plan::loadPlan(planPath("accum_llama_fsdp4_m2"));
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  comm::testing::runRanksShared(4, [&](std::shared_ptr<comm::ProcessGroup> group) {
+    ExecutorOptions options;
+    options.deterministic = true;
+    EXPECT_THAT(Executor::create(*plan, group, options).status(),
+                StatusIs(absl::StatusCode::kInvalidArgument,
+                         HasSubstr("accumulates 2 micro-batches per step")));
+  });
+}
+
 // Sequence parallelism (plan-placement's sequence-parallel): each tp
 // all-reduce is a reduce-scatter into sequence shards and an all-gather.
 INSTANTIATE_TEST_SUITE_P(SequenceParallel, LayoutTest,
@@ -278,6 +310,12 @@ INSTANTIATE_TEST_SUITE_P(
                       std::pair{"llama_bf16_single", "llama_bf16_gradf32_fsdp2_tp2"},
                       std::pair{"llama_bf16_single", "llama_bf16_full_fsdp2_tp2"}),
     [](const auto& info) { return info.param.second; });
+
+// Gradient accumulation in bf16: the sums of bf16 gradients.
+TEST(Accumulation, Bf16MatchesTheUnshardedBf16Run) {
+  expectLayoutMatchesSingle("accum_llama_bf16_single", "accum_llama_bf16_both_fsdp4_m2",
+                            kBf16Tolerance);
+}
 
 TEST(MixedPrecision, FollowsTheF32Run) {
   const RunResult f32 = train("llama_single");

@@ -151,6 +151,22 @@ cl::opt<std::string> recompute_flag(
 cl::opt<int64_t> recompute_every_flag(
     "recompute-every", cl::desc("recompute every k-th layer only (default 1: every layer)"),
     cl::init(1), cl::cat(planCategory()));
+cl::opt<int64_t> micro_steps_flag(
+    "micro-steps",
+    cl::desc("micro-steps per optimizer step (gradient accumulation; default 1): --batch is the "
+             "step's, each micro-step plans batch / micro-steps sequences"),
+    cl::init(1), cl::cat(planCategory()));
+cl::opt<bool> keep_gathered_flag(
+    "keep-gathered",
+    cl::desc("with --micro-steps > 1: gather parameters in the first micro-step only and keep "
+             "them for the rest (FSDP2's reshard_after_backward=False; implies "
+             "--reshard-after-forward=false)"),
+    cl::init(false), cl::cat(planCategory()));
+cl::opt<bool> defer_grad_sync_flag(
+    "defer-grad-sync",
+    cl::desc("with --micro-steps > 1: accumulate local gradients and reduce them in the last "
+             "micro-step only (FSDP2's set_requires_gradient_sync(False))"),
+    cl::init(false), cl::cat(planCategory()));
 cl::opt<int64_t> bucket_mb_flag(
     "bucket-mb", cl::desc("largest gathered bucket in MiB (default 0: one per unit)"), cl::init(0),
     cl::cat(planCategory()));
@@ -247,6 +263,9 @@ int plan(mlir::ModuleOp module, const loom::planner::cost::MachineProfile* profi
                                                .sequence_parallel = sequence_parallel_flag,
                                                .recompute = recompute_flag,
                                                .recompute_every = recompute_every_flag,
+                                               .micro_steps = micro_steps_flag,
+                                               .keep_gathered = keep_gathered_flag,
+                                               .defer_grad_sync = defer_grad_sync_flag,
                                                .grad_reduce_dtype = grad_reduce_dtype_flag,
                                                .adamw = adamwFlags(),
                                                .profile = profile};
@@ -405,13 +424,24 @@ int main(int argc, char** argv) {
   if (emit_flag == "plan" && mesh_flag == "auto") {
     return planAuto(batch, seq, profile ? &*profile : nullptr);
   }
-  // An explicit mesh plans one sequence per data-parallel rank by default
-  // (a graph file fixes its own batch).
+  // An explicit mesh plans one sequence per data-parallel rank and
+  // micro-step by default (a graph file fixes its own micro-step batch).
   if (emit_flag == "plan" && !batch && !absl::EndsWith(model_flag.getValue(), ".mlir")) {
     if (absl::StatusOr<int64_t> ranks = loom::tools::plan::dataParallelSize(mesh_flag, axes_flag);
         ranks.ok()) {
-      batch = *ranks;
+      batch = *ranks * micro_steps_flag;
     }
+  }
+  // The graph is one micro-step's: the step's batch split over the
+  // micro-steps.
+  if (micro_steps_flag < 1) return fail("--micro-steps must be >= 1");
+  if (batch && micro_steps_flag > 1) {
+    if (*batch % micro_steps_flag != 0) {
+      return fail(absl::StrCat("--batch=", *batch,
+                               " does not split into --micro-steps=", micro_steps_flag.getValue(),
+                               " equal micro-batches; use a multiple of it"));
+    }
+    batch = *batch / micro_steps_flag;
   }
   mlir::MLIRContext context;
   absl::StatusOr<mlir::OwningOpRef<mlir::ModuleOp>> module = loom::tools::plan::loadModel(

@@ -219,6 +219,9 @@ class StageRunner {
     options_->sequenceParallel = request.sequence_parallel;
     options_->recompute = request.recompute;
     options_->recomputeEvery = request.recompute_every;
+    options_->microSteps = request.micro_steps;
+    options_->keepGathered = request.keep_gathered;
+    options_->deferGradSync = request.defer_grad_sync;
     options_->reshardAfterForward = request.reshard_after_forward;
     options_->gradReduceDtype = request.grad_reduce_dtype;
     options_->bucketMb = request.bucket_mb;

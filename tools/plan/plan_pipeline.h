@@ -51,6 +51,12 @@ struct PlanRequest {
   // only; recompute_every is then auto's).
   std::string recompute = "none";
   int64_t recompute_every = 1;
+  // plan-accumulate: micro-steps per optimizer step, and what is kept
+  // (the gathered parameters) or deferred (the gradient reductions)
+  // between them.
+  int64_t micro_steps = 1;
+  bool keep_gathered = false;
+  bool defer_grad_sync = false;
   // plan-insert-collectives' grad-reduce-dtype: the type gradients are
   // reduced in and kept as (bf16 or f32); empty: the parameter's type.
   std::string grad_reduce_dtype = "";

@@ -229,11 +229,10 @@ absl::StatusOr<Job> joinJob(absl::Duration timeout) {
 }
 
 absl::StatusOr<std::unique_ptr<runtime::data::DataFeed>> openFeed(const runtime::Executor& e) {
-  runtime::data::FeedConfig config{
-      .seed = absl::GetFlag(FLAGS_data_seed),
-      .vocab = e.vocab(),
-      .seq = e.seqLength(),
-      .global_batch = e.plan().buffers[e.plan().interface.ids].global_shape[0]};
+  runtime::data::FeedConfig config{.seed = absl::GetFlag(FLAGS_data_seed),
+                                   .vocab = e.vocab(),
+                                   .seq = e.seqLength(),
+                                   .global_batch = e.stepBatch()};
   const std::string data = absl::GetFlag(FLAGS_data);
   if (data == "synthetic") {
     absl::StatusOr<std::unique_ptr<runtime::data::SyntheticTokens>> feed =
@@ -450,8 +449,10 @@ absl::Status train() {
   const int saveEvery = absl::GetFlag(FLAGS_save_every);
   const bool bar = lead && absl::GetFlag(FLAGS_progress) && isatty(STDERR_FILENO);
   const runtime::data::RowRange rows = e.batchRows();
-  const int64_t globalTokens = plan->buffers[plan->interface.ids].global_shape[0] * e.seqLength();
-  std::vector<int32_t> ids(rows.count * e.seqLength()), labels(ids.size());
+  const int64_t globalTokens = e.stepBatch() * e.seqLength();
+  // Every micro-batch's rows, one after another.
+  const int64_t microTokens = rows.count * e.seqLength();
+  std::vector<int32_t> ids(e.microBatches() * microTokens), labels(ids.size());
   if (lead) {
     std::printf(
         "train: %s on mesh %s (%s), %d ranks via %s, device %s, backend %s, %lld tokens per step, "
@@ -478,9 +479,14 @@ absl::Status train() {
   };
   const std::unique_ptr<std::FILE, CloseFile> metricsFile(metrics);
   for (int64_t step = firstStep; step <= steps; ++step) {
-    if (absl::Status s = (*feed)->batch(step, rows.begin, rows.count, ids.data(), labels.data());
-        !s.ok()) {
-      return s;
+    for (int64_t m = 0; m < e.microBatches(); ++m) {
+      const runtime::data::RowRange micro = e.microBatchRows(m);
+      if (absl::Status s =
+              (*feed)->batch(step, micro.begin, micro.count, ids.data() + m * microTokens,
+                             labels.data() + m * microTokens);
+          !s.ok()) {
+        return s;
+      }
     }
     absl::StatusOr<runtime::StepResult> result = e.step(step, ids.data(), labels.data());
     if (!result.ok()) return result.status();

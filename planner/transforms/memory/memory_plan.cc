@@ -3,7 +3,9 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -12,12 +14,14 @@
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/DenseSet.h"
 #include "mlir/IR/BuiltinTypes.h"
+#include "plan/lifetimes.h"
 #include "plan/op_table.h"
 #include "planner/cost/plan_price.h"
 #include "planner/dialect/dist/ir/dist_dialect.h"
 #include "planner/dialect/dist/ir/dist_ops.h"
 #include "planner/dialect/dist/ir/dist_types.h"
 #include "planner/dialect/nn/ir/nn_dialect.h"
+#include "planner/transforms/accumulate/micro_steps.h"
 #include "planner/transforms/autodiff/passes.h"
 #include "planner/transforms/collectives/comm_volume.h"
 #include "planner/transforms/optimizer/passes.h"
@@ -141,7 +145,8 @@ MemoryPlan computeMemoryPlan(mlir::func::FuncOp func) {
                            .first = -1,
                            .last = param || state ? end : lastUse(arg, -1)});
   }
-  std::vector<ValueLifetime> staged;
+  // Staging beside a collective, with the collective.
+  std::vector<std::pair<ValueLifetime, mlir::Operation*>> staged;
   for (mlir::Operation& op : body) {
     // An optimizer step's results are its operands' buffers, updated in
     // place.
@@ -153,7 +158,7 @@ MemoryPlan computeMemoryPlan(mlir::func::FuncOp func) {
       const int64_t bytes = storageBytes(result.getType());
       if (bytes == 0) continue;
       BufferRole role = BufferRole::kActivation;
-      if (grads.contains(result)) {
+      if (grads.contains(result) || llvm::isa<dist::AccumulateOp>(op)) {
         role = BufferRole::kGrad;
       } else if (fromParams) {
         role = BufferRole::kGathered;
@@ -167,31 +172,61 @@ MemoryPlan computeMemoryPlan(mlir::func::FuncOp func) {
     }
     // Counted with the activations; it is no SSA value, so not in values.
     if (const int64_t staging = dtypeStagingBytes(&op); staging > 0) {
-      staged.push_back({.value = {},
-                        .role = BufferRole::kActivation,
-                        .bytes = staging,
-                        .first = index[&op],
-                        .last = lastUse(op.getResult(0), index[&op])});
+      staged.push_back({{.value = {},
+                         .role = BufferRole::kActivation,
+                         .bytes = staging,
+                         .first = index[&op],
+                         .last = lastUse(op.getResult(0), index[&op])},
+                        &op});
     }
   }
 
-  // Live bytes per role at each op (slot 0 is the entry), by a difference
-  // array over the lifetimes.
-  std::vector<MemoryBreakdown> delta(end + 3);
-  for (const std::vector<ValueLifetime>* list : {&plan.values, &staged}) {
-    for (const ValueLifetime& value : *list) {
-      delta[value.first + 1][value.role] += value.bytes;
-      delta[value.last + 2][value.role] -= value.bytes;
-    }
+  // One micro-step's peak; over an optimizer step of several, the highest
+  // of the first, a middle and the last micro-step's, each holding what
+  // plan::microStepLifetime says (a middle one alone when no op is kept to
+  // the first or last).
+  const int64_t microSteps = accumulate::microStepsOf(func);
+  std::vector<int64_t> micros{-1};
+  int64_t lastModelOp = -1;
+  bool marked = false;
+  for (mlir::Operation& op : body) {
+    if (&op != terminator && !llvm::isa<dist::OptimizerStepOp>(op)) lastModelOp = index[&op];
+    marked |= accumulate::microStepOf(&op) != plan::MicroStep::kEvery;
   }
-  MemoryBreakdown live;
+  if (microSteps > 1 && marked) {
+    micros = {0, microSteps - 1};
+    if (microSteps > 2) micros.push_back(1);
+  }
+  auto heldIn = [&](const ValueLifetime& value, mlir::Operation* def,
+                    int64_t micro) -> std::optional<plan::Lifetime> {
+    const plan::Lifetime live{.first = value.first, .last = value.last};
+    // Arguments (parameters, states, inputs) are held as in one step.
+    if (microSteps == 1 || def == nullptr) return live;
+    const bool carried = value.value && accumulate::isCarried(value.value);
+    return plan::microStepLifetime(live, accumulate::microStepOf(def), carried, micro, microSteps,
+                                   lastModelOp);
+  };
   plan.peak_bytes = -1;
-  for (int64_t slot = 0; slot <= end + 1; ++slot) {
-    for (int r = 0; r < kNumRoles; ++r) live.bytes[r] += delta[slot].bytes[r];
-    if (live.total() > plan.peak_bytes) {
-      plan.peak_bytes = live.total();
-      plan.peak_index = slot - 1;
-      plan.at_peak = live;
+  for (int64_t micro : micros) {
+    // Live bytes per role at each op (slot 0 is the entry), by a
+    // difference array over the lifetimes.
+    std::vector<MemoryBreakdown> delta(end + 3);
+    auto add = [&](const ValueLifetime& value, mlir::Operation* def) {
+      const std::optional<plan::Lifetime> held = heldIn(value, def, micro);
+      if (!held) return;
+      delta[held->first + 1][value.role] += value.bytes;
+      delta[held->last + 2][value.role] -= value.bytes;
+    };
+    for (const ValueLifetime& value : plan.values) add(value, value.value.getDefiningOp());
+    for (const auto& [value, def] : staged) add(value, def);
+    MemoryBreakdown live;
+    for (int64_t slot = 0; slot <= end + 1; ++slot) {
+      for (int r = 0; r < kNumRoles; ++r) live.bytes[r] += delta[slot].bytes[r];
+      if (live.total() > plan.peak_bytes) {
+        plan.peak_bytes = live.total();
+        plan.peak_index = slot - 1;
+        plan.at_peak = live;
+      }
     }
   }
   if (plan.peak_index >= 0) {

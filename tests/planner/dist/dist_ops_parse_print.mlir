@@ -127,6 +127,16 @@ func.func @fsdp_bucket_gather(%w: tensor<2x16xf32>, %b: tensor<16xf32>) -> (tens
   return %w_full, %b_full : tensor<8x16xf32>, tensor<64xf32>
 }
 
+// Tests the gradient sum of an accumulating step: one operand, its type.
+// CHECK-LABEL: func.func @accumulate
+// CHECK-SAME: (%[[G:.*]]: tensor<8x16xbf16>)
+// CHECK-NEXT: %[[SUM:.*]] = dist.accumulate %[[G]] : tensor<8x16xbf16>
+// CHECK-NEXT: return %[[SUM]]
+func.func @accumulate(%g: tensor<8x16xbf16>) -> tensor<8x16xbf16> {
+  %sum = dist.accumulate %g : tensor<8x16xbf16>
+  return %sum : tensor<8x16xbf16>
+}
+
 // Tests fsdp x tp: a row-parallel weight gathered along dim 1 shares the
 // bucket, and `split_dims` rebuilds it along dim 1 (and splits its gradient
 // the same way).

@@ -395,6 +395,27 @@ def Dist_FreeOp : Dist_Op<"free"> {
   let hasVerifier = 1;
 }
 
+def Dist_AccumulateOp : Dist_Op<"accumulate", [
+    Dist_PlacementTransferOpInterface,
+    SameOperandsAndResultType
+  ]> {
+  let summary = "sums a value over the micro-steps of an optimizer step";
+  let description = [{
+    The result is the sum of `value` over the micro-steps that have run so
+    far in this optimizer step: the first micro-step defines it, each later
+    one adds its `value` in place. It is held from one micro-step to the
+    next, in the layout of `value`. `plan-accumulate` places one after each
+    gradient the optimizer (or a deferred reduction) reads.
+
+    ```mlir
+    %sum = dist.accumulate %grad : tensor<8x16xf32>
+    ```
+  }];
+  let arguments = (ins AnyStaticShapeTensor:$value);
+  let results = (outs AnyStaticShapeTensor:$result);
+  let assemblyFormat = "$value attr-dict `:` type($value)";
+}
+
 def Dist_BucketOp : Dist_Op<"bucket", [
     Pure,
     DeclareOpInterfaceMethods<Dist_PlacementTransferOpInterface,
