@@ -88,23 +88,84 @@ std::vector<Strategy> knobVariants(const Strategy& base, const Pins& pins,
     reshards = {true, false};
     buckets = options.bucket_mb_choices;
   }
+  // Between micro-steps: each micro-step regathering and reducing, or
+  // with every lever that applies (kept gathers need gathers, deferred
+  // reductions a data axis); a pin fixes a lever, and one lever alone is
+  // a pin's to ask for: searching each alone would double the templates.
+  const bool canKeep = base.accumulation > 1 && base.fsdp > 1;
+  const bool canDefer = base.accumulation > 1 && base.dp * base.fsdp > 1;
+  std::vector<std::pair<bool, bool>> levers = {{false, false}};
+  if (pins.keep_gathered || pins.defer_grad_sync) {
+    levers = {{pins.keep_gathered.value_or(false) && canKeep,
+               pins.defer_grad_sync.value_or(false) && canDefer}};
+    if (!pins.keep_gathered && canKeep) levers.push_back({true, levers[0].second});
+    if (!pins.defer_grad_sync && canDefer) levers.push_back({levers[0].first, true});
+  } else if (canKeep || canDefer) {
+    levers.push_back({canKeep, canDefer});
+  }
   if (pins.prefetch) prefetches = {*pins.prefetch};
   if (pins.reshard_after_forward) reshards = {*pins.reshard_after_forward};
   if (pins.bucket_mb) buckets = {*pins.bucket_mb};
   std::stable_partition(prefetches.begin(), prefetches.end(), [](int64_t k) { return k == 1; });
   std::vector<Strategy> variants;
-  for (bool reshard : reshards) {
-    for (int64_t prefetch : prefetches) {
-      for (int64_t bucket : buckets) {
-        Strategy s = base;
-        s.prefetch = prefetch;
-        s.reshard_after_forward = reshard;
-        s.bucket_mb = bucket;
-        variants.push_back(s);
+  for (const auto& [keep, defer] : levers) {
+    // Kept or deferred between micro-steps, the per-micro-step gathers that
+    // prefetch and buckets tune are gone or once a step: the levers are
+    // tried with the first prefetch and bucket choice only, which keeps the
+    // templates they need few.
+    const bool between = keep || defer;
+    const std::vector<int64_t> prefetchChoices =
+        between ? std::vector<int64_t>{prefetches.front()} : prefetches;
+    const std::vector<int64_t> bucketChoices =
+        between ? std::vector<int64_t>{buckets.front()} : buckets;
+    for (bool reshard : reshards) {
+      // A kept copy serves the backward too: no second gather.
+      if (keep && reshard) continue;
+      for (int64_t prefetch : prefetchChoices) {
+        for (int64_t bucket : bucketChoices) {
+          Strategy s = base;
+          s.prefetch = prefetch;
+          s.reshard_after_forward = reshard;
+          s.bucket_mb = bucket;
+          s.keep_gathered = keep;
+          s.defer_grad_sync = defer;
+          variants.push_back(s);
+        }
       }
     }
   }
   return variants;
+}
+
+// What the winner keeps or defers between its micro-steps, against the
+// fastest evaluated candidate of its mesh, micro-batch and recompute that
+// neither keeps nor defers.
+std::string betweenMicroSteps(const SearchResult& result) {
+  const Strategy& w = result.ranked.front().strategy;
+  if (!w.keep_gathered && !w.defer_grad_sync) return "";
+  std::vector<std::string> levers;
+  if (w.keep_gathered) levers.push_back("keeps the gathered parameters");
+  if (w.defer_grad_sync) levers.push_back("reduces the gradients in the last micro-step only");
+  std::string out = absl::StrCat(" Between its ", w.accumulation, " micro-steps it ",
+                                 absl::StrJoin(levers, " and "));
+  const Candidate* twin = nullptr;
+  for (const Candidate& c : result.ranked) {
+    const Strategy& s = c.strategy;
+    if (s.meshSpec() == w.meshSpec() && s.micro_batch == w.micro_batch &&
+        s.recompute == w.recompute && !s.keep_gathered && !s.defer_grad_sync) {
+      twin = &c;
+      break;
+    }
+  }
+  if (twin == nullptr) return absl::StrCat(out, ".");
+  const StepEstimate& e = result.ranked.front().estimate;
+  const StepEstimate& t = twin->estimate;
+  return absl::StrCat(out, ": ", seconds(e.comm_s), " of communication a step instead of ",
+                      seconds(t.comm_s),
+                      absl::StrFormat(" (%s exposed instead of %s) ", seconds(e.exposed_comm_s),
+                                      seconds(t.exposed_comm_s)),
+                      "against doing neither (", twin->strategy.knobs(), "), for a peak of ",
+                      gib(e.peak_bytes), " instead of ", gib(t.peak_bytes), ".");
 }
 
 }  // namespace
@@ -117,8 +178,8 @@ absl::Status parsePin(const std::string& text, Pins& pins) {
   const std::vector<std::string> kv = absl::StrSplit(text, absl::MaxSplits('=', 1));
   const std::string help =
       "; pins are key=value with keys dp, fsdp, tp, prefetch, micro-batch, bucket-mb (integers), "
-      "reshard and sequence-parallel (true or false) and recompute (none, selective, full), "
-      "e.g. --pin tp=8";
+      "reshard, sequence-parallel, keep-gathered and defer-grad-sync (true or false) and "
+      "recompute (none, selective, full), e.g. --pin tp=8";
   if (kv.size() != 2 || kv[0].empty() || kv[1].empty()) {
     return absl::InvalidArgumentError(absl::StrCat("--pin '", text, "' is not key=value", help));
   }
@@ -135,12 +196,17 @@ absl::Status parsePin(const std::string& text, Pins& pins) {
     return absl::InvalidArgumentError(
         absl::StrCat("--pin recompute='", value, "' is not none, selective or full"));
   }
-  if (key == "reshard" || key == "sequence-parallel") {
+  std::optional<bool>* flag = key == "reshard"             ? &pins.reshard_after_forward
+                              : key == "sequence-parallel" ? &pins.sequence_parallel
+                              : key == "keep-gathered"     ? &pins.keep_gathered
+                              : key == "defer-grad-sync"   ? &pins.defer_grad_sync
+                                                           : nullptr;
+  if (flag != nullptr) {
     if (value != "true" && value != "false") {
       return absl::InvalidArgumentError(
           absl::StrCat("--pin ", key, "='", value, "' is not true or false"));
     }
-    (key == "reshard" ? pins.reshard_after_forward : pins.sequence_parallel) = value == "true";
+    *flag = value == "true";
     return absl::OkStatus();
   }
   std::optional<int64_t>* slot = key == "dp"            ? &pins.dp
@@ -268,8 +334,12 @@ absl::StatusOr<SearchResult> searchMesh(const CostModel& model, StepPricer& pric
   };
 
   // Phase 1: each group's base; groups over the memory bound are skipped.
+  // The rest of a group waits as two sets, each with its step-time bound:
+  // the variants that regather every micro-step, and those that keep or
+  // defer between micro-steps.
   struct Pending {
     size_t group;
+    bool between;  // the variants that keep or defer
     double bound;
   };
   std::vector<Pending> pending;
@@ -297,29 +367,38 @@ absl::StatusOr<SearchResult> searchMesh(const CostModel& model, StepPricer& pric
     // No variant is faster than the compute time or than any stream's
     // busy time. The base gathers one bucket per unit (fewest collectives)
     // and reshards; keeping the forward copies (no resharding) is the most
-    // a variant can take off the fsdp stream: the backward gathers.
+    // a variant can take off the fsdp stream: the backward gathers. Kept
+    // gathers and deferred reductions move at most once a step what the
+    // base moves once a micro-step.
     const StepEstimate& e = base->estimate;
     const bool canKeep = group.base.reshard_after_forward &&
                          std::any_of(group.variants.begin(), group.variants.end(),
                                      [](const Strategy& v) { return !v.reshard_after_forward; });
-    const double fsdp = e.fsdp_stream_s - (canKeep ? e.backward_gather_s : 0);
-    const double bound =
-        std::max({e.compute_s, fsdp + e.optimizer_s, e.other_stream_s + e.optimizer_s});
-    pending.push_back({g, bound});
+    auto boundFor = [&](double perStep) {
+      const double fsdp = (e.fsdp_stream_s - (canKeep ? e.backward_gather_s : 0)) * perStep;
+      return std::max(
+          {e.compute_s, fsdp + e.optimizer_s, e.other_stream_s * perStep + e.optimizer_s});
+    };
+    pending.push_back({g, false, boundFor(1.0)});
+    pending.push_back({g, true, boundFor(1.0 / static_cast<double>(group.base.accumulation))});
   }
-  // Phase 2: the other variants, most promising groups first, while their
-  // bound can still enter the top rows.
+  // Phase 2: the other variants, most promising first, while their bound
+  // can still enter the top rows.
   std::sort(pending.begin(), pending.end(),
             [](const Pending& a, const Pending& b) { return a.bound < b.bound; });
   for (const Pending& p : pending) {
     const Group& group = groups[p.group];
-    const int64_t rest = static_cast<int64_t>(group.variants.size()) - 1;
+    std::vector<const Strategy*> rest;
+    for (size_t v = 1; v < group.variants.size(); ++v) {
+      const Strategy& s = group.variants[v];
+      if ((s.keep_gathered || s.defer_grad_sync) == p.between) rest.push_back(&s);
+    }
     if (!options.exhaustive && p.bound >= cutoff()) {
-      result.pruned_bound += rest;
+      result.pruned_bound += static_cast<int64_t>(rest.size());
       continue;
     }
-    for (size_t v = 1; v < group.variants.size(); ++v) {
-      absl::StatusOr<Candidate> c = evaluate(group.variants[v]);
+    for (const Strategy* s : rest) {
+      absl::StatusOr<Candidate> c = evaluate(*s);
       if (!c.ok()) return c.status();
       offer(*c);
     }
@@ -411,6 +490,7 @@ std::string explainWinner(const SearchResult& result) {
     absl::StrAppend(&out, " It recomputes activations (", recomputeName(winner.strategy.recompute),
                     "): its mesh and micro-batch do not fit with less recompute.");
   }
+  absl::StrAppend(&out, betweenMicroSteps(result));
   return out;
 }
 
@@ -433,6 +513,8 @@ nlohmann::json candidatesJson(const SearchResult& result, const Workload& worklo
                           {"bucket_mb", s.bucket_mb},
                           {"micro_batch", s.micro_batch},
                           {"accumulation", s.accumulation},
+                          {"keep_gathered", s.keep_gathered},
+                          {"defer_grad_sync", s.defer_grad_sync},
                           {"recompute", recomputeName(s.recompute)},
                           {"sequence_parallel", s.sequence_parallel},
                           {"step_time_s", e.step_time_s},

@@ -1,7 +1,8 @@
 // The mesh search behind `plan --mesh=auto`: every factorisation of the
 // device count into dp x fsdp x tp (tp innermost, inside a host) and every
-// combination of prefetch depth, reshard-after-forward, bucket size and
-// micro-batch under the global batch, priced by a StepPricer (the plan
+// combination of prefetch depth, reshard-after-forward, bucket size,
+// micro-batch under the global batch and what is kept or deferred between
+// its micro-steps, priced by a StepPricer (the plan
 // tool's prices the pipeline's own programs, tools/plan/template_pricer.h),
 // ranked by step time among the plans that fit in memory. Pruning keeps the top of the ranking
 // exact: a group of candidates that share a mesh and micro-batch is dropped when its memory lower
@@ -33,11 +34,14 @@ struct Pins {
   std::optional<int64_t> micro_batch;
   std::optional<Recompute> recompute;
   std::optional<bool> sequence_parallel;
+  std::optional<bool> keep_gathered;
+  std::optional<bool> defer_grad_sync;
 };
 
 // Parses one "key=value" pin into `pins` (keys: dp, fsdp, tp, prefetch,
-// reshard, bucket-mb, micro-batch, recompute, sequence-parallel); the error
-// names the key and the accepted values.
+// reshard, bucket-mb, micro-batch, recompute, sequence-parallel,
+// keep-gathered, defer-grad-sync); the error names the key and the
+// accepted values.
 absl::Status parsePin(const std::string& text, Pins& pins);
 
 struct SearchOptions {

@@ -63,24 +63,32 @@ class ClosedFormPricer final : public StepPricer {
     const double collectives = s.bucket_mb > 0 ? 3 * kLayers : kLayers;
     const double latency = s.fsdp > 1 ? collectives * kLatency : 0;
     const double backward = s.reshard_after_forward ? gathers + latency : 0;
-    const double fsdp = gathers + latency + backward + gathers + latency;
-    const double other =
-        (s.tp > 1 ? tokens * 1e-7 * s.tp : 0) + (s.dp > 1 ? shard / kBandwidth : 0);
+    // Per step: kept gathers run once, deferred reductions once.
+    const double gather = s.keep_gathered ? gathers + latency : (gathers + latency + backward) * a;
+    const double reduce = (gathers + latency) * (s.defer_grad_sync ? 1 : a);
+    const double fsdp = gather + reduce;
+    const double dpReduce = s.dp > 1 ? shard / kBandwidth * (s.defer_grad_sync ? 1 : a) : 0;
+    const double other = (s.tp > 1 ? tokens * 1e-7 * s.tp * a : 0) + dpReduce;
     const double overlap = s.prefetch == 0 ? 0.5 : s.prefetch == 1 ? 0.9 : 0.95;
-    const double exposed = std::max(0.0, std::max(fsdp, other) - overlap * compute);
+    const double exposed = std::max(0.0, std::max(fsdp, other) - overlap * compute * a);
     StepEstimate e;
     e.optimizer_s = optimizer;
     e.compute_s = compute * a + optimizer;
-    e.exposed_comm_s = exposed * a;
-    e.comm_s = (fsdp + other) * a;
-    e.step_time_s = (compute + exposed) * a + optimizer;
-    e.fsdp_stream_s = fsdp * a;
-    e.other_stream_s = other * a;
-    e.backward_gather_s = backward * a;
+    e.exposed_comm_s = exposed;
+    e.comm_s = fsdp + other;
+    // A fixed cost per micro-step (launches, the loss read back): no two
+    // splits of a batch tie.
+    e.step_time_s = (compute + kMicroStepOverhead) * a + exposed + optimizer;
+    e.fsdp_stream_s = fsdp;
+    e.other_stream_s = other;
+    e.backward_gather_s = s.keep_gathered ? 0 : backward * a;
     const int64_t gathered = s.fsdp > 1 ? static_cast<int64_t>(shard) / kLayers : 0;
+    // Kept: the whole gathered model; deferred: the unreduced gradients.
+    const int64_t whole = 2 * kParams / s.tp;
     e.peak_bytes = memoryLowerBound(s) + gathered * (s.prefetch + 1) +
                    (s.reshard_after_forward ? 0 : gathered * kLayers) +
-                   (s.bucket_mb > 0 ? s.bucket_mb << 20 : 0);
+                   (s.bucket_mb > 0 ? s.bucket_mb << 20 : 0) + (s.keep_gathered ? whole : 0) +
+                   (s.defer_grad_sync ? whole : 0);
     e.tokens_per_step = s.globalBatch() * seq_;
     e.tokens_per_s_per_device =
         static_cast<double>(e.tokens_per_step) / e.step_time_s / static_cast<double>(s.devices());
@@ -95,6 +103,7 @@ class ClosedFormPricer final : public StepPricer {
   static constexpr double kFlops = 400e12;
   static constexpr double kBandwidth = 40e9;
   static constexpr double kLatency = 20e-6;
+  static constexpr double kMicroStepOverhead = 1e-4;
   int64_t heads_;
   int64_t seq_;
 };
@@ -222,6 +231,46 @@ TEST(SearchTest, PinsFixTheirChoices) {
       EXPECT_FALSE(c.strategy.reshard_after_forward);
     }
   }
+}
+
+// Between micro-steps: with many micro-steps over a slow fsdp axis, keeping
+// the gathers and deferring the reductions win where memory allows, and
+// pins fix them. Without accumulation they are not enumerated.
+TEST(SearchTest, AccumulationLeversAreSearchedAndPinned) {
+  const CostModel model = *CostModel::create(*mesh::Topology::dgxH100(2));
+  ClosedFormPricer pricer(8, 1024);
+  Pins pins;
+  ASSERT_TRUE(parsePin("fsdp=16", pins).ok());
+  ASSERT_TRUE(parsePin("micro-batch=1", pins).ok());
+  absl::StatusOr<SearchResult> free =
+      searchMesh(model, pricer, {.global_batch = 128, .pins = pins});
+  ASSERT_TRUE(free.ok()) << free.status();
+  ASSERT_TRUE(free->found());
+  const Strategy& winner = free->ranked.front().strategy;
+  EXPECT_EQ(winner.accumulation, 8);
+  EXPECT_TRUE(winner.keep_gathered) << free->ranked.front().label();
+  EXPECT_TRUE(winner.defer_grad_sync) << free->ranked.front().label();
+  EXPECT_FALSE(winner.reshard_after_forward);
+  EXPECT_THAT(free->ranked.front().label(), HasSubstr("keep gathered, defer sync"));
+  ASSERT_TRUE(parsePin("keep-gathered=false", pins).ok());
+  ASSERT_TRUE(parsePin("defer-grad-sync=false", pins).ok());
+  absl::StatusOr<SearchResult> pinned =
+      searchMesh(model, pricer, {.global_batch = 128, .pins = pins});
+  ASSERT_TRUE(pinned.ok()) << pinned.status();
+  for (const Candidate& c : pinned->ranked) {
+    EXPECT_FALSE(c.strategy.keep_gathered || c.strategy.defer_grad_sync) << c.label();
+  }
+  EXPECT_GT(pinned->ranked.front().estimate.step_time_s, free->ranked.front().estimate.step_time_s);
+  absl::StatusOr<SearchResult> single =
+      searchMesh(model, pricer, {.global_batch = 16, .exhaustive = true});
+  ASSERT_TRUE(single.ok()) << single.status();
+  for (const Candidate& c : single->ranked) {
+    if (c.strategy.accumulation == 1) {
+      EXPECT_FALSE(c.strategy.keep_gathered || c.strategy.defer_grad_sync) << c.label();
+    }
+  }
+  EXPECT_THAT(parsePin("keep-gathered=yes", pins),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("is not true or false")));
 }
 
 // Sequence parallelism is not searched; pinned, it applies to every

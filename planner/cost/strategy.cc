@@ -49,6 +49,8 @@ std::string Strategy::knobs() const {
     parts.push_back(bucket_mb > 0 ? absl::StrCat("bucket ", bucket_mb, " MiB") : "bucket/unit");
   }
   parts.push_back(absl::StrCat("mb ", micro_batch, "x", accumulation));
+  if (keep_gathered) parts.push_back("keep gathered");
+  if (defer_grad_sync) parts.push_back("defer sync");
   if (sequence_parallel) parts.push_back("sp");
   if (recompute != Recompute::kNone) {
     parts.push_back(absl::StrCat("recompute ", recomputeName(recompute)));

@@ -43,6 +43,12 @@ struct Strategy {
   // Megatron sequence parallelism on the tp axis (plan-placement's
   // sequence-parallel); only with tp > 1.
   bool sequence_parallel = false;
+  // Between micro-steps (plan-accumulate; only with accumulation > 1):
+  // gather parameters in the first only and keep them (with fsdp > 1; no
+  // resharding after forward), and reduce gradients in the last only
+  // (with a data axis).
+  bool keep_gathered = false;
+  bool defer_grad_sync = false;
 
   int64_t devices() const { return dp * fsdp * tp; }
   // Sequences per step over all ranks.
@@ -53,8 +59,8 @@ struct Strategy {
   std::string axes() const;
   // "hsdp 2x64, tp 8": for tables.
   std::string parallelism() const;
-  // "prefetch 1, reshard, bucket unit, micro-batch 2 x 4, sp, recompute
-  // full".
+  // "prefetch 1, reshard, bucket unit, micro-batch 2 x 4, keep gathered,
+  // defer sync, sp, recompute full".
   std::string knobs() const;
 };
 
@@ -67,13 +73,14 @@ struct Workload {
 };
 
 struct StepEstimate {
-  // One optimizer step: `accumulation` micro-steps, then the optimizer.
+  // One optimizer step: `accumulation` micro-steps, then the optimizer
+  // (the plan's whole-step price).
   double step_time_s = 0;
   double compute_s = 0;
   double comm_s = 0;
   double exposed_comm_s = 0;
   double optimizer_s = 0;
-  // Per rank, as plan-memory-plan counts it for one micro-step's program.
+  // Per rank, as plan-memory-plan counts it: the highest micro-step's.
   int64_t peak_bytes = 0;
   std::array<int64_t, kNumRoles> breakdown{};
   // Bytes each rank moves per step (comm_volume.h's formulas).

@@ -66,15 +66,13 @@ TrainRun train(ExecutorOptions options, const std::string& plan_name = "llama_si
   if (!executor.ok()) return run;
   Executor& e = **executor;
   absl::StatusOr<std::unique_ptr<data::SyntheticTokens>> feed = data::SyntheticTokens::create(
-      {.seed = 7,
-       .vocab = e.vocab(),
-       .seq = e.seqLength(),
-       .global_batch = e.plan().buffers[e.plan().interface.ids].global_shape[0]});
+      {.seed = 7, .vocab = e.vocab(), .seq = e.seqLength(), .global_batch = e.stepBatch()});
   EXPECT_TRUE(feed.ok()) << feed.status();
   if (!feed.ok()) return run;
-  std::vector<int32_t> ids(e.batchRows().count * e.seqLength()), labels(ids.size());
+  // The step's rows, micro-batch after micro-batch.
+  std::vector<int32_t> ids(e.stepBatch() * e.seqLength()), labels(ids.size());
   for (int step = 1; step <= kSteps; ++step) {
-    EXPECT_TRUE((*feed)->batch(step % 2, 0, e.batchRows().count, ids.data(), labels.data()).ok());
+    EXPECT_TRUE((*feed)->batch(step % 2, 0, e.stepBatch(), ids.data(), labels.data()).ok());
     absl::StatusOr<StepResult> r = e.step(step, ids.data(), labels.data());
     EXPECT_TRUE(r.ok()) << r.status();
     if (!r.ok()) return run;
@@ -149,6 +147,18 @@ TEST_F(ExecutorCudaTest, TrainsTinyLlamaWithRecomputeLikeTheCpuWithout) {
   const TrainRun gpu = train(cuda, "llama_full_single");
   const TrainRun cpu = train({});
   expectClose(gpu.losses, cpu.losses, 1e-4, "loss with full recompute");
+  EXPECT_EQ(gpu.system_allocations_at_end, gpu.system_allocations_after_step_2);
+}
+
+// Gradient accumulation: two micro-steps, the sums made by dist.accumulate's
+// copy and in-place add on the device, give the CPU's losses.
+TEST_F(ExecutorCudaTest, AccumulatesMicroStepsLikeTheCpu) {
+  ExecutorOptions cuda;
+  cuda.device = ExecutorDevice::kCuda;
+  cuda.cuda_device = 0;
+  const TrainRun gpu = train(cuda, "accum_llama_single_m2");
+  const TrainRun cpu = train({}, "accum_llama_single_m2");
+  expectClose(gpu.losses, cpu.losses, 1e-4, "loss over two micro-steps");
   EXPECT_EQ(gpu.system_allocations_at_end, gpu.system_allocations_after_step_2);
 }
 

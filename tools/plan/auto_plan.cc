@@ -182,7 +182,7 @@ absl::StatusOr<AutoResult> planAuto(mlir::MLIRContext& context, const AutoReques
                        "raise --memory-gb, or plan on more devices."));
   }
 
-  // The winner through the real pipeline: one micro-step's program.
+  // The winner through the real pipeline: the whole step's program.
   const auto planStart = std::chrono::steady_clock::now();
   const cost::Strategy& s = result.search.ranked.front().strategy;
   result.winner = base;
@@ -194,6 +194,9 @@ absl::StatusOr<AutoResult> planAuto(mlir::MLIRContext& context, const AutoReques
   result.winner.bucket_mb = s.bucket_mb;
   result.winner.recompute = planner::cost::recomputeName(s.recompute);
   result.winner.sequence_parallel = s.sequence_parallel;
+  result.winner.micro_steps = s.accumulation;
+  result.winner.keep_gathered = s.keep_gathered;
+  result.winner.defer_grad_sync = s.defer_grad_sync;
   result.winner_batch = s.micro_batch * s.dp * s.fsdp;
   ModelRequest load{.model = request.model};
   if (!result.graph) {
@@ -245,10 +248,11 @@ std::string formatSearch(const AutoResult& result, int64_t rows) {
                       s.parallelism(), s.knobs(), e.step_time_s, e.tokens_per_s_per_device,
                       100 * e.mfu, static_cast<double>(e.peak_bytes) / kBytesPerGiB,
                       e.exposed_comm_s),
-      absl::StrFormat("- the plan below is one micro-step: --mesh=%s --axes=%s --batch=%d "
-                      "(micro-batch %d per data-parallel rank), run %d times per optimizer "
-                      "step\n\n",
-                      s.meshSpec(), s.axes(), result.winner_batch, s.micro_batch, s.accumulation),
+      absl::StrFormat("- the plan below is the whole step: --mesh=%s --axes=%s --batch=%d "
+                      "--micro-steps=%d%s%s (micro-batch %d per data-parallel rank)\n\n",
+                      s.meshSpec(), s.axes(), s.globalBatch(), s.accumulation,
+                      s.keep_gathered ? " --keep-gathered" : "",
+                      s.defer_grad_sync ? " --defer-grad-sync" : "", s.micro_batch),
       cost::formatRanking(search, rows), "\n", cost::explainWinner(search), "\n");
   return out;
 }

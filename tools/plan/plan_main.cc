@@ -329,6 +329,15 @@ int planAuto(const std::optional<int64_t>& batch, const std::optional<int64_t>& 
         "with --pin (e.g. --pin tp=8) or give an explicit --mesh");
   }
   // Given, --sequence-parallel pins the choice the search otherwise makes.
+  // The accumulation levers as pins; the micro-steps follow from the
+  // micro-batch the search picks.
+  if (micro_steps_flag.getNumOccurrences() > 0) {
+    return fail(
+        "--micro-steps applies to an explicit mesh; with --mesh=auto the search picks the "
+        "micro-batch (and so the micro-steps) under --batch: fix it with --pin micro-batch=N");
+  }
+  if (keep_gathered_flag.getNumOccurrences() > 0) pins.keep_gathered = keep_gathered_flag;
+  if (defer_grad_sync_flag.getNumOccurrences() > 0) pins.defer_grad_sync = defer_grad_sync_flag;
   if (sequence_parallel_flag.getNumOccurrences() > 0) {
     pins.sequence_parallel = sequence_parallel_flag.getValue();
   }

@@ -69,6 +69,9 @@ PlanRequest TemplatePricer::requestFor(const MeshKey& mesh, const cost::Strategy
   request.bucket_mb = s.bucket_mb;
   request.recompute = cost::recomputeName(s.recompute);
   request.sequence_parallel = sp;
+  request.micro_steps = s.accumulation > 1 ? 2 : 1;
+  request.keep_gathered = s.keep_gathered;
+  request.defer_grad_sync = s.defer_grad_sync;
   // Templates are smaller than the candidates; the search checks memory.
   request.check_memory = false;
   request.verify_passes = false;
@@ -97,7 +100,8 @@ absl::StatusOr<mlir::ModuleOp> TemplatePricer::placedFor(const cost::Strategy& s
 
 absl::StatusOr<TemplatePricer::Template*> TemplatePricer::templateFor(const cost::Strategy& s) {
   const MeshKey mesh = meshKeyOf(s);
-  const Key key{mesh, s.prefetch, s.reshard_after_forward, s.bucket_mb, s.recompute};
+  const Key key{mesh,        s.prefetch,         s.reshard_after_forward, s.bucket_mb,
+                s.recompute, s.accumulation > 1, s.keep_gathered,         s.defer_grad_sync};
   if (auto it = templates_.find(key); it != templates_.end()) return &it->second;
   absl::StatusOr<mlir::ModuleOp> placed = placedFor(s);
   if (!placed.ok()) return placed.status();
@@ -108,7 +112,7 @@ absl::StatusOr<TemplatePricer::Template*> TemplatePricer::templateFor(const cost
                 .resized = {},
                 .repeated = {},
                 .micro_batch = std::get<3>(mesh),
-                .sized_for = {0, 0, 0}};
+                .sized_for = {0, 0, 0, 0}};
   made.resized = made.shorter;
   if (source_.config && source_.config->num_layers > cost::kTemplateBlocks) {
     absl::StatusOr<cost::Repeated> repeated =
@@ -129,17 +133,20 @@ absl::StatusOr<cost::RepeatedProgram> TemplatePricer::programFor(const cost::Str
   // The search asks for a group's memory bound, then prices its base: the
   // same sizes twice in a row.
   Template& made = **t;
-  const std::tuple<int64_t, int64_t, int64_t> sizes{s.dp, s.fsdp, s.micro_batch};
+  const std::tuple<int64_t, int64_t, int64_t, int64_t> sizes{s.dp, s.fsdp, s.micro_batch,
+                                                             s.accumulation};
   if (made.sized_for == sizes) return cost::RepeatedProgram(made.resized, made.repeated);
   cost::Resize resize{
       .axis_sizes = {}, .template_micro_batch = (*t)->micro_batch, .micro_batch = s.micro_batch};
   if (s.dp > 1) resize.axis_sizes["dp"] = s.dp;
   if (s.fsdp > 1) resize.axis_sizes["fsdp"] = s.fsdp;
-  made.sized_for = {0, 0, 0};
+  made.sized_for = {0, 0, 0, 0};
   if (absl::Status status = cost::resizePlanInto(made.shorter, resize, made.resized);
       !status.ok()) {
     return status;
   }
+  // The template's two micro-steps stand for the candidate's.
+  made.resized.micro_batches = s.accumulation;
   made.sized_for = sizes;
   return cost::RepeatedProgram(made.resized, made.repeated);
 }
@@ -173,32 +180,30 @@ absl::StatusOr<cost::StepEstimate> TemplatePricer::estimate(const cost::Strategy
   if (!program.ok()) return program.status();
   absl::StatusOr<cost::PlanPrice> price = cost::priceProgram(*program, cost_);
   if (!price.ok()) return price.status();
-  // One micro-step's program, run `accumulation` times, then the optimizer.
-  const double a = static_cast<double>(s.accumulation);
-  const double optimizer = price->optimizer_s;
+  // The whole step: every micro-step, then the optimizer.
   cost::StepEstimate e;
-  e.optimizer_s = optimizer;
-  e.step_time_s = (price->timing.step_time_s - optimizer) * a + optimizer;
-  e.compute_s = (price->timing.compute_s - optimizer) * a + optimizer;
-  e.comm_s = price->timing.comm_s * a;
-  e.exposed_comm_s = price->timing.exposed_comm_s * a;
+  e.optimizer_s = price->optimizer_s;
+  e.step_time_s = price->timing.step_time_s;
+  e.compute_s = price->timing.compute_s;
+  e.comm_s = price->timing.comm_s;
+  e.exposed_comm_s = price->timing.exposed_comm_s;
   e.peak_bytes = price->peak_bytes;
   e.breakdown = price->breakdown;
-  e.comm_bytes_per_rank = price->comm_bytes_per_rank * s.accumulation;
+  e.comm_bytes_per_rank = price->comm_bytes_per_rank;
   e.tokens_per_step = s.globalBatch() * source_.seq;
   // The graph's FLOPs (forward and backward as planned) per device.
-  e.model_flops_per_device = price->model_flops * a;
+  e.model_flops_per_device = price->model_flops;
   e.tokens_per_s_per_device =
       static_cast<double>(e.tokens_per_step) / e.step_time_s / static_cast<double>(s.devices());
   e.mfu = e.model_flops_per_device / (e.step_time_s * cost_.peakFlops(source_.dtype));
   for (size_t i = 0; i < price->stream_s.size(); ++i) {
     if (price->stream_axes[i] == "fsdp") {
-      e.fsdp_stream_s = price->stream_s[i] * a;
+      e.fsdp_stream_s = price->stream_s[i];
     } else {
-      e.other_stream_s = std::max(e.other_stream_s, price->stream_s[i] * a);
+      e.other_stream_s = std::max(e.other_stream_s, price->stream_s[i]);
     }
   }
-  e.backward_gather_s = price->backward_gather_s * a;
+  e.backward_gather_s = price->backward_gather_s;
   return e;
 }
 

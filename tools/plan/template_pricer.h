@@ -7,7 +7,7 @@
 // data axes of 2 and one sequence per rank, and cost::repeatBlocks repeats
 // its plan to the model's depth once; a graph file's template is the whole
 // graph at its own batch. Each candidate then re-sizes the template to its
-// data axes and micro-batch (cost::resizePlan) and prices the repeated
+// data axes, micro-batch and micro-steps (cost::resizePlan) and prices the repeated
 // program with those sizes (cost::RepeatedProgram, cost::priceProgram): the
 // figures are those of the candidate's full plan, by construction.
 #ifndef LOOM_TOOLS_PLAN_TEMPLATE_PRICER_H_
@@ -81,14 +81,17 @@ class TemplatePricer final : public planner::cost::StepPricer {
     // itself for a plan priced whole).
     planner::cost::Repeated repeated;
     int64_t micro_batch = 1;
-    // The (dp, fsdp, micro-batch) `resized` is sized for now.
-    std::tuple<int64_t, int64_t, int64_t> sized_for{0, 0, 0};
+    // The (dp, fsdp, micro-batch, micro-steps) `resized` is sized for now.
+    std::tuple<int64_t, int64_t, int64_t, int64_t> sized_for{0, 0, 0, 0};
   };
   // The template's mesh and micro-batch, and sequence parallelism (a
   // placement choice): (tp, dp, fsdp, micro-batch, sp).
   using MeshKey = std::tuple<int64_t, int64_t, int64_t, int64_t, bool>;
-  // And the knobs: (prefetch, reshard, bucket-mb, recompute).
-  using Key = std::tuple<MeshKey, int64_t, bool, int64_t, planner::cost::Recompute>;
+  // And the knobs: (prefetch, reshard, bucket-mb, recompute), and between
+  // micro-steps (accumulating, keep-gathered, defer-grad-sync): a template
+  // of two micro-steps stands for any number, set when re-sizing.
+  using Key =
+      std::tuple<MeshKey, int64_t, bool, int64_t, planner::cost::Recompute, bool, bool, bool>;
   MeshKey meshKeyOf(const planner::cost::Strategy& strategy) const;
   // The template's plan request: its mesh and the candidate's knobs.
   PlanRequest requestFor(const MeshKey& mesh, const planner::cost::Strategy& strategy) const;
