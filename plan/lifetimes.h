@@ -41,14 +41,14 @@ std::vector<bool> carriedBuffers(int64_t num_buffers, int64_t size, InstructionA
   for (int64_t order = 0; order < size; ++order) {
     const Instruction& in = instruction(order);
     // A dist.free ends a buffer; it does not read it.
-    if (in.micro_step != MicroStep::kFirst && in.op != "dist.free") {
+    if (in.micro_step != MicroStep::kFirst && !in.info->ends_buffer) {
       for (int64_t id : operands(order)) {
         if (firstOnly[id]) carried[id] = true;
       }
     }
     for (int64_t id : results(order)) {
       if (in.micro_step == MicroStep::kFirst) firstOnly[id] = true;
-      if (in.op == "dist.accumulate") carried[id] = true;
+      if (in.info->accumulates) carried[id] = true;
     }
   }
   return carried;

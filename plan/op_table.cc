@@ -163,6 +163,7 @@ std::vector<OpInfo> makeTable() {
        .min_results = 1,
        .max_results = 1,
        .phases = PhaseSet::kModel,
+       .accumulates = true,
        .attrs = {}},
       {.name = "dist.free",
        .family = F::kBuffer,
@@ -171,6 +172,7 @@ std::vector<OpInfo> makeTable() {
        .min_results = 0,
        .max_results = 0,
        .phases = PhaseSet::kAny,
+       .ends_buffer = true,
        .attrs = {}},
       // The optimizer: param, grad, exp_avg, exp_avg_sq and, for a non-f32
       // param, its f32 master copy, all but the grad updated in place.

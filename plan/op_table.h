@@ -96,6 +96,11 @@ struct OpInfo {
   bool async_start = false;  // *_start: names a handle that one dist.wait ends
   // Whether the results are the operands updated in place (defined again).
   bool in_place = false;
+  // dist.free: ends its operand's lifetime without reading it.
+  bool ends_buffer = false;
+  // dist.accumulate: its result is a sum over the micro-steps, carried from
+  // one to the next.
+  bool accumulates = false;
   std::vector<AttrUse> attrs;
   const AttrUse* findAttr(AttrId id) const;
 };

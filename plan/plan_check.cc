@@ -284,7 +284,7 @@ absl::Status Checker::checkInstruction(const Instruction& in, const std::string&
                               "(re-plan with this build's //tools:plan)"));
   }
   if (in.micro_step != MicroStep::kEvery &&
-      (optimizer || info.family == OpFamily::kCompute || in.op == "dist.accumulate")) {
+      (optimizer || info.family == OpFamily::kCompute || info.accumulates)) {
     return error(path + ".micro_step",
                  absl::StrCat("runs ", in.op, " in the ", microStepName(in.micro_step),
                               " micro-step only; only the collectives and buffer ops of a "

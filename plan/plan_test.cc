@@ -62,9 +62,8 @@ TEST(PlanTest, LoadsAPlannedLayout) {
 // One reader, one writer: what the planner wrote is what the library
 // writes back, byte for byte.
 TEST(PlanTest, WritesBackTheTextItRead) {
-  for (const char* name :
-       {"llama_fsdp2_tp2", "gpt2_v251_bf16_fsdp2_tp2", "llama_bf16_gradf32_hsdp2x2",
-        "llama_sel_fsdp2_tp2"}) {
+  for (const char* name : {"llama_fsdp2_tp2", "gpt2_v251_bf16_fsdp2_tp2",
+                           "llama_bf16_gradf32_hsdp2x2", "llama_sel_fsdp2_tp2"}) {
     const std::string text = readText(planPath(name));
     absl::StatusOr<Plan> plan = parsePlan(text, name);
     ASSERT_TRUE(plan.ok()) << plan.status();
@@ -89,6 +88,57 @@ TEST(PlanTest, RecomputeMarksBackwardComputeOnly) {
   EXPECT_THAT(checkPlan(*plan),
               StatusIs(absl::StatusCode::kInvalidArgument,
                        HasSubstr("only compute ops of the backward pass are recomputed")));
+}
+
+// An accumulating plan: every model block once per micro-batch, kept
+// gathers in the first micro-step, deferred reductions in the last, and the
+// buffers carried between them (the sums and the kept copies).
+TEST(PlanTest, AccumulatingPlansSayWhatRunsInWhichMicroStep) {
+  absl::StatusOr<Plan> plan = loadPlan(planPath("accum_llama_both_hsdp2x2_m2"));
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_EQ(plan->micro_batches, 2);
+  const Program& program = plan->programs[0];
+  ASSERT_EQ(program.schedule.size(), 5u);
+  EXPECT_EQ(program.schedule[2].block, "forward");
+  EXPECT_EQ(program.schedule[2].micro_batch, 1);
+  EXPECT_EQ(program.schedule[4].block, "optimizer");
+  const std::vector<bool> carried = carriedBuffers(*plan, program);
+  int first = 0, last = 0, sums = 0, kept = 0;
+  for (const Instruction* in : program.instructions()) {
+    first += in->micro_step == MicroStep::kFirst;
+    last += in->micro_step == MicroStep::kLast;
+    if (in->op == "dist.accumulate") {
+      ++sums;
+      EXPECT_TRUE(carried[in->results[0]]) << in->where();
+    }
+    if (in->micro_step == MicroStep::kLast) {
+      EXPECT_NE(in->info->family, OpFamily::kCompute) << in->where();
+    }
+  }
+  for (const Buffer& b : plan->buffers) kept += carried[b.id] && b.role == BufferRole::kGathered;
+  EXPECT_GT(first, 0);
+  EXPECT_GT(last, 0);
+  EXPECT_GT(sums, 0);
+  EXPECT_GT(kept, 0);
+  EXPECT_TRUE(runsIn(MicroStep::kFirst, 0, 2) && !runsIn(MicroStep::kFirst, 1, 2));
+  EXPECT_TRUE(runsIn(MicroStep::kLast, 1, 2) && !runsIn(MicroStep::kLast, 0, 2));
+  // What the planner wrote, the library writes back.
+  const std::string text = readText(planPath("accum_llama_both_hsdp2x2_m2"));
+  EXPECT_EQ(writePlan(*parsePlan(text, "p.json")), text);
+}
+
+// A carried buffer is held from the start of every micro-step but the
+// first and to the end of the backward in every one but the last; what a
+// skipped instruction would make is not held.
+TEST(PlanTest, MicroStepLifetimes) {
+  const Lifetime live{.first = 10, .last = 20};
+  EXPECT_EQ(microStepLifetime(live, MicroStep::kEvery, true, 0, 4, 30), (Lifetime{10, 30}));
+  EXPECT_EQ(microStepLifetime(live, MicroStep::kEvery, true, 1, 4, 30), (Lifetime{-1, 30}));
+  EXPECT_EQ(microStepLifetime(live, MicroStep::kEvery, true, 3, 4, 30), (Lifetime{-1, 20}));
+  EXPECT_EQ(microStepLifetime(live, MicroStep::kFirst, false, 1, 4, 30), std::nullopt);
+  EXPECT_EQ(microStepLifetime(live, MicroStep::kLast, false, 2, 4, 30), std::nullopt);
+  EXPECT_EQ(microStepLifetime(live, MicroStep::kLast, false, 3, 4, 30), live);
+  EXPECT_EQ(microStepLifetime(live, MicroStep::kFirst, false, -1, 4, 30), live);
 }
 
 TEST(PlanTest, LifetimesEndAtTheWaitOfAnAsyncStart) {
@@ -230,6 +280,27 @@ INSTANTIATE_TEST_SUITE_P(
         Corruption{"MicroBatch",
                    [](json& p) { p["programs"][0]["schedule"][0]["micro_batch"] = 1; },
                    "$.programs[0].schedule[0].micro_batch: is 1; micro-batches are 0 to 0"},
+        Corruption{
+            "MicroStepName",
+            [](json& p) { instructions(p, "forward")[0]["micro_step"] = "second"; },
+            absl::StrCat(kForward0, ".micro_step: is 'second'; expected every, first or last")},
+        Corruption{"MicroStepOnCompute",
+                   [](json& p) { firstOp(p, "nn.add")["micro_step"] = "first"; },
+                   "runs nn.add in the first micro-step only; only the collectives and buffer "
+                   "ops of a forward or backward block are kept or deferred"},
+        Corruption{"MicroBatchNeverRun",
+                   [](json& p) {
+                     p["micro_batches"] = 2;
+                     p["programs"][0]["schedule"][1]["micro_batch"] = 1;
+                   },
+                   "never runs forward for micro-batch 1 of 2; every model block runs once per "
+                   "micro-batch"},
+        Corruption{"MicroBatchTwice",
+                   [](json& p) {
+                     json& schedule = p["programs"][0]["schedule"];
+                     schedule.insert(schedule.begin(), schedule[0]);
+                   },
+                   "runs forward twice for micro-batch 0"},
         Corruption{"Programs", [](json& p) { p["programs"].push_back(p["programs"][0]); },
                    "$.programs: has 2 programs; a plan with 1 pipeline stage has one per stage"},
         Corruption{"NoInterface", [](json& p) { p.erase("interface"); }, "$.interface: is missing"},

@@ -227,12 +227,36 @@ void Pricer::memory() {
       }
     }
   }
+  // With one micro-step a dist.accumulate's sum is its operand: one
+  // buffer over both lifetimes (the search prices a template of two
+  // micro-steps as one this way; the planner makes no such plan).
+  std::vector<int64_t> sumOf;
+  std::vector<bool> isSum;
+  if (micro_steps == 1) {
+    for (int64_t order = 0; order < program_in_.size(); ++order) {
+      if (!program_in_.instruction(order).info->accumulates) continue;
+      if (sumOf.empty()) {
+        sumOf.assign(static_cast<size_t>(count), -1);
+        isSum.assign(static_cast<size_t>(count), false);
+      }
+      sumOf[program_in_.operands(order)[0]] = program_in_.results(order)[0];
+      isSum[program_in_.results(order)[0]] = true;
+    }
+  }
   std::vector<Buffer> buffers;
   buffers.reserve(static_cast<size_t>(count) + staging_.size());
   for (int64_t id = 0; id < count; ++id) {
-    const plan::Buffer& b = buffer(id);
+    plan::BufferRole role = buffer(id).role;
     plan::Lifetime live = program_in_.live(id);
-    const bool resident = plan::persistentRole(b.role);
+    if (!sumOf.empty()) {
+      if (isSum[id]) continue;  // counted with its operand
+      if (const int64_t sum = sumOf[id]; sum >= 0) {
+        live.last = std::max(live.last, program_in_.live(sum).last);
+        role = buffer(sum).role;
+      }
+    }
+    const plan::Buffer& b = buffer(id);
+    const bool resident = plan::persistentRole(role);
     if (!resident && micro_steps > 1) {
       const std::optional<plan::Lifetime> held = plan::microStepLifetime(
           live, definedIn[id], carried[id], micro_, micro_steps, lastModelOrder);
@@ -241,7 +265,7 @@ void Pricer::memory() {
     }
     const int64_t last = resident || id == loss ? end : live.last;
     buffers.push_back({.bytes = b.bytes,
-                       .role = roleOf(b.role),
+                       .role = roleOf(role),
                        .first = static_cast<int32_t>(resident ? -1 : live.first),
                        .last = static_cast<int32_t>(last)});
   }

@@ -67,7 +67,10 @@ MemoryPeak peakMemory(const std::vector<Buffer>& buffers, int32_t num_instructio
                       const std::array<int64_t, kNumRoles>& resident) {
   // Slot 0 is the entry (-1), slot i + 1 instruction i; a difference array
   // over the lifetimes.
-  std::vector<std::array<int64_t, kNumRoles>> delta(num_instructions + 2);
+  // Reused: the search asks for thousands of peaks of programs this long,
+  // and a fresh array each time is mostly page faults.
+  static thread_local std::vector<std::array<int64_t, kNumRoles>> delta;
+  delta.assign(static_cast<size_t>(num_instructions) + 2, {});
   for (const Buffer& buffer : buffers) {
     const int r = static_cast<int>(buffer.role);
     delta[buffer.first + 1][r] += buffer.bytes;

@@ -69,7 +69,9 @@ PlanRequest TemplatePricer::requestFor(const MeshKey& mesh, const cost::Strategy
   request.bucket_mb = s.bucket_mb;
   request.recompute = cost::recomputeName(s.recompute);
   request.sequence_parallel = sp;
-  request.micro_steps = s.accumulation > 1 ? 2 : 1;
+  // Two micro-steps stand for any number, one included (the pricer takes
+  // a sum for its operand then).
+  request.micro_steps = 2;
   request.keep_gathered = s.keep_gathered;
   request.defer_grad_sync = s.defer_grad_sync;
   // Templates are smaller than the candidates; the search checks memory.
@@ -100,8 +102,8 @@ absl::StatusOr<mlir::ModuleOp> TemplatePricer::placedFor(const cost::Strategy& s
 
 absl::StatusOr<TemplatePricer::Template*> TemplatePricer::templateFor(const cost::Strategy& s) {
   const MeshKey mesh = meshKeyOf(s);
-  const Key key{mesh,        s.prefetch,         s.reshard_after_forward, s.bucket_mb,
-                s.recompute, s.accumulation > 1, s.keep_gathered,         s.defer_grad_sync};
+  const Key key{mesh,        s.prefetch,      s.reshard_after_forward, s.bucket_mb,
+                s.recompute, s.keep_gathered, s.defer_grad_sync};
   if (auto it = templates_.find(key); it != templates_.end()) return &it->second;
   absl::StatusOr<mlir::ModuleOp> placed = placedFor(s);
   if (!placed.ok()) return placed.status();

@@ -88,10 +88,9 @@ class TemplatePricer final : public planner::cost::StepPricer {
   // placement choice): (tp, dp, fsdp, micro-batch, sp).
   using MeshKey = std::tuple<int64_t, int64_t, int64_t, int64_t, bool>;
   // And the knobs: (prefetch, reshard, bucket-mb, recompute), and between
-  // micro-steps (accumulating, keep-gathered, defer-grad-sync): a template
-  // of two micro-steps stands for any number, set when re-sizing.
-  using Key =
-      std::tuple<MeshKey, int64_t, bool, int64_t, planner::cost::Recompute, bool, bool, bool>;
+  // micro-steps (keep-gathered, defer-grad-sync). Every template has two
+  // micro-steps, which stand for any number, set when re-sizing.
+  using Key = std::tuple<MeshKey, int64_t, bool, int64_t, planner::cost::Recompute, bool, bool>;
   MeshKey meshKeyOf(const planner::cost::Strategy& strategy) const;
   // The template's plan request: its mesh and the candidate's knobs.
   PlanRequest requestFor(const MeshKey& mesh, const planner::cost::Strategy& strategy) const;
