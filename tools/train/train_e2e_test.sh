@@ -16,7 +16,10 @@
 #    gradient of a run without the mode;
 #  - mixed precision (bf16 params, f32 master copies): fsdp 4 over gloo and
 #    tp 2 under mpirun within bf16 tolerance of the 1-rank bf16 run, and a
-#    killed bf16 run resumed from its checkpoint reproduces the losses.
+#    killed bf16 run resumed from its checkpoint reproduces the losses;
+#  - gradient accumulation (two micro-steps, gathers kept, reductions
+#    deferred): fsdp 4 over gloo and hsdp 2x2 under mpirun against the
+#    1-rank run of the whole batch in one step.
 # Args: train, launch, parity, then the plans: single, fsdp4, fsdp2_tp2, hsdp2x2.
 set -u
 train="$1" launch="$2" parity="$3" single="$4" fsdp4="$5" fsdp2tp2="$6" hsdp="$7"
@@ -191,4 +194,18 @@ compare "$work/bf16_single.json" "$work/mpi_bf16_tp2.json" "$bf16"
 run bf16_resumed "$train" --plan="$plans/llama_bf16_fsdp4/plan.json" "${common[@]}" --nproc=4 \
     --checkpoint_dir="$work/ck_bf16" --resume --save_every=0 --losses_out="$work/bf16_resumed.json"
 compare "$work/bf16_fsdp4.json" "$work/bf16_resumed.json" 0
+
+# Gradient accumulation: batch 8 as two micro-steps, the gathers kept and
+# the reductions deferred between them, over gloo and under mpirun, against
+# the 1-rank run of batch 8 in one step; train feeds each micro-batch.
+run accum_single "$train" --plan="$plans/accum_llama_single/plan.json" "${common[@]}" \
+    --losses_out="$work/accum_single.json"
+run accum_fsdp4 "$train" --plan="$plans/accum_llama_both_fsdp4_m2/plan.json" "${common[@]}" \
+    --nproc=4 --losses_out="$work/accum_fsdp4.json"
+compare "$work/accum_single.json" "$work/accum_fsdp4.json"
+port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+run mpi_accum_hsdp mpirun "${mpirun_flags[@]}" --timeout 120 -np 4 -x MASTER_PORT="$port" \
+    -x OPENBLAS_NUM_THREADS=1 "$train" --plan="$plans/accum_llama_both_hsdp2x2_m2/plan.json" \
+    "${common[@]}" --backend=mpi --losses_out="$work/mpi_accum_hsdp.json"
+compare "$work/accum_single.json" "$work/mpi_accum_hsdp.json"
 echo "PASS"
