@@ -122,6 +122,10 @@ TEST(PlanTest, AccumulatingPlansSayWhatRunsInWhichMicroStep) {
   EXPECT_GT(kept, 0);
   EXPECT_TRUE(runsIn(MicroStep::kFirst, 0, 2) && !runsIn(MicroStep::kFirst, 1, 2));
   EXPECT_TRUE(runsIn(MicroStep::kLast, 1, 2) && !runsIn(MicroStep::kLast, 0, 2));
+  // The report's collectives are the step's: they sum to its bytes.
+  int64_t total = 0;
+  for (const CommVolume& v : plan->predicted.comm_volume) total += v.bytes;
+  EXPECT_EQ(total, plan->predicted.comm_bytes_per_rank);
   // What the planner wrote, the library writes back.
   const std::string text = readText(planPath("accum_llama_both_hsdp2x2_m2"));
   EXPECT_EQ(writePlan(*parsePlan(text, "p.json")), text);

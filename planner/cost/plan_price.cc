@@ -484,6 +484,24 @@ absl::StatusOr<PlanPrice> pricePlan(const plan::Plan& plan, const CostModel& mod
   return priceProgram(PlanProgram(plan, plan.programs.front()), model);
 }
 
+std::vector<plan::CommVolume> commVolumeOf(const plan::Plan& plan) {
+  std::map<std::pair<std::string, plan::CollectiveKind>, plan::CommVolume> entries;
+  if (plan.programs.empty()) return {};
+  for (const plan::Instruction* in : plan.programs.front().instructions()) {
+    if (in->info->family != plan::OpFamily::kCollective) continue;
+    const int64_t runs = in->micro_step == plan::MicroStep::kEvery ? plan.micro_batches : 1;
+    const std::string axes = absl::StrJoin(in->attrs.mesh_axes, ",");
+    plan::CommVolume& entry = entries[{axes, in->info->collective}];
+    entry.axes = axes;
+    entry.kind = plan::collectiveKindName(in->info->collective);
+    entry.count += runs;
+    entry.bytes += in->attrs.bytes.value_or(0) * runs;
+  }
+  std::vector<plan::CommVolume> volume;
+  for (auto& [key, entry] : entries) volume.push_back(std::move(entry));
+  return volume;
+}
+
 absl::Status recordPrice(const CostModel& model, plan::Plan& plan) {
   absl::StatusOr<PlanPrice> price = pricePlan(plan, model);
   if (!price.ok()) return price.status();

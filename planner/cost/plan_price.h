@@ -101,6 +101,10 @@ absl::StatusOr<PlanPrice> priceProgram(const PricedProgram& program, const CostM
 // step and the loss is held to its end (plan-memory-plan's rules).
 absl::StatusOr<PlanPrice> pricePlan(const plan::Plan& plan, const CostModel& model);
 
+// The collectives of one optimizer step by (axes, kind): each
+// instruction's count and `bytes` times the micro-steps it runs in.
+std::vector<plan::CommVolume> commVolumeOf(const plan::Plan& plan);
+
 // Prices `plan` and records the figures in it: predicted.step_time_s,
 // compute_s, comm_s, exposed_comm_s, optimizer_s, peak_bytes, peak_index,
 // breakdown, comm_bytes_per_rank, model_flops, the efficiency of large

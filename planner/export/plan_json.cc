@@ -33,7 +33,6 @@
 #include "planner/transforms/accumulate/micro_steps.h"
 #include "planner/transforms/autodiff/passes.h"
 #include "planner/transforms/autodiff/phases.h"
-#include "planner/transforms/collectives/comm_volume.h"
 #include "planner/transforms/collectives/passes.h"
 #include "planner/transforms/memory/memory_plan.h"
 #include "planner/transforms/optimizer/passes.h"
@@ -548,13 +547,8 @@ absl::Status Exporter::setPredicted(const mesh::Topology& topology) {
   absl::StatusOr<cost::CostModel> model = cost::CostModel::create(topology, efficiency);
   if (!model.ok()) return model.status();
   if (absl::Status s = cost::recordPrice(*model, plan_); !s.ok()) return s;
-  const collectives::CommVolume comm = collectives::computeCommVolume(func_);
-  for (const auto& [key, entry] : comm.entries) {
-    plan_.predicted.comm_volume.push_back({.axes = key.first,
-                                           .kind = collectives::collectiveKindName(key.second),
-                                           .count = entry.count,
-                                           .bytes = entry.bytes});
-  }
+  // Per optimizer step: every micro-step's collectives.
+  plan_.predicted.comm_volume = cost::commVolumeOf(plan_);
   return absl::OkStatus();
 }
 

@@ -7,6 +7,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -167,6 +168,20 @@ std::string formatReport(const plan::Plan& plan, const ReportOptions& options) {
                   absl::StrJoin(plan.strategies, ", "), ")\n");
   absl::StrAppend(&out, "- topology: ", plan.topology.hosts, " host(s) x ",
                   plan.topology.devices_per_host, " ", plan.topology.device, "\n");
+  if (plan.micro_batches > 1) {
+    bool kept = false, deferred = false;
+    for (const plan::Instruction* in : plan.programs.front().instructions()) {
+      kept |= in->micro_step == plan::MicroStep::kFirst;
+      deferred |= in->micro_step == plan::MicroStep::kLast;
+    }
+    std::vector<std::string> between;
+    if (kept) between.push_back("parameter gathers kept from the first");
+    if (deferred) between.push_back("gradient reductions deferred to the last");
+    absl::StrAppend(&out, "- optimizer step: ", plan.micro_batches, " micro-steps",
+                    between.empty() ? " (each gathers and reduces its own)"
+                                    : absl::StrCat(" (", absl::StrJoin(between, "; "), ")"),
+                    "\n");
+  }
   // Gradients may differ from their parameters in type
   // (plan-insert-collectives' grad-reduce-dtype), so both are shown.
   std::set<std::string> param_types, grad_types;
