@@ -236,6 +236,11 @@ absl::StatusOr<SearchResult> searchMesh(const CostModel& model, StepPricer& pric
   const int64_t devices = topology.worldSize();
   const int64_t perHost = topology.devicesPerHost();
   const Pins& pins = options.pins;
+  if (pins.keep_gathered.value_or(false) && pins.reshard_after_forward.value_or(false)) {
+    return absl::InvalidArgumentError(
+        "--pin keep-gathered=true keeps the forward's gathered copy for the backward and the "
+        "later micro-steps, so it cannot go with --pin reshard=true; drop one of them");
+  }
   if (options.global_batch < 1) {
     return absl::InvalidArgumentError(
         absl::StrCat("the global batch must be >= 1 sequence, got ", options.global_batch));
@@ -274,6 +279,11 @@ absl::StatusOr<SearchResult> searchMesh(const CostModel& model, StepPricer& pric
       for (int64_t micro : divisors(perRank)) {
         if (pins.micro_batch && micro != *pins.micro_batch) continue;
         if (options.fixed_batch && micro != perRank) continue;
+        // A lever pinned on leaves the candidates it cannot apply to: one
+        // micro-step, no gathers to keep, no data axis to defer.
+        const bool accumulating = micro < perRank;
+        if (pins.keep_gathered.value_or(false) && !(accumulating && fsdp > 1)) continue;
+        if (pins.defer_grad_sync.value_or(false) && !(accumulating && ranks > 1)) continue;
         // The recompute modes, least costly first; each is tried only
         // where the one before does not fit.
         int64_t lessRecompute = -1;
@@ -281,7 +291,6 @@ absl::StatusOr<SearchResult> searchMesh(const CostModel& model, StepPricer& pric
           if (pins.recompute && recompute != *pins.recompute) continue;
           Group group;
           group.less_recompute = lessRecompute;
-          lessRecompute = static_cast<int64_t>(groups.size());
           group.variants = knobVariants({.dp = dp,
                                          .fsdp = fsdp,
                                          .tp = tp,
@@ -290,8 +299,12 @@ absl::StatusOr<SearchResult> searchMesh(const CostModel& model, StepPricer& pric
                                          .recompute = recompute,
                                          .sequence_parallel = sp},
                                         pins, options);
+          // Pins that contradict each other (keep-gathered with reshard)
+          // leave nothing.
+          if (group.variants.empty()) continue;
           group.base = group.variants.front();
           result.enumerated += static_cast<int64_t>(group.variants.size());
+          lessRecompute = static_cast<int64_t>(groups.size());
           groups.push_back(std::move(group));
         }
       }

@@ -269,6 +269,21 @@ TEST(SearchTest, AccumulationLeversAreSearchedAndPinned) {
       EXPECT_FALSE(c.strategy.keep_gathered || c.strategy.defer_grad_sync) << c.label();
     }
   }
+  // Pinned on, a lever leaves out the candidates it cannot apply to.
+  Pins keep;
+  ASSERT_TRUE(parsePin("keep-gathered=true", keep).ok());
+  absl::StatusOr<SearchResult> kept =
+      searchMesh(model, pricer, {.global_batch = 32, .pins = keep, .exhaustive = true});
+  ASSERT_TRUE(kept.ok()) << kept.status();
+  ASSERT_FALSE(kept->ranked.empty());
+  for (const Candidate& c : kept->ranked) {
+    EXPECT_TRUE(c.strategy.keep_gathered && c.strategy.accumulation > 1 && c.strategy.fsdp > 1)
+        << c.label();
+  }
+  ASSERT_TRUE(parsePin("reshard=true", keep).ok());
+  EXPECT_THAT(
+      searchMesh(model, pricer, {.global_batch = 32, .pins = keep}).status(),
+      StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("cannot go with --pin reshard=true")));
   EXPECT_THAT(parsePin("keep-gathered=yes", pins),
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("is not true or false")));
 }

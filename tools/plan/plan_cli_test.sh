@@ -206,6 +206,16 @@ expect grouped-params 0 '^\| layers\.\{0\.\.31\}\.attention\.wq\.weight \(x32\) 
   --model=llama3-8b --mesh=8 --axes=fsdp
 expect recompute-plan 0 '^## Recompute \(per rank\)' -- --model=tiny --mesh=fsdp=2 --batch=2 \
   --recompute=full
+# Gradient accumulation: the plan is the whole step; the levers need
+# micro-steps, the batch must split into them, and --mesh=auto picks them.
+expect accumulate-plan 0 '^- optimizer step: 2 micro-steps \(parameter gathers kept from the first; gradient reductions deferred to the last\)' -- \
+  --model=tiny --mesh=fsdp=2 --batch=4 --micro-steps=2 --keep-gathered --defer-grad-sync
+expect accumulate-levers-alone 2 'plan: --keep-gathered and --defer-grad-sync act between the micro-steps' -- \
+  --model=tiny --mesh=fsdp=2 --keep-gathered
+expect accumulate-split 2 'plan: --batch=8 does not split into --micro-steps=3 equal micro-batches' -- \
+  --model=tiny --mesh=fsdp=2 --batch=8 --micro-steps=3
+expect accumulate-auto 2 'plan: --micro-steps applies to an explicit mesh' -- \
+  --model=tiny --mesh=auto --devices=4 --micro-steps=2
 # Sequence parallelism: tp's all-reduces become reduce-scatters and
 # all-gathers; the sequence must divide by tp.
 expect sequence-parallel 0 '^\| tp \| reduce_scatter \|' -- --model=tiny --mesh=tp=2 --batch=2 \

@@ -444,6 +444,12 @@ int main(int argc, char** argv) {
   // The graph is one micro-step's: the step's batch split over the
   // micro-steps.
   if (micro_steps_flag < 1) return fail("--micro-steps must be >= 1");
+  if (mesh_flag != "auto" && micro_steps_flag == 1 &&
+      (keep_gathered_flag || defer_grad_sync_flag)) {
+    return fail(
+        "--keep-gathered and --defer-grad-sync act between the micro-steps of an optimizer step; "
+        "add --micro-steps=K with K > 1 (and a --batch that K divides)");
+  }
   if (batch && micro_steps_flag > 1) {
     if (*batch % micro_steps_flag != 0) {
       return fail(absl::StrCat("--batch=", *batch,
