@@ -13,7 +13,8 @@
 #               ones), stripped and gzipped (OpenBLAS alone is 35 MiB); never
 #               glibc, libstdc++, libgcc_s, libm, the driver or any CUDA
 #               library (cuBLAS/cuBLASLt, NCCL, cuDNN): those come from there
-#   data/       the single-rank plans (f32, f32 with full recompute, bf16)
+#   data/       the single-rank plans (f32, f32 with full recompute, two
+#               micro-steps, bf16)
 #               executor_cuda_test and the GPU training slot run
 #   MANIFEST    file, size, sha256 and the commit it was built from, the
 #               CUDA libraries the machine must have, and the newest glibc
@@ -53,7 +54,7 @@ binaries=(
 # Data: the plans executor_cuda_test and train read. Plan NAME is built by
 # //runtime/executor/testdata:NAME_plan into
 # runtime/executor/testdata/NAME/plan.json and goes to data/NAME/plan.json.
-plans=(llama_single llama_bf16_single llama_full_single llama_1b_bf16_h200)
+plans=(llama_single llama_bf16_single llama_full_single accum_llama_single_m2 llama_1b_bf16_h200)
 plan_labels=()
 for plan in "${plans[@]}"; do plan_labels+=("//runtime/executor/testdata:${plan}_plan"); done
 

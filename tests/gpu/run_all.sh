@@ -387,11 +387,12 @@ done
 find_binary gemm_bench gemm_bench && run_check gemm_bench 120 parse_gemm_bench -- "$BINARY"
 
 # The executor on CUDA against the CPU on the tiny Llama plans (f32, full
-# recompute and bf16); the test finds them under $TEST_SRCDIR/loom/... as under Bazel.
+# recompute, two micro-steps and bf16); the test finds them under
+# $TEST_SRCDIR/loom/... as under Bazel.
 if find_binary executor_cuda executor_cuda_test; then
   srcdir="$(mktemp -d "${TMPDIR:-/tmp}/loom_gpu_srcdir.XXXXXX")"
   mkdir -p "$srcdir/loom/runtime/executor/testdata"
-  for plan in llama_single llama_bf16_single llama_full_single; do
+  for plan in llama_single llama_bf16_single llama_full_single accum_llama_single_m2; do
     ln -s "$bundle/data/$plan" "$srcdir/loom/runtime/executor/testdata/$plan"
   done
   run_check executor_cuda 120 parse_gtest -- env TEST_SRCDIR="$srcdir" "$BINARY" --gtest_brief=1
