@@ -34,6 +34,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/synchronization/mutex.h"
 #include "comm/errors.h"
+#include "comm/gloo/direct_all_reduce.h"
 #include "comm/gloo/gloo_reduce.h"
 #include "comm/gloo/gloo_store.h"
 #include "gloo/allgather.h"
@@ -503,9 +504,11 @@ void allToAllBytes(Engine& engine, uint8_t* out, std::vector<int64_t> out_bytes,
 class GlooBackend : public Backend {
  public:
   GlooBackend(const BackendContext& context,
-              std::shared_ptr<::gloo::rendezvous::Context> gloo_context, PeerAddresses peers)
+              std::shared_ptr<::gloo::rendezvous::Context> gloo_context, PeerAddresses peers,
+              size_t direct_all_reduce_max_bytes)
       : Backend(context),
         default_timeout_(context.timeout),
+        direct_all_reduce_max_bytes_(direct_all_reduce_max_bytes),
         engine_(std::make_shared<Engine>(std::move(gloo_context), std::move(peers))) {
     engine_->start();
   }
@@ -534,8 +537,21 @@ class GlooBackend : public Backend {
     absl::StatusOr<ReduceFn> fn = reduceFunction(options.op, tensor.dtype());
     if (!fn.ok()) return fn.status();
     const auto timeout = timeoutOf(options.timeout);
-    return submit(info, timeout, [tensor, options, info, timeout, fn = *fn](Engine& e) {
+    const bool direct = tensor.nbytes() <= direct_all_reduce_max_bytes_;
+    return submit(info, timeout, [tensor, options, info, timeout, direct, fn = *fn](Engine& e) {
       if (tensor.numel() == 0) return absl::OkStatus();
+      if (direct) {
+        const size_t bytes = tensor.nbytes();
+        const size_t element = dtypeSize(tensor.dtype());
+        uint8_t* scratch =
+            e.scratch(directAllReduceScratchBytes(bytes, element, e.rank(), e.size()));
+        if (absl::Status s = directAllReduce(*e.context(), tensor.data(), bytes, element, fn,
+                                             tagOf(info), toChrono(timeout), scratch);
+            !s.ok()) {
+          return withContext(s, absl::StrCat(info.describe(), ": "));
+        }
+        return finishAvg(options.op, tensor, e.size());
+      }
       ::gloo::AllreduceOptions opts(e.context());
       visitDType(tensor.dtype(), [&](auto tag) {
         using T = decltype(tag);
@@ -824,6 +840,7 @@ class GlooBackend : public Backend {
   }
 
   const absl::Duration default_timeout_;
+  const size_t direct_all_reduce_max_bytes_;
   const std::shared_ptr<Engine> engine_;
 };
 
@@ -992,8 +1009,8 @@ absl::StatusOr<std::unique_ptr<Backend>> createGlooBackend(const BackendContext&
                                                     " could not exchange the addresses "
                                                     "of its connections: "));
   }
-  return std::unique_ptr<Backend>(
-      new GlooBackend(context, std::move(gloo_context), *std::move(peers)));
+  return std::unique_ptr<Backend>(new GlooBackend(
+      context, std::move(gloo_context), *std::move(peers), options.direct_all_reduce_max_bytes));
 }
 
 void registerGlooBackend() {

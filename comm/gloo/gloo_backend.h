@@ -5,6 +5,7 @@
 #ifndef LOOM_COMM_GLOO_GLOO_BACKEND_H_
 #define LOOM_COMM_GLOO_GLOO_BACKEND_H_
 
+#include <cstddef>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -15,12 +16,23 @@
 
 namespace loom::comm::gloo {
 
-// Where this rank's Gloo device listens; every peer must reach that address.
+// The largest all_reduce the two-round algorithm takes by default. It was
+// faster than the ring at every size measured up to here
+// (docs/comm_bench.md), but it needs scratch the size of the call, which the
+// group keeps, where the ring needs two segments of at most 1 MiB.
+inline constexpr size_t kDefaultDirectAllReduceMaxBytes = size_t{64} << 20;
+
+// Where this rank's Gloo device listens, and the all-reduce's algorithm by
+// size.
 struct GlooBackendOptions {
   // A network interface ("eth0") whose address to use; wins over hostname.
   std::string iface;
   // A host name or address of this machine.
   std::string hostname = "127.0.0.1";
+  // all_reduce of at most this many bytes runs directAllReduce (two rounds
+  // of direct messages, direct_all_reduce.h), larger ones Gloo's ring; both
+  // give the same bits.
+  size_t direct_all_reduce_max_bytes = kDefaultDirectAllReduceMaxBytes;
 };
 
 // The options for this process: LOOM_GLOO_IFACE, else GLOO_SOCKET_IFNAME

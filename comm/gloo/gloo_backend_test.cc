@@ -4,9 +4,11 @@
 // exact at sizes where the transport writes in pieces.
 #include "comm/gloo/gloo_backend.h"
 
+#include <cstring>
 #include <map>
 #include <memory>
 #include <optional>
+#include <random>
 #include <string>
 #include <thread>
 #include <vector>
@@ -39,14 +41,14 @@ BackendContext contextFor(std::shared_ptr<Store> store, int rank, int size,
 }
 
 // Creates `size` backends on threads over one store.
-std::vector<std::unique_ptr<Backend>> connect(int size) {
+std::vector<std::unique_ptr<Backend>> connect(int size, const GlooBackendOptions& options = {}) {
   auto store = std::make_shared<HashStore>(absl::Seconds(20));
   std::vector<std::unique_ptr<Backend>> backends(size);
   std::vector<std::thread> threads;
   for (int r = 0; r < size; ++r) {
     threads.emplace_back([&, r] {
       absl::StatusOr<std::unique_ptr<Backend>> backend =
-          createGlooBackend(contextFor(store, r, size), GlooBackendOptions{});
+          createGlooBackend(contextFor(store, r, size), options);
       ASSERT_TRUE(backend.ok()) << backend.status();
       backends[r] = *std::move(backend);
     });
@@ -192,6 +194,46 @@ TEST(GlooBackendTest, AbortingASendStopsWaitingForIt) {
   ASSERT_TRUE(received.ok());
   EXPECT_TRUE((*received)->wait(absl::Seconds(5)).ok());
   EXPECT_EQ(got, data);
+}
+
+// all_reduce takes the two-round algorithm up to
+// direct_all_reduce_max_bytes and Gloo's ring above: both give the same bits
+// for every op on random floats, whatever the size.
+TEST(GlooBackendTest, BothAllReduceAlgorithmsGiveTheSameBits) {
+  constexpr int kRanks = 3;
+  std::vector<std::unique_ptr<Backend>> direct = connect(kRanks);
+  GlooBackendOptions ring_only;
+  ring_only.direct_all_reduce_max_bytes = 0;
+  std::vector<std::unique_ptr<Backend>> ring = connect(kRanks, ring_only);
+  uint64_t seq = 1;
+  for (size_t count : {size_t{5}, size_t{1001}, size_t{300007}}) {
+    for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kAvg, ReduceOp::kMin, ReduceOp::kProduct}) {
+      std::vector<std::vector<float>> by_direct(kRanks), by_ring(kRanks);
+      std::vector<std::thread> threads;
+      for (int r = 0; r < kRanks; ++r) {
+        std::mt19937 gen(seq * 10 + r);
+        std::normal_distribution<float> normal(0, 1);
+        for (size_t i = 0; i < count; ++i) by_direct[r].push_back(normal(gen));
+        by_ring[r] = by_direct[r];
+        threads.emplace_back([&, r] {
+          for (auto [backends, data] :
+               {std::pair{&direct, &by_direct}, std::pair{&ring, &by_ring}}) {
+            Backend& backend = *(*backends)[r];
+            absl::StatusOr<std::shared_ptr<Work>> work = backend.allReduce(
+                Tensor::of((*data)[r]), {.op = op}, infoFor(backend, seq, "all_reduce"));
+            ASSERT_TRUE(work.ok()) << work.status();
+            EXPECT_TRUE((*work)->wait().ok());
+          }
+        });
+      }
+      for (std::thread& t : threads) t.join();
+      for (int r = 0; r < kRanks; ++r) {
+        EXPECT_EQ(std::memcmp(by_direct[r].data(), by_ring[r].data(), count * sizeof(float)), 0)
+            << count << " elements, op " << reduceOpName(op) << ", rank " << r;
+      }
+      ++seq;
+    }
+  }
 }
 
 // Every collective the runtime uses, with blocks of 256 KiB and 1 MiB, ten
