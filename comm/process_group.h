@@ -135,7 +135,8 @@ class ProcessGroup {
   WorkOr recv(Tensor tensor, int src, const P2POptions& options = {});
   // A receive from whichever rank sends first with this tag (c10d's recv
   // with src=None); the Work's sourceRank() names the sender. Numbered
-  // apart from other calls ("recv_any_source #k"). gloo only.
+  // apart from other calls ("recv_any_source #k"). gloo and mpi; nccl
+  // refuses it, as PyTorch's NCCL backend does.
   WorkOr recvAnySource(Tensor tensor, const P2POptions& options = {});
   absl::StatusOr<std::vector<std::shared_ptr<Work>>> batchIsendIrecv(std::vector<P2POp> ops);
 

@@ -57,6 +57,9 @@ struct Call {
   // Runs once the request completed: copies results out, divides AVG,
   // checks a receive's size.
   std::function<absl::Status(const MPI_Status&)> finish;
+  // A receive: its Work records the sender MPI names (MPI_SOURCE), as
+  // c10d's ProcessGroupMPI reports a Work's source rank.
+  bool records_source = false;
   MPI_Request request = MPI_REQUEST_NULL;
 };
 
@@ -229,6 +232,7 @@ class Engine {
         status = makeError(errorKind(status), status.code(),
                            absl::StrCat(info.describe(), ": ", status.message()));
       }
+      if (status.ok() && it->records_source) it->work->setSourceRank(mpi_status.MPI_SOURCE);
       it->work->complete(status);
       it = running.erase(it);
       progressed = true;
@@ -684,32 +688,14 @@ class MpiBackend final : public Backend {
 
   WorkOr recv(Tensor tensor, int src, const P2POptions& options,
               const CollectiveInfo& info) override {
-    if (absl::Status status = checkTag(options.tag, info); !status.ok()) return status;
-    absl::StatusOr<int> count = mpiCount(tensor.numel(), info);
-    if (!count.ok()) return count.status();
-    absl::StatusOr<StagedTensor> data = StagedTensor::of(tensor, direct(tensor));
-    if (!data.ok()) return data.status();
-    const MPI_Datatype type = mpi::mpiDatatype(tensor.dtype());
-    Call call;
-    call.p2p = true;
-    call.post = [data = *data, count = *count, type, src, tag = options.tag](MPI_Comm comm,
-                                                                             MPI_Request* request) {
-      return MPI_Irecv(data.data(), count, type, src, tag, comm, request);
-    };
-    call.finish = [data = *data, count = *count, type, src](const MPI_Status& status) {
-      int received = 0;
-      {
-        MpiLock lock;
-        MPI_Get_count(&status, type, &received);
-      }
-      if (received != count) {
-        return invalidArgumentError(
-            absl::StrCat("received ", received, " elements from rank ", src, " but expected ",
-                         count, "; the sender's tensor must have as many elements"));
-      }
-      return data.copyOut();
-    };
-    return enqueue(std::move(call), info, options.timeout);
+    return receive(tensor, src, options, info);
+  }
+
+  // MPI_ANY_SOURCE, as PyTorch's ProcessGroupMPI::recvAnysource: the first
+  // message with this tag from any rank of the group's communicator.
+  WorkOr recvAnySource(Tensor tensor, const P2POptions& options,
+                       const CollectiveInfo& info) override {
+    return receive(tensor, MPI_ANY_SOURCE, options, info);
   }
 
   void abort() override {
@@ -799,6 +785,39 @@ class MpiBackend final : public Backend {
     return invalidArgumentError(absl::StrCat(info.describe(), ": tag ", tag,
                                              " is outside MPI's range [0, ", tag_upper_bound_,
                                              "]; pick a tag in that range"));
+  }
+
+  // A receive from `src`, or from whichever rank sends first when it is
+  // MPI_ANY_SOURCE; either way the Work names the sender.
+  WorkOr receive(const Tensor& tensor, int src, const P2POptions& options,
+                 const CollectiveInfo& info) {
+    if (absl::Status status = checkTag(options.tag, info); !status.ok()) return status;
+    absl::StatusOr<int> count = mpiCount(tensor.numel(), info);
+    if (!count.ok()) return count.status();
+    absl::StatusOr<StagedTensor> data = StagedTensor::of(tensor, direct(tensor));
+    if (!data.ok()) return data.status();
+    const MPI_Datatype type = mpi::mpiDatatype(tensor.dtype());
+    Call call;
+    call.p2p = true;
+    call.records_source = true;
+    call.post = [data = *data, count = *count, type, src, tag = options.tag](MPI_Comm comm,
+                                                                             MPI_Request* request) {
+      return MPI_Irecv(data.data(), count, type, src, tag, comm, request);
+    };
+    call.finish = [data = *data, count = *count, type](const MPI_Status& status) {
+      int received = 0;
+      {
+        MpiLock lock;
+        MPI_Get_count(&status, type, &received);
+      }
+      if (received != count) {
+        return invalidArgumentError(absl::StrCat(
+            "received ", received, " elements from rank ", status.MPI_SOURCE, " but expected ",
+            count, "; the sender's tensor must have as many elements"));
+      }
+      return data.copyOut();
+    };
+    return enqueue(std::move(call), info, options.timeout);
   }
 
   WorkOr enqueue(Call call, const CollectiveInfo& info, std::optional<absl::Duration> timeout) {

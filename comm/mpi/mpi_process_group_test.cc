@@ -1,7 +1,9 @@
 // The calls built on the ProcessGroup front end (synchronous forms, the
-// object collectives, the uneven all_gather, Join) over the mpi backend, as
+// object collectives, the uneven all_gather, Join, receives from any
+// source) over the mpi backend, as
 // N real processes under mpirun (run_under_mpirun.sh, 2 and 3 ranks). Every
 // rank runs every test in the same order.
+#include <algorithm>
 #include <cstdint>
 #include <cstdlib>
 #include <memory>
@@ -23,6 +25,7 @@ namespace loom::comm {
 namespace {
 
 using ::loom::testutil::StatusIs;
+using ::testing::AllOf;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
@@ -127,11 +130,81 @@ TEST_F(MpiProcessGroupTest, UnevenAllGather) {
   }
 }
 
-TEST_F(MpiProcessGroupTest, ReceivesFromAnySourceAreRefusedByName) {
-  std::vector<int64_t> got(1);
-  EXPECT_THAT(world().recvAnySource(Tensor::of(got)).status(),
-              StatusIs(absl::StatusCode::kUnimplemented,
-                       HasSubstr("backend mpi does not support recv_any_source")));
+// MPI_ANY_SOURCE: rank 0 takes the messages in whatever order they come
+// and learns each sender, as on gloo.
+TEST_F(MpiProcessGroupTest, ReceivesFromAnySourceNameTheSender) {
+  const int rank = world().rank();
+  const int n = world().size();
+  if (rank == 0) {
+    std::vector<int> senders;
+    for (int i = 1; i < n; ++i) {
+      std::vector<int64_t> got(2, -1);
+      absl::StatusOr<int> sender = world().recvAnySourceSync(Tensor::of(got), {.tag = 3});
+      ASSERT_TRUE(sender.ok()) << sender.status();
+      EXPECT_EQ(got, (std::vector<int64_t>{*sender * 10, *sender * 10 + 1}));
+      senders.push_back(*sender);
+    }
+    std::sort(senders.begin(), senders.end());
+    std::vector<int> expected;
+    for (int r = 1; r < n; ++r) expected.push_back(r);
+    EXPECT_EQ(senders, expected);
+  } else {
+    std::vector<int64_t> mine = {rank * 10, rank * 10 + 1};
+    ASSERT_TRUE(world().sendSync(Tensor::of(mine), 0, {.tag = 3}).ok());
+  }
+}
+
+// The asynchronous form, tags telling two senders apart, and a receive
+// from a named peer reporting that peer too.
+TEST_F(MpiProcessGroupTest, AnySourceReceivesMatchTagsAndReportTheirSender) {
+  const int rank = world().rank();
+  const int last = world().size() - 1;
+  if (rank == 0) {
+    std::vector<float> from_last(3), from_one(1);
+    absl::StatusOr<std::shared_ptr<Work>> tagged =
+        world().recvAnySource(Tensor::of(from_last), {.tag = 8});
+    ASSERT_TRUE(tagged.ok()) << tagged.status();
+    EXPECT_EQ((*tagged)->info().op, "recv_any_source");
+    absl::StatusOr<std::shared_ptr<Work>> named = world().recv(Tensor::of(from_one), 1, {.tag = 7});
+    ASSERT_TRUE(named.ok()) << named.status();
+    ASSERT_TRUE((*tagged)->wait().ok());
+    ASSERT_TRUE((*named)->wait().ok());
+    const absl::StatusOr<int> tagged_sender = (*tagged)->sourceRank();
+    const absl::StatusOr<int> named_sender = (*named)->sourceRank();
+    ASSERT_TRUE(tagged_sender.ok()) << tagged_sender.status();
+    ASSERT_TRUE(named_sender.ok()) << named_sender.status();
+    EXPECT_EQ(*tagged_sender, last);
+    EXPECT_EQ(from_last, (std::vector<float>{0.5f, 1.5f, 2.5f}));
+    EXPECT_EQ(*named_sender, 1);
+    EXPECT_EQ(from_one, std::vector<float>{7});
+  } else {
+    if (rank == 1) {
+      std::vector<float> seven = {7};
+      ASSERT_TRUE(world().sendSync(Tensor::of(seven), 0, {.tag = 7}).ok());
+    }
+    if (rank == last) {
+      std::vector<float> three = {0.5f, 1.5f, 2.5f};
+      ASSERT_TRUE(world().sendSync(Tensor::of(three), 0, {.tag = 8}).ok());
+    }
+  }
+}
+
+// A message shorter than the receive names its sender; the group goes on.
+TEST_F(MpiProcessGroupTest, AShortMessageFromAnySourceNamesItsSender) {
+  const int rank = world().rank();
+  if (rank == 0) {
+    std::vector<int32_t> got(4);
+    EXPECT_THAT(world().recvAnySourceSync(Tensor::of(got), {.tag = 9}).status(),
+                StatusIs(absl::StatusCode::kInvalidArgument,
+                         AllOf(HasSubstr("recv_any_source #"), HasSubstr("in group default"),
+                               HasSubstr("received 2 elements from rank 1 but expected 4"))));
+  } else if (rank == 1) {
+    std::vector<int32_t> two = {1, 2};
+    ASSERT_TRUE(world().sendSync(Tensor::of(two), 0, {.tag = 9}).ok());
+  }
+  std::vector<int64_t> one = {1};
+  ASSERT_TRUE(world().allReduceSync(Tensor::of(one)).ok());
+  EXPECT_EQ(one[0], world().size());
 }
 
 // One all-reduce per step; rank r has r + 1 steps; joined ranks shadow.

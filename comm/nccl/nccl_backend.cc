@@ -705,6 +705,16 @@ class NcclBackend final : public Backend {
     });
   }
 
+  // Refused with the reason, as PyTorch's ProcessGroupNCCL refuses it.
+  WorkOr recvAnySource(Tensor, const P2POptions&, const CollectiveInfo& info) override {
+    return makeError(
+        ErrorKind::kBackend, absl::StatusCode::kUnimplemented,
+        absl::StrCat("backend nccl does not support recv_any_source (", info.describe(),
+                     "): ncclRecv must name its peer (PyTorch's NCCL backend has no "
+                     "any-source receive either); receive from a named rank, or receive "
+                     "through a group whose backend is gloo or mpi"));
+  }
+
   void abort() override { engine_->abortWith("abort() was called"); }
 
  private:

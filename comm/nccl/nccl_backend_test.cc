@@ -371,6 +371,10 @@ TEST_F(NcclBackendTest, ArgumentsNcclCannotTakeAreRefusedAtOnce) {
   EXPECT_THAT(backend_->send(data.tensor(), 0, {.tag = 3, .timeout = {}}, info("send", 0)).status(),
               StatusIs(absl::StatusCode::kUnimplemented,
                        HasSubstr("backend nccl does not support tags on send/recv")));
+  EXPECT_THAT(backend_->recvAnySource(data.tensor(), {}, info("recv_any_source")).status(),
+              StatusIs(absl::StatusCode::kUnimplemented,
+                       AllOf(HasSubstr("backend nccl does not support recv_any_source"),
+                             HasSubstr("receive from a named rank"))));
   std::vector<float> host(16);
   EXPECT_THAT(
       backend_
