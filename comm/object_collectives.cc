@@ -2,20 +2,31 @@
 // then the bytes (padded to the largest object where the collective needs
 // equal sizes), as torch.distributed does. A failed serialization travels as
 // its error message with a negative count, -1 - the message's length, so
-// that every rank that receives the slot fails with the same words.
+// that every rank that receives the slot fails with the same words. Every
+// exchange's buffers go through a Stage: the host vectors themselves on the
+// CPU, device copies on a GPU.
 #include "comm/object_collectives.h"
 
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "comm/errors.h"
+#include "comm/nccl/device_buffer.h"
 
-namespace loom::comm::object_internal {
+namespace loom::comm {
+
+Device::Type objectDevice(const ProcessGroup& group) {
+  return group.cpuBackend().empty() && group.cudaBackend() == "nccl" ? Device::Type::kCuda
+                                                                     : Device::Type::kCpu;
+}
+
+namespace object_internal {
 namespace {
 
 std::string where(const ProcessGroup& group, std::string_view op) {
@@ -28,6 +39,85 @@ absl::Status withOp(const ProcessGroup& group, std::string_view op, const absl::
   return makeError(errorKind(status), status.code(),
                    absl::StrCat(where(group, op), status.message()));
 }
+
+// One exchange's buffers on the device the objects travel through. On the
+// CPU a view is the host memory itself. On a GPU each view is a device copy
+// of its host bytes, made when the view is, and run() copies the ones the
+// call writes back once the (synchronous) call has returned. The device
+// memory lives as long as the Stage, one exchange.
+class Stage {
+ public:
+  Stage(const ProcessGroup& group, std::string_view op, const ObjectOptions& options)
+      : group_(group),
+        op_(op),
+        on_gpu_(options.device.value_or(objectDevice(group)) == Device::Type::kCuda) {}
+
+  // `bytes` of host memory at `host` as a 1-d tensor of `dtype` on the
+  // stage's device; `written`: the call writes it. A staging failure is
+  // kept for run() to report, and the view is then empty.
+  Tensor view(void* host, size_t bytes, DType dtype, bool written) {
+    const int64_t numel = static_cast<int64_t>(bytes / dtypeSize(dtype));
+    if (!on_gpu_) return Tensor(host, dtype, {numel});
+    if (!error_.ok()) return Tensor();
+    absl::StatusOr<std::unique_ptr<nccl::DeviceBuffer>> buffer =
+        nccl::DeviceBuffer::allocate(bytes);
+    if (buffer.ok()) error_ = (*buffer)->copyFromHost(host);
+    if (!buffer.ok() || !error_.ok()) {
+      if (error_.ok()) error_ = buffer.status();
+      return Tensor();
+    }
+    Tensor tensor((*buffer)->data(), dtype, {numel}, Device::cuda((*buffer)->device()));
+    copies_.push_back(Copy{host, *std::move(buffer), written});
+    return tensor;
+  }
+
+  template <typename T>
+  Tensor of(std::vector<T>& values, bool written) {
+    return view(values.data(), values.size() * sizeof(T), dtypeOf<T>(), written);
+  }
+
+  // Runs `call` (a synchronous ProcessGroup call on the views), then copies
+  // what it wrote back to the host; the first failure, naming the object
+  // call.
+  template <typename Call>
+  absl::Status run(Call call) {
+    if (!error_.ok()) return deviceError(error_);
+    if (absl::Status s = call(); !s.ok()) return withOp(group_, op_, s);
+    for (const Copy& copy : copies_) {
+      if (!copy.written) continue;
+      if (absl::Status s = copy.device->copyToHost(copy.host); !s.ok()) return deviceError(s);
+    }
+    return absl::OkStatus();
+  }
+
+ private:
+  struct Copy {
+    void* host;
+    std::unique_ptr<nccl::DeviceBuffer> device;
+    bool written;
+  };
+
+  absl::Status deviceError(const absl::Status& status) const {
+    return makeError(
+        errorKind(status), status.code(),
+        absl::StrCat(where(group_, op_),
+                     "the objects travel through the current CUDA device (as PyTorch's do on a "
+                     "group whose backend is NCCL; this group's CPU backend is '",
+                     group_.cpuBackend(), "' and its CUDA backend '", group_.cudaBackend(),
+                     "'), but staging them there failed: ", status.message(),
+                     "; run where a GPU is usable, or pass ObjectOptions{.device = "
+                     "Device::Type::kCpu} on a group with a CPU backend"));
+  }
+
+  const ProcessGroup& group_;
+  const std::string op_;
+  const bool on_gpu_;
+  absl::Status error_;
+  std::vector<Copy> copies_;
+};
+
+constexpr bool kWritten = true;
+constexpr bool kRead = false;
 
 absl::Status checkRoot(const ProcessGroup& group, std::string_view op, std::string_view what,
                        int root) {
@@ -110,10 +200,13 @@ absl::StatusOr<std::vector<std::string>> allGatherSlots(ProcessGroup& group, std
     std::vector<uint8_t> mine(width);
     const std::string_view slot = slotBytes(object);
     if (!slot.empty()) std::memcpy(mine.data(), slot.data(), slot.size());
-    if (absl::Status s = group.allGatherIntoTensorSync(Tensor::of(all), Tensor::of(mine),
-                                                       {.timeout = options.timeout});
+    Stage stage(group, op, options);
+    const Tensor out = stage.of(all, kWritten);
+    const Tensor in = stage.of(mine, kRead);
+    if (absl::Status s = stage.run(
+            [&] { return group.allGatherIntoTensorSync(out, in, {.timeout = options.timeout}); });
         !s.ok()) {
-      return withOp(group, op, s);
+      return s;
     }
   }
   std::vector<uint8_t> packed;
@@ -128,13 +221,50 @@ absl::StatusOr<std::vector<int64_t>> allGatherSizes(ProcessGroup& group, std::st
                                                     const Serialized& object,
                                                     const ObjectOptions& options) {
   std::vector<int64_t> sizes(group.size());
-  const std::vector<int64_t> mine = {slotSize(object)};
-  if (absl::Status s = group.allGatherIntoTensorSync(Tensor::of(sizes), Tensor::of(mine),
-                                                     {.timeout = options.timeout});
+  std::vector<int64_t> mine = {slotSize(object)};
+  Stage stage(group, op, options);
+  const Tensor out = stage.of(sizes, kWritten);
+  const Tensor in = stage.of(mine, kRead);
+  if (absl::Status s = stage.run(
+          [&] { return group.allGatherIntoTensorSync(out, in, {.timeout = options.timeout}); });
       !s.ok()) {
-    return withOp(group, op, s);
+    return s;
   }
   return sizes;
+}
+
+template <typename T>
+absl::Status broadcastStaged(ProcessGroup& group, std::string_view op, std::vector<T>& values,
+                             const BroadcastOptions& broadcast, const ObjectOptions& options) {
+  Stage stage(group, op, options);
+  const Tensor tensor = stage.of(values, kWritten);
+  return stage.run([&] { return group.broadcastSync(tensor, broadcast); });
+}
+
+template <typename T>
+absl::Status sendStaged(ProcessGroup& group, std::string_view op, std::vector<T>& values, int dst,
+                        const P2POptions& p2p, const ObjectOptions& options) {
+  Stage stage(group, op, options);
+  const Tensor tensor = stage.of(values, kRead);
+  return stage.run([&] { return group.sendSync(tensor, dst, p2p); });
+}
+
+template <typename T>
+absl::Status recvStaged(ProcessGroup& group, std::string_view op, std::vector<T>& values, int src,
+                        const P2POptions& p2p, const ObjectOptions& options) {
+  Stage stage(group, op, options);
+  const Tensor tensor = stage.of(values, kWritten);
+  return stage.run([&] { return group.recvSync(tensor, src, p2p); });
+}
+
+// `whole` (a 1-d view) cut into `n` equal consecutive views, one per rank;
+// none when staging failed and `whole` is empty (Stage::run reports that).
+std::vector<Tensor> slices(const Tensor& whole, int n) {
+  std::vector<Tensor> parts;
+  if (whole.shape().empty()) return parts;
+  const int64_t each = whole.numel() / n;
+  for (int r = 0; r < n; ++r) parts.push_back(*whole.narrow(r * each, each));
+  return parts;
 }
 
 }  // namespace
@@ -152,16 +282,12 @@ absl::StatusOr<std::vector<std::string>> broadcastBytes(ProcessGroup& group,
   }
   if (count == 0) return std::vector<std::string>{};
   const BroadcastOptions broadcast = {.root = src, .timeout = options.timeout};
-  if (absl::Status s = group.broadcastSync(Tensor::of(sizes), broadcast); !s.ok()) {
-    return withOp(group, op, s);
-  }
+  if (absl::Status s = broadcastStaged(group, op, sizes, broadcast, options); !s.ok()) return s;
   const size_t bytes_total = total(sizes);
   std::vector<uint8_t> bytes =
       is_src ? concatenate(objects, bytes_total) : std::vector<uint8_t>(bytes_total);
   if (bytes_total > 0) {
-    if (absl::Status s = group.broadcastSync(Tensor::of(bytes), broadcast); !s.ok()) {
-      return withOp(group, op, s);
-    }
+    if (absl::Status s = broadcastStaged(group, op, bytes, broadcast, options); !s.ok()) return s;
   }
   return split(group, op, sizes, bytes,
                [src](size_t i) { return absl::StrCat("object ", i, " of rank ", src); });
@@ -193,17 +319,15 @@ absl::StatusOr<std::vector<std::string>> gatherBytes(ProcessGroup& group, const 
   if (width > 0) {
     std::vector<uint8_t> mine(width);
     if (!object->empty()) std::memcpy(mine.data(), object->data(), object->size());
+    Stage stage(group, op, options);
+    const Tensor in = stage.of(mine, kRead);
     std::vector<Tensor> outputs;
-    if (is_dst) {
-      for (int r = 0; r < group.size(); ++r) {
-        outputs.push_back(
-            Tensor(all.data() + r * width, DType::kUInt8, {static_cast<int64_t>(width)}));
-      }
-    }
-    if (absl::Status s =
-            group.gatherSync(outputs, Tensor::of(mine), {.root = dst, .timeout = options.timeout});
+    if (is_dst) outputs = slices(stage.of(all, kWritten), group.size());
+    if (absl::Status s = stage.run([&] {
+          return group.gatherSync(outputs, in, {.root = dst, .timeout = options.timeout});
+        });
         !s.ok()) {
-      return withOp(group, op, s);
+      return s;
     }
   }
   if (!is_dst) return std::vector<std::string>{};
@@ -243,42 +367,45 @@ absl::StatusOr<std::string> scatterBytes(ProcessGroup& group,
     header = problem.empty() ? std::vector<int64_t>{static_cast<int64_t>(longest(sizes)), 0}
                              : std::vector<int64_t>{static_cast<int64_t>(problem.size()), 1};
   }
-  if (absl::Status s = group.broadcastSync(Tensor::of(header), broadcast); !s.ok()) {
-    return withOp(group, op, s);
-  }
+  if (absl::Status s = broadcastStaged(group, op, header, broadcast, options); !s.ok()) return s;
   if (header[1] != 0) {
     std::vector<uint8_t> message(problem.begin(), problem.end());
     message.resize(static_cast<size_t>(header[0]));
-    if (absl::Status s = group.broadcastSync(Tensor::of(message), broadcast); !s.ok()) {
-      return withOp(group, op, s);
+    if (absl::Status s = broadcastStaged(group, op, message, broadcast, options); !s.ok()) {
+      return s;
     }
     return invalidArgumentError(
         absl::StrCat(where(group, op), std::string(message.begin(), message.end())));
   }
   const ScatterOptions scatter = {.root = src, .timeout = options.timeout};
   std::vector<int64_t> my_size(1);
-  std::vector<Tensor> size_inputs;
-  if (is_src) {
-    for (int64_t& size : sizes) size_inputs.push_back(Tensor(&size, DType::kInt64, {1}));
-  }
-  if (absl::Status s = group.scatterSync(Tensor::of(my_size), size_inputs, scatter); !s.ok()) {
-    return withOp(group, op, s);
+  {
+    Stage stage(group, op, options);
+    const Tensor out = stage.of(my_size, kWritten);
+    std::vector<Tensor> inputs;
+    if (is_src) inputs = slices(stage.of(sizes, kRead), group.size());
+    if (absl::Status s = stage.run([&] { return group.scatterSync(out, inputs, scatter); });
+        !s.ok()) {
+      return s;
+    }
   }
   const size_t width = static_cast<size_t>(header[0]);
   std::vector<uint8_t> mine(width);
   if (width > 0) {
     std::vector<uint8_t> padded(is_src ? width * group.size() : 0);
-    std::vector<Tensor> inputs;
     if (is_src) {
       for (int r = 0; r < group.size(); ++r) {
         const std::string& bytes = *objects[r];
         if (!bytes.empty()) std::memcpy(padded.data() + r * width, bytes.data(), bytes.size());
-        inputs.push_back(
-            Tensor(padded.data() + r * width, DType::kUInt8, {static_cast<int64_t>(width)}));
       }
     }
-    if (absl::Status s = group.scatterSync(Tensor::of(mine), inputs, scatter); !s.ok()) {
-      return withOp(group, op, s);
+    Stage stage(group, op, options);
+    const Tensor out = stage.of(mine, kWritten);
+    std::vector<Tensor> inputs;
+    if (is_src) inputs = slices(stage.of(padded, kRead), group.size());
+    if (absl::Status s = stage.run([&] { return group.scatterSync(out, inputs, scatter); });
+        !s.ok()) {
+      return s;
     }
   }
   return std::string(reinterpret_cast<const char*>(mine.data()), slotLength(my_size[0]));
@@ -290,15 +417,11 @@ absl::Status sendBytes(ProcessGroup& group, const std::vector<Serialized>& objec
   std::vector<int64_t> sizes;
   for (const Serialized& object : objects) sizes.push_back(slotSize(object));
   const P2POptions p2p = {.tag = 0, .timeout = options.timeout};
-  if (absl::Status s = group.sendSync(Tensor::of(sizes), dst, p2p); !s.ok()) {
-    return withOp(group, op, s);
-  }
+  if (absl::Status s = sendStaged(group, op, sizes, dst, p2p, options); !s.ok()) return s;
   const size_t bytes_total = total(sizes);
   if (bytes_total > 0) {
     std::vector<uint8_t> bytes = concatenate(objects, bytes_total);
-    if (absl::Status s = group.sendSync(Tensor::of(bytes), dst, p2p); !s.ok()) {
-      return withOp(group, op, s);
-    }
+    if (absl::Status s = sendStaged(group, op, bytes, dst, p2p, options); !s.ok()) return s;
   }
   for (size_t i = 0; i < objects.size(); ++i) {
     if (!objects[i].ok()) {
@@ -314,14 +437,10 @@ absl::StatusOr<std::vector<std::string>> recvBytes(ProcessGroup& group, size_t c
   const std::string op = "recv_object_list";
   std::vector<int64_t> sizes(count);
   const P2POptions p2p = {.tag = 0, .timeout = options.timeout};
-  if (absl::Status s = group.recvSync(Tensor::of(sizes), src, p2p); !s.ok()) {
-    return withOp(group, op, s);
-  }
+  if (absl::Status s = recvStaged(group, op, sizes, src, p2p, options); !s.ok()) return s;
   std::vector<uint8_t> bytes(total(sizes));
   if (!bytes.empty()) {
-    if (absl::Status s = group.recvSync(Tensor::of(bytes), src, p2p); !s.ok()) {
-      return withOp(group, op, s);
-    }
+    if (absl::Status s = recvStaged(group, op, bytes, src, p2p, options); !s.ok()) return s;
   }
   return split(group, op, sizes, bytes,
                [src](size_t i) { return absl::StrCat("object ", i, " of rank ", src); });
@@ -333,4 +452,5 @@ absl::Status deserializeError(const ProcessGroup& group, std::string_view op, si
                                            " failed to deserialize: ", why.message()));
 }
 
-}  // namespace loom::comm::object_internal
+}  // namespace object_internal
+}  // namespace loom::comm

@@ -4,7 +4,10 @@
 // as byte strings: ObjectSerializer<T> turns a T into bytes and back
 // (std::string and trivially copyable types have one; specialise it for
 // your own types). As in PyTorch each call first exchanges the byte counts
-// and then the bytes, through the group's CPU backend, synchronously.
+// and then the bytes, synchronously, through the group's device: the
+// current CUDA device where the group's only backend is nccl (the bytes are
+// staged through device memory, as PyTorch moves them to
+// torch.cuda.current_device()), else the CPU.
 //
 // Errors name the rank whose object failed: an object that cannot be
 // serialized still takes part in the exchange (its error message travels in
@@ -31,7 +34,17 @@ namespace loom::comm {
 struct ObjectOptions {
   // Bounds each of the call's exchanges; unset means the group's timeout.
   std::optional<absl::Duration> timeout = std::nullopt;
+  // What the bytes travel through (PyTorch's `device` argument): kCpu, or
+  // kCuda for the calling thread's current CUDA device. Unset: the group's
+  // device (objectDevice).
+  std::optional<Device::Type> device = std::nullopt;
 };
+
+// The device an object collective on `group` uses without
+// ObjectOptions::device: CUDA where the group has no CPU backend and its
+// CUDA backend is nccl (torch.distributed's rule for a group whose backend
+// is NCCL), else the CPU.
+Device::Type objectDevice(const ProcessGroup& group);
 
 // The serializer hook: serialize(const T&) -> StatusOr<std::string> and
 // deserialize(std::string_view) -> StatusOr<T>. A type without one does not

@@ -3,7 +3,8 @@
 // a type with its own serializer, every root, and failures: an object that
 // does not serialize is reported with the same words on every rank that
 // receives it, and one that does not deserialize names the rank it came
-// from.
+// from. Also which device the bytes travel through, and that CUDA staging
+// fails with its reason where no GPU is usable.
 #include "comm/object_collectives.h"
 
 #include <cstdint>
@@ -14,6 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/time.h"
+#include "comm/nccl/cuda_util.h"
 #include "comm/process_group.h"
 #include "comm/testing/process_group_testing.h"
 #include "gmock/gmock.h"
@@ -237,6 +239,73 @@ TEST(ObjectCollectivesFailureTest, AnObjectThatDoesNotDeserializeNamesItsSender)
         EXPECT_THAT(broadcastObjectList(group, all, 5),
                     StatusIs(absl::StatusCode::kInvalidArgument,
                              HasSubstr("src is 5 but the group has ranks 0 to 1")));
+      },
+      quickOptions());
+}
+
+ProcessGroupOptions ncclOnly() {
+  ProcessGroupOptions options = quickOptions();
+  options.cpu_backend = "";
+  options.cuda_backend = "nccl";
+  return options;
+}
+
+// As torch.distributed: a group whose backend is NCCL moves the bytes to
+// the current CUDA device; any group with a CPU backend uses the CPU. (A
+// group's CUDA backend is made at its first CUDA call, so these groups need
+// no GPU.)
+TEST(ObjectDeviceTest, CudaOnlyWhereTheGroupsOnlyBackendIsNccl) {
+  runRanks(
+      1, [](ProcessGroup& group) { EXPECT_EQ(objectDevice(group), Device::Type::kCpu); },
+      quickOptions());
+  runRanks(
+      1, [](ProcessGroup& group) { EXPECT_EQ(objectDevice(group), Device::Type::kCuda); },
+      ncclOnly());
+  ProcessGroupOptions gloo_only = quickOptions();
+  gloo_only.cuda_backend = "";
+  runRanks(
+      1, [](ProcessGroup& group) { EXPECT_EQ(objectDevice(group), Device::Type::kCpu); },
+      gloo_only);
+}
+
+// Where no GPU is usable, an NCCL group's object collectives fail at once
+// with the reason and the way out, and so does asking for CUDA on a group
+// with a CPU backend. object_collectives_cuda_test covers a GPU.
+TEST(ObjectCollectivesWithoutAGpuTest, CudaStagingFailsWithTheReason) {
+  if (nccl::cudaUnavailableReason().empty()) {
+    GTEST_SKIP() << "a GPU is usable here; object_collectives_cuda_test covers staging";
+  }
+  const auto staging_failed = [](const std::string& op) {
+    return StatusIs(absl::StatusCode::kFailedPrecondition,
+                    AllOf(HasSubstr(op + " in group default (rank 0 of 1): the objects travel "
+                                         "through the current CUDA device"),
+                          HasSubstr("no usable GPU"), HasSubstr("Device::Type::kCpu")));
+  };
+  runRanks(
+      1,
+      [&](ProcessGroup& group) {
+        std::vector<std::string> objects = {"a"};
+        EXPECT_THAT(broadcastObjectList(group, objects, 0),
+                    staging_failed("broadcast_object_list"));
+        std::vector<std::string> all;
+        EXPECT_THAT(allGatherObject(group, all, std::string("b")),
+                    staging_failed("all_gather_object"));
+        // The CPU on a group without a CPU backend is the front end's refusal.
+        EXPECT_THAT(allGatherObject(group, all, std::string("b"),
+                                    {.timeout = std::nullopt, .device = Device::Type::kCpu}),
+                    StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("no CPU backend")));
+      },
+      ncclOnly());
+  runRanks(
+      1,
+      [&](ProcessGroup& group) {
+        std::string mine;
+        EXPECT_THAT(scatterObjectList(group, mine, std::vector<std::string>{"c"}, 0,
+                                      {.timeout = std::nullopt, .device = Device::Type::kCuda}),
+                    staging_failed("scatter_object_list"));
+        // The default on this group stays the CPU.
+        ASSERT_TRUE(scatterObjectList(group, mine, std::vector<std::string>{"c"}, 0).ok());
+        EXPECT_EQ(mine, "c");
       },
       quickOptions());
 }

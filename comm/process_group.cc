@@ -474,6 +474,8 @@ int ProcessGroup::size() const { return impl_->size; }
 const std::string& ProcessGroup::name() const { return impl_->options.group_name; }
 const std::vector<int>& ProcessGroup::globalRanks() const { return impl_->global_ranks; }
 absl::Duration ProcessGroup::timeout() const { return impl_->options.timeout; }
+const std::string& ProcessGroup::cpuBackend() const { return impl_->options.cpu_backend; }
+const std::string& ProcessGroup::cudaBackend() const { return impl_->options.cuda_backend; }
 
 absl::StatusOr<std::shared_ptr<ProcessGroup>> ProcessGroup::newGroup(
     std::vector<int> ranks, std::optional<std::string> name) {

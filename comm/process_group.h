@@ -87,6 +87,10 @@ class ProcessGroup {
   // World ranks of the members, by group rank.
   const std::vector<int>& globalRanks() const;
   absl::Duration timeout() const;
+  // The backend that serves each device type ("gloo", "mpi", "nccl"), or ""
+  // where the group has none: what ProcessGroupOptions named.
+  const std::string& cpuBackend() const;
+  const std::string& cudaBackend() const;
 
   // A subgroup of the listed ranks of this group (c10d new_group). Every
   // rank of this group calls it, with the same list, in the same order as

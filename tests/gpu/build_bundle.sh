@@ -41,6 +41,7 @@ build_flags=(-c opt --experimental_convenience_symlinks=ignore)
 binaries=(
   //tests/deps:cuda_wiring_test
   //comm/nccl:nccl_backend_test
+  //comm:object_collectives_cuda_test
   //tools/calibrate:gpu_measure_test
   //runtime/kernels/cuda:cuda_kernels_test
   //runtime/kernels/cuda:gemm_bench

@@ -378,7 +378,7 @@ echo
 # The checks, in order.
 
 for check in cuda_wiring:cuda_wiring_test nccl_backend:nccl_backend_test \
-  gpu_measure:gpu_measure_test cuda_kernels:cuda_kernels_test \
+  object_collectives_cuda:object_collectives_cuda_test gpu_measure:gpu_measure_test cuda_kernels:cuda_kernels_test \
   cuda_kernel_set:cuda_kernel_set_test; do
   name="${check%%:*}"
   find_binary "$name" "${check#*:}" && run_check "$name" 90 parse_gtest -- "$BINARY" --gtest_brief=1

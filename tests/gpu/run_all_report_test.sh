@@ -79,7 +79,7 @@ expect_row gemm_bench SKIP "^.*\| no usable GPU: CUDA driver"
 expect_row comm_bench_nccl PASS "all_reduce 16 MiB in place: [0-9.]+ us, algbw [0-9.]+ GB/s; 0 wrong"
 expect_row calibrate_gpu FAIL "error while loading shared libraries: libcublas.so.13"
 expect_row train_gpu MISSING "CUDA executor not built yet"
-grep -q "^FAILED: 2 of 11 checks failed (2 passed, 2 skipped, 5 missing)" <<<"$REPORT" ||
+grep -q "^FAILED: 2 of 12 checks failed (2 passed, 2 skipped, 6 missing)" <<<"$REPORT" ||
   fail "$CASE: verdict line wrong:"$'\n'"$REPORT"
 [[ -s "$tmp/mixed.out/logs/gpu_measure.log" ]] || fail "$CASE: no log for gpu_measure"
 grep -q "no GPU visible" <<<"$OUTPUT" || fail "$CASE: no 'no GPU visible' line"
@@ -87,8 +87,8 @@ grep -q "no GPU visible" <<<"$OUTPUT" || fail "$CASE: no 'no GPU visible' line"
 # 2. No GPU, nothing fails: exit 0 and the "no GPU" verdict.
 CASE="all skipped, no GPU"
 b="$tmp/skipped"
-for t in cuda_wiring_test nccl_backend_test gpu_measure_test cuda_kernels_test cuda_kernel_set_test \
-  executor_cuda_test; do
+for t in cuda_wiring_test nccl_backend_test object_collectives_cuda_test gpu_measure_test \
+  cuda_kernels_test cuda_kernel_set_test executor_cuda_test; do
   fake "$b" "$t" gtest_all_skipped.log 0
 done
 fake "$b" gemm_bench bench_skipped.log 3
@@ -98,7 +98,7 @@ run skipped "$b" "${no_gpu[@]}"
 expect_rc 0
 expect_row calibrate_gpu SKIP "no usable GPU"
 expect_row comm_bench_nccl MISSING "comm-bench is not in skipped/bin"
-grep -q "^no GPU: 8 checks skipped (3 missing, none failed)" <<<"$REPORT" ||
+grep -q "^no GPU: 9 checks skipped (3 missing, none failed)" <<<"$REPORT" ||
   fail "$CASE: verdict line wrong:"$'\n'"$REPORT"
 
 # 3. nvidia-smi lists a GPU: a check that skips for want of one fails, and a
