@@ -18,6 +18,7 @@ readonly PACKAGES=(
   libgtest-dev libgmock-dev
   libbenchmark-dev         # Google Benchmark
   libopenmpi-dev openmpi-bin
+  iproute2                 # ip and ss: the two-host test's network namespaces
   libgloo-dev              # Gloo collectives (PyTorch's CPU engine)
   libopenblas-dev          # CPU GEMM
   nlohmann-json3-dev       # plan.json reader/writer
