@@ -262,7 +262,9 @@ INSTANTIATE_TEST_SUITE_P(SequenceParallel, LayoutTest,
                                            std::pair{"llama_single", "llama_sp_full_fsdp2_tp2"},
                                            std::pair{"gpt2_single", "gpt2_sp_tp2"},
                                            std::pair{"gpt2_single", "gpt2_sp_fsdp2_tp2"},
-                                           std::pair{"gpt2_v251_single", "gpt2_v251_sp_fsdp2_tp2"}),
+                                           std::pair{"gpt2_v251_single", "gpt2_v251_sp_fsdp2_tp2"},
+                                           std::pair{"llama_single", "llama_sp_hsdp2x2_tp2"},
+                                           std::pair{"gpt2_single", "gpt2_sp_hsdp2x2_tp2"}),
                          [](const auto& info) { return info.param.second; });
 
 // Recompute repeats the same ops on the same inputs: under deterministic
