@@ -213,6 +213,15 @@ expect grouped-params 0 '^\| layers\.\{0\.\.31\}\.attention\.wq\.weight \(x32\) 
   --model=llama3-8b --mesh=8 --axes=fsdp
 expect recompute-plan 0 '^## Recompute \(per rank\)' -- --model=tiny --mesh=fsdp=2 --batch=2 \
   --recompute=full
+# Per-layer recompute: runs of mode:count; --recompute=auto mixes them.
+expect recompute-layers 0 '^## Recompute \(per rank\)' -- --model=tiny --mesh=fsdp=2 --batch=2 \
+  --recompute=selective --recompute-layers=full:1
+expect recompute-layers-bad 2 "plan-recompute layers: 'full:x' is not mode:count" -- \
+  --model=tiny --mesh=fsdp=2 --batch=2 --recompute-layers=full:x
+expect recompute-layers-auto 2 'plan: --recompute-layers applies to an explicit mesh' -- \
+  --model=tiny --mesh=auto --devices=4 --recompute-layers=full:1
+expect recompute-auto-mix 0 'plan: --recompute=auto chose full:[0-9]+,selective:[0-9]+' -- \
+  --model=llama3-70b --mesh=fsdp=32,tp=8 --batch=32 --memory-gb=25 --recompute=auto
 # Gradient accumulation: the plan is the whole step; the levers need
 # micro-steps, the batch must split into them, and --mesh=auto picks them.
 expect accumulate-plan 0 '^- optimizer step: 2 micro-steps \(parameter gathers kept from the first; gradient reductions deferred to the last\)' -- \
