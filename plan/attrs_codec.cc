@@ -4,7 +4,9 @@
 #include "plan/attrs_codec.h"
 
 #include <string>
+#include <string_view>
 #include <type_traits>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -252,10 +254,17 @@ Accessor accessorOf(AttrId id) {
 }  // namespace
 
 std::optional<AttrId> attrFromName(std::string_view key) {
-  for (int i = 0; i < kNumAttrs; ++i) {
-    if (attrName(static_cast<AttrId>(i)) == key) return static_cast<AttrId>(i);
-  }
-  return std::nullopt;
+  // Every exported instruction looks up each of its attributes by name.
+  static const std::unordered_map<std::string_view, AttrId>* const byName = [] {
+    auto* names = new std::unordered_map<std::string_view, AttrId>();
+    for (int i = 0; i < kNumAttrs; ++i) {
+      names->emplace(attrName(static_cast<AttrId>(i)), static_cast<AttrId>(i));
+    }
+    return names;
+  }();
+  auto it = byName->find(key);
+  if (it == byName->end()) return std::nullopt;
+  return it->second;
 }
 
 absl::Status readAttr(AttrId id, const json& value, Attrs& attrs) {

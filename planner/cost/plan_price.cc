@@ -77,6 +77,7 @@ class Pricer {
     int32_t index = 0;
   };
   absl::StatusOr<Stream> streamOf(const std::vector<std::string>& axes);
+  absl::StatusOr<Stream> streamNamed(const std::vector<std::string>& axes);
 
   const PricedProgram& program_in_;
   const CostModel& model_;
@@ -87,6 +88,7 @@ class Pricer {
   // The plan instruction (order) behind each program entry.
   std::vector<int64_t> orderOf_;
   std::map<std::string, Stream> streams_;
+  std::unordered_map<const std::vector<std::string>*, Stream> streamByAxes_;
   // Future buffer -> the program entry of the collective that makes it.
   std::unordered_map<int64_t, int32_t> startOf_;
   // (order, seconds) of each optimizer step.
@@ -103,6 +105,15 @@ class Pricer {
 };
 
 absl::StatusOr<Pricer::Stream> Pricer::streamOf(const std::vector<std::string>& axes) {
+  // A repeated program visits each template instruction's axes once per
+  // block: looked up by address first.
+  if (auto it = streamByAxes_.find(&axes); it != streamByAxes_.end()) return it->second;
+  absl::StatusOr<Stream> stream = streamNamed(axes);
+  if (stream.ok()) streamByAxes_.emplace(&axes, *stream);
+  return stream;
+}
+
+absl::StatusOr<Pricer::Stream> Pricer::streamNamed(const std::vector<std::string>& axes) {
   const std::string key = absl::StrJoin(axes, ",");
   if (auto it = streams_.find(key); it != streams_.end()) return it->second;
   absl::StatusOr<GroupShape> group = model_.groupOf(program_in_.header().mesh, axes);
@@ -180,6 +191,7 @@ absl::Status Pricer::collective(int64_t order) {
   if (in.phase == plan::Phase::kBackward &&
       in.info->collective == plan::CollectiveKind::kAllGather) {
     price_.backward_gather_s += seconds;
+    price_.backward_gather_bytes += result.bytes;
   }
   // Without a wire type nothing is converted (the memory plan's rule).
   if (!in.attrs.wire_type) return absl::OkStatus();
@@ -408,6 +420,9 @@ PlanPrice combineMicroSteps(const PricedProgram& program, std::vector<PlanPrice>
     out.peak_bytes = p.peak_bytes;
     out.peak_order = p.peak_order;
     out.breakdown = p.breakdown;
+  }
+  for (const PlanPrice& p : steps) {
+    out.backward_gather_bytes = std::max(out.backward_gather_bytes, p.backward_gather_bytes);
   }
   if (steps.size() == 3) add(steps[1], middles);
   const double beforeLast = out.timing.step_time_s;

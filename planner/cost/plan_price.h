@@ -64,6 +64,9 @@ struct PlanPrice {
   std::vector<double> stream_s;
   std::vector<std::string> stream_axes;  // "fsdp", "dp,fsdp", ...
   double backward_gather_s = 0;
+  // Bytes the backward phase's gathers make in one micro-step (the largest
+  // micro-step's): the copies a plan that does not reshard keeps instead.
+  int64_t backward_gather_bytes = 0;
   // Time of the memory-bound nn ops (cost::OpClass::kMemoryBound: not
   // GEMMs, attention or views), part of compute_s. Sequence parallelism
   // can shrink these and nothing else of the compute (the search's bound).

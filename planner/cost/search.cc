@@ -479,6 +479,10 @@ absl::StatusOr<SearchResult> searchMesh(const CostModel& model, StepPricer& pric
     if (!base.ok()) return base.status();
     group.base_fits = base->fits;
     group.base_estimate = base->estimate;
+    // A sequence-parallel group that waited on its twin has no bound yet;
+    // the base's sizes are the pricer's last, so it costs a pass over the
+    // buffers.
+    if (group.memory_bound == 0) group.memory_bound = pricer.memoryLowerBound(group.base);
     offer(*base);
     pending.push({g, Wait::kRegather, stepTimeBound(group, base->estimate, false, false)});
     pending.push({g, Wait::kBetween, stepTimeBound(group, base->estimate, false, true)});
@@ -540,7 +544,14 @@ absl::StatusOr<SearchResult> searchMesh(const CostModel& model, StepPricer& pric
       if (absl::Status status = evaluateBase(p.group); !status.ok()) return status;
       continue;
     }
+    // A variant that does not reshard keeps the copies the base gathers
+    // again in its backward: over the cap on that alone, it is not priced.
+    const int64_t keptBound = group.memory_bound + group.base_estimate->backward_gather_bytes;
     for (const Strategy* s : rest) {
+      if (!options.exhaustive && !s->reshard_after_forward && keptBound > result.memory_cap_bytes) {
+        ++result.pruned_memory;
+        continue;
+      }
       absl::StatusOr<Candidate> c = evaluate(*s);
       if (!c.ok()) return c.status();
       offer(*c);

@@ -97,6 +97,7 @@ class ClosedFormPricer final : public StepPricer {
     e.backward_gather_s = s.keep_gathered ? 0 : backward * a;
     e.memory_bound_s = memoryBound * a;
     const int64_t gathered = s.fsdp > 1 ? static_cast<int64_t>(shard) / kLayers : 0;
+    e.backward_gather_bytes = s.reshard_after_forward ? gathered * kLayers : 0;
     // Kept: the whole gathered model; deferred: the unreduced gradients.
     const int64_t whole = 2 * kParams / s.tp;
     e.peak_bytes = memoryLowerBound(s) + gathered * (s.prefetch + 1) +

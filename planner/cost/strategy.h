@@ -97,6 +97,10 @@ struct StepEstimate {
   double fsdp_stream_s = 0;
   double other_stream_s = 0;
   double backward_gather_s = 0;
+  // The bytes one micro-step's backward gathers make (the largest
+  // micro-step's): what a variant that keeps the forward's copies instead
+  // holds at the end of the forward beyond the mesh's memory bound.
+  int64_t backward_gather_bytes = 0;
   // The part of compute_s that is memory-bound ops (PlanPrice::memory_bound_s).
   double memory_bound_s = 0;
 };

@@ -110,17 +110,8 @@ absl::StatusOr<TemplatePricer::Template*> TemplatePricer::templateFor(const cost
   mlir::OwningOpRef<mlir::ModuleOp> copy(placed->clone());
   absl::StatusOr<PlanResult> planned = planPlacedModule(*copy, requestFor(mesh, s));
   if (!planned.ok()) return planned.status();
-  Template made{.shorter = std::move(planned->plan),
-                .resized = {},
-                .repeated = {},
-                .micro_batch = std::get<3>(mesh),
-                .sized_for = {0, 0, 0, 0}};
-  // The re-sized copy holds the header and buffers only: pricing reads
-  // the instructions from `shorter`, and a search keeps a template per
-  // knob setting.
-  std::vector<loom::plan::Program> programs = std::move(made.shorter.programs);
-  made.resized = made.shorter;
-  made.shorter.programs = std::move(programs);
+  Template made{
+      .shorter = std::move(planned->plan), .repeated = {}, .micro_batch = std::get<3>(mesh)};
   if (source_.config && source_.config->num_layers > cost::kTemplateBlocks) {
     absl::StatusOr<cost::Repeated> repeated =
         cost::repeatBlocks(made.shorter, source_.config->num_layers);
@@ -140,22 +131,29 @@ absl::StatusOr<cost::RepeatedProgram> TemplatePricer::programFor(const cost::Str
   // The search asks for a group's memory bound, then prices its base: the
   // same sizes twice in a row.
   Template& made = **t;
-  const std::tuple<int64_t, int64_t, int64_t, int64_t> sizes{s.dp, s.fsdp, s.micro_batch,
-                                                             s.accumulation};
-  if (made.sized_for == sizes) return cost::RepeatedProgram(made.shorter, made.resized, made.repeated);
+  const Sizes sizes{s.dp, s.fsdp, s.micro_batch, s.accumulation};
+  if (sized_template_ == &made && sized_for_ == sizes) {
+    return cost::RepeatedProgram(made.shorter, resized_, made.repeated);
+  }
+  if (sized_template_ != &made) {
+    // The header and buffers only: the scratch never holds instructions.
+    std::vector<loom::plan::Program> programs = std::move(made.shorter.programs);
+    resized_ = made.shorter;
+    made.shorter.programs = std::move(programs);
+    sized_template_ = &made;
+  }
   cost::Resize resize{
       .axis_sizes = {}, .template_micro_batch = (*t)->micro_batch, .micro_batch = s.micro_batch};
   if (s.dp > 1) resize.axis_sizes["dp"] = s.dp;
   if (s.fsdp > 1) resize.axis_sizes["fsdp"] = s.fsdp;
-  made.sized_for = {0, 0, 0, 0};
-  if (absl::Status status = cost::resizePlanInto(made.shorter, resize, made.resized);
-      !status.ok()) {
+  sized_for_ = {0, 0, 0, 0};
+  if (absl::Status status = cost::resizePlanInto(made.shorter, resize, resized_); !status.ok()) {
     return status;
   }
   // The template's two micro-steps stand for the candidate's.
-  made.resized.micro_batches = s.accumulation;
-  made.sized_for = sizes;
-  return cost::RepeatedProgram(made.shorter, made.resized, made.repeated);
+  resized_.micro_batches = s.accumulation;
+  sized_for_ = sizes;
+  return cost::RepeatedProgram(made.shorter, resized_, made.repeated);
 }
 
 // What every variant of the mesh and micro-batch holds at the end of the
@@ -211,6 +209,7 @@ absl::StatusOr<cost::StepEstimate> TemplatePricer::estimate(const cost::Strategy
     }
   }
   e.backward_gather_s = price->backward_gather_s;
+  e.backward_gather_bytes = price->backward_gather_bytes;
   e.memory_bound_s = price->memory_bound_s;
   return e;
 }

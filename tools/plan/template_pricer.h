@@ -75,15 +75,13 @@ class TemplatePricer final : public planner::cost::StepPricer {
  private:
   struct Template {
     loom::plan::Plan shorter;
-    // `shorter` re-sized to the candidate last priced.
-    loom::plan::Plan resized;
     // The model's program by reference to the template's (the template
     // itself for a plan priced whole).
     planner::cost::Repeated repeated;
     int64_t micro_batch = 1;
-    // The (dp, fsdp, micro-batch, micro-steps) `resized` is sized for now.
-    std::tuple<int64_t, int64_t, int64_t, int64_t> sized_for{0, 0, 0, 0};
   };
+  // (dp, fsdp, micro-batch, micro-steps).
+  using Sizes = std::tuple<int64_t, int64_t, int64_t, int64_t>;
   // The template's mesh and micro-batch, and sequence parallelism (a
   // placement choice): (tp, dp, fsdp, micro-batch, sp).
   using MeshKey = std::tuple<int64_t, int64_t, int64_t, int64_t, bool>;
@@ -111,6 +109,12 @@ class TemplatePricer final : public planner::cost::StepPricer {
   std::map<int64_t, bool> graph_tp_allowed_;
   std::map<MeshKey, mlir::OwningOpRef<mlir::ModuleOp>> placed_;
   std::map<Key, Template> templates_;
+  // One template's header and buffers re-sized to the candidate last
+  // priced (pricing reads the instructions from the template itself): one
+  // copy for the search, not one per template.
+  const Template* sized_template_ = nullptr;
+  Sizes sized_for_{0, 0, 0, 0};
+  loom::plan::Plan resized_;
 };
 
 }  // namespace loom::tools::plan

@@ -122,7 +122,8 @@ TEST(TemplatePricerTest, TheMemoryBoundHoldsForEveryVariant) {
     Fixture f(spec);
     for (cost::Strategy base :
          {cost::Strategy{.fsdp = 16, .micro_batch = 2}, cost::Strategy{.dp = 2, .fsdp = 4, .tp = 2},
-          cost::Strategy{.dp = 16, .micro_batch = 3}}) {
+          cost::Strategy{.dp = 16, .micro_batch = 3},
+          cost::Strategy{.fsdp = 8, .tp = 2, .accumulation = 2}}) {
       const int64_t bound = f.pricer.memoryLowerBound(base);
       int64_t least = INT64_MAX;
       for (int64_t prefetch : {0, 1, 2}) {
@@ -139,6 +140,27 @@ TEST(TemplatePricerTest, TheMemoryBoundHoldsForEveryVariant) {
         }
       }
       EXPECT_LE(bound, least) << base.meshSpec();
+      // A variant that keeps the forward's copies holds what the base
+      // gathers again in its backward on top (the search's bound for it).
+      if (base.fsdp > 1) {
+        auto baseEstimate = f.pricer.estimate(base);
+        ASSERT_TRUE(baseEstimate.ok()) << baseEstimate.status();
+        EXPECT_GT(baseEstimate->backward_gather_bytes, 0) << base.meshSpec();
+        for (int64_t prefetch : {0, 1, 2}) {
+          cost::Strategy kept = base;
+          kept.prefetch = prefetch;
+          kept.reshard_after_forward = false;
+          auto e = f.pricer.estimate(kept);
+          ASSERT_TRUE(e.ok()) << e.status();
+          EXPECT_EQ(e->backward_gather_bytes, 0) << kept.knobs();
+          EXPECT_LE(bound + baseEstimate->backward_gather_bytes, e->peak_bytes) << kept.knobs();
+          if (base.accumulation == 1) continue;
+          kept.keep_gathered = true;
+          e = f.pricer.estimate(kept);
+          ASSERT_TRUE(e.ok()) << e.status();
+          EXPECT_LE(bound + baseEstimate->backward_gather_bytes, e->peak_bytes) << kept.knobs();
+        }
+      }
       // Not vacuous (gathered copies make up the rest of a tiny model's peak).
       EXPECT_GT(bound, least / 4) << base.meshSpec();
     }
