@@ -19,7 +19,9 @@
 #    killed bf16 run resumed from its checkpoint reproduces the losses;
 #  - gradient accumulation (two micro-steps, gathers kept, reductions
 #    deferred): fsdp 4 over gloo and hsdp 2x2 under mpirun against the
-#    1-rank run of the whole batch in one step.
+#    1-rank run of the whole batch in one step;
+#  - recompute (full, selective, per layer) and sequence parallelism under
+#    mpirun against the 1-rank run without them.
 # Args: train, launch, parity, then the plans: single, fsdp4, fsdp2_tp2, hsdp2x2.
 set -u
 train="$1" launch="$2" parity="$3" single="$4" fsdp4="$5" fsdp2tp2="$6" hsdp="$7"
@@ -77,6 +79,15 @@ source "$TEST_SRCDIR/$TEST_WORKSPACE/tests/testing/mpi_test_env.sh"
 # mpi_test_env.sh set its own EXIT trap; remove our work directory too.
 trap 'rm -rf "$work" "$job_dir"' EXIT
 plans="$(dirname "$(dirname "$single")")"
+# mpi_run NAME RANKS PLAN: PLAN under mpirun with the mpi backend, losses
+# to $work/NAME.json.
+mpi_run() {
+  local name="$1" ranks="$2" plan="$3" port
+  port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+  run "$name" mpirun "${mpirun_flags[@]}" --timeout 120 -np "$ranks" -x MASTER_PORT="$port" \
+      -x OPENBLAS_NUM_THREADS=1 "$train" --plan="$plan" "${common[@]}" \
+      --backend=mpi --losses_out="$work/$name.json"
+}
 for model in llama gpt2; do
   if [[ "$model" == gpt2 ]]; then
     run gpt2_single "$train" --plan="$plans/gpt2_single/plan.json" "${common[@]}" \
@@ -86,12 +97,19 @@ for model in llama gpt2; do
   [[ "$model" == gpt2 ]] && reference="$work/gpt2_single.json"
   for layout in fsdp4:4 tp2:2 fsdp2_tp2:4 hsdp2x2:4; do
     name="${model}_${layout%%:*}" ranks="${layout##*:}"
-    port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-    run "mpi_$name" mpirun "${mpirun_flags[@]}" --timeout 120 -np "$ranks" -x MASTER_PORT="$port" \
-        -x OPENBLAS_NUM_THREADS=1 "$train" --plan="$plans/$name/plan.json" "${common[@]}" \
-        --backend=mpi --losses_out="$work/mpi_$name.json"
+    mpi_run "mpi_$name" "$ranks" "$plans/$name/plan.json"
     compare "$reference" "$work/mpi_$name.json"
   done
+done
+
+# The memory levers under mpirun: full, selective and per-layer recompute
+# and sequence parallelism, against the 1-rank run without them.
+for lever in llama_full_hsdp2x2:4 llama_sel_fsdp2_tp2:4 llama_mix_fsdp2_tp2:4 \
+    llama_sp_fsdp2_tp2:4 llama_sp_full_fsdp2_tp2:4 gpt2_sp_tp2:2; do
+  name="${lever%%:*}" reference="$work/single.json"
+  [[ "$name" == gpt2_* ]] && reference="$work/gpt2_single.json"
+  mpi_run "mpi_$name" "${lever##*:}" "$plans/$name/plan.json"
+  compare "$reference" "$work/mpi_$name.json"
 done
 
 # Crash and resume: rank 1 dies after step 12; the latest checkpoint is 10.
@@ -181,10 +199,7 @@ run bf16_fsdp4 "$train" --plan="$plans/llama_bf16_fsdp4/plan.json" "${common[@]}
     --losses_out="$work/bf16_fsdp4.json"
 compare "$work/bf16_single.json" "$work/bf16_fsdp4.json" "$bf16"
 compare "$work/single.json" "$work/bf16_single.json" "$bf16"
-port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-run mpi_bf16_tp2 mpirun "${mpirun_flags[@]}" --timeout 120 -np 2 -x MASTER_PORT="$port" \
-    -x OPENBLAS_NUM_THREADS=1 "$train" --plan="$plans/llama_bf16_tp2/plan.json" "${common[@]}" \
-    --backend=mpi --losses_out="$work/mpi_bf16_tp2.json"
+mpi_run mpi_bf16_tp2 2 "$plans/llama_bf16_tp2/plan.json"
 compare "$work/bf16_single.json" "$work/mpi_bf16_tp2.json" "$bf16"
 # bf16 params are checkpointed as their (exact) f32 values next to the f32
 # master copies, so a resume continues bit for bit.
@@ -203,9 +218,6 @@ run accum_single "$train" --plan="$plans/accum_llama_single/plan.json" "${common
 run accum_fsdp4 "$train" --plan="$plans/accum_llama_both_fsdp4_m2/plan.json" "${common[@]}" \
     --nproc=4 --losses_out="$work/accum_fsdp4.json"
 compare "$work/accum_single.json" "$work/accum_fsdp4.json"
-port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-run mpi_accum_hsdp mpirun "${mpirun_flags[@]}" --timeout 120 -np 4 -x MASTER_PORT="$port" \
-    -x OPENBLAS_NUM_THREADS=1 "$train" --plan="$plans/accum_llama_both_hsdp2x2_m2/plan.json" \
-    "${common[@]}" --backend=mpi --losses_out="$work/mpi_accum_hsdp.json"
+mpi_run mpi_accum_hsdp 4 "$plans/accum_llama_both_hsdp2x2_m2/plan.json"
 compare "$work/accum_single.json" "$work/mpi_accum_hsdp.json"
 echo "PASS"
