@@ -16,6 +16,7 @@
 #include "planner/transforms/accumulate/passes.h"
 #include "planner/transforms/recompute/passes.h"
 #include "planner/transforms/schedule/passes.h"
+#include "planner/transforms/stages/passes.h"
 
 namespace loom::planner {
 
@@ -33,6 +34,7 @@ void registerAllPasses() {
   autodiff::registerAutodiffPasses();
   placement::registerPlacementPasses();
   recompute::registerRecomputePasses();
+  stages::registerStagesPasses();
   accumulate::registerAccumulatePasses();
   collectives::registerCollectivesPasses();
   bucketing::registerBucketingPasses();

@@ -15,12 +15,11 @@
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/IRMapping.h"
-#include "plan/scope.h"
 #include "planner/dialect/dist/ir/dist_dialect.h"
-#include "planner/dialect/nn/ir/module_path.h"
 #include "planner/dialect/nn/ir/nn_ops.h"
 #include "planner/transforms/autodiff/passes.h"
 #include "planner/transforms/autodiff/phases.h"
+#include "planner/transforms/layers/layer_stack.h"
 #include "planner/transforms/recompute/passes.h"
 
 namespace loom::planner::recompute {
@@ -116,32 +115,17 @@ class Recomputer {
 };
 
 mlir::LogicalResult Recomputer::findLayers() {
-  std::map<std::string, int64_t> counts;
-  std::vector<std::pair<mlir::Operation*, plan::RepeatedBlock>> scoped;
-  for (mlir::Operation& op : func_.front().without_terminator()) {
-    if (backward_.contains(&op)) break;
-    std::optional<plan::RepeatedBlock> block = plan::repeatedBlockOf(nn::modulePathOf(op.getLoc()));
-    if (!block) continue;
-    ++counts[block->stack];
-    scoped.emplace_back(&op, *block);
-  }
-  if (counts.empty()) {
+  std::optional<layers::LayerStack> stack = layers::findLayerStack(func_, backward_);
+  if (!stack) {
     return func_.emitError()
            << "plan-recompute found no repeated layers in @" << func_.getSymName()
            << ": no forward op is located at a numbered block such as 'layers.3.attention.wq'; "
               "recompute works per layer, so give the ops module-path locations (the zoo and "
               "the PyTorch importer do) or plan with recompute none";
   }
-  stack_ = std::max_element(counts.begin(), counts.end(), [](const auto& a, const auto& b) {
-             return a.second < b.second;
-           })->first;
-  for (const auto& [op, block] : scoped) {
-    if (block.stack != stack_) continue;
-    Layer& layer = layers_[block.index];
-    layer.index = block.index;
-    layer.ops.push_back(op);
-    layerOf_[op] = block.index;
-  }
+  stack_ = stack->name;
+  for (auto& [index, ops] : stack->layers) layers_[index] = {.index = index, .ops = std::move(ops)};
+  layerOf_ = std::move(stack->layer_of);
   return mlir::success();
 }
 
