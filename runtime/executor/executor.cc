@@ -251,6 +251,7 @@ absl::StatusOr<std::unique_ptr<Executor>> Executor::create(
   }
 
   if (absl::Status s = e.bind(); !s.ok()) return s;
+  e.planEvaluation();
   if (absl::Status s = e.initialise(); !s.ok()) return s;
   if (options.trace) {
     if (absl::Status s = e.trace_.alignClocks(*e.world_); !s.ok()) return s;

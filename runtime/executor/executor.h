@@ -87,6 +87,12 @@ struct StepResult {
   double learning_rate = 0;  // AdamW's rate this step, the schedule applied
 };
 
+// A forward-only pass over one batch (Executor::evaluate).
+struct EvalResult {
+  double loss = 0;  // the plan's loss, the same on every rank
+  double seconds = 0;
+};
+
 class Executor {
  public:
   // Checks the plan against the job and this rank, builds one process group
@@ -124,6 +130,14 @@ class Executor {
   // the micro-batches'. `step` counts from 1 and drives AdamW's bias
   // correction.
   absl::StatusOr<StepResult> step(int64_t step, const int32_t* ids, const int32_t* labels);
+  // The loss of one batch (laid out as step()'s) without training on it:
+  // only the instructions the loss depends on run (the forward's compute
+  // and collectives), no backward and no optimizer, so parameters,
+  // optimizer states and the step counter stay as they are, bit for bit.
+  // Every rank of the job must call it together (its collectives are the
+  // plan's). Measured as phase "eval", not traced. `step` is the training
+  // step it follows, for messages.
+  absl::StatusOr<EvalResult> evaluate(int64_t step, const int32_t* ids, const int32_t* labels);
 
   // The parameter and optimizer-state shards this rank saves: one replica
   // of everything, each element by exactly one rank, padding excluded. The
@@ -254,6 +268,10 @@ class Executor {
   // Runs a block's instructions for micro-batch `micro` (-1: the
   // optimizer's run), skipping those of other micro-steps.
   absl::Status runBlock(const plan::Block& block, int64_t micro, int64_t step);
+  // Forward-only evaluation (executor_eval.cc): marks the instructions the
+  // loss depends on, and runs a block's marked ones.
+  void planEvaluation();
+  absl::Status runEvalBlock(const plan::Block& block, int64_t micro, int64_t step);
   // Releases what `bound` ends, keeping carried buffers until the last
   // micro-step.
   void releaseAfter(const Bound& bound);
@@ -332,6 +350,7 @@ class Executor {
   int64_t global_batch_ = 0;
   std::unique_ptr<RowOrder> order_;  // deterministic mode or not
   std::vector<std::unique_ptr<Bound>> bound_;
+  std::vector<bool> eval_needed_;  // per bound_ entry: evaluation runs it
   std::map<std::string, std::shared_ptr<Pending>> pending_;
   std::atomic<int> callbacks_outstanding_{0};
   std::vector<PhaseMemory> phase_memory_;
