@@ -85,6 +85,14 @@ struct StepResult {
   double grad_norm = 0;  // global norm before clipping (when clipping is on)
   double seconds = 0;
   double learning_rate = 0;  // AdamW's rate this step, the schedule applied
+  // Seconds the host spent blocked waiting for collectives (the plan's
+  // dist.waits and blocking collectives): on the CPU, the communication
+  // compute did not hide. On a GPU the waits are stream waits and the host
+  // does not block, so it says little there.
+  double comm_wait_seconds = 0;
+  // Bytes this rank's collectives moved this step (each collective's
+  // per-rank wire bytes, as the plan states them).
+  int64_t comm_bytes = 0;
 };
 
 // A forward-only pass over one batch (Executor::evaluate).
@@ -336,6 +344,9 @@ class Executor {
   // This step's collectives (where issued), checked once the step's work
   // has run.
   std::vector<std::pair<std::string, std::shared_ptr<comm::Work>>> step_works_;
+  // This step's host time blocked on collectives, and bytes issued.
+  double wait_us_ = 0;
+  int64_t comm_bytes_ = 0;
   // Host copies behind checkpointShards()'s views on a GPU.
   mutable std::vector<std::vector<float>> host_staging_;
   // Storage blocks, reference counted so that views (reshape, wait) share.
