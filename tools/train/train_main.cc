@@ -11,6 +11,7 @@
 // prediction; --checkpoint_dir saves sharded checkpoints, --resume
 // continues from the latest, --trace writes the merged measured trace.
 #include <signal.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -50,6 +51,7 @@
 #include "tools/launch/rank_env.h"
 #include "tools/train/step_metrics.h"
 #include "tools/train/tfevents_writer.h"
+#include "tools/train/train_report.h"
 
 ABSL_FLAG(std::string, plan, "", "the plan.json to run (from //tools:plan --out=DIR)");
 ABSL_FLAG(int, steps, 10, "training steps to run (in all, counting resumed ones)");
@@ -91,6 +93,9 @@ ABSL_FLAG(std::string, eval_data, "",
 ABSL_FLAG(int, eval_batches, 4, "batches (of the training step's shape) per evaluation");
 ABSL_FLAG(std::string, tensorboard_dir, "",
           "write TensorBoard scalars (rank 0) to DIR/events.out.tfevents.*");
+ABSL_FLAG(std::string, report_dir, "",
+          "write DIR/train_report.html (rank 0): loss, eval, learning rate, throughput, the "
+          "measured step beside the predicted one (with --trace) and memory against the plan");
 ABSL_FLAG(std::string, memory_out, "", "write measured and predicted memory (JSON) here");
 ABSL_FLAG(bool, progress, true, "draw a progress bar on a terminal");
 ABSL_FLAG(int, blas_threads, 0,
@@ -445,6 +450,25 @@ absl::Status writeJson(const std::string& path, const json& value) {
   return absl::OkStatus();
 }
 
+// DIR/train_report.html, through a temporary file and a rename.
+absl::Status writeReport(const std::string& dir, const ReportInput& report) {
+  if (mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("cannot create --report_dir '", dir, "': ", std::strerror(errno)));
+  }
+  const std::string path = dir + "/train_report.html";
+  {
+    std::ofstream out(path + ".tmp");
+    out << renderTrainReport(report);
+    if (!out) return absl::InternalError(absl::StrCat("cannot write ", path, ".tmp"));
+  }
+  if (std::rename((path + ".tmp").c_str(), path.c_str()) != 0) {
+    return absl::InternalError(absl::StrCat("cannot rename ", path, ".tmp to ", path));
+  }
+  std::printf("report: %s\n", path.c_str());
+  return absl::OkStatus();
+}
+
 absl::Status train() {
   const std::string planPath = absl::GetFlag(FLAGS_plan);
   if (planPath.empty()) {
@@ -594,6 +618,7 @@ absl::Status train() {
     tensorboard = *std::move(w);
   }
   json evalLosses = json::array();
+  std::vector<StepMetrics> history;  // for the report
   for (int64_t step = firstStep; step <= steps; ++step) {
     if (absl::Status s = fillBatch(e, **feed, step, ids, labels); !s.ok()) return s;
     absl::StatusOr<runtime::StepResult> result = e.step(step, ids.data(), labels.data());
@@ -622,6 +647,7 @@ absl::Status train() {
       }
       evalLosses.push_back({{"step", step}, {"loss", r->loss}});
     }
+    if (lead) history.push_back(m);
     if (metrics != nullptr) {
       std::fprintf(metrics, "%s\n", toJson(m).dump().c_str());
       std::fflush(metrics);
@@ -685,9 +711,11 @@ absl::Status train() {
   if (lead && !absl::GetFlag(FLAGS_memory_out).empty()) {
     if (absl::Status s = writeJson(absl::GetFlag(FLAGS_memory_out), *memory); !s.ok()) return s;
   }
+  std::optional<json> mergedTrace;
   if (options.trace) {
     absl::StatusOr<json> trace = e.trace().merge(*job->world);
     if (!trace.ok()) return trace.status();
+    if (lead) mergedTrace = *trace;
     if (lead) {
       if (absl::Status s = writeJson(absl::GetFlag(FLAGS_trace), *trace); !s.ok()) return s;
       const json& summary = (*trace)["loomSummary"];
@@ -707,6 +735,16 @@ absl::Status train() {
                     s["mean_lateness_us"].get<double>());
       }
     }
+  }
+  if (lead && !absl::GetFlag(FLAGS_report_dir).empty()) {
+    const ReportInput report{
+        .plan = &e.plan(),
+        .title = absl::StrCat(plan->model, " on ", plan->mesh.toString(), ", ", job->world_size,
+                              " ranks, ", absl::GetFlag(FLAGS_device), ", ", backendName()),
+        .steps = std::move(history),
+        .memory = *memory,
+        .trace = std::move(mergedTrace)};
+    if (absl::Status s = writeReport(absl::GetFlag(FLAGS_report_dir), report); !s.ok()) return s;
   }
   if (lead && !absl::GetFlag(FLAGS_losses_out).empty()) {
     if (absl::Status s =
