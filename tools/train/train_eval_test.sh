@@ -5,6 +5,7 @@
 #    1-rank run's within 1e-5 relative (the e2e test's bound), evaluated
 #    after steps 4 and 8 and after the last (10);
 #  - turning evaluation on leaves the training losses bit for bit;
+#  - under --deterministic, hsdp 2x2's eval losses are the 1-rank run's bits;
 #  - the metrics log's keys, the eval loss in the step lines;
 #  - the TensorBoard event file read back: by TensorBoard itself where the
 #    python3 on PATH has it (else said), always by a record check here;
@@ -43,6 +44,16 @@ run fsdp4_noeval "$train" --plan="$fsdp4" "${common[@]}" --nproc=4 \
     --losses_out="$work/fsdp4_noeval.json"
 run hsdp "$train" --plan="$hsdp" "${common[@]}" "${eval[@]}" --nproc=4 \
     --losses_out="$work/hsdp.json"
+# Deterministic mode: the hsdp eval losses are the 1-rank run's bits.
+run det_single "$train" --plan="$single" "${common[@]}" "${eval[@]}" --deterministic \
+    --losses_out="$work/det_single.json"
+run det_hsdp "$train" --plan="$hsdp" "${common[@]}" "${eval[@]}" --deterministic --nproc=4 \
+    --losses_out="$work/det_hsdp.json"
+/usr/bin/python3 -c '
+import json, sys
+a, b = (json.load(open(p))["eval_losses"] for p in sys.argv[1:])
+assert a == b and len(a) == 3, (a, b)' "$work/det_single.json" "$work/det_hsdp.json" \
+    || fail "deterministic eval losses differ"
 
 source "$TEST_SRCDIR/$TEST_WORKSPACE/tests/testing/mpi_test_env.sh"
 trap 'rm -rf "$work" "$job_dir"' EXIT
