@@ -469,32 +469,22 @@ absl::Status writeReport(const std::string& dir, const ReportInput& report) {
   return absl::OkStatus();
 }
 
-absl::Status train() {
-  const std::string planPath = absl::GetFlag(FLAGS_plan);
-  if (planPath.empty()) {
-    return absl::InvalidArgumentError(
-        "--plan is required: make one with bazel run //tools:plan -- --out=DIR ..., then pass "
-        "--plan=DIR/plan.json");
-  }
-  absl::StatusOr<plan::Plan> plan = plan::loadPlan(planPath);
-  if (!plan.ok()) return plan.status();
-  const absl::Duration timeout = absl::Seconds(absl::GetFlag(FLAGS_timeout_s));
-  absl::StatusOr<Job> job = joinJob(timeout);
-  if (!job.ok()) return job.status();
-  const bool lead = job->rank == 0;
-  std::string blas = "n/a";
-  if (absl::GetFlag(FLAGS_device) == "cpu") {
-    const runtime::cpu::BlasThreads threads = runtime::cpu::chooseBlasThreads(
-        absl::GetFlag(FLAGS_blas_threads), job->local_ranks, runtime::cpu::usableCores(),
-        [](const char* name) -> std::optional<std::string> {
-          const char* value = std::getenv(name);
-          return value == nullptr ? std::nullopt : std::optional<std::string>(value);
-        });
-    if (threads.threads > 0) runtime::cpu::setBlasThreads(threads.threads);
-    blas = absl::StrCat(runtime::cpu::blasThreads(), " (", threads.why, "), OpenBLAS core ",
-                        runtime::cpu::blasCoreName());
-  }
+// Sets this rank's OpenBLAS threads (--device=cpu) and says how many and why.
+std::string setUpBlas(const Job& job) {
+  if (absl::GetFlag(FLAGS_device) != "cpu") return "n/a";
+  const runtime::cpu::BlasThreads threads = runtime::cpu::chooseBlasThreads(
+      absl::GetFlag(FLAGS_blas_threads), job.local_ranks, runtime::cpu::usableCores(),
+      [](const char* name) -> std::optional<std::string> {
+        const char* value = std::getenv(name);
+        return value == nullptr ? std::nullopt : std::optional<std::string>(value);
+      });
+  if (threads.threads > 0) runtime::cpu::setBlasThreads(threads.threads);
+  return absl::StrCat(runtime::cpu::blasThreads(), " (", threads.why, "), OpenBLAS core ",
+                      runtime::cpu::blasCoreName());
+}
 
+// The executor's options from the flags (the parity dumps' callback aside).
+absl::StatusOr<runtime::ExecutorOptions> executorOptions(absl::Duration timeout) {
   runtime::ExecutorOptions options;
   options.timeout = timeout;
   options.learning_rate = absl::GetFlag(FLAGS_lr);
@@ -508,8 +498,6 @@ absl::Status train() {
                                                : absl::GetFlag(FLAGS_steps),
                          .min_ratio = absl::GetFlag(FLAGS_lr_min_ratio)};
   if (absl::Status s = runtime::optim::checkLrSchedule(options.lr_schedule); !s.ok()) return s;
-  const bool scheduled = options.lr_schedule.warmup_steps > 0 ||
-                         options.lr_schedule.decay != runtime::optim::LrDecay::kConstant;
   options.max_grad_norm = absl::GetFlag(FLAGS_max_grad_norm);
   options.trace = !absl::GetFlag(FLAGS_trace).empty();
   options.overlap = absl::GetFlag(FLAGS_overlap);
@@ -518,6 +506,68 @@ absl::Status train() {
     options.device = runtime::ExecutorDevice::kCuda;
     options.cuda_device = localGpu();
   }
+  return options;
+}
+
+// --resume: loads the latest checkpoint of `checkpoint_dir`; the first step
+// to run (1 without --resume).
+absl::StatusOr<int64_t> resumeIfAsked(runtime::Executor& e, const std::string& checkpoint_dir,
+                                      bool lead) {
+  if (!absl::GetFlag(FLAGS_resume)) return 1;
+  if (checkpoint_dir.empty()) return absl::InvalidArgumentError("--resume needs --checkpoint_dir");
+  absl::StatusOr<runtime::checkpoint::CheckpointReader> reader =
+      runtime::checkpoint::CheckpointReader::open(checkpoint_dir);
+  if (!reader.ok()) return reader.status();
+  if (absl::Status s = e.loadCheckpoint(*reader); !s.ok()) return s;
+  if (lead) {
+    std::printf("resumed from %s (step %lld, saved by %lld ranks on mesh %s)\n",
+                reader->directory().c_str(), static_cast<long long>(reader->step()),
+                static_cast<long long>(reader->worldSize()), reader->mesh().c_str());
+  }
+  return reader->step() + 1;
+}
+
+// Rank 0: writes the merged trace to --trace and prints its communication
+// table and stragglers.
+absl::Status writeTrace(const json& trace) {
+  if (absl::Status s = writeJson(absl::GetFlag(FLAGS_trace), trace); !s.ok()) return s;
+  const json& summary = trace["loomSummary"];
+  std::printf("\nmeasured communication per rank (trace: %s)\n", absl::GetFlag(FLAGS_trace).c_str());
+  std::printf(
+      "| collective | axes | count | comm ms | exposed ms |\n| --- | --- | ---: | ---: | ---: |\n");
+  for (const json& c : summary["collectives"]) {
+    std::printf("| %s | %s | %lld | %.2f | %.2f |\n", c["kind"].get<std::string>().c_str(),
+                c["axes"].get<std::string>().c_str(), c["count_per_rank"].get<long long>(),
+                c["comm_ms_per_rank"].get<double>(), c["exposed_ms_per_rank"].get<double>());
+  }
+  for (const json& s : summary["stragglers"]) {
+    std::printf("rank %d issued last in %lld collectives (mean lateness %.0f us)\n",
+                s["rank"].get<int>(), s["times_last"].get<long long>(),
+                s["mean_lateness_us"].get<double>());
+  }
+  return absl::OkStatus();
+}
+
+absl::Status train() {
+  const std::string planPath = absl::GetFlag(FLAGS_plan);
+  if (planPath.empty()) {
+    return absl::InvalidArgumentError(
+        "--plan is required: make one with bazel run //tools:plan -- --out=DIR ..., then pass "
+        "--plan=DIR/plan.json");
+  }
+  absl::StatusOr<plan::Plan> plan = plan::loadPlan(planPath);
+  if (!plan.ok()) return plan.status();
+  const absl::Duration timeout = absl::Seconds(absl::GetFlag(FLAGS_timeout_s));
+  absl::StatusOr<Job> job = joinJob(timeout);
+  if (!job.ok()) return job.status();
+  const bool lead = job->rank == 0;
+  const std::string blas = setUpBlas(*job);
+
+  absl::StatusOr<runtime::ExecutorOptions> madeOptions = executorOptions(timeout);
+  if (!madeOptions.ok()) return madeOptions.status();
+  runtime::ExecutorOptions options = *std::move(madeOptions);
+  const bool scheduled = options.lr_schedule.warmup_steps > 0 ||
+                         options.lr_schedule.decay != runtime::optim::LrDecay::kConstant;
   const std::string dumpDir = absl::GetFlag(FLAGS_dump_dir);
   std::optional<runtime::checkpoint::CheckpointWriter> gradDump, paramDump;
   absl::Status dumpStatus;
@@ -544,20 +594,9 @@ absl::Status train() {
   if (!eval.ok()) return eval.status();
 
   const std::string checkpointDir = absl::GetFlag(FLAGS_checkpoint_dir);
-  int64_t firstStep = 1;
-  if (absl::GetFlag(FLAGS_resume)) {
-    if (checkpointDir.empty()) return absl::InvalidArgumentError("--resume needs --checkpoint_dir");
-    absl::StatusOr<runtime::checkpoint::CheckpointReader> reader =
-        runtime::checkpoint::CheckpointReader::open(checkpointDir);
-    if (!reader.ok()) return reader.status();
-    if (absl::Status s = e.loadCheckpoint(*reader); !s.ok()) return s;
-    firstStep = reader->step() + 1;
-    if (lead) {
-      std::printf("resumed from %s (step %lld, saved by %lld ranks on mesh %s)\n",
-                  reader->directory().c_str(), static_cast<long long>(reader->step()),
-                  static_cast<long long>(reader->worldSize()), reader->mesh().c_str());
-    }
-  }
+  absl::StatusOr<int64_t> resumed = resumeIfAsked(e, checkpointDir, lead);
+  if (!resumed.ok()) return resumed.status();
+  const int64_t firstStep = *resumed;
   std::optional<runtime::checkpoint::CheckpointWriter> writer;
   int64_t savingStep = 0;
   if (!checkpointDir.empty()) {
@@ -715,25 +754,9 @@ absl::Status train() {
   if (options.trace) {
     absl::StatusOr<json> trace = e.trace().merge(*job->world);
     if (!trace.ok()) return trace.status();
-    if (lead) mergedTrace = *trace;
     if (lead) {
-      if (absl::Status s = writeJson(absl::GetFlag(FLAGS_trace), *trace); !s.ok()) return s;
-      const json& summary = (*trace)["loomSummary"];
-      std::printf("\nmeasured communication per rank (trace: %s)\n",
-                  absl::GetFlag(FLAGS_trace).c_str());
-      std::printf(
-          "| collective | axes | count | comm ms | exposed ms |\n| --- | --- | ---: | ---: | ---: "
-          "|\n");
-      for (const json& c : summary["collectives"]) {
-        std::printf("| %s | %s | %lld | %.2f | %.2f |\n", c["kind"].get<std::string>().c_str(),
-                    c["axes"].get<std::string>().c_str(), c["count_per_rank"].get<long long>(),
-                    c["comm_ms_per_rank"].get<double>(), c["exposed_ms_per_rank"].get<double>());
-      }
-      for (const json& s : summary["stragglers"]) {
-        std::printf("rank %d issued last in %lld collectives (mean lateness %.0f us)\n",
-                    s["rank"].get<int>(), s["times_last"].get<long long>(),
-                    s["mean_lateness_us"].get<double>());
-      }
+      if (absl::Status s = writeTrace(*trace); !s.ok()) return s;
+      mergedTrace = *std::move(trace);
     }
   }
   if (lead && !absl::GetFlag(FLAGS_report_dir).empty()) {
