@@ -164,7 +164,8 @@ class Executor {
   // Opens a measured phase outside the step (e.g. "checkpoint").
   void beginPhase(const std::string& name);
   void endPhase();
-  // With tracing on, records the compute stream's wait [t0_us, t1_us] for
+  // Adds the compute stream's wait [t0_us, t1_us] to the step's blocked
+  // time (StepResult::comm_wait_seconds) and, with tracing on, records it for
   // collective `collective` (its op index `index`, over `axes`) at `in`.
   void traceWait(const plan::Instruction& in, int64_t step, int64_t index,
                  const std::string& collective, const std::string& axes, double t0_us,
