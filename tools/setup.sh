@@ -23,6 +23,7 @@ readonly PACKAGES=(
   libopenblas-dev          # CPU GEMM
   nlohmann-json3-dev       # plan.json reader/writer
   python3-torch            # reference peer for tests (CPU, gloo)
+  chromium                 # headless browser: train_report_browser_test draws the report
 )
 readonly CUDA_HOME="${CUDA_HOME:-/usr/local/cuda}"
 

@@ -251,6 +251,7 @@ absl::StatusOr<std::unique_ptr<Executor>> Executor::create(
   }
 
   if (absl::Status s = e.bind(); !s.ok()) return s;
+  e.planEvaluation();
   if (absl::Status s = e.initialise(); !s.ok()) return s;
   if (options.trace) {
     if (absl::Status s = e.trace_.alignClocks(*e.world_); !s.ok()) return s;
@@ -512,6 +513,7 @@ absl::Status Executor::uploadShard(const plan::Buffer& b, const std::vector<floa
 void Executor::traceWait(const plan::Instruction& in, int64_t step, int64_t index,
                          const std::string& collective, const std::string& axes, double t0_us,
                          double t1_us) {
+  wait_us_ += t1_us - t0_us;
   if (!options_.trace) return;
   trace_.add(TraceEvent{.name = absl::StrCat("wait ", collective),
                         .track = "compute",
@@ -695,6 +697,8 @@ absl::StatusOr<StepResult> Executor::step(int64_t step, const int32_t* ids, cons
   StepResult result;
   phase_memory_.clear();
   step_works_.clear();
+  wait_us_ = 0;
+  comm_bytes_ = 0;
   lr_factor_ = options_.lr_schedule.factor(step);
   result.learning_rate = base_lr_ * lr_factor_;
   if (absl::Status s = kernels_->activate(); !s.ok()) return s;
@@ -745,6 +749,8 @@ absl::StatusOr<StepResult> Executor::step(int64_t step, const int32_t* ids, cons
     }
   }
   step_works_.clear();
+  result.comm_wait_seconds = wait_us_ / 1e6;
+  result.comm_bytes = comm_bytes_;
   result.seconds = (TraceRecorder::nowUs() - start) / 1e6;
   return result;
 }

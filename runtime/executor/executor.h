@@ -85,6 +85,20 @@ struct StepResult {
   double grad_norm = 0;  // global norm before clipping (when clipping is on)
   double seconds = 0;
   double learning_rate = 0;  // AdamW's rate this step, the schedule applied
+  // Seconds the host spent blocked waiting for collectives (the plan's
+  // dist.waits and blocking collectives): on the CPU, the communication
+  // compute did not hide. On a GPU the waits are stream waits and the host
+  // does not block, so it says little there.
+  double comm_wait_seconds = 0;
+  // Bytes this rank's collectives moved this step (each collective's
+  // per-rank wire bytes, as the plan states them).
+  int64_t comm_bytes = 0;
+};
+
+// A forward-only pass over one batch (Executor::evaluate).
+struct EvalResult {
+  double loss = 0;  // the plan's loss, the same on every rank
+  double seconds = 0;
 };
 
 class Executor {
@@ -124,6 +138,14 @@ class Executor {
   // the micro-batches'. `step` counts from 1 and drives AdamW's bias
   // correction.
   absl::StatusOr<StepResult> step(int64_t step, const int32_t* ids, const int32_t* labels);
+  // The loss of one batch (laid out as step()'s) without training on it:
+  // only the instructions the loss depends on run (the forward's compute
+  // and collectives), no backward and no optimizer, so parameters,
+  // optimizer states and the step counter stay as they are, bit for bit.
+  // Every rank of the job must call it together (its collectives are the
+  // plan's). Measured as phase "eval", not traced. `step` is the training
+  // step it follows, for messages.
+  absl::StatusOr<EvalResult> evaluate(int64_t step, const int32_t* ids, const int32_t* labels);
 
   // The parameter and optimizer-state shards this rank saves: one replica
   // of everything, each element by exactly one rank, padding excluded. The
@@ -142,7 +164,8 @@ class Executor {
   // Opens a measured phase outside the step (e.g. "checkpoint").
   void beginPhase(const std::string& name);
   void endPhase();
-  // With tracing on, records the compute stream's wait [t0_us, t1_us] for
+  // Adds the compute stream's wait [t0_us, t1_us] to the step's blocked
+  // time (StepResult::comm_wait_seconds) and, with tracing on, records it for
   // collective `collective` (its op index `index`, over `axes`) at `in`.
   void traceWait(const plan::Instruction& in, int64_t step, int64_t index,
                  const std::string& collective, const std::string& axes, double t0_us,
@@ -254,6 +277,10 @@ class Executor {
   // Runs a block's instructions for micro-batch `micro` (-1: the
   // optimizer's run), skipping those of other micro-steps.
   absl::Status runBlock(const plan::Block& block, int64_t micro, int64_t step);
+  // Forward-only evaluation (executor_eval.cc): marks the instructions the
+  // loss depends on, and runs a block's marked ones.
+  void planEvaluation();
+  absl::Status runEvalBlock(const plan::Block& block, int64_t micro, int64_t step);
   // Releases what `bound` ends, keeping carried buffers until the last
   // micro-step.
   void releaseAfter(const Bound& bound);
@@ -318,6 +345,9 @@ class Executor {
   // This step's collectives (where issued), checked once the step's work
   // has run.
   std::vector<std::pair<std::string, std::shared_ptr<comm::Work>>> step_works_;
+  // This step's host time blocked on collectives, and bytes issued.
+  double wait_us_ = 0;
+  int64_t comm_bytes_ = 0;
   // Host copies behind checkpointShards()'s views on a GPU.
   mutable std::vector<std::vector<float>> host_staging_;
   // Storage blocks, reference counted so that views (reshape, wait) share.
@@ -332,6 +362,7 @@ class Executor {
   int64_t global_batch_ = 0;
   std::unique_ptr<RowOrder> order_;  // deterministic mode or not
   std::vector<std::unique_ptr<Bound>> bound_;
+  std::vector<bool> eval_needed_;  // per bound_ entry: evaluation runs it
   std::map<std::string, std::shared_ptr<Pending>> pending_;
   std::atomic<int> callbacks_outstanding_{0};
   std::vector<PhaseMemory> phase_memory_;

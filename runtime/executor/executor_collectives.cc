@@ -425,6 +425,7 @@ absl::Status Executor::issueCollective(const CollectiveCall& c, Launch launch, i
                                                            work.status().message()));
   }
   p->work = *work;
+  comm_bytes_ += c.bytes;
   step_works_.emplace_back(in.where(), p->work);
   if (options_.trace) traceCollective(c, *p, step);
   // A blocking collective is a start and a wait in one. Without overlap an
@@ -439,7 +440,9 @@ absl::Status Executor::issueCollective(const CollectiveCall& c, Launch launch, i
     traceWait(in, step, in.index, c.kind, c.axes, t0, TraceRecorder::nowUs());
   }
   if (!c.async) {
+    const double t0 = TraceRecorder::nowUs();
     absl::Status s = kernels_->await(*p->work, options_.timeout);
+    wait_us_ += TraceRecorder::nowUs() - t0;
     if (s.ok() && p->finish) s = p->finish(run.dst);
     if (!s.ok()) {
       return absl::Status(s.code(),

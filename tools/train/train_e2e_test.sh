@@ -156,8 +156,11 @@ losses = json.load(open(sys.argv[2]))["losses"]
 assert [l["step"] for l in lines] == list(range(1, 21)), [l["step"] for l in lines]
 assert [l["loss"] for l in lines] == losses
 for l in lines:
-    assert set(l) == {"step", "loss", "lr", "grad_norm", "tokens_per_s", "step_s", "peak_bytes"}, l
+    assert set(l) == {"step", "loss", "lr", "grad_norm", "tokens_per_s", "step_s", "peak_bytes",
+                      "phase_peak_bytes", "reserved_bytes", "comm_bytes", "exposed_comm_s"}, l
     assert l["lr"] > 0 and l["tokens_per_s"] > 0 and l["step_s"] > 0 and l["peak_bytes"] > 0, l
+    # fsdp 4 gathers and reduce-scatters every step; the host waits some.
+    assert l["comm_bytes"] > 0 and 0 <= l["exposed_comm_s"] <= l["step_s"], l
 assert lines[0]["lr"] < lines[3]["lr"] > lines[-1]["lr"]' "$work/metrics.jsonl" "$work/metrics_losses.json" \
     || fail "bad metrics log: $(head -3 "$work/metrics.jsonl")"
 

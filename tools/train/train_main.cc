@@ -11,6 +11,7 @@
 // prediction; --checkpoint_dir saves sharded checkpoints, --resume
 // continues from the latest, --trace writes the merged measured trace.
 #include <signal.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -48,6 +49,9 @@
 #include "runtime/kernels/cpu/blas_core.h"
 #include "runtime/kernels/cpu/blas_threads.h"
 #include "tools/launch/rank_env.h"
+#include "tools/train/step_metrics.h"
+#include "tools/train/tfevents_writer.h"
+#include "tools/train/train_report.h"
 
 ABSL_FLAG(std::string, plan, "", "the plan.json to run (from //tools:plan --out=DIR)");
 ABSL_FLAG(int, steps, 10, "training steps to run (in all, counting resumed ones)");
@@ -78,8 +82,20 @@ ABSL_FLAG(bool, resume, false, "continue from the latest checkpoint in --checkpo
 ABSL_FLAG(std::string, trace, "", "write the measured trace (Chrome/Perfetto JSON) here");
 ABSL_FLAG(std::string, losses_out, "", "write {\"losses\": [...]} (rank 0) here");
 ABSL_FLAG(std::string, metrics_out, "",
-          "append one JSON line per step here (rank 0): step, loss, lr, grad_norm, tokens/s, "
-          "step seconds, peak bytes (docs/runtime.md, \"Metrics log\")");
+          "append one JSON line per step here (rank 0): loss, lr, throughput, memory, "
+          "communication, eval loss (docs/runtime.md, \"Metrics log\")");
+ABSL_FLAG(int, eval_every, 0,
+          "evaluate every N steps and after the last (0: never): the mean loss of "
+          "--eval_batches fixed batches of --eval_data, forward only");
+ABSL_FLAG(std::string, eval_data, "",
+          "the held-out data --eval_every reads: a token file kept apart from --data, or "
+          "synthetic (docs/runtime.md, \"Evaluation\")");
+ABSL_FLAG(int, eval_batches, 4, "batches (of the training step's shape) per evaluation");
+ABSL_FLAG(std::string, tensorboard_dir, "",
+          "write TensorBoard scalars (rank 0) to DIR/events.out.tfevents.*");
+ABSL_FLAG(std::string, report_dir, "",
+          "write DIR/train_report.html (rank 0): loss, eval, learning rate, throughput, the "
+          "measured step beside the predicted one (with --trace) and memory against the plan");
 ABSL_FLAG(std::string, memory_out, "", "write measured and predicted memory (JSON) here");
 ABSL_FLAG(bool, progress, true, "draw a progress bar on a terminal");
 ABSL_FLAG(int, blas_threads, 0,
@@ -228,12 +244,12 @@ absl::StatusOr<Job> joinJob(absl::Duration timeout) {
   return job;
 }
 
-absl::StatusOr<std::unique_ptr<runtime::data::DataFeed>> openFeed(const runtime::Executor& e) {
+absl::StatusOr<std::unique_ptr<runtime::data::DataFeed>> openFeed(const runtime::Executor& e,
+                                                                   const std::string& data) {
   runtime::data::FeedConfig config{.seed = absl::GetFlag(FLAGS_data_seed),
                                    .vocab = e.vocab(),
                                    .seq = e.seqLength(),
                                    .global_batch = e.stepBatch()};
-  const std::string data = absl::GetFlag(FLAGS_data);
   if (data == "synthetic") {
     absl::StatusOr<std::unique_ptr<runtime::data::SyntheticTokens>> feed =
         runtime::data::SyntheticTokens::create(config);
@@ -244,6 +260,78 @@ absl::StatusOr<std::unique_ptr<runtime::data::DataFeed>> openFeed(const runtime:
       runtime::data::TokenFile::open(data, config);
   if (!feed.ok()) return feed.status();
   return std::unique_ptr<runtime::data::DataFeed>(std::move(*feed));
+}
+
+// This rank's rows of step `step` of `feed`, micro-batch after micro-batch,
+// as Executor::step and evaluate take them.
+absl::Status fillBatch(const runtime::Executor& e, const runtime::data::DataFeed& feed,
+                       int64_t step, std::vector<int32_t>& ids, std::vector<int32_t>& labels) {
+  const int64_t microTokens = e.batchRows().count * e.seqLength();
+  ids.resize(e.microBatches() * microTokens);
+  labels.resize(ids.size());
+  for (int64_t m = 0; m < e.microBatches(); ++m) {
+    const runtime::data::RowRange micro = e.microBatchRows(m);
+    if (absl::Status s = feed.batch(step, micro.begin, micro.count, ids.data() + m * microTokens,
+                                    labels.data() + m * microTokens);
+        !s.ok()) {
+      return s;
+    }
+  }
+  return absl::OkStatus();
+}
+
+// --eval_every: batches 1..K of the held-out feed, the same at every
+// evaluation, so that the figures compare across steps.
+struct Evaluation {
+  int every = 0;
+  int batches = 0;
+  std::unique_ptr<runtime::data::DataFeed> feed;
+  bool due(int64_t step, int64_t last) const {
+    return every > 0 && (step % every == 0 || step == last);
+  }
+};
+
+absl::StatusOr<Evaluation> openEvaluation(const runtime::Executor& e) {
+  Evaluation eval;
+  eval.every = absl::GetFlag(FLAGS_eval_every);
+  eval.batches = absl::GetFlag(FLAGS_eval_batches);
+  if (eval.every < 0) return absl::InvalidArgumentError("--eval_every must be >= 0");
+  if (eval.every == 0) return eval;
+  if (eval.batches < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--eval_batches=", eval.batches, ": evaluate at least one batch"));
+  }
+  const std::string data = absl::GetFlag(FLAGS_eval_data);
+  if (data.empty()) {
+    return absl::InvalidArgumentError(
+        "--eval_every needs --eval_data: a token file held out from --data (or synthetic)");
+  }
+  if (data != "synthetic" && data == absl::GetFlag(FLAGS_data)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--eval_data=", data, " is the training file; evaluate on a held-out token file"));
+  }
+  absl::StatusOr<std::unique_ptr<runtime::data::DataFeed>> feed = openFeed(e, data);
+  if (!feed.ok()) {
+    return absl::Status(feed.status().code(),
+                        absl::StrCat("--eval_data: ", feed.status().message()));
+  }
+  eval.feed = *std::move(feed);
+  return eval;
+}
+
+// The mean held-out loss and the seconds it took.
+absl::StatusOr<runtime::EvalResult> evaluate(runtime::Executor& e, const Evaluation& eval,
+                                             int64_t after_step) {
+  std::vector<int32_t> ids, labels;
+  runtime::EvalResult total;
+  for (int k = 1; k <= eval.batches; ++k) {
+    if (absl::Status s = fillBatch(e, *eval.feed, k, ids, labels); !s.ok()) return s;
+    absl::StatusOr<runtime::EvalResult> r = e.evaluate(after_step, ids.data(), labels.data());
+    if (!r.ok()) return r.status();
+    total.loss += r->loss / eval.batches;
+    total.seconds += r->seconds;
+  }
+  return total;
 }
 
 // "[#########.........]" for a terminal, rewritten in place.
@@ -281,7 +369,8 @@ void printMfu(const plan::Plan& plan, double step_seconds) {
 // planner's prediction and returns them as JSON.
 absl::StatusOr<json> memoryReport(runtime::Executor& e, comm::ProcessGroup& world,
                                   bool deterministic) {
-  const std::vector<std::string> phases = {"forward", "backward", "optimizer", "checkpoint"};
+  const std::vector<std::string> phases = {"forward", "backward", "optimizer", "checkpoint",
+                                           "eval"};
   std::vector<int64_t> mine(phases.size(), 0);
   for (const runtime::PhaseMemory& m : e.phaseMemory()) {
     for (size_t i = 0; i < phases.size(); ++i) {
@@ -303,8 +392,8 @@ absl::StatusOr<json> memoryReport(runtime::Executor& e, comm::ProcessGroup& worl
       "\nmemory per rank (bytes handed out by the caching allocator; planner: %lld%s)\n",
       static_cast<long long>(predicted),
       deterministic ? "; --deterministic adds per-row partial sums the plan leaves out" : "");
-  std::printf("| rank | forward | backward | optimizer | checkpoint | peak | vs plan |\n");
-  std::printf("| ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n");
+  std::printf("| rank | forward | backward | optimizer | checkpoint | eval | peak | vs plan |\n");
+  std::printf("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n");
   for (int r = 0; r < world.size(); ++r) {
     int64_t peak = 0;
     json rank = {{"rank", r}};
@@ -315,13 +404,37 @@ absl::StatusOr<json> memoryReport(runtime::Executor& e, comm::ProcessGroup& worl
     rank["peak"] = peak;
     // Positive when the run took more than the planner said.
     const double diff = predicted ? 100.0 * (static_cast<double>(peak) - predicted) / predicted : 0;
-    std::printf("| %d | %lld | %lld | %lld | %lld | %lld | %+.1f %% |\n", r,
-                static_cast<long long>(all[r * 4]), static_cast<long long>(all[r * 4 + 1]),
-                static_cast<long long>(all[r * 4 + 2]), static_cast<long long>(all[r * 4 + 3]),
-                static_cast<long long>(peak), diff);
+    std::printf("| %d |", r);
+    for (size_t i = 0; i < phases.size(); ++i) {
+      std::printf(" %lld |", static_cast<long long>(all[r * phases.size() + i]));
+    }
+    std::printf(" %lld | %+.1f %% |\n", static_cast<long long>(peak), diff);
     report["ranks"].push_back(rank);
   }
   return report;
+}
+
+// The step's figures for the metrics log and TensorBoard (rank 0's).
+StepMetrics stepMetrics(const runtime::Executor& e, int64_t step, const runtime::StepResult& r,
+                        int64_t global_tokens, const runtime::ExecutorOptions& options) {
+  StepMetrics m;
+  m.step = step;
+  m.loss = r.loss;
+  m.lr = r.learning_rate;
+  m.tokens_per_s = global_tokens / r.seconds;
+  m.step_s = r.seconds;
+  m.reserved_bytes = e.allocatorStats().reserved_bytes;
+  m.comm_bytes = r.comm_bytes;
+  if (options.max_grad_norm > 0) m.grad_norm = r.grad_norm;
+  // A GPU's waits are stream waits: the host's blocked time is not the
+  // exposed communication there, so the field is left out.
+  if (options.device == runtime::ExecutorDevice::kCpu) m.exposed_comm_s = r.comm_wait_seconds;
+  for (const runtime::PhaseMemory& p : e.phaseMemory()) {
+    m.peak_bytes = std::max(m.peak_bytes, p.peak_bytes);
+    int64_t& phase = m.phase_peak_bytes[p.phase];
+    phase = std::max(phase, p.peak_bytes);
+  }
+  return m;
 }
 
 absl::Status writeJson(const std::string& path, const json& value) {
@@ -333,6 +446,104 @@ absl::Status writeJson(const std::string& path, const json& value) {
   }
   if (std::rename(tmp.c_str(), path.c_str()) != 0) {
     return absl::InternalError(absl::StrCat("cannot rename ", tmp, " to ", path));
+  }
+  return absl::OkStatus();
+}
+
+// DIR/train_report.html, through a temporary file and a rename.
+absl::Status writeReport(const std::string& dir, const ReportInput& report) {
+  if (mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("cannot create --report_dir '", dir, "': ", std::strerror(errno)));
+  }
+  const std::string path = dir + "/train_report.html";
+  {
+    std::ofstream out(path + ".tmp");
+    out << renderTrainReport(report);
+    if (!out) return absl::InternalError(absl::StrCat("cannot write ", path, ".tmp"));
+  }
+  if (std::rename((path + ".tmp").c_str(), path.c_str()) != 0) {
+    return absl::InternalError(absl::StrCat("cannot rename ", path, ".tmp to ", path));
+  }
+  std::printf("report: %s\n", path.c_str());
+  return absl::OkStatus();
+}
+
+// Sets this rank's OpenBLAS threads (--device=cpu) and says how many and why.
+std::string setUpBlas(const Job& job) {
+  if (absl::GetFlag(FLAGS_device) != "cpu") return "n/a";
+  const runtime::cpu::BlasThreads threads = runtime::cpu::chooseBlasThreads(
+      absl::GetFlag(FLAGS_blas_threads), job.local_ranks, runtime::cpu::usableCores(),
+      [](const char* name) -> std::optional<std::string> {
+        const char* value = std::getenv(name);
+        return value == nullptr ? std::nullopt : std::optional<std::string>(value);
+      });
+  if (threads.threads > 0) runtime::cpu::setBlasThreads(threads.threads);
+  return absl::StrCat(runtime::cpu::blasThreads(), " (", threads.why, "), OpenBLAS core ",
+                      runtime::cpu::blasCoreName());
+}
+
+// The executor's options from the flags (the parity dumps' callback aside).
+absl::StatusOr<runtime::ExecutorOptions> executorOptions(absl::Duration timeout) {
+  runtime::ExecutorOptions options;
+  options.timeout = timeout;
+  options.learning_rate = absl::GetFlag(FLAGS_lr);
+  absl::StatusOr<runtime::optim::LrDecay> decay =
+      runtime::optim::parseLrDecay(absl::GetFlag(FLAGS_lr_decay));
+  if (!decay.ok()) return decay.status();
+  options.lr_schedule = {.warmup_steps = absl::GetFlag(FLAGS_lr_warmup_steps),
+                         .decay = *decay,
+                         .decay_end_step = absl::GetFlag(FLAGS_lr_decay_steps) > 0
+                                               ? absl::GetFlag(FLAGS_lr_decay_steps)
+                                               : absl::GetFlag(FLAGS_steps),
+                         .min_ratio = absl::GetFlag(FLAGS_lr_min_ratio)};
+  if (absl::Status s = runtime::optim::checkLrSchedule(options.lr_schedule); !s.ok()) return s;
+  options.max_grad_norm = absl::GetFlag(FLAGS_max_grad_norm);
+  options.trace = !absl::GetFlag(FLAGS_trace).empty();
+  options.overlap = absl::GetFlag(FLAGS_overlap);
+  options.deterministic = absl::GetFlag(FLAGS_deterministic);
+  if (absl::GetFlag(FLAGS_device) == "cuda") {
+    options.device = runtime::ExecutorDevice::kCuda;
+    options.cuda_device = localGpu();
+  }
+  return options;
+}
+
+// --resume: loads the latest checkpoint of `checkpoint_dir`; the first step
+// to run (1 without --resume).
+absl::StatusOr<int64_t> resumeIfAsked(runtime::Executor& e, const std::string& checkpoint_dir,
+                                      bool lead) {
+  if (!absl::GetFlag(FLAGS_resume)) return 1;
+  if (checkpoint_dir.empty()) return absl::InvalidArgumentError("--resume needs --checkpoint_dir");
+  absl::StatusOr<runtime::checkpoint::CheckpointReader> reader =
+      runtime::checkpoint::CheckpointReader::open(checkpoint_dir);
+  if (!reader.ok()) return reader.status();
+  if (absl::Status s = e.loadCheckpoint(*reader); !s.ok()) return s;
+  if (lead) {
+    std::printf("resumed from %s (step %lld, saved by %lld ranks on mesh %s)\n",
+                reader->directory().c_str(), static_cast<long long>(reader->step()),
+                static_cast<long long>(reader->worldSize()), reader->mesh().c_str());
+  }
+  return reader->step() + 1;
+}
+
+// Rank 0: writes the merged trace to --trace and prints its communication
+// table and stragglers.
+absl::Status writeTrace(const json& trace) {
+  if (absl::Status s = writeJson(absl::GetFlag(FLAGS_trace), trace); !s.ok()) return s;
+  const json& summary = trace["loomSummary"];
+  std::printf("\nmeasured communication per rank (trace: %s)\n", absl::GetFlag(FLAGS_trace).c_str());
+  std::printf(
+      "| collective | axes | count | comm ms | exposed ms |\n| --- | --- | ---: | ---: | ---: |\n");
+  for (const json& c : summary["collectives"]) {
+    std::printf("| %s | %s | %lld | %.2f | %.2f |\n", c["kind"].get<std::string>().c_str(),
+                c["axes"].get<std::string>().c_str(), c["count_per_rank"].get<long long>(),
+                c["comm_ms_per_rank"].get<double>(), c["exposed_ms_per_rank"].get<double>());
+  }
+  for (const json& s : summary["stragglers"]) {
+    std::printf("rank %d issued last in %lld collectives (mean lateness %.0f us)\n",
+                s["rank"].get<int>(), s["times_last"].get<long long>(),
+                s["mean_lateness_us"].get<double>());
   }
   return absl::OkStatus();
 }
@@ -350,42 +561,13 @@ absl::Status train() {
   absl::StatusOr<Job> job = joinJob(timeout);
   if (!job.ok()) return job.status();
   const bool lead = job->rank == 0;
-  std::string blas = "n/a";
-  if (absl::GetFlag(FLAGS_device) == "cpu") {
-    const runtime::cpu::BlasThreads threads = runtime::cpu::chooseBlasThreads(
-        absl::GetFlag(FLAGS_blas_threads), job->local_ranks, runtime::cpu::usableCores(),
-        [](const char* name) -> std::optional<std::string> {
-          const char* value = std::getenv(name);
-          return value == nullptr ? std::nullopt : std::optional<std::string>(value);
-        });
-    if (threads.threads > 0) runtime::cpu::setBlasThreads(threads.threads);
-    blas = absl::StrCat(runtime::cpu::blasThreads(), " (", threads.why, "), OpenBLAS core ",
-                        runtime::cpu::blasCoreName());
-  }
+  const std::string blas = setUpBlas(*job);
 
-  runtime::ExecutorOptions options;
-  options.timeout = timeout;
-  options.learning_rate = absl::GetFlag(FLAGS_lr);
-  absl::StatusOr<runtime::optim::LrDecay> decay =
-      runtime::optim::parseLrDecay(absl::GetFlag(FLAGS_lr_decay));
-  if (!decay.ok()) return decay.status();
-  options.lr_schedule = {.warmup_steps = absl::GetFlag(FLAGS_lr_warmup_steps),
-                         .decay = *decay,
-                         .decay_end_step = absl::GetFlag(FLAGS_lr_decay_steps) > 0
-                                               ? absl::GetFlag(FLAGS_lr_decay_steps)
-                                               : absl::GetFlag(FLAGS_steps),
-                         .min_ratio = absl::GetFlag(FLAGS_lr_min_ratio)};
-  if (absl::Status s = runtime::optim::checkLrSchedule(options.lr_schedule); !s.ok()) return s;
+  absl::StatusOr<runtime::ExecutorOptions> madeOptions = executorOptions(timeout);
+  if (!madeOptions.ok()) return madeOptions.status();
+  runtime::ExecutorOptions options = *std::move(madeOptions);
   const bool scheduled = options.lr_schedule.warmup_steps > 0 ||
                          options.lr_schedule.decay != runtime::optim::LrDecay::kConstant;
-  options.max_grad_norm = absl::GetFlag(FLAGS_max_grad_norm);
-  options.trace = !absl::GetFlag(FLAGS_trace).empty();
-  options.overlap = absl::GetFlag(FLAGS_overlap);
-  options.deterministic = absl::GetFlag(FLAGS_deterministic);
-  if (absl::GetFlag(FLAGS_device) == "cuda") {
-    options.device = runtime::ExecutorDevice::kCuda;
-    options.cuda_device = localGpu();
-  }
   const std::string dumpDir = absl::GetFlag(FLAGS_dump_dir);
   std::optional<runtime::checkpoint::CheckpointWriter> gradDump, paramDump;
   absl::Status dumpStatus;
@@ -405,24 +587,16 @@ absl::Status train() {
       runtime::Executor::create(*plan, job->world, options);
   if (!executor.ok()) return executor.status();
   runtime::Executor& e = **executor;
-  absl::StatusOr<std::unique_ptr<runtime::data::DataFeed>> feed = openFeed(e);
+  absl::StatusOr<std::unique_ptr<runtime::data::DataFeed>> feed =
+      openFeed(e, absl::GetFlag(FLAGS_data));
   if (!feed.ok()) return feed.status();
+  absl::StatusOr<Evaluation> eval = openEvaluation(e);
+  if (!eval.ok()) return eval.status();
 
   const std::string checkpointDir = absl::GetFlag(FLAGS_checkpoint_dir);
-  int64_t firstStep = 1;
-  if (absl::GetFlag(FLAGS_resume)) {
-    if (checkpointDir.empty()) return absl::InvalidArgumentError("--resume needs --checkpoint_dir");
-    absl::StatusOr<runtime::checkpoint::CheckpointReader> reader =
-        runtime::checkpoint::CheckpointReader::open(checkpointDir);
-    if (!reader.ok()) return reader.status();
-    if (absl::Status s = e.loadCheckpoint(*reader); !s.ok()) return s;
-    firstStep = reader->step() + 1;
-    if (lead) {
-      std::printf("resumed from %s (step %lld, saved by %lld ranks on mesh %s)\n",
-                  reader->directory().c_str(), static_cast<long long>(reader->step()),
-                  static_cast<long long>(reader->worldSize()), reader->mesh().c_str());
-    }
-  }
+  absl::StatusOr<int64_t> resumed = resumeIfAsked(e, checkpointDir, lead);
+  if (!resumed.ok()) return resumed.status();
+  const int64_t firstStep = *resumed;
   std::optional<runtime::checkpoint::CheckpointWriter> writer;
   int64_t savingStep = 0;
   if (!checkpointDir.empty()) {
@@ -448,11 +622,8 @@ absl::Status train() {
   const int steps = absl::GetFlag(FLAGS_steps);
   const int saveEvery = absl::GetFlag(FLAGS_save_every);
   const bool bar = lead && absl::GetFlag(FLAGS_progress) && isatty(STDERR_FILENO);
-  const runtime::data::RowRange rows = e.batchRows();
   const int64_t globalTokens = e.stepBatch() * e.seqLength();
-  // Every micro-batch's rows, one after another.
-  const int64_t microTokens = rows.count * e.seqLength();
-  std::vector<int32_t> ids(e.microBatches() * microTokens), labels(ids.size());
+  std::vector<int32_t> ids, labels;
   if (lead) {
     std::printf(
         "train: %s on mesh %s (%s), %d ranks via %s, device %s, backend %s, %lld tokens per step, "
@@ -478,16 +649,17 @@ absl::Status train() {
     void operator()(std::FILE* f) const { std::fclose(f); }
   };
   const std::unique_ptr<std::FILE, CloseFile> metricsFile(metrics);
+  std::unique_ptr<TfEventsWriter> tensorboard;
+  if (lead && !absl::GetFlag(FLAGS_tensorboard_dir).empty()) {
+    absl::StatusOr<std::unique_ptr<TfEventsWriter>> w =
+        TfEventsWriter::create(absl::GetFlag(FLAGS_tensorboard_dir));
+    if (!w.ok()) return w.status();
+    tensorboard = *std::move(w);
+  }
+  json evalLosses = json::array();
+  std::vector<StepMetrics> history;  // for the report
   for (int64_t step = firstStep; step <= steps; ++step) {
-    for (int64_t m = 0; m < e.microBatches(); ++m) {
-      const runtime::data::RowRange micro = e.microBatchRows(m);
-      if (absl::Status s =
-              (*feed)->batch(step, micro.begin, micro.count, ids.data() + m * microTokens,
-                             labels.data() + m * microTokens);
-          !s.ok()) {
-        return s;
-      }
-    }
+    if (absl::Status s = fillBatch(e, **feed, step, ids, labels); !s.ok()) return s;
     absl::StatusOr<runtime::StepResult> result = e.step(step, ids.data(), labels.data());
     if (!result.ok()) return result.status();
     losses.push_back(result->loss);
@@ -502,26 +674,34 @@ absl::Status train() {
         return s;
       }
     }
+    StepMetrics m = stepMetrics(e, step, *result, globalTokens, options);
+    // After the step's figures are taken: evaluation is a phase of its own.
+    if (eval->due(step, steps)) {
+      absl::StatusOr<runtime::EvalResult> r = evaluate(e, *eval, step);
+      if (!r.ok()) return r.status();
+      m.eval_loss = r->loss;
+      m.eval_s = r->seconds;
+      for (const runtime::PhaseMemory& p : e.phaseMemory()) {
+        if (p.phase == "eval") m.phase_peak_bytes["eval"] = p.peak_bytes;
+      }
+      evalLosses.push_back({{"step", step}, {"loss", r->loss}});
+    }
+    if (lead) history.push_back(m);
     if (metrics != nullptr) {
-      int64_t peak = 0;
-      for (const runtime::PhaseMemory& m : e.phaseMemory()) peak = std::max(peak, m.peak_bytes);
-      json line = {{"step", step},
-                   {"loss", result->loss},
-                   {"lr", result->learning_rate},
-                   {"tokens_per_s", globalTokens / result->seconds},
-                   {"step_s", result->seconds},
-                   {"peak_bytes", peak}};
-      if (options.max_grad_norm > 0) line["grad_norm"] = result->grad_norm;
-      std::fprintf(metrics, "%s\n", line.dump().c_str());
+      std::fprintf(metrics, "%s\n", toJson(m).dump().c_str());
       std::fflush(metrics);
+    }
+    if (tensorboard) {
+      if (absl::Status s = tensorboard->write(step, toScalars(m)); !s.ok()) return s;
     }
     if (lead) {
       std::printf(
-          "step %lld/%d loss %.6f tokens/s %.0f step %.1f ms%s%s\n", static_cast<long long>(step),
+          "step %lld/%d loss %.6f tokens/s %.0f step %.1f ms%s%s%s\n", static_cast<long long>(step),
           steps, result->loss, globalTokens / result->seconds, result->seconds * 1e3,
           options.max_grad_norm > 0 ? absl::StrFormat(" grad_norm %.4f", result->grad_norm).c_str()
                                     : "",
-          scheduled ? absl::StrFormat(" lr %.4g", result->learning_rate).c_str() : "");
+          scheduled ? absl::StrFormat(" lr %.4g", result->learning_rate).c_str() : "",
+          m.eval_loss ? absl::StrFormat(" eval_loss %.6f", *m.eval_loss).c_str() : "");
       std::fflush(stdout);
       if (bar) drawProgress(static_cast<int>(step), steps, result->loss);
     }
@@ -570,33 +750,30 @@ absl::Status train() {
   if (lead && !absl::GetFlag(FLAGS_memory_out).empty()) {
     if (absl::Status s = writeJson(absl::GetFlag(FLAGS_memory_out), *memory); !s.ok()) return s;
   }
+  std::optional<json> mergedTrace;
   if (options.trace) {
     absl::StatusOr<json> trace = e.trace().merge(*job->world);
     if (!trace.ok()) return trace.status();
     if (lead) {
-      if (absl::Status s = writeJson(absl::GetFlag(FLAGS_trace), *trace); !s.ok()) return s;
-      const json& summary = (*trace)["loomSummary"];
-      std::printf("\nmeasured communication per rank (trace: %s)\n",
-                  absl::GetFlag(FLAGS_trace).c_str());
-      std::printf(
-          "| collective | axes | count | comm ms | exposed ms |\n| --- | --- | ---: | ---: | ---: "
-          "|\n");
-      for (const json& c : summary["collectives"]) {
-        std::printf("| %s | %s | %lld | %.2f | %.2f |\n", c["kind"].get<std::string>().c_str(),
-                    c["axes"].get<std::string>().c_str(), c["count_per_rank"].get<long long>(),
-                    c["comm_ms_per_rank"].get<double>(), c["exposed_ms_per_rank"].get<double>());
-      }
-      for (const json& s : summary["stragglers"]) {
-        std::printf("rank %d issued last in %lld collectives (mean lateness %.0f us)\n",
-                    s["rank"].get<int>(), s["times_last"].get<long long>(),
-                    s["mean_lateness_us"].get<double>());
-      }
+      if (absl::Status s = writeTrace(*trace); !s.ok()) return s;
+      mergedTrace = *std::move(trace);
     }
+  }
+  if (lead && !absl::GetFlag(FLAGS_report_dir).empty()) {
+    const ReportInput report{
+        .plan = &e.plan(),
+        .title = absl::StrCat(plan->model, " on ", plan->mesh.toString(), ", ", job->world_size,
+                              " ranks, ", absl::GetFlag(FLAGS_device), ", ", backendName()),
+        .steps = std::move(history),
+        .memory = *memory,
+        .trace = std::move(mergedTrace)};
+    if (absl::Status s = writeReport(absl::GetFlag(FLAGS_report_dir), report); !s.ok()) return s;
   }
   if (lead && !absl::GetFlag(FLAGS_losses_out).empty()) {
     if (absl::Status s =
             writeJson(absl::GetFlag(FLAGS_losses_out), {{"losses", losses},
                                                         {"first_step", firstStep},
+                                                        {"eval_losses", evalLosses},
                                                         {"model", plan->model},
                                                         {"step_seconds", stepSeconds},
                                                         {"median_step_seconds", medianStep}});
