@@ -18,7 +18,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "comm/half_float.h"
+#include "runtime/hf/element_codec.h"
 #include "nlohmann/json.hpp"
 
 namespace loom::runtime::hf {
@@ -232,38 +232,6 @@ void forEachRun(const std::vector<int64_t>& shape, const Box& box, Fn fn) {
   }
 }
 
-void decode(StDType dtype, const uint8_t* bytes, int64_t count, float* out) {
-  switch (dtype) {
-    case StDType::kF32:
-      std::memcpy(out, bytes, count * sizeof(float));
-      return;
-    case StDType::kF16:
-    case StDType::kBF16:
-      for (int64_t i = 0; i < count; ++i) {
-        uint16_t bits;
-        std::memcpy(&bits, bytes + 2 * i, 2);
-        out[i] = dtype == StDType::kF16 ? comm::halfToFloat(bits) : comm::bfloat16ToFloat(bits);
-      }
-      return;
-  }
-}
-
-void encode(StDType dtype, const float* values, int64_t count, uint8_t* bytes) {
-  switch (dtype) {
-    case StDType::kF32:
-      std::memcpy(bytes, values, count * sizeof(float));
-      return;
-    case StDType::kF16:
-    case StDType::kBF16:
-      for (int64_t i = 0; i < count; ++i) {
-        const uint16_t bits = dtype == StDType::kF16 ? comm::floatToHalf(values[i])
-                                                     : comm::floatToBfloat16(values[i]);
-        std::memcpy(bytes + 2 * i, &bits, 2);
-      }
-      return;
-  }
-}
-
 absl::Status checkBoxFor(const TensorEntry& entry, const Box& box, size_t values,
                          absl::string_view file) {
   if (absl::Status s = checkpoint::checkBoxInside(
@@ -426,7 +394,7 @@ absl::Status SafetensorsFile::readBox(absl::string_view name, const Box& box,
       return;
     }
     bytes_read_ += static_cast<int64_t>(bytes.size());
-    decode(entry->dtype, bytes.data(), length, at);
+    decodeElements(entry->dtype, bytes.data(), length, at);
     at += length;
   });
   return status;
@@ -529,7 +497,7 @@ absl::Status SafetensorsWriter::writeBox(absl::string_view name, const Box& box,
   forEachRun(entry->shape, box, [&](int64_t start, int64_t length) {
     if (!status.ok()) return;
     bytes.resize(length * element);
-    encode(entry->dtype, at, length, bytes.data());
+    encodeElements(entry->dtype, at, length, bytes.data());
     at += length;
     status = pwriteAll(fd_, tmp, bytes.data(), bytes.size(),
                        data_start + entry->begin + start * element);

@@ -14,14 +14,14 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "runtime/checkpoint/shard_file.h"
+#include "runtime/hf/element_codec.h"
 
 namespace loom::runtime::hf {
 
 using checkpoint::Box;
 
-// The element types Loom reads and writes; other safetensors dtypes (F64,
-// I64, F8_E4M3, ...) are refused with their name.
-enum class StDType { kF32, kF16, kBF16 };
+// StDType (element_codec.h) holds the element types Loom reads and writes;
+// other safetensors dtypes (F64, I64, F8_E4M3, ...) are refused by name.
 absl::string_view stDTypeName(StDType dtype);  // "F32", "F16", "BF16"
 int64_t stDTypeBytes(StDType dtype);
 
