@@ -95,7 +95,8 @@ absl::StatusOr<HfSource> hfSourceOf(const std::string& name) {
     }
   }
   return absl::InvalidArgumentError(
-      absl::StrCat("parameter '", name, "' has no Hugging Face name: the mapping knows the "
+      absl::StrCat("parameter '", name,
+                   "' has no Hugging Face name: the mapping knows the "
                    "zoo's Llama (Meta or Hugging Face names) and GPT-2 parameters"));
 }
 

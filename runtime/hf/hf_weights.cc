@@ -39,9 +39,9 @@ absl::StatusOr<std::vector<Mapped>> mapParameters(const plan::Plan& plan,
     if (source->slice_dim >= 0) {
       if (source->slice_dim >= static_cast<int64_t>(b.global_shape.size()) ||
           source->slice_end - source->slice_begin != b.global_shape[source->slice_dim]) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("parameter '", b.name, "' is ", shapeText(b.global_shape),
-                         ", which is not the slice its name gives"));
+        return absl::InvalidArgumentError(absl::StrCat("parameter '", b.name, "' is ",
+                                                       shapeText(b.global_shape),
+                                                       ", which is not the slice its name gives"));
       }
       int64_t& extent = (*extents)[source->tensor];
       extent = std::max(extent, source->slice_end);
@@ -103,26 +103,27 @@ absl::StatusOr<std::vector<ParameterSource>> matchParameters(const plan::Plan& p
       return absl::NotFoundError(absl::StrCat(
           set.source(), " has no tensor '", m.source.tensor, "'",
           m.source.tied_to.empty() ? "" : absl::StrCat(" (nor '", m.source.tied_to, "')"),
-          ", which the plan's parameter '", m.param->name, "' is read from; the weights are "
+          ", which the plan's parameter '", m.param->name,
+          "' is read from; the weights are "
           "for another model or incomplete"));
     }
     const std::vector<int64_t> expected =
         hfShapeOf(m.source, m.param->global_shape, extentOf(extents, m.source));
     if (entry->shape != expected) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          set.fileOf(tensor)->path(), ": tensor '", tensor, "' is ", shapeText(entry->shape),
-          " but the plan's parameter '", m.param->name, "' ", shapeText(m.param->global_shape),
-          " needs ", shapeText(expected), "; plan the model the weights are for (e.g. "
-          "--model=its config.json)"));
+      return absl::InvalidArgumentError(
+          absl::StrCat(set.fileOf(tensor)->path(), ": tensor '", tensor, "' is ",
+                       shapeText(entry->shape), " but the plan's parameter '", m.param->name, "' ",
+                       shapeText(m.param->global_shape), " needs ", shapeText(expected),
+                       "; plan the model the weights are for (e.g. "
+                       "--model=its config.json)"));
     }
     sources.push_back({m.param->name, m.source, tensor});
   }
   return sources;
 }
 
-absl::Status readParameter(const SafetensorsSet& set,
-                           const std::vector<ParameterSource>& sources, const std::string& param,
-                           const Box& box, std::span<float> out) {
+absl::Status readParameter(const SafetensorsSet& set, const std::vector<ParameterSource>& sources,
+                           const std::string& param, const Box& box, std::span<float> out) {
   for (const ParameterSource& s : sources) {
     if (s.param == param) return readParameterBox(set, s.source, s.tensor, box, out);
   }
@@ -142,9 +143,9 @@ absl::StatusOr<std::vector<TensorSpec>> exportedTensors(const plan::Plan& plan) 
     if (m.param->dtype == comm::DType::kFloat32) dtype = StDType::kF32;
     if (m.param->dtype == comm::DType::kBFloat16) dtype = StDType::kBF16;
     if (!dtype) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("parameter '", m.param->name, "' is ",
-                       std::string(comm::dtypeName(m.param->dtype)), "; export writes f32 or bf16"));
+      return absl::InvalidArgumentError(absl::StrCat("parameter '", m.param->name, "' is ",
+                                                     std::string(comm::dtypeName(m.param->dtype)),
+                                                     "; export writes f32 or bf16"));
     }
     specs.push_back({m.source.tensor, *dtype,
                      hfShapeOf(m.source, m.param->global_shape, extentOf(extents, m.source))});
@@ -164,12 +165,11 @@ struct ExportFiles {
 absl::StatusOr<ExportFiles> layOut(const plan::Plan& plan, const ExportOptions& options) {
   absl::StatusOr<std::vector<TensorSpec>> specs = exportedTensors(plan);
   if (!specs.ok()) return specs.status();
-  const std::vector<std::vector<TensorSpec>> files =
-      splitIntoFiles(*specs, options.max_file_bytes);
+  const std::vector<std::vector<TensorSpec>> files = splitIntoFiles(*specs, options.max_file_bytes);
   ExportFiles out;
   for (size_t f = 0; f < files.size(); ++f) {
-    const std::string name = files.size() == 1 ? std::string(kSingleFileName)
-                                               : shardFileName(f + 1, files.size());
+    const std::string name =
+        files.size() == 1 ? std::string(kSingleFileName) : shardFileName(f + 1, files.size());
     out.paths.push_back((std::filesystem::path(options.dir) / name).string());
     absl::StatusOr<FileLayout> layout = layoutFile(files[f], {{"format", "pt"}});
     if (!layout.ok()) return layout.status();
@@ -180,7 +180,8 @@ absl::StatusOr<ExportFiles> layOut(const plan::Plan& plan, const ExportOptions& 
   return out;
 }
 
-absl::Status writeOwnShards(const plan::Plan& plan, const std::vector<checkpoint::ShardView>& shards,
+absl::Status writeOwnShards(const plan::Plan& plan,
+                            const std::vector<checkpoint::ShardView>& shards,
                             const ExportFiles& files, std::vector<SafetensorsWriter>& writers) {
   std::map<std::string, bool> params;
   for (const plan::Buffer& b : plan.buffers) params[b.name] = b.role == plan::BufferRole::kParam;
@@ -192,8 +193,8 @@ absl::Status writeOwnShards(const plan::Plan& plan, const std::vector<checkpoint
     absl::StatusOr<HfSource> source = hfSourceOf(view.name);
     if (!source.ok()) return source.status();
     const std::vector<float> values = packedBox(view);
-    if (absl::Status s = writeParameterBox(writers[files.file_of.at(source->tensor)], *source,
-                                           view.box, values);
+    if (absl::Status s =
+            writeParameterBox(writers[files.file_of.at(source->tensor)], *source, view.box, values);
         !s.ok()) {
       return absl::Status(s.code(), absl::StrCat("exporting '", view.name, "': ", s.message()));
     }
@@ -212,9 +213,8 @@ absl::Status publish(comm::Store& store, const std::string& key, const absl::Sta
 absl::Status awaitVerdict(comm::Store& store, const std::string& key, absl::Duration timeout,
                           const std::string& who) {
   if (absl::Status s = store.wait({key}, timeout); !s.ok()) {
-    return absl::DeadlineExceededError(absl::StrCat(who, " did not report within ",
-                                                    absl::FormatDuration(timeout), ": ",
-                                                    s.message()));
+    return absl::DeadlineExceededError(absl::StrCat(
+        who, " did not report within ", absl::FormatDuration(timeout), ": ", s.message()));
   }
   absl::StatusOr<std::string> verdict = store.getString(key);
   if (!verdict.ok()) return verdict.status();
@@ -225,9 +225,8 @@ absl::Status awaitVerdict(comm::Store& store, const std::string& key, absl::Dura
 }  // namespace
 
 absl::Status exportParameters(const plan::Plan& plan,
-                              const std::vector<checkpoint::ShardView>& shards,
-                              comm::Store& store, int64_t rank, int64_t world_size,
-                              const ExportOptions& options) {
+                              const std::vector<checkpoint::ShardView>& shards, comm::Store& store,
+                              int64_t rank, int64_t world_size, const ExportOptions& options) {
   absl::StatusOr<ExportFiles> files = layOut(plan, options);
   if (!files.ok()) return files.status();
   const std::string created = options.key + "/created";
@@ -237,14 +236,16 @@ absl::Status exportParameters(const plan::Plan& plan,
     std::error_code error;
     std::filesystem::create_directories(options.dir, error);
     if (error) {
-      made = absl::InternalError(
-          absl::StrCat("cannot create ", options.dir, ": ", error.message()));
+      made =
+          absl::InternalError(absl::StrCat("cannot create ", options.dir, ": ", error.message()));
     }
     for (size_t f = 0; made.ok() && f < files->paths.size(); ++f) {
       absl::StatusOr<SafetensorsWriter> w =
           SafetensorsWriter::create(files->paths[f], files->layouts[f]);
-      if (!w.ok()) made = w.status();
-      else writers.push_back(*std::move(w));
+      if (!w.ok())
+        made = w.status();
+      else
+        writers.push_back(*std::move(w));
     }
     if (absl::Status s = publish(store, created, made); !s.ok()) return s;
     if (!made.ok()) return made;

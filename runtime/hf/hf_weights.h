@@ -38,9 +38,8 @@ absl::StatusOr<std::vector<ParameterSource>> matchParameters(const plan::Plan& p
 
 // Reads `box` of parameter `param` (one of `sources`) into `out`: the
 // Executor::loadParameters fill.
-absl::Status readParameter(const SafetensorsSet& set,
-                           const std::vector<ParameterSource>& sources, const std::string& param,
-                           const Box& box, std::span<float> out);
+absl::Status readParameter(const SafetensorsSet& set, const std::vector<ParameterSource>& sources,
+                           const std::string& param, const Box& box, std::span<float> out);
 
 // The Hugging Face tensors the plan's parameters export to, in plan order:
 // a fused tensor once, in the parameters' dtype (F32 or BF16).
@@ -59,9 +58,8 @@ struct ExportOptions {
 // element on exactly one rank) into DIR's safetensors files. Every rank of
 // the job calls it; the files are complete when it returns OK on rank 0.
 absl::Status exportParameters(const plan::Plan& plan,
-                              const std::vector<checkpoint::ShardView>& shards,
-                              comm::Store& store, int64_t rank, int64_t world_size,
-                              const ExportOptions& options);
+                              const std::vector<checkpoint::ShardView>& shards, comm::Store& store,
+                              int64_t rank, int64_t world_size, const ExportOptions& options);
 
 }  // namespace loom::runtime::hf
 

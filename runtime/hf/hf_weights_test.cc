@@ -60,8 +60,8 @@ std::vector<TensorData> weightsFor(const plan::Plan& plan, StDType dtype) {
     TensorSpec spec = (*specs)[t];
     spec.dtype = dtype;
     std::vector<float> values(checkpoint::numElements(spec.shape));
-    const bool norm = spec.name.find("norm") != std::string::npos ||
-                      spec.name.find("ln_") != std::string::npos;
+    const bool norm =
+        spec.name.find("norm") != std::string::npos || spec.name.find("ln_") != std::string::npos;
     for (size_t i = 0; i < values.size(); ++i) {
       const float wave = 0.05f * std::sin(0.37f * static_cast<float>(i) + 1.3f * t);
       values[i] = norm && spec.name.find("bias") == std::string::npos ? 1.0f + wave : wave;
@@ -228,8 +228,8 @@ void expectExportRoundTrip(const std::string& name, StDType dtype, int64_t max_f
     ASSERT_NE(entry, nullptr) << t.spec.name;
     EXPECT_EQ(entry->shape, t.spec.shape) << t.spec.name;
     std::vector<float> back(t.values.size());
-    ASSERT_TRUE(set->readBox(t.spec.name, {std::vector<int64_t>(t.spec.shape.size(), 0),
-                                           t.spec.shape}, back)
+    ASSERT_TRUE(set->readBox(t.spec.name,
+                             {std::vector<int64_t>(t.spec.shape.size(), 0), t.spec.shape}, back)
                     .ok());
     std::vector<float> expected = t.values;
     if (dtype == StDType::kBF16) {

@@ -39,9 +39,8 @@ constexpr DTypeRow kDTypes[] = {
     {StDType::kF32, "F32", 4}, {StDType::kF16, "F16", 2}, {StDType::kBF16, "BF16", 2}};
 
 // The format's other dtypes, named in the refusal so it says what it saw.
-constexpr const char* kKnownUnsupported[] = {"F64", "I64", "I32", "I16", "I8", "U8",
-                                             "U16", "U32", "U64", "BOOL", "F8_E4M3",
-                                             "F8_E5M2"};
+constexpr const char* kKnownUnsupported[] = {"F64", "I64", "I32", "I16",  "I8",      "U8",
+                                             "U16", "U32", "U64", "BOOL", "F8_E4M3", "F8_E5M2"};
 
 std::string shapeText(const std::vector<int64_t>& shape) {
   return checkpoint::describeShape(shape);
@@ -66,9 +65,9 @@ absl::Status preadAll(int fd, const std::string& path, void* data, size_t size, 
       return sysError("read", path, errno);
     }
     if (n == 0) {
-      return absl::DataLossError(
-          absl::StrCat(path, ": file ends at byte ", offset, ", inside a tensor's data; it was "
-                       "truncated after it was opened"));
+      return absl::DataLossError(absl::StrCat(path, ": file ends at byte ", offset,
+                                              ", inside a tensor's data; it was "
+                                              "truncated after it was opened"));
     }
     bytes += n;
     size -= static_cast<size_t>(n);
@@ -133,8 +132,8 @@ absl::Status badTensor(absl::string_view file, absl::string_view tensor, absl::s
 
 absl::StatusOr<int64_t> nonNegative(const json& v, absl::string_view file, absl::string_view tensor,
                                     absl::string_view field) {
-  if (!v.is_number_integer() || (v.is_number_integer() && !v.is_number_unsigned() &&
-                                 v.get<int64_t>() < 0)) {
+  if (!v.is_number_integer() ||
+      (v.is_number_integer() && !v.is_number_unsigned() && v.get<int64_t>() < 0)) {
     return badTensor(file, tensor,
                      absl::StrCat(field, " must hold non-negative integers, got ", v.dump()));
   }
@@ -145,8 +144,8 @@ absl::StatusOr<int64_t> nonNegative(const json& v, absl::string_view file, absl:
   return v.get<int64_t>();
 }
 
-absl::StatusOr<TensorEntry> parseEntry(const std::string& name, const json& v,
-                                       int64_t data_bytes, absl::string_view file) {
+absl::StatusOr<TensorEntry> parseEntry(const std::string& name, const json& v, int64_t data_bytes,
+                                       absl::string_view file) {
   if (!v.is_object()) return badTensor(file, name, "its entry is not a JSON object");
   for (const char* key : {"dtype", "shape", "data_offsets"}) {
     if (!v.contains(key)) return badTensor(file, name, absl::StrCat("no '", key, "' field"));
@@ -182,17 +181,17 @@ absl::StatusOr<TensorEntry> parseEntry(const std::string& name, const json& v,
   entry.begin = *begin;
   entry.end = *end;
   if (entry.begin > entry.end || entry.end > data_bytes) {
-    return badTensor(file, name,
-                     absl::StrCat("data_offsets [", entry.begin, ", ", entry.end,
-                                  "] leave the data buffer of ", data_bytes,
-                                  " bytes; the file is truncated or its header is wrong"));
+    return badTensor(
+        file, name,
+        absl::StrCat("data_offsets [", entry.begin, ", ", entry.end, "] leave the data buffer of ",
+                     data_bytes, " bytes; the file is truncated or its header is wrong"));
   }
   const int64_t expected = byteSize(entry.shape, stDTypeBytes(entry.dtype));
   if (expected != entry.end - entry.begin) {
-    return badTensor(file, name,
-                     absl::StrCat("shape ", shapeText(entry.shape), " of ",
-                                  stDTypeName(entry.dtype), " needs ", expected,
-                                  " bytes but data_offsets give ", entry.end - entry.begin));
+    return badTensor(
+        file, name,
+        absl::StrCat("shape ", shapeText(entry.shape), " of ", stDTypeName(entry.dtype), " needs ",
+                     expected, " bytes but data_offsets give ", entry.end - entry.begin));
   }
   return entry;
 }
@@ -241,9 +240,9 @@ absl::Status checkBoxFor(const TensorEntry& entry, const Box& box, size_t values
   }
   const int64_t n = checkpoint::numElements(box.sizes);
   if (static_cast<int64_t>(values) != n) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(file, ": tensor '", entry.name, "': box ", checkpoint::describeBox(box),
-                     " has ", n, " elements but the buffer holds ", values));
+    return absl::InvalidArgumentError(absl::StrCat(file, ": tensor '", entry.name, "': box ",
+                                                   checkpoint::describeBox(box), " has ", n,
+                                                   " elements but the buffer holds ", values));
   }
   return absl::OkStatus();
 }
@@ -276,7 +275,8 @@ absl::StatusOr<Header> parseHeader(absl::string_view text, int64_t data_bytes,
   json root = json::parse(text.begin(), text.end(), nullptr, /*allow_exceptions=*/false);
   if (root.is_discarded()) {
     return absl::DataLossError(
-        absl::StrCat(file, ": the header is not valid JSON; the file is not safetensors or is "
+        absl::StrCat(file,
+                     ": the header is not valid JSON; the file is not safetensors or is "
                      "corrupt"));
   }
   if (!root.is_object()) {
@@ -311,8 +311,8 @@ absl::StatusOr<Header> parseHeader(absl::string_view text, int64_t data_bytes,
     const TensorEntry& b = header.tensors[i];
     if (b.begin < a.end) {
       return absl::DataLossError(absl::StrCat(file, ": tensors '", a.name, "' [", a.begin, ", ",
-                                              a.end, ") and '", b.name, "' [", b.begin, ", ",
-                                              b.end, ") overlap in the data buffer"));
+                                              a.end, ") and '", b.name, "' [", b.begin, ", ", b.end,
+                                              ") overlap in the data buffer"));
     }
   }
   return header;
@@ -332,8 +332,7 @@ absl::StatusOr<SafetensorsFile> SafetensorsFile::open(const std::string& path) {
   }
   uint64_t length = 0;
   if (absl::Status s = preadAll(fd, path, &length, 8, 0); !s.ok()) return s;
-  if (length > static_cast<uint64_t>(kMaxHeaderBytes) ||
-      static_cast<int64_t>(length) > size - 8) {
+  if (length > static_cast<uint64_t>(kMaxHeaderBytes) || static_cast<int64_t>(length) > size - 8) {
     return absl::DataLossError(absl::StrFormat(
         "%s: header length %u is past the file's %d bytes (or over the %d-byte bound); the "
         "file is truncated or not safetensors",
@@ -389,8 +388,7 @@ absl::Status SafetensorsFile::readBox(absl::string_view name, const Box& box,
     status = preadAll(fd_, path_, bytes.data(), bytes.size(),
                       data_start_ + entry->begin + start * element);
     if (!status.ok()) {
-      status = absl::Status(status.code(),
-                            absl::StrCat("tensor '", name, "': ", status.message()));
+      status = absl::Status(status.code(), absl::StrCat("tensor '", name, "': ", status.message()));
       return;
     }
     bytes_read_ += static_cast<int64_t>(bytes.size());
@@ -413,9 +411,9 @@ absl::StatusOr<FileLayout> layoutFile(const std::vector<TensorSpec>& tensors,
   int64_t offset = 0;
   for (const TensorSpec& t : tensors) {
     if (t.name.empty() || t.name == "__metadata__" || root.contains(t.name)) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("cannot write a tensor named '", t.name, "': names must be non-empty, ",
-                       "unique and not __metadata__"));
+      return absl::InvalidArgumentError(absl::StrCat("cannot write a tensor named '", t.name,
+                                                     "': names must be non-empty, ",
+                                                     "unique and not __metadata__"));
     }
     const int64_t bytes = byteSize(t.shape, stDTypeBytes(t.dtype));
     if (bytes < 0 || std::any_of(t.shape.begin(), t.shape.end(), [](int64_t d) { return d < 0; })) {
@@ -446,8 +444,8 @@ absl::StatusOr<SafetensorsWriter> SafetensorsWriter::create(const std::string& p
   if (fd < 0) return sysError("create", tmp, errno);
   SafetensorsWriter writer(path, fd, std::move(layout));
   if (::ftruncate(fd, writer.layout_.fileBytes()) != 0) return sysError("size", tmp, errno);
-  if (absl::Status s = pwriteAll(fd, tmp, writer.layout_.header.data(),
-                                 writer.layout_.header.size(), 0);
+  if (absl::Status s =
+          pwriteAll(fd, tmp, writer.layout_.header.data(), writer.layout_.header.size(), 0);
       !s.ok()) {
     return s;
   }
@@ -513,7 +511,8 @@ absl::Status SafetensorsWriter::finish() {
 absl::Status SafetensorsWriter::commit() {
   if (absl::Status s = finish(); !s.ok()) return s;
   const std::string tmp = path_ + ".tmp";
-  if (::rename(tmp.c_str(), path_.c_str()) != 0) return sysError("rename " + tmp + " to", path_, errno);
+  if (::rename(tmp.c_str(), path_.c_str()) != 0)
+    return sysError("rename " + tmp + " to", path_, errno);
   return fsyncDirectoryOf(path_);
 }
 

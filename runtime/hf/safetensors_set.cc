@@ -63,8 +63,8 @@ absl::StatusOr<SafetensorsSet> SafetensorsSet::open(const std::string& path) {
     } else if (fs::exists(single, error)) {
       file = single.string();
     } else {
-      return absl::NotFoundError(absl::StrCat(path, " holds neither ", kIndexFileName, " nor ",
-                                              kSingleFileName));
+      return absl::NotFoundError(
+          absl::StrCat(path, " holds neither ", kIndexFileName, " nor ", kSingleFileName));
     }
   }
   SafetensorsSet set;

@@ -95,7 +95,8 @@ TEST(Safetensors, ReadsOnlyTheBoxBytes) {
 TEST(Safetensors, RoundsToNearestEvenOnWrite) {
   const std::string path = freshDir() + "/model.safetensors";
   // 1 + 2^-8 is halfway between two bf16 neighbours: even is 1.
-  ASSERT_TRUE(writeSafetensors(path, {{{"w", StDType::kBF16, {2}}, {1.00390625f, 1.01171875f}}}).ok());
+  ASSERT_TRUE(
+      writeSafetensors(path, {{{"w", StDType::kBF16, {2}}, {1.00390625f, 1.01171875f}}}).ok());
   absl::StatusOr<SafetensorsFile> file = SafetensorsFile::open(path);
   ASSERT_TRUE(file.ok());
   std::vector<float> v(2);
@@ -144,9 +145,10 @@ TEST(Safetensors, TensorInTwoShardsIsRefused) {
   ASSERT_TRUE(writeSafetensors(dir + "/b.safetensors", {{{"w", StDType::kF32, {1}}, {2}}}).ok());
   std::ofstream(dir + "/" + kIndexFileName)
       << R"({"weight_map": {"w": "a.safetensors", "x": "b.safetensors"}})";
-  EXPECT_THAT(SafetensorsSet::open(dir + "/" + kIndexFileName).status(),
-              StatusIs(absl::StatusCode::kDataLoss,
-                       AllOf(HasSubstr("'w'"), HasSubstr("a.safetensors"), HasSubstr("b.safetensors"))));
+  EXPECT_THAT(
+      SafetensorsSet::open(dir + "/" + kIndexFileName).status(),
+      StatusIs(absl::StatusCode::kDataLoss,
+               AllOf(HasSubstr("'w'"), HasSubstr("a.safetensors"), HasSubstr("b.safetensors"))));
 }
 
 TEST(Safetensors, DirectoryWithoutWeights) {
@@ -186,14 +188,12 @@ INSTANTIATE_TEST_SUITE_P(
         Malformed{"not JSON", "{\"w\": [", 0, -1, absl::StatusCode::kDataLoss, "not valid JSON"},
         Malformed{"not an object", "[1, 2]", 0, -1, absl::StatusCode::kDataLoss,
                   "not a JSON object"},
-        Malformed{"unsupported dtype",
-                  R"({"w":{"dtype":"I64","shape":[3],"data_offsets":[0,24]}})", 24, -1,
-                  absl::StatusCode::kInvalidArgument, "tensor 'w' has dtype I64"},
-        Malformed{"unknown dtype", R"({"w":{"dtype":"Q4","shape":[3],"data_offsets":[0,6]}})",
-                  6, -1, absl::StatusCode::kInvalidArgument, "Q4 (not a safetensors dtype)"},
-        Malformed{"size mismatch",
-                  R"({"w":{"dtype":"BF16","shape":[2,3],"data_offsets":[0,24]}})", 24, -1,
-                  absl::StatusCode::kDataLoss,
+        Malformed{"unsupported dtype", R"({"w":{"dtype":"I64","shape":[3],"data_offsets":[0,24]}})",
+                  24, -1, absl::StatusCode::kInvalidArgument, "tensor 'w' has dtype I64"},
+        Malformed{"unknown dtype", R"({"w":{"dtype":"Q4","shape":[3],"data_offsets":[0,6]}})", 6,
+                  -1, absl::StatusCode::kInvalidArgument, "Q4 (not a safetensors dtype)"},
+        Malformed{"size mismatch", R"({"w":{"dtype":"BF16","shape":[2,3],"data_offsets":[0,24]}})",
+                  24, -1, absl::StatusCode::kDataLoss,
                   "tensor 'w': shape [2, 3] of BF16 needs 12 bytes but data_offsets give 24"},
         Malformed{"overlap",
                   R"({"a":{"dtype":"F32","shape":[4],"data_offsets":[0,16]},)"
@@ -204,11 +204,10 @@ INSTANTIATE_TEST_SUITE_P(
         Malformed{"unknown field",
                   R"({"w":{"dtype":"F32","shape":[1],"data_offsets":[0,4],"x":1}})", 4, -1,
                   absl::StatusCode::kDataLoss, "tensor 'w': unknown field 'x'"},
-        Malformed{"negative size", R"({"w":{"dtype":"F32","shape":[-2],"data_offsets":[0,8]}})",
-                  8, -1, absl::StatusCode::kDataLoss, "non-negative integers, got -2"},
-        Malformed{"reversed offsets",
-                  R"({"w":{"dtype":"F32","shape":[0],"data_offsets":[8,0]}})", 8, -1,
-                  absl::StatusCode::kDataLoss, "data_offsets [8, 0]"},
+        Malformed{"negative size", R"({"w":{"dtype":"F32","shape":[-2],"data_offsets":[0,8]}})", 8,
+                  -1, absl::StatusCode::kDataLoss, "non-negative integers, got -2"},
+        Malformed{"reversed offsets", R"({"w":{"dtype":"F32","shape":[0],"data_offsets":[8,0]}})",
+                  8, -1, absl::StatusCode::kDataLoss, "data_offsets [8, 0]"},
         Malformed{"metadata not strings", R"({"__metadata__":{"step":3}})", 0, -1,
                   absl::StatusCode::kDataLoss, "'__metadata__' entry 'step' is not a string"},
         Malformed{"entry not an object", R"({"w":[1]})", 0, -1, absl::StatusCode::kDataLoss,
@@ -226,7 +225,8 @@ TEST(Safetensors, TooShortForTheLength) {
   std::ofstream(path) << "abc";
   EXPECT_THAT(SafetensorsFile::open(path).status(),
               StatusIs(absl::StatusCode::kDataLoss, AllOf(HasSubstr(path), HasSubstr("3 bytes"))));
-  EXPECT_THAT(SafetensorsFile::open(path + ".none").status(), StatusIs(absl::StatusCode::kNotFound, HasSubstr(".none")));
+  EXPECT_THAT(SafetensorsFile::open(path + ".none").status(),
+              StatusIs(absl::StatusCode::kNotFound, HasSubstr(".none")));
 }
 
 TEST(Safetensors, TruncatedAfterOpenAndBadBoxes) {
