@@ -132,13 +132,12 @@ absl::Status badTensor(absl::string_view file, absl::string_view tensor, absl::s
 
 absl::StatusOr<int64_t> nonNegative(const json& v, absl::string_view file, absl::string_view tensor,
                                     absl::string_view field) {
-  if (!v.is_number_integer() ||
-      (v.is_number_integer() && !v.is_number_unsigned() && v.get<int64_t>() < 0)) {
+  // nlohmann parses every non-negative integer as unsigned.
+  if (!v.is_number_unsigned()) {
     return badTensor(file, tensor,
                      absl::StrCat(field, " must hold non-negative integers, got ", v.dump()));
   }
-  if (v.is_number_unsigned() &&
-      v.get<uint64_t>() > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
+  if (v.get<uint64_t>() > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
     return badTensor(file, tensor, absl::StrCat(field, " value ", v.dump(), " is too large"));
   }
   return v.get<int64_t>();
