@@ -1,8 +1,8 @@
 // Tests of Hugging Face weights in and out of the runtime, every rank a
 // thread: a sharded plan loads the same weights as a one-rank plan (same
-// loss), each rank reads only its shards' bytes, a tied head reads the
-// embedding, export from 4 ranks gives back the file it loaded (one file and
-// sharded with an index), and a missing tensor or a wrong shape is named.
+// loss; zoo Llama and GPT-2, and a Qwen2 planned from its config.json), each rank reads only its
+// shards' bytes, a tied head reads the embedding, export from 4 ranks gives back the file it loaded
+// (one file and sharded with an index), and a missing tensor or a wrong shape is named.
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
@@ -158,7 +158,10 @@ TEST_P(ShardedLoad, GivesTheOneRankLossAndReadsOnlyOwnShards) {
 INSTANTIATE_TEST_SUITE_P(Models, ShardedLoad,
                          ::testing::Values(std::pair{"llama_single", "llama_fsdp2_tp2"},
                                            std::pair{"gpt2_single", "gpt2_fsdp2_tp2"},
-                                           std::pair{"llama_single", "llama_fsdp4"}));
+                                           std::pair{"llama_single", "llama_fsdp4"},
+                                           // Hugging Face names (a config.json's plan):
+                                           // q/k/v biases, the head tied to the embedding.
+                                           std::pair{"hf_qwen2_single", "hf_qwen2_fsdp2_tp2"}));
 
 TEST(HfLoad, TiedHeadReadsTheEmbedding) {
   const plan::Plan plan = loadTestPlan("llama_single");
@@ -246,6 +249,10 @@ TEST(HfExport, LlamaFsdp2Tp2OneFile) {
 TEST(HfExport, Gpt2Fsdp2Tp2ShardedWithIndex) {
   // 64 KiB files: GPT-2's fused c_attn comes back whole from its 3 slices.
   expectExportRoundTrip("gpt2_fsdp2_tp2", StDType::kF32, 64 << 10, true);
+}
+
+TEST(HfExport, Qwen2Fsdp2Tp2OneFile) {
+  expectExportRoundTrip("hf_qwen2_fsdp2_tp2", StDType::kF32, int64_t{1} << 30, false);
 }
 
 TEST(HfExport, Bf16PlanExportsBf16) {
