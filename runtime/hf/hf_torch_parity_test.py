@@ -19,11 +19,15 @@ ranks) and computes its loss. They must agree within 1e-4 relative, the
 bound torch_parity_test uses for float32. Also loaded: the same weights as
 BF16 (torch computes with them rounded), a sharded copy with its index, and
 a Llama whose head is tied to the embedding (no lm_head.weight in the file).
+A Qwen2 planned from its config.json (Hugging Face names, q/k/v biases,
+tied head, Llama 3.1 rope scaling, eps 1e-6) runs against the same
+reference, which reads the config.
 
 The tiny models' sizes come from the plans' parameter shapes; heads are
 tiny's 4 (docs/model_zoo.md), norm eps the zoo's 1e-5. Runs on Debian's
 /usr/bin/python3 with python3-torch.
-Args: hf_loss, loom_formats.py, then plan.json paths.
+Args: hf_loss, loom_formats.py, then plan.json paths (PLAN,CONFIG for a
+plan made from a config.json).
 """
 from __future__ import annotations
 
@@ -109,8 +113,42 @@ def random_llama(shapes, rng):
     return t, layers
 
 
-def rms_norm(x, weight):
-    return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + EPS) * weight
+def rms_norm(x, weight, eps):
+    return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * weight
+
+
+def random_from_plan(shapes, rng):
+    """Weights for a plan with Hugging Face names (from a config.json): the
+    plan holds *_proj.weight transposed, so the file's shape is reversed."""
+    t = {}
+    for name, shape in shapes.items():
+        if name.endswith("_proj.weight"):
+            t[name] = (rng.standard_normal(shape[::-1]) * 0.08).astype(np.float32)
+        elif "norm" in name:
+            t[name] = (1 + rng.standard_normal(shape) * 0.1).astype(np.float32)
+        else:
+            t[name] = (rng.standard_normal(shape) * (0.5 if "embed" in name else 0.05)).astype(
+                np.float32)
+    return t, sum(1 for n in shapes if n.endswith("self_attn.q_proj.weight"))
+
+
+def inverse_frequencies(d, config):
+    """transformers' rope init: default, or rope_type llama3
+    (_compute_llama3_parameters)."""
+    theta = config.get("rope_theta", THETA)
+    inv_freq = 1.0 / (theta ** (torch.arange(0, d, 2, dtype=torch.float64) / d))
+    scaling = config.get("rope_scaling")
+    if not scaling:
+        return inv_freq
+    assert scaling["rope_type"] == "llama3", scaling
+    factor, low, high = scaling["factor"], scaling["low_freq_factor"], scaling["high_freq_factor"]
+    old = scaling["original_max_position_embeddings"]
+    wavelen = 2 * math.pi / inv_freq
+    scaled = torch.where(wavelen > old / low, inv_freq / factor, inv_freq)
+    smooth = (old / wavelen - low) / (high - low)
+    smoothed = (1 - smooth) * scaled / factor + smooth * scaled
+    medium = ~(wavelen < old / high) & ~(wavelen > old / low)
+    return torch.where(medium, smoothed, scaled)
 
 
 def rotate_half(x):
@@ -131,31 +169,37 @@ def attention(q, k, v):
     return torch.softmax(scores, dim=-1) @ v
 
 
-def llama_loss(t, layers, ids, labels):
+def llama_loss(t, layers, ids, labels, config=None):
+    """LlamaForCausalLM (and Qwen2, whose q/k/v projections have biases)."""
+    config = config or {}
+    eps = config.get("rms_norm_eps", EPS)
     T = {k: torch.from_numpy(v) for k, v in t.items()}
     b, s = ids.shape
     hidden = T["model.embed_tokens.weight"].shape[1]
-    d = hidden // HEADS
-    inv_freq = 1.0 / (THETA ** (torch.arange(0, d, 2, dtype=torch.float64) / d))
-    freqs = torch.arange(s, dtype=torch.float64)[:, None] * inv_freq[None, :]
+    d = hidden // config.get("num_attention_heads", HEADS)
+    freqs = torch.arange(s, dtype=torch.float64)[:, None] * inverse_frequencies(d, config)[None, :]
     emb = torch.cat((freqs, freqs), dim=-1)
     cos, sin = emb.cos().float(), emb.sin().float()
+
+    def proj(x, p):
+        return F.linear(x, T[p + ".weight"], T.get(p + ".bias"))
+
     x = F.embedding(ids, T["model.embed_tokens.weight"])
     for i in range(layers):
         p = f"model.layers.{i}."
-        h = rms_norm(x, T[p + "input_layernorm.weight"])
-        q = F.linear(h, T[p + "self_attn.q_proj.weight"]).view(b, s, -1, d).transpose(1, 2)
-        k = F.linear(h, T[p + "self_attn.k_proj.weight"]).view(b, s, -1, d).transpose(1, 2)
-        v = F.linear(h, T[p + "self_attn.v_proj.weight"]).view(b, s, -1, d).transpose(1, 2)
+        h = rms_norm(x, T[p + "input_layernorm.weight"], eps)
+        q = proj(h, p + "self_attn.q_proj").view(b, s, -1, d).transpose(1, 2)
+        k = proj(h, p + "self_attn.k_proj").view(b, s, -1, d).transpose(1, 2)
+        v = proj(h, p + "self_attn.v_proj").view(b, s, -1, d).transpose(1, 2)
         q = q * cos + rotate_half(q) * sin
         k = k * cos + rotate_half(k) * sin
         o = attention(q, k, v).transpose(1, 2).reshape(b, s, hidden)
-        x = x + F.linear(o, T[p + "self_attn.o_proj.weight"])
-        h = rms_norm(x, T[p + "post_attention_layernorm.weight"])
-        x = x + F.linear(F.silu(F.linear(h, T[p + "mlp.gate_proj.weight"]))
-                         * F.linear(h, T[p + "mlp.up_proj.weight"]), T[p + "mlp.down_proj.weight"])
+        x = x + proj(o, p + "self_attn.o_proj")
+        h = rms_norm(x, T[p + "post_attention_layernorm.weight"], eps)
+        x = x + proj(F.silu(proj(h, p + "mlp.gate_proj")) * proj(h, p + "mlp.up_proj"),
+                     p + "mlp.down_proj")
     head = T.get("lm_head.weight", T["model.embed_tokens.weight"])
-    logits = F.linear(rms_norm(x, T["model.norm.weight"]), head)
+    logits = F.linear(rms_norm(x, T["model.norm.weight"], eps), head)
     return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), labels.reshape(-1)).item()
 
 
@@ -229,14 +273,22 @@ def main():
     seed = 99
     work = tempfile.mkdtemp(prefix="loom-hf-parity.")
     failures = []
-    for plan_path in sys.argv[3:]:
+    for arg in sys.argv[3:]:
+        # A plan made from a config.json comes as PLAN,CONFIG.
+        plan_path, _, config_path = arg.partition(",")
+        config = json.load(open(config_path)) if config_path else {}
         plan = json.load(open(plan_path))
         shapes = shapes_of(plan)
         gpt2 = "transformer.wte.weight" in shapes
         name = os.path.basename(os.path.dirname(plan_path))
         rng = np.random.default_rng(7)
-        tensors, layers = (random_gpt2 if gpt2 else random_llama)(shapes, rng)
-        loss_fn = gpt2_loss if gpt2 else llama_loss
+        make = random_gpt2 if gpt2 else random_from_plan if config else random_llama
+        tensors, layers = make(shapes, rng)
+        if gpt2:
+            loss_fn = gpt2_loss
+        else:
+            def loss_fn(t, layers, ids, labels, config=config):
+                return llama_loss(t, layers, ids, labels, config)
         ids_shape = plan["buffers"][plan["interface"]["ids"]]["global_shape"]
         feed = loom_formats.TokenFeed("synthetic", plan["interface"]["vocab"], ids_shape[1],
                                       ids_shape[0], seed)
@@ -261,7 +313,7 @@ def main():
         json.dump({"metadata": {}, "weight_map": weight_map},
                   open(os.path.join(shard_dir, "model.safetensors.index.json"), "w"))
         cases.append(("sharded", shard_dir, cases[0][2]))
-        if not gpt2:
+        if "lm_head.weight" in tensors or "output.weight" in shapes:
             tied = {n: a for n, a in tensors.items() if n != "lm_head.weight"}
             path = os.path.join(work, f"{name}.tied.safetensors")
             write_safetensors(path, tied)
