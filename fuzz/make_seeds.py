@@ -137,11 +137,29 @@ def mlir_seeds(repo):
                 write("mlir_model", body + "\n")
 
 
+# --- safetensors headers (docs/runtime_hf.md) -------------------------------------
+
+def safetensors_seeds():
+    """Each seed: the data buffer's size (u64) and the header's JSON."""
+    def seed(data_bytes, header):
+        write("safetensors_header", struct.pack("<Q", data_bytes) + header.encode())
+    seed(24, '{"w":{"dtype":"F32","shape":[2,3],"data_offsets":[0,24]}}')
+    seed(36, '{"__metadata__":{"format":"pt"},'
+             '"a":{"dtype":"BF16","shape":[2,2,2],"data_offsets":[0,16]},'
+             '"b":{"dtype":"F16","shape":[10],"data_offsets":[16,36]}}')
+    seed(4, '{"s":{"dtype":"F32","shape":[],"data_offsets":[0,4]},'
+            '"e":{"dtype":"F32","shape":[0,5],"data_offsets":[4,4]}}')
+    seed(16, '{"a":{"dtype":"F32","shape":[4],"data_offsets":[0,16]},'
+             '"b":{"dtype":"F32","shape":[2],"data_offsets":[8,16]}}')
+    seed(8, '{"w":{"dtype":"I64","shape":[1],"data_offsets":[0,8]}}')
+
+
 def main():
     repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     tcp_store_seeds()
     mesh_seeds()
     mlir_seeds(repo)
+    safetensors_seeds()
     for corpus in sorted(os.listdir(ROOT)):
         print(corpus, len(os.listdir(os.path.join(ROOT, corpus))), "seeds")
 

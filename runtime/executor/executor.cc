@@ -841,6 +841,33 @@ absl::Status Executor::loadCheckpoint(const checkpoint::CheckpointReader& reader
   return absl::OkStatus();
 }
 
+absl::Status Executor::loadParameters(const ParameterFill& fill) {
+  if (absl::Status s = kernels_->activate(); !s.ok()) return s;
+  std::map<std::string, const plan::Buffer*> params;
+  for (const plan::Buffer& b : plan_.buffers) {
+    if (b.role == plan::BufferRole::kParam) params[b.name] = &b;
+  }
+  for (const plan::Buffer& b : plan_.buffers) {
+    if (!persistent_[b.id]) continue;
+    const plan::Buffer* source = nullptr;
+    if (b.role == plan::BufferRole::kParam) {
+      source = &b;
+    } else if (b.name.rfind("master:", 0) == 0) {
+      auto at = params.find(b.name.substr(7));
+      if (at != params.end()) source = at->second;
+    }
+    if (source == nullptr) continue;
+    absl::StatusOr<plan::ShardBox> box = plan::shardBoxOf(b, plan_.mesh, coords_);
+    if (!box.ok()) return box.status();
+    std::vector<float> dense(product(box->valid));
+    if (!dense.empty()) {
+      if (absl::Status s = fill(*source, {box->offsets, box->valid}, dense); !s.ok()) return s;
+    }
+    if (absl::Status s = uploadShard(b, dense, box->valid); !s.ok()) return s;
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<std::vector<float>> Executor::hostValues(const plan::Buffer& b) const {
   std::vector<float> values(b.numel());
   if (b.dtype == comm::DType::kFloat32) {

@@ -15,6 +15,7 @@
 #include <initializer_list>
 #include <map>
 #include <memory>
+#include <span>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -155,6 +156,14 @@ class Executor {
   // Loads parameters and optimizer states from a checkpoint saved under any
   // mesh (resharding on load); returns the optimizer step it holds.
   absl::Status loadCheckpoint(const checkpoint::CheckpointReader& reader);
+  // Fills `out` (row-major over box.sizes) with `box` of parameter `param`
+  // in global coordinates.
+  using ParameterFill = std::function<absl::Status(
+      const plan::Buffer& param, const checkpoint::Box& box, std::span<float> out)>;
+  // Sets every parameter, and a bf16 parameter's f32 master copy, from
+  // `fill` (weights from elsewhere, e.g. Hugging Face files); AdamW's
+  // moments keep their init. Each rank asks only for its own shards.
+  absl::Status loadParameters(const ParameterFill& fill);
   // Copies this rank's local shard of a buffer (for tests and parity checks).
   absl::StatusOr<std::vector<float>> localValues(const std::string& buffer_name) const;
 

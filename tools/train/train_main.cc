@@ -39,6 +39,7 @@
 #include "comm/rendezvous.h"
 #include "runtime/checkpoint/checkpoint_reader.h"
 #include "runtime/checkpoint/checkpoint_writer.h"
+#include "runtime/hf/hf_executor.h"
 #include "runtime/data/token_feed.h"
 #include "runtime/executor/cuda_kernel_set.h"
 #include "runtime/executor/executor.h"
@@ -79,6 +80,10 @@ ABSL_FLAG(int, timeout_s, 300, "bound on the rendezvous and on every collective"
 ABSL_FLAG(std::string, checkpoint_dir, "", "save sharded checkpoints here");
 ABSL_FLAG(int, save_every, 0, "save every N steps (0: only after the last step)");
 ABSL_FLAG(bool, resume, false, "continue from the latest checkpoint in --checkpoint_dir");
+ABSL_FLAG(std::string, init_from_hf, "",
+          "start from Hugging Face weights: a .safetensors file, an index or a directory "
+          "(docs/runtime_hf.md)");
+ABSL_FLAG(std::string, export_hf, "", "after the last step, write the weights here as safetensors");
 ABSL_FLAG(std::string, trace, "", "write the measured trace (Chrome/Perfetto JSON) here");
 ABSL_FLAG(std::string, losses_out, "", "write {\"losses\": [...]} (rank 0) here");
 ABSL_FLAG(std::string, metrics_out, "",
@@ -527,6 +532,24 @@ absl::StatusOr<int64_t> resumeIfAsked(runtime::Executor& e, const std::string& c
   return reader->step() + 1;
 }
 
+// --init_from_hf: the parameters from Hugging Face safetensors, each rank
+// reading its own shards (docs/runtime_hf.md).
+absl::Status initFromHfIfAsked(runtime::Executor& e, bool lead) {
+  const std::string hf = absl::GetFlag(FLAGS_init_from_hf);
+  if (hf.empty()) return absl::OkStatus();
+  if (absl::GetFlag(FLAGS_resume)) {
+    return absl::InvalidArgumentError("--init_from_hf and --resume both set the weights; pass one");
+  }
+  absl::StatusOr<runtime::hf::LoadReport> loaded = runtime::hf::loadHfWeights(e, hf);
+  if (!loaded.ok()) return loaded.status();
+  if (lead) {
+    std::printf("loaded %lld parameters from %s (rank 0 read %lld bytes)\n",
+                static_cast<long long>(loaded->tensors), loaded->source.c_str(),
+                static_cast<long long>(loaded->bytes_read));
+  }
+  return absl::OkStatus();
+}
+
 // Rank 0: writes the merged trace to --trace and prints its communication
 // table and stragglers.
 absl::Status writeTrace(const json& trace) {
@@ -597,6 +620,7 @@ absl::Status train() {
   absl::StatusOr<int64_t> resumed = resumeIfAsked(e, checkpointDir, lead);
   if (!resumed.ok()) return resumed.status();
   const int64_t firstStep = *resumed;
+  if (absl::Status s = initFromHfIfAsked(e, lead); !s.ok()) return s;
   std::optional<runtime::checkpoint::CheckpointWriter> writer;
   int64_t savingStep = 0;
   if (!checkpointDir.empty()) {
@@ -729,6 +753,15 @@ absl::Status train() {
       if (lead)
         std::printf("saved step %lld to %s\n", static_cast<long long>(step), checkpointDir.c_str());
     }
+  }
+
+  if (const std::string dir = absl::GetFlag(FLAGS_export_hf); !dir.empty()) {
+    if (absl::Status s = runtime::hf::exportHfWeights(e, *job->store, job->world_size,
+                                                      {.dir = dir, .timeout = timeout});
+        !s.ok()) {
+      return s;
+    }
+    if (lead) std::printf("exported the weights to %s as Hugging Face safetensors\n", dir.c_str());
   }
 
   // The first step pays for cold caches and allocations; the median of the
