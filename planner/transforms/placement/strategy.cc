@@ -58,6 +58,14 @@ absl::StatusOr<std::vector<AxisStrategy>> parseAxisStrategies(
     } else if (name == "tp") {
       strategies.push_back(AxisStrategy::kTp);
       ++tp_axes;
+    } else if (name == "pp") {
+      // Reserved by the plan format; the pipeline is built piece by piece.
+      return absl::UnimplementedError(absl::StrCat(
+          "mesh axis '", axis_names[i],
+          "' asks for pipeline stages (pp), which the planner does not plan yet: plan-stages "
+          "cuts a step into stages, but the programs per stage, their point-to-point transfers "
+          "and schedules are still to come (docs/planner_stages.md); plan with fsdp, dp and tp "
+          "axes"));
     } else {
       return absl::InvalidArgumentError(
           absl::StrCat("unknown strategy '", name, "' for mesh axis '", axis_names[i],

@@ -58,6 +58,13 @@ TEST(ParseAxisStrategiesTest, RefusesUnknownStrategy) {
                              HasSubstr("expected fsdp, dp or tp"))));
 }
 
+TEST(ParseAxisStrategiesTest, PipelineStagesAreNotPlannedYet) {
+  EXPECT_THAT(parseAxisStrategies("pp,tp", kTwoAxes).status(),
+              StatusIs(absl::StatusCode::kUnimplemented,
+                       AllOf(HasSubstr("mesh axis 'dp' asks for pipeline stages (pp)"),
+                             HasSubstr("docs/planner_stages.md"))));
+}
+
 TEST(ParseAxisStrategiesTest, RefusesTwoTpAxes) {
   EXPECT_THAT(parseAxisStrategies("tp,tp", kTwoAxes).status(),
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("got 2 tp axes in 'tp,tp'")));

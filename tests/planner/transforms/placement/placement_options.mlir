@@ -2,7 +2,8 @@
 // RUN: not plan-opt %s --plan-placement="mesh=dp=3,tp=4 axes=dp,tp devices=8" 2>&1 | FileCheck %s --check-prefix=DEVICES
 // RUN: not plan-opt %s --plan-placement="mesh=dp=2,,tp=4 axes=dp,tp" 2>&1 | FileCheck %s --check-prefix=SYNTAX
 // RUN: not plan-opt %s --plan-placement="mesh=dp=2,tp=4 axes=dp" 2>&1 | FileCheck %s --check-prefix=COUNT
-// RUN: not plan-opt %s --plan-placement="mesh=dp=2,tp=4 axes=dp,pp" 2>&1 | FileCheck %s --check-prefix=UNKNOWN
+// RUN: not plan-opt %s --plan-placement="mesh=dp=2,tp=4 axes=dp,zero3" 2>&1 | FileCheck %s --check-prefix=UNKNOWN
+// RUN: not plan-opt %s --plan-placement="mesh=pp=2,tp=4 axes=pp,tp" 2>&1 | FileCheck %s --check-prefix=PP
 // RUN: not plan-opt %s --plan-placement 2>&1 | FileCheck %s --check-prefix=NOMESH
 // RUN: plan-opt %s --plan-placement="mesh=tp=2 axes=tp" | FileCheck %s --check-prefix=VOCAB
 // RUN: plan-opt %s --plan-placement="mesh=tp=2 axes=tp vocab-parallel-loss=false" | FileCheck %s --check-prefix=GATHERED
@@ -22,7 +23,8 @@
 // DEVICES: error: invalid mesh 'dp=3,tp=4': mesh spec "dp=3,tp=4": mesh shape 3x4 has 12 devices but world size is 8
 // SYNTAX: error: invalid mesh 'dp=2,,tp=4': mesh spec "dp=2,,tp=4": missing an axis at column 6
 // COUNT: error: 'dist.mesh' op got 1 axis strategies ('dp') for 2 mesh axes [dp, tp]; give exactly one strategy per mesh axis, in mesh order
-// UNKNOWN: error: 'dist.mesh' op unknown strategy 'pp' for mesh axis 'tp'; expected fsdp, dp or tp
+// UNKNOWN: error: 'dist.mesh' op unknown strategy 'zero3' for mesh axis 'tp'; expected fsdp, dp or tp
+// PP: error: 'dist.mesh' op mesh axis 'pp' asks for pipeline stages (pp), which the planner does not plan yet
 // NOMESH: error: plan-placement needs one mesh, got 0 dist.mesh ops and no mesh= option; pass e.g. --plan-placement="mesh=dp=2,tp=4 axes=dp,tp" or declare one dist.mesh
 func.func @mlp(%x: tensor<8x4x16xf32>,
     %w1: tensor<16x32xf32> {nn.param, nn.name = "fc1.weight"},
