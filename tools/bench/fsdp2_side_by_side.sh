@@ -82,20 +82,34 @@ for c in ${configs//,/ }; do
 done
 
 results="$work/results.jsonl"
+# What else ran during a run, in cores: the machine's busy time (/proc/stat)
+# less this shell's waited-for children's (the run's own processes), over
+# the wall time. The load average cannot say it: it counts the ranks.
+busy_ticks() { awk '/^cpu /{print $2 + $3 + $4 + $7 + $8 + $9; exit}' /proc/stat; }
+own_ticks() { awk '{print $16 + $17}' "/proc/$$/stat"; }
+begin_run() { run_busy=$(busy_ticks) run_own=$(own_ticks) run_start=$(date +%s.%N); }
+others() {
+  local busy own now
+  busy=$(busy_ticks) own=$(own_ticks) now=$(date +%s.%N)
+  awk -v b=$((busy - run_busy)) -v o=$((own - run_own)) -v start="$run_start" -v now="$now" \
+      -v hz="$(getconf CLK_TCK)" 'BEGIN{v = (b - o) / hz / (now - start); printf "%.2f", v < 0 ? 0 : v}'
+}
 loom() {  # config ranks round
   local c="$1" r="$2" k="$3" log="$work/loom_${1}_${2}_$3"
+  begin_run
   "$train" --plan="$work/plan_${c}_$r/plan.json" --steps=$((warmup + steps)) --nproc="$r" \
       --progress=false --losses_out="$log.json" > "$log.txt" 2>&1 || { cat "$log.txt" >&2; exit 1; }
-  echo "{\"config\": \"$c\", \"ranks\": $r, \"round\": $k, \"side\": \"loom\", \"file\": \"$log.json\"}" >> "$results"
+  echo "{\"config\": \"$c\", \"ranks\": $r, \"round\": $k, \"side\": \"loom\", \"file\": \"$log.json\", \"others\": $(others)}" >> "$results"
 }
 torch_run() {  # config ranks round variant
   local c="$1" r="$2" k="$3" v="$4" log="$work/torch_${1}_${2}_${3}_$4" s="${spec[$1]}"
   local args=(--nproc="$r" --batch="${batch[$c:$r]}" --steps=$((warmup + steps)) --variant="$v")
   local kv
   for kv in ${s//,/ }; do args+=("--${kv%%=*}=${kv#*=}"); done
+  begin_run
   "$venv/bin/python" "$repo/tools/bench/fsdp2_llama.py" "${args[@]//kv_heads/kv-heads}" \
       --out="$log.json" > "$log.txt" 2>&1 || { cat "$log.txt" >&2; exit 1; }
-  echo "{\"config\": \"$c\", \"ranks\": $r, \"round\": $k, \"side\": \"$v\", \"file\": \"$log.json\"}" >> "$results"
+  echo "{\"config\": \"$c\", \"ranks\": $r, \"round\": $k, \"side\": \"$v\", \"file\": \"$log.json\", \"others\": $(others)}" >> "$results"
 }
 
 loads=()
@@ -121,19 +135,21 @@ loads = sys.argv[8:]
 warmup = int(warmup)
 times = collections.defaultdict(list)    # (config, ranks, side) -> every measured step
 rounds_ = collections.defaultdict(list)  # the same -> each round's median
+others = collections.defaultdict(float)  # (config, ranks) -> most cores other work took
 for line in open(results):
     r = json.loads(line)
     step_seconds = json.load(open(r["file"]))["step_seconds"][warmup:]
     key = (r["config"], r["ranks"], r["side"])
     times[key] += [s * 1e3 for s in step_seconds]
     rounds_[key].append(statistics.median(step_seconds) * 1e3)
+    others[key[:2]] = max(others[key[:2]], r["others"])
 print(f"Loom {commit} (-c opt) against PyTorch {torch_version} (PyPI) on {cores.split()[0]} cores "
       f"({' '.join(cores.split()[1:])}), "
       f"{rounds} rounds interleaved, {warmup} warm-up + {steps} measured steps per run, "
       "one BLAS thread per rank; ms per step, median over every measured step of every round "
       "(each round's median in brackets); FSDP2 / Loom above 1: Loom is faster.\n")
-print("| config | ranks | batch | Loom | torch plain | torch prefetch + fused AdamW | plain / Loom | best / Loom |")
-print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+print("| config | ranks | batch | Loom | torch plain | torch prefetch + fused AdamW | plain / Loom | best / Loom | other work, cores |")
+print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
 batches = {"tiny": {1: 4, 2: 8, 4: 8}, "64m": {1: 2, 2: 4, 4: 4}}
 seen = []
 for (c, n, _) in times:
@@ -148,9 +164,11 @@ for c, n in seen:
     fused, fused_cell = cell((c, n, "prefetch-fused"))
     what = "torch, no FSDP" if n == 1 else f"fsdp {n}"
     print(f"| {c} | {n} ({what}) | {batches[c][n]} | {loom_cell} | {plain_cell} | {fused_cell} | "
-          f"{plain / loom:.2f} | {min(plain, fused) / loom:.2f} |")
+          f"{plain / loom:.2f} | {min(plain, fused) / loom:.2f} | {others[(c, n)]:.2f} |")
 print("\nAt 1 rank torch runs without FSDP, so its second variant is fused AdamW alone. "
-      "best: the faster torch variant.\n")
+      "best: the faster torch variant. Other work: the most CPU that processes other than "
+      "the benchmark's took during any run of the row, in cores (of " + cores.split()[0] + "); "
+      "a row with more than a few tenths is noisy, and worth running again.\n")
 for load in loads:
     print(f"- {load}")
 PY
