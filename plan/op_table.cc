@@ -138,6 +138,8 @@ std::vector<OpInfo> makeTable() {
        .max_results = 1,
        .phases = PhaseSet::kAny,
        .attrs = {{A::kOffsets, true}, {A::kChunks}, {A::kSplitDims}, {A::kPadded}}},
+      // Result placements: set where the shards are not all the flat
+      // buffer's (gradient shards re-packed for different all-reduces).
       {.name = "dist.unbucket",
        .family = F::kBuffer,
        .min_operands = 1,
@@ -145,7 +147,11 @@ std::vector<OpInfo> makeTable() {
        .min_results = 1,
        .max_results = -1,
        .phases = PhaseSet::kAny,
-       .attrs = {{A::kOffsets, true}, {A::kChunks}, {A::kSplitDims}, {A::kPadded}}},
+       .attrs = {{A::kOffsets, true},
+                 {A::kChunks},
+                 {A::kSplitDims},
+                 {A::kPadded},
+                 resultPlacements()}},
       {.name = "dist.slice",
        .family = F::kBuffer,
        .min_operands = 1,

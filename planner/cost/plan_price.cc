@@ -132,6 +132,7 @@ absl::Status Pricer::compute(int64_t order) {
   // Model FLOPs, as MFU counts them: a recomputed op's are not the model's.
   if (!in.recompute) price_.model_flops += cost->flops;
   const double seconds = model_.computeSeconds(*cost);
+  if (cost->op_class == OpClass::kMemoryBound) price_.memory_bound_s += seconds;
   program_.push_back({.kind = Instruction::Kind::kCompute, .seconds = seconds});
   orderOf_.push_back(order);
   price_.duration_s[order] = seconds;
@@ -370,6 +371,7 @@ PlanPrice repeatMicroStep(PlanPrice one, int64_t count) {
   one.model_flops *= k;
   for (double& busy : one.stream_s) busy *= k;
   one.backward_gather_s *= k;
+  one.memory_bound_s *= k;
   return one;
 }
 
@@ -389,6 +391,7 @@ PlanPrice combineMicroSteps(const PricedProgram& program, std::vector<PlanPrice>
     out.comm_bytes_per_rank += static_cast<int64_t>(times) * p.comm_bytes_per_rank;
     out.model_flops += times * p.model_flops;
     out.backward_gather_s += times * p.backward_gather_s;
+    out.memory_bound_s += times * p.memory_bound_s;
     for (size_t i = 0; i < p.stream_axes.size(); ++i) {
       auto it = std::find(out.stream_axes.begin(), out.stream_axes.end(), p.stream_axes[i]);
       if (it == out.stream_axes.end()) {

@@ -64,6 +64,10 @@ struct PlanPrice {
   std::vector<double> stream_s;
   std::vector<std::string> stream_axes;  // "fsdp", "dp,fsdp", ...
   double backward_gather_s = 0;
+  // Time of the memory-bound nn ops (cost::OpClass::kMemoryBound: not
+  // GEMMs, attention or views), part of compute_s. Sequence parallelism
+  // can shrink these and nothing else of the compute (the search's bound).
+  double memory_bound_s = 0;
 };
 
 // A program as pricing reads it: a plan's own (pricePlan) or a template's

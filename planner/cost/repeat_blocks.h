@@ -75,20 +75,20 @@ Repeated wholePlan(const plan::Plan& plan);
 // figures are not set (price it).
 plan::Plan materialize(const plan::Plan& shorter, const Repeated& repeated);
 
-// The longer program as pricing reads it, its buffers sized as
-// `resized`'s (the template, possibly re-sized by resizePlan to a
-// candidate's data axes and micro-batch, which keeps buffer ids): the
-// repeated plan of the re-sized template, since the structure does not
-// depend on the sizes. Both are borrowed.
+// The longer program as pricing reads it: the instructions of `program`
+// (the template) repeated, its header and buffers `sized`'s (the template
+// itself, or its header and buffers re-sized by resizePlanInto to a
+// candidate's data axes and micro-batch, which keeps buffer ids), since the
+// structure does not depend on the sizes. All three are borrowed.
 class RepeatedProgram final : public PricedProgram {
  public:
-  RepeatedProgram(const plan::Plan& resized, const Repeated& repeated)
-      : resized_(resized), repeated_(repeated) {}
+  RepeatedProgram(const plan::Plan& program, const plan::Plan& sized, const Repeated& repeated)
+      : program_(program), resized_(sized), repeated_(repeated) {}
   const plan::Plan& header() const override { return resized_; }
   int64_t size() const override { return static_cast<int64_t>(repeated_.steps.size()); }
   const plan::Instruction& instruction(int64_t order) const override {
     const Repeated::Step& s = repeated_.steps[order];
-    return resized_.programs.front().blocks[s.block].instructions[s.position];
+    return program_.programs.front().blocks[s.block].instructions[s.position];
   }
   std::span<const int64_t> operands(int64_t order) const override {
     return {repeated_.ids.data() + repeated_.steps[order].args, instruction(order).operands.size()};
@@ -106,6 +106,7 @@ class RepeatedProgram final : public PricedProgram {
   int64_t loss() const override { return repeated_.interface.loss; }
 
  private:
+  const plan::Plan& program_;
   const plan::Plan& resized_;
   const Repeated& repeated_;
 };

@@ -184,7 +184,7 @@ absl::Status Resizer::run() {
     b.bytes = in_.buffers[i].bytes;
   }
   if (absl::Status s = setMesh(); !s.ok()) return s;
-  const plan::Program& program = out_.programs.front();
+  const plan::Program& program = in_.programs.front();
   const std::vector<const plan::Instruction*> order = program.instructions();
   // Batch buffers: inputs, compute results, and what dist ops make of them.
   std::vector<bool> batch(out_.buffers.size(), false);
@@ -214,12 +214,6 @@ absl::Status Resizer::run() {
     if (!in->results.empty() && batch[in->results[0]]) continue;
     if (absl::Status s = resizeResults(*in); !s.ok()) return s;
   }
-  for (plan::Block& block : out_.programs.front().blocks) {
-    for (plan::Instruction& in : block.instructions) {
-      in.start_s.reset();
-      in.duration_s.reset();
-    }
-  }
   out_.predicted = {};
   return absl::OkStatus();
 }
@@ -229,6 +223,13 @@ absl::Status Resizer::run() {
 absl::StatusOr<plan::Plan> resizePlan(const plan::Plan& plan, const Resize& resize) {
   plan::Plan out = plan;
   if (absl::Status s = resizePlanInto(plan, resize, out); !s.ok()) return s;
+  // The old timings do not hold for the new sizes.
+  for (plan::Block& block : out.programs.front().blocks) {
+    for (plan::Instruction& in : block.instructions) {
+      in.start_s.reset();
+      in.duration_s.reset();
+    }
+  }
   return out;
 }
 
@@ -236,7 +237,7 @@ absl::Status resizePlanInto(const plan::Plan& plan, const Resize& resize, plan::
   if (plan.programs.size() != 1) {
     return absl::InvalidArgumentError("resizing needs a plan with one program");
   }
-  if (out.buffers.size() != plan.buffers.size() || out.programs.size() != 1) {
+  if (out.buffers.size() != plan.buffers.size()) {
     return absl::InvalidArgumentError("resizing into a plan of another structure");
   }
   return Resizer(plan, resize, out).run();

@@ -43,9 +43,11 @@ struct Resize {
 // a batch dim does not hold a whole number of the template's sequences.
 absl::StatusOr<plan::Plan> resizePlan(const plan::Plan& plan, const Resize& resize);
 
-// resizePlan into `out`, a copy of `plan` (resized before or not): only
-// the mesh, sizes and predicted figures are written. The search re-sizes a
-// template this way per candidate without copying the plan.
+// resizePlan into `out`, a copy of `plan`'s header and buffers (resized
+// before or not; its programs are neither read nor written, and may be
+// left out): only the mesh, the buffers' sizes and the predicted figures
+// are written. The search re-sizes a template this way per candidate
+// without copying the plan's instructions.
 absl::Status resizePlanInto(const plan::Plan& plan, const Resize& resize, plan::Plan& out);
 
 }  // namespace loom::planner::cost

@@ -2,6 +2,7 @@
 #include "planner/cost/search.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdint>
 #include <functional>
@@ -62,18 +63,47 @@ std::string seconds(double s) {
   return absl::StrFormat("%.1f ms", s * 1e3);
 }
 
-// The candidates that share a mesh, a micro-batch and a recompute mode:
-// they differ only in the fsdp knobs, so they share the compute time and
-// the memory bound.
+// The candidates that share a mesh, a micro-batch, a recompute mode and
+// sequence parallelism: they differ only in the fsdp knobs, so they share
+// the compute time and the memory bound.
 struct Group {
   Strategy base;
   std::vector<Strategy> variants;  // base first
   int64_t memory_bound = 0;
-  // The group of the same mesh and micro-batch with the next less
-  // recompute (-1: none), and whether this group's base fits.
+  // The group of the same mesh, micro-batch and sequence parallelism with
+  // the next less recompute (-1: none), and whether this group's base fits.
   int64_t less_recompute = -1;
   bool base_fits = false;
+  // A sequence-parallel group: its twin without sequence parallelism
+  // (-1: none, or sequence parallelism is pinned).
+  int64_t without_sp = -1;
+  // The base's estimate, once evaluated.
+  std::optional<StepEstimate> base_estimate;
 };
+
+// A lower bound on the step time of `group`'s variants from `e`, the
+// estimate of the group's base or, for a sequence-parallel group, of its
+// twin's base. No variant is faster than the compute time or than any
+// stream's busy time. The base gathers one bucket per unit (fewest
+// collectives) and reshards; keeping the forward copies (no resharding) is
+// the most a variant can take off the fsdp stream: the backward gathers.
+// Kept gathers and deferred reductions (`between`) move at most once a step
+// what the base moves once a micro-step. Sequence parallelism shards only
+// memory-bound ops (GEMMs and attention do the same work), each at most
+// into its tp-th part, and leaves the fsdp stream as it is (the norms'
+// gradients share the buckets); it turns tp all-reduces into
+// reduce-scatters and gathers, so the twin's other streams bound nothing.
+double stepTimeBound(const Group& group, const StepEstimate& e, bool fromTwin, bool between) {
+  const bool canKeep = group.base.reshard_after_forward &&
+                       std::any_of(group.variants.begin(), group.variants.end(),
+                                   [](const Strategy& v) { return !v.reshard_after_forward; });
+  const double perStep = between ? 1.0 / static_cast<double>(group.base.accumulation) : 1.0;
+  const double fsdp = (e.fsdp_stream_s - (canKeep ? e.backward_gather_s : 0)) * perStep;
+  const double shrinks = 1.0 - 1.0 / static_cast<double>(group.base.tp);
+  const double compute = fromTwin ? e.compute_s - e.memory_bound_s * shrinks : e.compute_s;
+  const double other = fromTwin ? 0 : e.other_stream_s * perStep + e.optimizer_s;
+  return std::max({compute, fsdp + e.optimizer_s, other});
+}
 
 // `base` with every fsdp knob setting the options and pins allow, the base
 // (the pipeline's defaults when they are allowed) first. Without an fsdp
@@ -168,6 +198,76 @@ std::string betweenMicroSteps(const SearchResult& result) {
                       gib(e.peak_bytes), " instead of ", gib(t.peak_bytes), ".");
 }
 
+// The fastest evaluated candidate of the winner's mesh and micro-batch
+// that `differs` picks out, preferring one with the winner's own fsdp
+// knobs; null if none was evaluated.
+const Candidate* fastestAlike(const SearchResult& result,
+                              const std::function<bool(const Strategy&)>& differs) {
+  const Strategy& w = result.ranked.front().strategy;
+  const Candidate* alike = nullptr;
+  for (const Candidate& c : result.ranked) {
+    const Strategy& s = c.strategy;
+    if (s.meshSpec() != w.meshSpec() || s.micro_batch != w.micro_batch || !differs(s)) continue;
+    const bool sameKnobs = s.prefetch == w.prefetch &&
+                           s.reshard_after_forward == w.reshard_after_forward &&
+                           s.bucket_mb == w.bucket_mb && s.keep_gathered == w.keep_gathered &&
+                           s.defer_grad_sync == w.defer_grad_sync;
+    if (sameKnobs) return &c;
+    if (alike == nullptr) alike = &c;
+  }
+  return alike;
+}
+
+// `c`'s step time and peak, or that its peak is over the cap.
+std::string against(const SearchResult& result, const Candidate& c) {
+  if (!c.fits) {
+    return absl::StrCat(gib(c.estimate.peak_bytes), " peak, over the ",
+                        gib(result.memory_cap_bytes), " cap");
+  }
+  return absl::StrCat(seconds(c.estimate.step_time_s), " a step, peak ",
+                      gib(c.estimate.peak_bytes));
+}
+
+// What sequence parallelism gives the winner, against the same candidate
+// without it.
+std::string sequenceParallelNote(const SearchResult& result) {
+  const Candidate& winner = result.ranked.front();
+  const Strategy& w = winner.strategy;
+  if (!w.sequence_parallel) return "";
+  std::string out = absl::StrCat(" It shards the sequence on tp (sequence parallelism): ",
+                                 seconds(winner.estimate.step_time_s), " a step, peak ",
+                                 gib(winner.estimate.peak_bytes));
+  const Candidate* twin = fastestAlike(result, [&](const Strategy& s) {
+    return !s.sequence_parallel && s.recompute == w.recompute;
+  });
+  if (twin == nullptr) {
+    return absl::StrCat(out,
+                        "; without it no candidate of this mesh and micro-batch was evaluated "
+                        "(pinned, or over the cap by the memory bound alone).");
+  }
+  return absl::StrCat(out, ", against ", against(result, *twin), " without it (",
+                      twin->strategy.knobs(), ").");
+}
+
+// Why the winner recomputes: what the same mesh and micro-batch give with
+// less recompute (the search tries more only where less does not fit).
+std::string recomputeNote(const SearchResult& result) {
+  const Strategy& w = result.ranked.front().strategy;
+  if (w.recompute == Recompute::kNone) return "";
+  std::string out =
+      absl::StrCat(" It recomputes activations (", recomputeName(w.recompute), ")");
+  const Candidate* less = fastestAlike(result, [&](const Strategy& s) {
+    return s.recompute < w.recompute && s.sequence_parallel == w.sequence_parallel;
+  });
+  if (less == nullptr) {
+    return absl::StrCat(out,
+                        ": no candidate of its mesh and micro-batch with less was evaluated "
+                        "(pinned, or over the cap by the memory bound alone).");
+  }
+  return absl::StrCat(out, ": with ", recomputeName(less->strategy.recompute), " recompute, ",
+                      against(result, *less), ".");
+}
+
 }  // namespace
 
 std::string Candidate::label() const {
@@ -260,12 +360,13 @@ absl::StatusOr<SearchResult> searchMesh(const CostModel& model, StepPricer& pric
     if (tp > maxTp) continue;
     if (!options.allow_tp_across_hosts && tp > 1 && perHost % tp != 0) continue;
     if (!pricer.tpAllowed(tp)) continue;
-    // Sequence parallelism is not searched (in the cost model its
-    // reduce-scatters and gathers expose more communication than the
-    // all-reduces they replace, so no fixed place in the recompute order
-    // below is right); a pin sets it, and then only tp meshes have it.
-    const bool sp = pins.sequence_parallel.value_or(false);
-    if (sp && tp == 1) continue;
+    // Sequence parallelism, searched with tp: both settings unless pinned.
+    if (pins.sequence_parallel.value_or(false) && tp == 1) continue;
+    std::vector<bool> spChoices = {false};
+    if (tp > 1) {
+      spChoices = pins.sequence_parallel ? std::vector<bool>{*pins.sequence_parallel}
+                                         : std::vector<bool>{false, true};
+    }
     for (int64_t dp : divisors(devices / tp)) {
       const int64_t fsdp = devices / tp / dp;
       if (pins.dp && dp != *pins.dp) continue;
@@ -284,28 +385,39 @@ absl::StatusOr<SearchResult> searchMesh(const CostModel& model, StepPricer& pric
         const bool accumulating = micro < perRank;
         if (pins.keep_gathered.value_or(false) && !(accumulating && fsdp > 1)) continue;
         if (pins.defer_grad_sync.value_or(false) && !(accumulating && ranks > 1)) continue;
-        // The recompute modes, least costly first; each is tried only
-        // where the one before does not fit.
-        int64_t lessRecompute = -1;
-        for (Recompute recompute : {Recompute::kNone, Recompute::kSelective, Recompute::kFull}) {
-          if (pins.recompute && recompute != *pins.recompute) continue;
-          Group group;
-          group.less_recompute = lessRecompute;
-          group.variants = knobVariants({.dp = dp,
-                                         .fsdp = fsdp,
-                                         .tp = tp,
-                                         .micro_batch = micro,
-                                         .accumulation = perRank / micro,
-                                         .recompute = recompute,
-                                         .sequence_parallel = sp},
-                                        pins, options);
-          // Pins that contradict each other (keep-gathered with reshard)
-          // leave nothing.
-          if (group.variants.empty()) continue;
-          group.base = group.variants.front();
-          result.enumerated += static_cast<int64_t>(group.variants.size());
-          lessRecompute = static_cast<int64_t>(groups.size());
-          groups.push_back(std::move(group));
+        // Each recompute mode's group without sequence parallelism, for its
+        // sequence-parallel twin.
+        std::array<int64_t, 3> withoutSp = {-1, -1, -1};
+        for (bool sp : spChoices) {
+          // The recompute modes, least costly first; each is tried only
+          // where the one before does not fit.
+          int64_t lessRecompute = -1;
+          for (Recompute recompute : {Recompute::kNone, Recompute::kSelective, Recompute::kFull}) {
+            if (pins.recompute && recompute != *pins.recompute) continue;
+            Group group;
+            group.less_recompute = lessRecompute;
+            group.variants = knobVariants({.dp = dp,
+                                           .fsdp = fsdp,
+                                           .tp = tp,
+                                           .micro_batch = micro,
+                                           .accumulation = perRank / micro,
+                                           .recompute = recompute,
+                                           .sequence_parallel = sp},
+                                          pins, options);
+            // Pins that contradict each other (keep-gathered with reshard)
+            // leave nothing.
+            if (group.variants.empty()) continue;
+            group.base = group.variants.front();
+            const size_t mode = static_cast<size_t>(recompute);
+            if (sp) {
+              group.without_sp = withoutSp[mode];
+            } else {
+              withoutSp[mode] = static_cast<int64_t>(groups.size());
+            }
+            result.enumerated += static_cast<int64_t>(group.variants.size());
+            lessRecompute = static_cast<int64_t>(groups.size());
+            groups.push_back(std::move(group));
+          }
         }
       }
     }
@@ -349,13 +461,29 @@ absl::StatusOr<SearchResult> searchMesh(const CostModel& model, StepPricer& pric
   // Phase 1: each group's base; groups over the memory bound are skipped.
   // The rest of a group waits as two sets, each with its step-time bound:
   // the variants that regather every micro-step, and those that keep or
-  // defer between micro-steps.
+  // defer between micro-steps. A sequence-parallel group whose twin fits
+  // waits whole, under a bound from the twin's estimate.
+  enum class Wait { kBase, kRegather, kBetween };
   struct Pending {
     size_t group;
-    bool between;  // the variants that keep or defer
+    Wait what;
     double bound;
+    bool operator>(const Pending& o) const {
+      return bound != o.bound ? bound > o.bound : group > o.group;
+    }
   };
-  std::vector<Pending> pending;
+  std::priority_queue<Pending, std::vector<Pending>, std::greater<>> pending;
+  auto evaluateBase = [&](size_t g) -> absl::Status {
+    Group& group = groups[g];
+    absl::StatusOr<Candidate> base = evaluate(group.base);
+    if (!base.ok()) return base.status();
+    group.base_fits = base->fits;
+    group.base_estimate = base->estimate;
+    offer(*base);
+    pending.push({g, Wait::kRegather, stepTimeBound(group, base->estimate, false, false)});
+    pending.push({g, Wait::kBetween, stepTimeBound(group, base->estimate, false, true)});
+    return absl::OkStatus();
+  };
   for (size_t g = 0; g < groups.size(); ++g) {
     Group& group = groups[g];
     // Recompute only adds compute: it is tried where the mesh and
@@ -366,6 +494,17 @@ absl::StatusOr<SearchResult> searchMesh(const CostModel& model, StepPricer& pric
       result.pruned_recompute += static_cast<int64_t>(group.variants.size());
       continue;
     }
+    // Sequence parallelism shards activations and adds no buffer, so where
+    // the twin fits this group does too (template_pricer_test checks it);
+    // whether it is faster, its bound decides.
+    if (group.without_sp >= 0) {
+      const Group& twin = groups[group.without_sp];
+      if (twin.base_estimate && twin.base_fits) {
+        group.base_fits = true;
+        pending.push({g, Wait::kBase, stepTimeBound(group, *twin.base_estimate, true, true)});
+        continue;
+      }
+    }
     // Asked here, not when enumerating, so that a recompute group skipped
     // above costs no template.
     group.memory_bound = pricer.memoryLowerBound(group.base);
@@ -373,41 +512,32 @@ absl::StatusOr<SearchResult> searchMesh(const CostModel& model, StepPricer& pric
       result.pruned_memory += static_cast<int64_t>(group.variants.size());
       continue;
     }
-    absl::StatusOr<Candidate> base = evaluate(group.base);
-    if (!base.ok()) return base.status();
-    group.base_fits = base->fits;
-    offer(*base);
-    // No variant is faster than the compute time or than any stream's
-    // busy time. The base gathers one bucket per unit (fewest collectives)
-    // and reshards; keeping the forward copies (no resharding) is the most
-    // a variant can take off the fsdp stream: the backward gathers. Kept
-    // gathers and deferred reductions move at most once a step what the
-    // base moves once a micro-step.
-    const StepEstimate& e = base->estimate;
-    const bool canKeep = group.base.reshard_after_forward &&
-                         std::any_of(group.variants.begin(), group.variants.end(),
-                                     [](const Strategy& v) { return !v.reshard_after_forward; });
-    auto boundFor = [&](double perStep) {
-      const double fsdp = (e.fsdp_stream_s - (canKeep ? e.backward_gather_s : 0)) * perStep;
-      return std::max(
-          {e.compute_s, fsdp + e.optimizer_s, e.other_stream_s * perStep + e.optimizer_s});
-    };
-    pending.push_back({g, false, boundFor(1.0)});
-    pending.push_back({g, true, boundFor(1.0 / static_cast<double>(group.base.accumulation))});
+    if (absl::Status status = evaluateBase(g); !status.ok()) return status;
   }
-  // Phase 2: the other variants, most promising first, while their bound
-  // can still enter the top rows.
-  std::sort(pending.begin(), pending.end(),
-            [](const Pending& a, const Pending& b) { return a.bound < b.bound; });
-  for (const Pending& p : pending) {
+  // Phase 2: the waiting sets, most promising first, each while its bound
+  // can still enter the top rows. A sequence-parallel base evaluated here
+  // adds its own two sets.
+  while (!pending.empty()) {
+    const Pending p = pending.top();
+    pending.pop();
     const Group& group = groups[p.group];
     std::vector<const Strategy*> rest;
-    for (size_t v = 1; v < group.variants.size(); ++v) {
-      const Strategy& s = group.variants[v];
-      if ((s.keep_gathered || s.defer_grad_sync) == p.between) rest.push_back(&s);
+    if (p.what != Wait::kBase) {
+      for (size_t v = 1; v < group.variants.size(); ++v) {
+        const Strategy& s = group.variants[v];
+        if ((s.keep_gathered || s.defer_grad_sync) == (p.what == Wait::kBetween)) {
+          rest.push_back(&s);
+        }
+      }
     }
     if (!options.exhaustive && p.bound >= cutoff()) {
-      result.pruned_bound += static_cast<int64_t>(rest.size());
+      result.pruned_bound +=
+          p.what == Wait::kBase ? static_cast<int64_t>(group.variants.size())
+                                : static_cast<int64_t>(rest.size());
+      continue;
+    }
+    if (p.what == Wait::kBase) {
+      if (absl::Status status = evaluateBase(p.group); !status.ok()) return status;
       continue;
     }
     for (const Strategy* s : rest) {
@@ -494,16 +624,8 @@ std::string explainWinner(const SearchResult& result) {
   }
   absl::StrAppend(&out, ". Peak memory ", gib(w.peak_bytes), " vs ", gib(r.peak_bytes), " of ",
                   gib(result.memory_cap_bytes), ".");
-  if (winner.strategy.sequence_parallel) {
-    absl::StrAppend(&out,
-                    " It shards the sequence on tp (sequence parallelism): its mesh and "
-                    "micro-batch do not fit with less.");
-  }
-  if (winner.strategy.recompute != Recompute::kNone) {
-    absl::StrAppend(&out, " It recomputes activations (", recomputeName(winner.strategy.recompute),
-                    "): its mesh and micro-batch do not fit with less recompute.");
-  }
-  absl::StrAppend(&out, betweenMicroSteps(result));
+  absl::StrAppend(&out, sequenceParallelNote(result), recomputeNote(result),
+                  betweenMicroSteps(result));
   return out;
 }
 

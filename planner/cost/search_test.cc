@@ -44,8 +44,10 @@ class ClosedFormPricer final : public StepPricer {
     const int64_t kept = s.recompute == Recompute::kFull        ? 10
                          : s.recompute == Recompute::kSelective ? 2
                                                                 : 1;
-    return kParams * 16 / (s.fsdp * s.tp) +
-           kActivationBytesPerToken * s.micro_batch * seq_ / s.tp / kept;
+    // Sequence parallelism shards the fifth of the activations that tp
+    // replicates.
+    const int64_t activations = kActivationBytesPerToken * s.micro_batch * seq_ / s.tp / kept;
+    return kParams * 16 / (s.fsdp * s.tp) + (s.sequence_parallel ? activations * 4 / 5 : activations);
   }
 
   absl::StatusOr<StepEstimate> estimate(const Strategy& s) override {
@@ -55,8 +57,13 @@ class ClosedFormPricer final : public StepPricer {
     const double again = s.recompute == Recompute::kFull        ? 1.0 / 3
                          : s.recompute == Recompute::kSelective ? 0.02
                                                                 : 0;
-    const double compute =
+    // A tenth of it is memory-bound ops that tp replicates; sequence
+    // parallelism shards them too.
+    const double unsharded =
         tokens * kFlopsPerToken / (s.tp * kFlops) * (1 + 0.05 * (s.tp - 1)) * (1 + again);
+    const double memoryBound =
+        0.1 * unsharded / (s.sequence_parallel ? static_cast<double>(s.tp) : 1.0);
+    const double compute = 0.9 * unsharded + memoryBound;
     const double optimizer = 1e-9 * kParams / (s.fsdp * s.tp);
     const double shard = 2.0 * kParams / s.tp;
     const double gathers = s.fsdp > 1 ? shard * (s.fsdp - 1) / s.fsdp / kBandwidth : 0;
@@ -68,7 +75,13 @@ class ClosedFormPricer final : public StepPricer {
     const double reduce = (gathers + latency) * (s.defer_grad_sync ? 1 : a);
     const double fsdp = gather + reduce;
     const double dpReduce = s.dp > 1 ? shard / kBandwidth * (s.defer_grad_sync ? 1 : a) : 0;
-    const double other = (s.tp > 1 ? tokens * 1e-7 * s.tp * a : 0) + dpReduce;
+    // tp's all-reduces, twice the collectives (and their latency) as
+    // reduce-scatters and gathers under sequence parallelism.
+    const double tpComm = s.tp > 1 ? (tokens * 1e-7 * s.tp +
+                                      (s.sequence_parallel ? 4 : 2) * kLayers * kLatency) *
+                                         a
+                                   : 0;
+    const double other = tpComm + dpReduce;
     const double overlap = s.prefetch == 0 ? 0.5 : s.prefetch == 1 ? 0.9 : 0.95;
     const double exposed = std::max(0.0, std::max(fsdp, other) - overlap * compute * a);
     StepEstimate e;
@@ -82,6 +95,7 @@ class ClosedFormPricer final : public StepPricer {
     e.fsdp_stream_s = fsdp;
     e.other_stream_s = other;
     e.backward_gather_s = s.keep_gathered ? 0 : backward * a;
+    e.memory_bound_s = memoryBound * a;
     const int64_t gathered = s.fsdp > 1 ? static_cast<int64_t>(shard) / kLayers : 0;
     // Kept: the whole gathered model; deferred: the unreduced gradients.
     const int64_t whole = 2 * kParams / s.tp;
@@ -288,24 +302,63 @@ TEST(SearchTest, AccumulationLeversAreSearchedAndPinned) {
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("is not true or false")));
 }
 
-// Sequence parallelism is not searched; pinned, it applies to every
-// candidate with tp, and meshes without tp drop out.
-TEST(SearchTest, SequenceParallelismIsAPin) {
+// Sequence parallelism is searched with tp: where the twin without it
+// fits, it is priced only while its bound can enter the top rows; where
+// the twin does not fit, it may fit on its own. Pinned, it applies to every
+// candidate with tp (meshes without tp drop out), or to none.
+TEST(SearchTest, SequenceParallelismIsSearched) {
   const CostModel model = *CostModel::create(*mesh::Topology::dgxH100(1));
-  ClosedFormPricer pricer(8, 1024);
-  absl::StatusOr<SearchResult> free = searchMesh(model, pricer, {.global_batch = 8});
-  ASSERT_TRUE(free.ok()) << free.status();
-  for (const Candidate& c : free->ranked) EXPECT_FALSE(c.strategy.sequence_parallel);
-  Pins pins;
-  ASSERT_TRUE(parsePin("sequence-parallel=true", pins).ok());
-  absl::StatusOr<SearchResult> pinned =
-      searchMesh(model, pricer, {.global_batch = 8, .pins = pins, .exhaustive = true});
-  ASSERT_TRUE(pinned.ok()) << pinned.status();
-  ASSERT_FALSE(pinned->ranked.empty());
-  for (const Candidate& c : pinned->ranked) {
-    EXPECT_TRUE(c.strategy.sequence_parallel) << c.label();
-    EXPECT_GT(c.strategy.tp, 1) << c.label();
-    EXPECT_THAT(c.label(), HasSubstr("sp"));
+  ClosedFormPricer pricer(8, 4096);
+  // A cap that tp 2 without sequence parallelism misses for 4 sequences a
+  // micro-step and meets with it.
+  const Strategy tight{.fsdp = 4, .tp = 2, .micro_batch = 4};
+  Strategy tightSp = tight;
+  tightSp.sequence_parallel = true;
+  const int64_t cap = (pricer.memoryLowerBound(tight) + pricer.memoryLowerBound(tightSp)) / 2;
+  for (int64_t memoryCap : {int64_t{0}, cap}) {
+    SCOPED_TRACE(memoryCap);
+    const SearchOptions options{.global_batch = 16, .memory_cap_bytes = memoryCap, .top = 5};
+    absl::StatusOr<SearchResult> free = searchMesh(model, pricer, options);
+    ASSERT_TRUE(free.ok()) << free.status();
+    SearchOptions all = options;
+    all.exhaustive = true;
+    absl::StatusOr<SearchResult> full = searchMesh(model, pricer, all);
+    ASSERT_TRUE(full.ok()) << full.status();
+    expectSameTop(*free, *full, 5);
+    int64_t withSp = 0;
+    for (const Candidate& c : full->ranked) {
+      if (c.strategy.sequence_parallel) {
+        EXPECT_GT(c.strategy.tp, 1) << c.label();
+        ++withSp;
+      }
+    }
+    EXPECT_GT(withSp, 0);
+    ASSERT_TRUE(free->found());
+    // The cheaper ops and the memory it frees win over its latency here.
+    const Candidate& winner = free->ranked.front();
+    EXPECT_GT(winner.strategy.tp, 1) << winner.label();
+    EXPECT_TRUE(winner.strategy.sequence_parallel) << winner.label();
+    EXPECT_THAT(explainWinner(*free), HasSubstr("It shards the sequence on tp"));
+    // Under the tight cap the winner's own mesh does not fit without it.
+    EXPECT_THAT(explainWinner(*free),
+                HasSubstr(memoryCap == 0 ? "without it (" : "without it no candidate"));
+  }
+  for (const char* pin : {"sequence-parallel=true", "sequence-parallel=false"}) {
+    SCOPED_TRACE(pin);
+    const bool on = std::string(pin) == "sequence-parallel=true";
+    Pins pins;
+    ASSERT_TRUE(parsePin(pin, pins).ok());
+    absl::StatusOr<SearchResult> pinned =
+        searchMesh(model, pricer, {.global_batch = 8, .pins = pins, .exhaustive = true});
+    ASSERT_TRUE(pinned.ok()) << pinned.status();
+    ASSERT_FALSE(pinned->ranked.empty());
+    for (const Candidate& c : pinned->ranked) {
+      EXPECT_EQ(c.strategy.sequence_parallel, on) << c.label();
+      if (on) {
+        EXPECT_GT(c.strategy.tp, 1) << c.label();
+      }
+      EXPECT_EQ(c.label().find(", sp") != std::string::npos, on) << c.label();
+    }
   }
 }
 

@@ -97,6 +97,8 @@ struct StepEstimate {
   double fsdp_stream_s = 0;
   double other_stream_s = 0;
   double backward_gather_s = 0;
+  // The part of compute_s that is memory-bound ops (PlanPrice::memory_bound_s).
+  double memory_bound_s = 0;
 };
 
 }  // namespace loom::planner::cost

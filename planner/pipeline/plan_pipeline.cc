@@ -31,7 +31,8 @@ void addProgramStage(mlir::OpPassManager& pm, const PlanPipelineOptions& options
   // Recomputed forward ops are ordinary nn ops: collective insertion gives
   // them their backward gathers and tp collectives.
   pm.addPass(recompute::createPlanRecompute(
-      recompute::PlanRecomputeOptions{options.recompute, options.recomputeEvery}));
+      recompute::PlanRecomputeOptions{options.recompute, options.recomputeEvery,
+                                      options.recomputeLayers}));
   collectives::PlanInsertCollectivesOptions collectiveOptions;
   // Kept parameters serve the backward too: one copy, not two.
   collectiveOptions.reshardAfterForward = options.reshardAfterForward && !options.keepGathered;

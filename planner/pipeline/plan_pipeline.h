@@ -37,6 +37,11 @@ struct PlanPipelineOptions : public mlir::PassPipelineOptions<PlanPipelineOption
       *this, "recompute-every",
       llvm::cl::desc("plan-recompute: recompute every k-th layer (1: every layer)"),
       llvm::cl::init(1)};
+  Option<std::string> recomputeLayers{
+      *this, "recompute-layers",
+      llvm::cl::desc("plan-recompute: per-layer modes as mode:count runs, e.g. "
+                     "full:4,selective:10 (the later layers take recompute)"),
+      llvm::cl::init("")};
   Option<bool> reshardAfterForward{
       *this, "reshard-after-forward",
       llvm::cl::desc("plan-insert-collectives: gather parameters again for the backward pass"),

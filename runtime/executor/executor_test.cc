@@ -188,7 +188,9 @@ INSTANTIATE_TEST_SUITE_P(Recompute, LayoutTest,
                                            std::pair{"llama_single", "llama_sel_fsdp2_tp2"},
                                            std::pair{"gpt2_single", "gpt2_full_fsdp4"},
                                            std::pair{"gpt2_single", "gpt2_full_hsdp2x2"},
-                                           std::pair{"gpt2_single", "gpt2_sel_fsdp2_tp2"}),
+                                           std::pair{"gpt2_single", "gpt2_sel_fsdp2_tp2"},
+                                           std::pair{"llama_single", "llama_mix_fsdp4"},
+                                           std::pair{"llama_single", "llama_mix_fsdp2_tp2"}),
                          [](const auto& info) { return info.param.second; });
 
 // Gradient accumulation (plan-accumulate): batch 8 in micro-steps of 4
@@ -262,7 +264,9 @@ INSTANTIATE_TEST_SUITE_P(SequenceParallel, LayoutTest,
                                            std::pair{"llama_single", "llama_sp_full_fsdp2_tp2"},
                                            std::pair{"gpt2_single", "gpt2_sp_tp2"},
                                            std::pair{"gpt2_single", "gpt2_sp_fsdp2_tp2"},
-                                           std::pair{"gpt2_v251_single", "gpt2_v251_sp_fsdp2_tp2"}),
+                                           std::pair{"gpt2_v251_single", "gpt2_v251_sp_fsdp2_tp2"},
+                                           std::pair{"llama_single", "llama_sp_hsdp2x2_tp2"},
+                                           std::pair{"gpt2_single", "gpt2_sp_hsdp2x2_tp2"}),
                          [](const auto& info) { return info.param.second; });
 
 // Recompute repeats the same ops on the same inputs: under deterministic
@@ -283,6 +287,7 @@ INSTANTIATE_TEST_SUITE_P(Layouts, RecomputeTest,
                          ::testing::Values(std::pair{"llama_single", "llama_full_single"},
                                            std::pair{"llama_fsdp4", "llama_full_fsdp4"},
                                            std::pair{"llama_fsdp4", "llama_sel_fsdp4"},
+                                           std::pair{"llama_fsdp4", "llama_mix_fsdp4"},
                                            std::pair{"llama_hsdp2x2", "llama_full_hsdp2x2"},
                                            std::pair{"gpt2_fsdp4", "gpt2_full_fsdp4"}),
                          [](const auto& info) { return info.param.second; });

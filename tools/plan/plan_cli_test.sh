@@ -193,9 +193,16 @@ expect auto-max-tp 0 '^- winner: (fsdp|dp|hsdp) [0-9x]+ \|' -- --model="$tiny_au
 expect auto-8b-no-tp 0 '^- winner: (fsdp|hsdp) [0-9x]+ \|' -- --model=llama3-8b --mesh=auto --devices=128
 # Without recompute activation memory forces 70B to tp 8; recompute frees
 # it to a smaller tp degree (docs/planner_recompute.md).
+# Llama 3 70B on 256 H100s: activation memory forces tp 8 without
+# recompute and sequence parallelism, tp 4 with selective recompute
+# without sequence parallelism, and with it tp 4 fits without recompute.
 expect auto-70b-fsdp-tp 0 '^- winner: (fsdp|hsdp) [0-9x]+ \+ tp 8 \|' -- --model=llama3-70b \
-  --mesh=auto --devices=256 --recompute=none
+  --mesh=auto --devices=256 --recompute=none --pin sequence-parallel=false
 expect auto-70b-recompute 0 '^- winner: (fsdp|hsdp) [0-9x]+ \+ tp [124] \| .*recompute (selective|full)' \
+  -- --model=llama3-70b --mesh=auto --devices=256 --pin sequence-parallel=false
+expect auto-70b-sp 0 '^Why .* It shards the sequence on tp \(sequence parallelism\)' \
+  -- --model=llama3-70b --mesh=auto --devices=256
+expect auto-70b-sp-winner 0 '^- winner: (fsdp|hsdp) [0-9x]+ \+ tp 4 \| .*, sp' \
   -- --model=llama3-70b --mesh=auto --devices=256
 expect auto-bad-recompute 2 "plan: --recompute='some' is not none, selective, full or auto" -- \
   --model=tiny --mesh=auto --devices=8 --recompute=some
@@ -206,6 +213,15 @@ expect grouped-params 0 '^\| layers\.\{0\.\.31\}\.attention\.wq\.weight \(x32\) 
   --model=llama3-8b --mesh=8 --axes=fsdp
 expect recompute-plan 0 '^## Recompute \(per rank\)' -- --model=tiny --mesh=fsdp=2 --batch=2 \
   --recompute=full
+# Per-layer recompute: runs of mode:count; --recompute=auto mixes them.
+expect recompute-layers 0 '^## Recompute \(per rank\)' -- --model=tiny --mesh=fsdp=2 --batch=2 \
+  --recompute=selective --recompute-layers=full:1
+expect recompute-layers-bad 2 "plan-recompute layers: 'full:x' is not mode:count" -- \
+  --model=tiny --mesh=fsdp=2 --batch=2 --recompute-layers=full:x
+expect recompute-layers-auto 2 'plan: --recompute-layers applies to an explicit mesh' -- \
+  --model=tiny --mesh=auto --devices=4 --recompute-layers=full:1
+expect recompute-auto-mix 0 'plan: --recompute=auto chose full:[0-9]+,selective:[0-9]+' -- \
+  --model=llama3-70b --mesh=fsdp=32,tp=8 --batch=32 --memory-gb=25 --recompute=auto
 # Gradient accumulation: the plan is the whole step; the levers need
 # micro-steps, the batch must split into them, and --mesh=auto picks them.
 expect accumulate-plan 0 '^- optimizer step: 2 micro-steps \(parameter gathers kept from the first; gradient reductions deferred to the last\)' -- \

@@ -151,6 +151,11 @@ cl::opt<std::string> recompute_flag(
 cl::opt<int64_t> recompute_every_flag(
     "recompute-every", cl::desc("recompute every k-th layer only (default 1: every layer)"),
     cl::init(1), cl::cat(planCategory()));
+cl::opt<std::string> recompute_layers_flag(
+    "recompute-layers",
+    cl::desc("per-layer recompute as mode:count runs in layer order, e.g. full:4,selective:10 "
+             "(the later layers take --recompute); --recompute=auto chooses such a mix"),
+    cl::init(""), cl::cat(planCategory()));
 cl::opt<int64_t> micro_steps_flag(
     "micro-steps",
     cl::desc("micro-steps per optimizer step (gradient accumulation; default 1): --batch is the "
@@ -263,6 +268,7 @@ int plan(mlir::ModuleOp module, const loom::planner::cost::MachineProfile* profi
                                                .sequence_parallel = sequence_parallel_flag,
                                                .recompute = recompute_flag,
                                                .recompute_every = recompute_every_flag,
+                                               .recompute_layers = recompute_layers_flag,
                                                .micro_steps = micro_steps_flag,
                                                .keep_gathered = keep_gathered_flag,
                                                .defer_grad_sync = defer_grad_sync_flag,
@@ -335,6 +341,11 @@ int planAuto(const std::optional<int64_t>& batch, const std::optional<int64_t>& 
     return fail(
         "--micro-steps applies to an explicit mesh; with --mesh=auto the search picks the "
         "micro-batch (and so the micro-steps) under --batch: fix it with --pin micro-batch=N");
+  }
+  if (recompute_layers_flag.getNumOccurrences() > 0) {
+    return fail(
+        "--recompute-layers applies to an explicit mesh; with --mesh=auto the search picks one "
+        "mode per candidate: fix it with --pin recompute=none|selective|full");
   }
   if (keep_gathered_flag.getNumOccurrences() > 0) pins.keep_gathered = keep_gathered_flag;
   if (defer_grad_sync_flag.getNumOccurrences() > 0) pins.defer_grad_sync = defer_grad_sync_flag;

@@ -1,10 +1,14 @@
 // The plan tool's pipeline (see plan_pipeline.h).
 #include "tools/plan/plan_pipeline.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <limits>
 #include <map>
 #include <memory>
+#include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -21,7 +25,9 @@
 #include "mlir/Pass/PassManager.h"
 #include "planner/export/plan_json.h"
 #include "planner/export/timeline.h"
+#include "plan/scope.h"
 #include "planner/pipeline/plan_pipeline.h"
+#include "planner/transforms/recompute/passes.h"
 
 namespace loom::tools::plan {
 namespace {
@@ -219,6 +225,7 @@ class StageRunner {
     options_->sequenceParallel = request.sequence_parallel;
     options_->recompute = request.recompute;
     options_->recomputeEvery = request.recompute_every;
+    options_->recomputeLayers = request.recompute_layers;
     options_->microSteps = request.micro_steps;
     options_->keepGathered = request.keep_gathered;
     options_->deferGradSync = request.defer_grad_sync;
@@ -259,13 +266,35 @@ absl::StatusOr<PlanResult> exportModule(mlir::ModuleOp module, const PlanRequest
   }
   std::string recompute = request.recompute;
   if (request.recompute_every > 1) absl::StrAppend(&recompute, " every ", request.recompute_every);
+  if (!request.recompute_layers.empty()) {
+    recompute = absl::StrCat(request.recompute_layers, ",", request.recompute, ":rest");
+  }
   return PlanResult{.plan = *std::move(plan), .recompute = std::move(recompute)};
 }
 
-// --recompute=auto: places the module once, plans a copy per choice,
-// least recompute first, without the memory check, and plans the module
-// with the first whose peak fits (the last, with the check, when none
-// does: its error says by how much).
+// The layers of the plan's largest repeated stack (by instruction scopes),
+// which plan-recompute numbers its runs by.
+int64_t repeatedLayers(const loom::plan::Plan& plan) {
+  std::map<std::string, std::set<int64_t>> stacks;
+  for (const loom::plan::Instruction* in : plan.programs.front().instructions()) {
+    if (std::optional<loom::plan::RepeatedBlock> block = loom::plan::repeatedBlockOf(in->scope)) {
+      stacks[block->stack].insert(block->index);
+    }
+  }
+  size_t most = 0;
+  for (const auto& [stack, indices] : stacks) most = std::max(most, indices.size());
+  return static_cast<int64_t>(most);
+}
+
+// --recompute=auto, per layer: places the module once and plans copies
+// without the memory check. No recompute, all layers selective and all full
+// give each mode's memory saved and time added per layer; the cheapest mix
+// of full, selective and none layers whose interpolated peak fits is
+// planned, and while its real peak does not fit the interpolation is asked
+// for that much more. Full layers come first, then selective ones (in a
+// stack of equal layers where they sit changes neither the peak nor the
+// time). When even all full does not fit, the module is planned that way
+// with the memory check, whose error says by how much.
 absl::StatusOr<PlanResult> planWithAutoRecompute(mlir::ModuleOp module,
                                                  const PlanRequest& request) {
   absl::StatusOr<StageRunner> runner = StageRunner::create(request);
@@ -274,23 +303,76 @@ absl::StatusOr<PlanResult> planWithAutoRecompute(mlir::ModuleOp module,
                              ? static_cast<int64_t>(std::floor(request.memory_gb * kBytesPerGiB))
                              : runner->topology().device().memory_bytes;
   if (absl::Status s = placeModule(module, request); !s.ok()) return s;
-  struct Choice {
-    const char* mode;
-    int64_t every;
-  };
-  const Choice kChoices[] = {{"none", 1}, {"selective", 1}, {"full", 4}, {"full", 2}, {"full", 1}};
-  PlanRequest chosen = request;
-  for (const Choice& choice : kChoices) {
-    chosen.recompute = choice.mode;
-    chosen.recompute_every = choice.every;
-    PlanRequest trial = chosen;
-    trial.check_memory = false;
+  auto trial = [&](const std::string& mode,
+                   const std::string& layers) -> absl::StatusOr<PlanResult> {
+    PlanRequest r = request;
+    r.recompute = mode;
+    r.recompute_every = 1;
+    r.recompute_layers = layers;
+    r.check_memory = false;
     mlir::OwningOpRef<mlir::ModuleOp> copy(module.clone());
-    absl::StatusOr<PlanResult> planned = planPlacedModule(*copy, trial);
-    if (!planned.ok()) return planned.status();
-    if (planned->plan.predicted.peak_bytes <= budget) break;
+    return planPlacedModule(*copy, r);
+  };
+  auto final = [&](const std::string& mode, const std::string& layers) {
+    PlanRequest r = request;
+    r.recompute = mode;
+    r.recompute_every = 1;
+    r.recompute_layers = layers;
+    return planPlacedModule(module, r);
+  };
+  absl::StatusOr<PlanResult> none = trial("none", "");
+  if (!none.ok()) return none.status();
+  const loom::plan::Predicted& n = none->plan.predicted;
+  if (n.peak_bytes <= budget) return final("none", "");
+  absl::StatusOr<PlanResult> selective = trial("selective", "");
+  if (!selective.ok()) return selective.status();
+  absl::StatusOr<PlanResult> full = trial("full", "");
+  if (!full.ok()) return full.status();
+  const loom::plan::Predicted& s = selective->plan.predicted;
+  const loom::plan::Predicted& f = full->plan.predicted;
+  if (f.peak_bytes > budget) return final("full", "");
+  const int64_t layers = repeatedLayers(full->plan);
+  if (layers < 1) return final("full", "");
+  const double l = static_cast<double>(layers);
+  // Per layer: bytes saved and seconds added by each mode.
+  const double savedFull = static_cast<double>(n.peak_bytes - f.peak_bytes) / l;
+  const double savedSelective = static_cast<double>(n.peak_bytes - s.peak_bytes) / l;
+  const double costFull = (f.step_time_s - n.step_time_s) / l;
+  const double costSelective = (s.step_time_s - n.step_time_s) / l;
+  double target = static_cast<double>(budget);
+  std::string chosen = "full:" + std::to_string(layers);
+  for (int attempt = 0; attempt < 8; ++attempt) {
+    // The cheapest (full, selective) layer counts whose interpolated peak
+    // is within the target.
+    int64_t bestFull = layers;
+    int64_t bestSelective = 0;
+    double bestCost = std::numeric_limits<double>::infinity();
+    for (int64_t nf = 0; nf <= layers; ++nf) {
+      for (int64_t ns = 0; nf + ns <= layers; ++ns) {
+        const double peak = static_cast<double>(n.peak_bytes) - static_cast<double>(nf) * savedFull -
+                            static_cast<double>(ns) * savedSelective;
+        if (peak > target) continue;
+        const double cost = static_cast<double>(nf) * costFull + static_cast<double>(ns) * costSelective;
+        if (cost < bestCost) {
+          bestCost = cost;
+          bestFull = nf;
+          bestSelective = ns;
+        }
+      }
+    }
+    std::vector<planner::recompute::LayerRun> runs;
+    if (bestFull > 0) runs.push_back({planner::recompute::Mode::kFull, bestFull});
+    if (bestSelective > 0) runs.push_back({planner::recompute::Mode::kSelective, bestSelective});
+    chosen = planner::recompute::layerRunsText(runs);
+    if (bestFull == layers) break;  // all full: known to fit
+    absl::StatusOr<PlanResult> mixed = trial("none", chosen);
+    if (!mixed.ok()) return mixed.status();
+    const int64_t peak = mixed->plan.predicted.peak_bytes;
+    if (peak <= budget) break;
+    target -= static_cast<double>(peak - budget);
   }
-  return planPlacedModule(module, chosen);
+  if (chosen == "full:" + std::to_string(layers)) return final("full", "");
+  return final("none", chosen);
 }
 
 }  // namespace

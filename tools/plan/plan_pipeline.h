@@ -45,12 +45,13 @@ struct PlanRequest {
   // plan-placement's sequence-parallel: Megatron sequence parallelism on
   // the tp axis.
   bool sequence_parallel = false;
-  // plan-recompute's mode (none, full, selective) and every-k-th layer;
-  // "auto": the least recompute whose plan fits the memory budget, of none,
-  // selective, full every 4th, full every 2nd and full layer (planModule
-  // only; recompute_every is then auto's).
+  // plan-recompute's mode (none, full, selective), every-k-th layer, and
+  // per-layer modes ("full:4,selective:10", the later layers taking
+  // `recompute`); "auto": per layer, the least recompute whose plan fits the
+  // memory budget (planModule only; docs/planner_recompute.md, "auto").
   std::string recompute = "none";
   int64_t recompute_every = 1;
+  std::string recompute_layers = "";
   // plan-accumulate: micro-steps per optimizer step, and what is kept
   // (the gathered parameters) or deferred (the gradient reductions)
   // between them.
@@ -97,8 +98,8 @@ absl::StatusOr<std::vector<std::string>> checkMesh(const PlanRequest& request, i
 
 struct PlanResult {
   loom::plan::Plan plan;
-  // The recompute planned, as "mode" or "mode every k" (--recompute=auto's
-  // choice).
+  // The recompute planned, as "mode", "mode every k" or the per-layer runs
+  // "full:4,selective:10,none:66" (--recompute=auto's choice).
   std::string recompute = "none";
 };
 

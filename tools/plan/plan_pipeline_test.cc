@@ -67,6 +67,52 @@ TEST(PlanPipelineTest, AutoRecomputeTakesTheLeastThatFits) {
   EXPECT_NE(tiny.status().message().find("over the"), std::string::npos) << tiny.status();
 }
 
+// Per layer, auto mixes full, selective and none layers: under a budget
+// between all-full's and all-selective's peak, its plan fits and is at
+// least as fast as every uniform choice that fits (every mode, every k-th
+// layer).
+TEST(PlanPipelineTest, AutoRecomputeMixesModesPerLayer) {
+  auto planWith = [](PlanRequest request) {
+    mlir::MLIRContext context;
+    auto module = loadModel(context, {.model = "tiny:layers=8,seq=128", .batch = 4, .seq = 128});
+    EXPECT_TRUE(module.ok()) << module.status();
+    request.model_name = "tiny";
+    request.mesh = "fsdp=2";
+    request.device = "cpu";
+    return planModule(**module, request);
+  };
+  struct Uniform {
+    const char* mode;
+    int64_t every;
+  };
+  std::vector<std::pair<int64_t, double>> uniform;  // (peak, step time)
+  for (const Uniform& u : {Uniform{"none", 1}, Uniform{"selective", 1}, Uniform{"full", 4},
+                           Uniform{"full", 2}, Uniform{"full", 1}}) {
+    absl::StatusOr<PlanResult> planned =
+        planWith({.memory_gb = 100, .recompute = u.mode, .recompute_every = u.every});
+    ASSERT_TRUE(planned.ok()) << planned.status();
+    uniform.emplace_back(planned->plan.predicted.peak_bytes, planned->plan.predicted.step_time_s);
+  }
+  const int64_t budget = (uniform[1].first + uniform[4].first) / 2;
+  absl::StatusOr<PlanResult> mixed =
+      planWith({.memory_gb = static_cast<double>(budget) / (1 << 30), .recompute = "auto"});
+  ASSERT_TRUE(mixed.ok()) << mixed.status();
+  EXPECT_LE(mixed->plan.predicted.peak_bytes, budget);
+  EXPECT_NE(mixed->recompute.find(':'), std::string::npos) << mixed->recompute;
+  for (const auto& [peak, step] : uniform) {
+    if (peak <= budget) {
+      EXPECT_LE(mixed->plan.predicted.step_time_s, step) << mixed->recompute;
+    }
+  }
+  // The mix as asked for explicitly is the same plan.
+  absl::StatusOr<PlanResult> explicitMix = planWith(
+      {.memory_gb = 100,
+       .recompute = "none",
+       .recompute_layers = mixed->recompute.substr(0, mixed->recompute.rfind(','))});
+  ASSERT_TRUE(explicitMix.ok()) << explicitMix.status();
+  EXPECT_EQ(explicitMix->plan.predicted.peak_bytes, mixed->plan.predicted.peak_bytes);
+}
+
 TEST(PlanPipelineTest, TopologyFillsWholeHosts) {
   PlanRequest request;
   auto topology = topologyFor(request, 64);

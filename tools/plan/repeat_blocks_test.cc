@@ -101,7 +101,7 @@ TEST_P(RepeatBlocksTest, RepeatedTemplateIsThePipelinesPlan) {
   auto model = costModelOf(full);
   ASSERT_TRUE(model.ok());
   // Priced without materialising, as the search does, and materialised.
-  auto a = planner::cost::priceProgram(planner::cost::RepeatedProgram(shorter, *result), *model);
+  auto a = planner::cost::priceProgram(planner::cost::RepeatedProgram(shorter, shorter, *result), *model);
   auto b = planner::cost::pricePlan(full, *model);
   auto m = planner::cost::pricePlan(materialized, *model);
   ASSERT_TRUE(a.ok() && b.ok() && m.ok());
@@ -153,7 +153,7 @@ TEST(RepeatBlocksSizesTest, CopyingSizesEqualsRepeatingTheResizedTemplate) {
   auto direct = planner::cost::repeatBlocks(*resized, 12);
   auto once = planner::cost::repeatBlocks(shorter, 12);
   ASSERT_TRUE(direct.ok() && once.ok());
-  const planner::cost::RepeatedProgram program(*resized, *once);
+  const planner::cost::RepeatedProgram program(*resized, *resized, *once);
   const loom::plan::Plan longer = planner::cost::materialize(*resized, *direct);
   ASSERT_EQ(program.numBuffers(), static_cast<int64_t>(longer.buffers.size()));
   for (size_t i = 0; i < longer.buffers.size(); ++i) {

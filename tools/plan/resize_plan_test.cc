@@ -29,6 +29,7 @@ struct Case {
   int64_t prefetch = 1;
   bool reshard = true;
   int64_t bucket_mb = 0;
+  bool sequence_parallel = false;
 };
 
 void PrintTo(const Case& c, std::ostream* os) {
@@ -55,7 +56,8 @@ absl::StatusOr<loom::plan::Plan> planFor(const Case& c, const std::string& mesh,
                               .mesh = mesh,
                               .prefetch = c.prefetch,
                               .reshard_after_forward = c.reshard,
-                              .bucket_mb = c.bucket_mb});
+                              .bucket_mb = c.bucket_mb,
+                              .sequence_parallel = c.sequence_parallel});
 }
 
 class ResizePlanTest : public ::testing::TestWithParam<Case> {};
@@ -154,7 +156,20 @@ INSTANTIATE_TEST_SUITE_P(
         Case{.model = kGpt2,
              .from = "dp=2,fsdp=2,tp=2",
              .to = "dp=2,fsdp=4,tp=2",
-             .sizes = {{"fsdp", 4}}}));
+             .sizes = {{"fsdp", 4}}},
+        // Sequence parallelism under HSDP: the norms' shards are
+        // all-reduced on dp and tp, the rest on dp, each set re-packed.
+        Case{.model = kLlama,
+             .from = "dp=2,fsdp=2,tp=2",
+             .to = "dp=2,fsdp=4,tp=2",
+             .sizes = {{"fsdp", 4}},
+             .micro_batch = 2,
+             .sequence_parallel = true},
+        Case{.model = kGpt2,
+             .from = "dp=2,fsdp=2,tp=2",
+             .to = "dp=4,fsdp=2,tp=2",
+             .sizes = {{"dp", 4}},
+             .sequence_parallel = true}));
 
 }  // namespace
 }  // namespace loom::tools::plan

@@ -167,7 +167,7 @@ int templatePricing() {
       return 1;
     }
     t = Clock::now();
-    auto price = cost::priceProgram(cost::RepeatedProgram(*resized, *repeated), *model);
+    auto price = cost::priceProgram(cost::RepeatedProgram(*resized, *resized, *repeated), *model);
     const double priceS = since(t);
     t = Clock::now();
     auto full = plan(config->num_layers, run.fsdp);
@@ -183,7 +183,7 @@ int templatePricing() {
 }
 
 // The search's winner against the best layout each pin allows (tp degree
-// x recompute mode), on the cases the recompute issue names: the winner
+// x sequence parallelism x recompute mode), on the cases the recompute issue names: the winner
 // must be at least as fast as every pinned search's, which checks the
 // search's pruning and its recompute rule on full-size models. One pricer
 // per case, so that the pinned searches reuse its templates.
@@ -196,7 +196,7 @@ int pinnedSearches() {
       {"llama3-8b", 8}, {"llama3-8b", 128}, {"llama3-70b", 256}, {"llama3-405b", 1024}};
   const cost::Recompute kModes[] = {cost::Recompute::kNone, cost::Recompute::kSelective,
                                     cost::Recompute::kFull};
-  std::printf("\n%-12s %7s %-22s %10s %10s %s\n", "model", "devices", "pin", "pinned_s", "winner_s",
+  std::printf("\n%-12s %7s %-25s %10s %10s %s\n", "model", "devices", "pin", "pinned_s", "winner_s",
               "winner <= pinned");
   int failures = 0;
   for (const Run& run : kRuns) {
@@ -218,19 +218,25 @@ int pinnedSearches() {
     if (!free.ok() || !free->found()) return 1;
     const double winner = free->ranked.front().estimate.step_time_s;
     for (int64_t tp : {1, 2, 4, 8}) {
-      for (cost::Recompute mode : kModes) {
-        cost::Pins pins;
-        pins.tp = tp;
-        pins.recompute = mode;
-        absl::StatusOr<cost::SearchResult> pinned = search(pins);
-        if (!pinned.ok() || !pinned->found()) continue;  // nothing fits with this pin
-        const double step = pinned->ranked.front().estimate.step_time_s;
-        const bool ok = winner <= step;
-        failures += !ok;
-        std::printf("%-12s %7lld %-22s %10.4f %10.4f %s\n", run.model,
-                    static_cast<long long>(run.devices),
-                    absl::StrCat("tp=", tp, " recompute=", cost::recomputeName(mode)).c_str(), step,
-                    winner, ok ? "yes" : "NO");
+      for (bool sp : {false, true}) {
+        if (sp && tp == 1) continue;
+        for (cost::Recompute mode : kModes) {
+          cost::Pins pins;
+          pins.tp = tp;
+          pins.sequence_parallel = sp;
+          pins.recompute = mode;
+          absl::StatusOr<cost::SearchResult> pinned = search(pins);
+          if (!pinned.ok() || !pinned->found()) continue;  // nothing fits with this pin
+          const double step = pinned->ranked.front().estimate.step_time_s;
+          const bool ok = winner <= step;
+          failures += !ok;
+          std::printf("%-12s %7lld %-25s %10.4f %10.4f %s\n", run.model,
+                      static_cast<long long>(run.devices),
+                      absl::StrCat("tp=", tp, sp ? " sp" : "", " recompute=",
+                                   cost::recomputeName(mode))
+                          .c_str(),
+                      step, winner, ok ? "yes" : "NO");
+        }
       }
     }
   }

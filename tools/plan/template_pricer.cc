@@ -115,7 +115,12 @@ absl::StatusOr<TemplatePricer::Template*> TemplatePricer::templateFor(const cost
                 .repeated = {},
                 .micro_batch = std::get<3>(mesh),
                 .sized_for = {0, 0, 0, 0}};
+  // The re-sized copy holds the header and buffers only: pricing reads
+  // the instructions from `shorter`, and a search keeps a template per
+  // knob setting.
+  std::vector<loom::plan::Program> programs = std::move(made.shorter.programs);
   made.resized = made.shorter;
+  made.shorter.programs = std::move(programs);
   if (source_.config && source_.config->num_layers > cost::kTemplateBlocks) {
     absl::StatusOr<cost::Repeated> repeated =
         cost::repeatBlocks(made.shorter, source_.config->num_layers);
@@ -137,7 +142,7 @@ absl::StatusOr<cost::RepeatedProgram> TemplatePricer::programFor(const cost::Str
   Template& made = **t;
   const std::tuple<int64_t, int64_t, int64_t, int64_t> sizes{s.dp, s.fsdp, s.micro_batch,
                                                              s.accumulation};
-  if (made.sized_for == sizes) return cost::RepeatedProgram(made.resized, made.repeated);
+  if (made.sized_for == sizes) return cost::RepeatedProgram(made.shorter, made.resized, made.repeated);
   cost::Resize resize{
       .axis_sizes = {}, .template_micro_batch = (*t)->micro_batch, .micro_batch = s.micro_batch};
   if (s.dp > 1) resize.axis_sizes["dp"] = s.dp;
@@ -150,7 +155,7 @@ absl::StatusOr<cost::RepeatedProgram> TemplatePricer::programFor(const cost::Str
   // The template's two micro-steps stand for the candidate's.
   made.resized.micro_batches = s.accumulation;
   made.sized_for = sizes;
-  return cost::RepeatedProgram(made.resized, made.repeated);
+  return cost::RepeatedProgram(made.shorter, made.resized, made.repeated);
 }
 
 // What every variant of the mesh and micro-batch holds at the end of the
@@ -206,6 +211,7 @@ absl::StatusOr<cost::StepEstimate> TemplatePricer::estimate(const cost::Strategy
     }
   }
   e.backward_gather_s = price->backward_gather_s;
+  e.memory_bound_s = price->memory_bound_s;
   return e;
 }
 

@@ -145,6 +145,39 @@ TEST(TemplatePricerTest, TheMemoryBoundHoldsForEveryVariant) {
   }
 }
 
+// What the search assumes of sequence parallelism, against the same
+// candidate without it: the peak is no higher (the twin fits, so does it),
+// the compute is lower by at most the part of the twin's memory-bound ops
+// that tp shards (GEMMs and attention do the same work) and the fsdp stream is the same (the norms'
+// gradients share the buckets).
+TEST(TemplatePricerTest, SequenceParallelismKeepsTheSearchsBound) {
+  for (const char* spec : {kLlama, kGpt2}) {
+    SCOPED_TRACE(spec);
+    Fixture f(spec);
+    for (cost::Strategy twin :
+         {cost::Strategy{.fsdp = 8, .tp = 2},
+          cost::Strategy{.dp = 2, .fsdp = 4, .tp = 2, .micro_batch = 2,
+                         .recompute = cost::Recompute::kFull},
+          cost::Strategy{.fsdp = 8, .tp = 2, .prefetch = 2, .reshard_after_forward = false},
+          cost::Strategy{.fsdp = 8, .tp = 2, .recompute = cost::Recompute::kSelective},
+          cost::Strategy{.dp = 2, .fsdp = 4, .tp = 2, .accumulation = 2, .keep_gathered = true,
+                         .defer_grad_sync = true}}) {
+      if (twin.keep_gathered) twin.reshard_after_forward = false;
+      cost::Strategy sp = twin;
+      sp.sequence_parallel = true;
+      auto without = f.pricer.estimate(twin);
+      auto with = f.pricer.estimate(sp);
+      ASSERT_TRUE(without.ok() && with.ok()) << without.status() << with.status();
+      const std::string label = twin.meshSpec() + " " + twin.knobs();
+      EXPECT_LT(with->peak_bytes, without->peak_bytes) << label;
+      const double shrinks = 1.0 - 1.0 / static_cast<double>(twin.tp);
+      EXPECT_GE(with->compute_s, without->compute_s - without->memory_bound_s * shrinks) << label;
+      EXPECT_LT(with->compute_s, without->compute_s) << label;
+      EXPECT_DOUBLE_EQ(with->fsdp_stream_s, without->fsdp_stream_s) << label;
+    }
+  }
+}
+
 TEST(TemplatePricerTest, ASearchPricedThisWayAgreesWithItsWinner) {
   Fixture f(kGpt2);
   auto result = cost::searchMesh(f.costModel, f.pricer, {.global_batch = 32});

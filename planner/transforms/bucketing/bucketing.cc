@@ -16,12 +16,14 @@
 #include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/BuiltinTypes.h"
+#include "mlir/IR/SymbolTable.h"
 #include "planner/dialect/dist/ir/dist_dialect.h"
 #include "planner/dialect/dist/ir/dist_ops.h"
 #include "planner/dialect/nn/ir/nn_dialect.h"
 #include "planner/transforms/autodiff/passes.h"
 #include "planner/transforms/autodiff/phases.h"
 #include "planner/transforms/collectives/comm_volume.h"
+#include "planner/transforms/placement/passes.h"
 #include "planner/transforms/bucketing/passes.h"
 
 namespace loom::planner::bucketing {
@@ -46,14 +48,19 @@ std::string unitOf(llvm::StringRef name) {
 namespace {
 
 // One gathered parameter or one gradient reduction: the collectives it
-// takes (a reduce-scatter, then an all-reduce under HSDP), the value the
-// bucket packs, the value its users read and the dim its collective
-// gathers or scatters (1 for fsdp x tp's row-parallel weights).
+// takes (a reduce-scatter, then an all-reduce under HSDP or of a
+// sequence-parallel norm's gradient), the value the bucket packs, the value
+// its users read and the dim its collective gathers or scatters (1 for
+// fsdp x tp's row-parallel weights). `followUp` keys the all-reduce (empty
+// when there is none).
 struct Member {
   llvm::SmallVector<mlir::Operation*, 2> chain;
   mlir::Value packed;
   mlir::Value delivered;
   int64_t dim;
+  std::string followUp = {};
+  // The returned gradient's placement (null if it has none).
+  dist::PlacementAttr placement = {};
 };
 
 // Collectives that may share one flat buffer: same unit, pass and
@@ -291,13 +298,16 @@ class PlanBucketingPass : public impl::PlanBucketingBase<PlanBucketingPass> {
           printed(mlir::TypeAttr::get(
               llvm::cast<mlir::RankedTensorType>(scatter.getInput().getType()).getElementType())) +
           "->" + printed(mlir::TypeAttr::get(scatter.getResultTensorType().getElementType()));
-      // HSDP: the shard is all-reduced over the replica axes next.
+      // HSDP: the shard is all-reduced over the replica axes next; under
+      // sequence parallelism a norm's gradient shard also over tp. The
+      // all-reduce is not part of the key: gradients that share the
+      // reduce-scatter share its bucket, whatever follows it.
       if (scatter->hasOneUse()) {
         if (auto reduce = llvm::dyn_cast<dist::AllReduceOp>(*scatter->user_begin())) {
           member.chain.push_back(reduce);
           member.delivered = reduce.getResult();
-          key += "|" + printed(reduce.getMeshAxes()) + printed(reduce.getReductionAttr()) +
-                 printed(reduce.getWireTypeAttr()) + printed(reduce.getAccumTypeAttr());
+          member.followUp = printed(reduce.getMeshAxes()) + printed(reduce.getReductionAttr()) +
+                            printed(reduce.getWireTypeAttr()) + printed(reduce.getAccumTypeAttr());
         }
       }
       std::optional<int64_t> param = gradientOf(func, member.delivered);
@@ -306,6 +316,8 @@ class PlanBucketingPass : public impl::PlanBucketingBase<PlanBucketingPass> {
       }
       std::optional<std::string> unit = paramUnit(func, *param);
       if (!unit) continue;
+      member.placement = func.getResultAttrOfType<dist::PlacementAttr>(
+          member.delivered.getUses().begin()->getOperandNumber(), placement::kPlacementAttrName);
       add(groups, *unit + "|" + key, std::move(member));
     }
     for (const Group& group : groups) {
@@ -349,19 +361,114 @@ class PlanBucketingPass : public impl::PlanBucketingBase<PlanBucketingPass> {
         builder.getI64IntegerAttr(0), nullptr, first.getReductionAttr(), first.getWireTypeAttr(),
         first.getAccumTypeAttr());
     dist::FreeOp::create(builder, loc, packed.getResult());
-    if (bucket.front().chain.size() == 2) {
-      auto reduce = llvm::cast<dist::AllReduceOp>(bucket.front().chain[1]);
-      current = dist::AllReduceOp::create(builder, reduce.getLoc(), shardType, reduce.getMeshAttr(),
-                                          reduce.getMeshAxes(), current, reduce.getReductionAttr(),
-                                          reduce.getWireTypeAttr(), reduce.getAccumTypeAttr());
+    const bool oneFollowUp = llvm::all_of(
+        bucket, [&](const Member& member) { return member.followUp == bucket.front().followUp; });
+    if (oneFollowUp && bucket.front().chain.size() == 2) {
+      current = allReduceLike(builder, bucket.front().chain[1], current);
     }
     auto unpacked = dist::UnbucketOp::create(builder, loc, shardTypes, current,
                                              builder.getDenseI64ArrayAttr(offsets),
                                              builder.getI64IntegerAttr(1), nullptr, nullptr);
-    for (auto [member, shard] : llvm::zip_equal(bucket, unpacked.getResults())) {
+    llvm::SmallVector<mlir::Value> shards(unpacked.getResults());
+    if (!oneFollowUp) {
+      setResultPlacements(unpacked, bucket, /*beforeFollowUp=*/true);
+      reduceFollowUps(builder, bucket, shards);
+    }
+    for (auto [member, shard] : llvm::zip_equal(bucket, shards)) {
       mlir::Value(member.delivered).replaceAllUsesWith(shard);
       for (mlir::Operation* op : llvm::reverse(member.chain)) op->erase();
     }
+  }
+
+  // A copy of the all-reduce `like` applied to `input`.
+  static mlir::Value allReduceLike(mlir::OpBuilder& builder, mlir::Operation* like,
+                                   mlir::Value input) {
+    auto reduce = llvm::cast<dist::AllReduceOp>(like);
+    return dist::AllReduceOp::create(builder, reduce.getLoc(), input.getType(),
+                                     reduce.getMeshAttr(), reduce.getMeshAxes(), input,
+                                     reduce.getReductionAttr(), reduce.getWireTypeAttr(),
+                                     reduce.getAccumTypeAttr());
+  }
+
+  // A bucket whose members follow the shared reduce-scatter with different
+  // all-reduces (fsdp x tp with sequence parallelism: only the norms'
+  // gradient shards are all-reduced over tp): after the unbucket, the
+  // shards of each all-reduce are packed again (chunks 1), all-reduced
+  // once and unbucketed; `shards` then holds each member's reduced shard.
+  void reduceFollowUps(mlir::OpBuilder& builder, llvm::ArrayRef<Member> bucket,
+                       llvm::SmallVector<mlir::Value>& shards) {
+    std::vector<std::string> keys;
+    for (const Member& member : bucket) {
+      if (!member.followUp.empty() && !llvm::is_contained(keys, member.followUp)) {
+        keys.push_back(member.followUp);
+      }
+    }
+    for (const std::string& key : keys) {
+      llvm::SmallVector<size_t> indices;
+      for (auto [i, member] : llvm::enumerate(bucket)) {
+        if (member.followUp == key) indices.push_back(i);
+      }
+      mlir::Operation* like = bucket[indices.front()].chain[1];
+      const mlir::Location loc = like->getLoc();
+      if (indices.size() == 1) {
+        shards[indices.front()] = allReduceLike(builder, like, shards[indices.front()]);
+        continue;
+      }
+      llvm::SmallVector<mlir::Value> inputs;
+      llvm::SmallVector<mlir::Type> types;
+      llvm::SmallVector<int64_t> offsets;
+      int64_t total = 0;
+      for (size_t i : indices) {
+        inputs.push_back(shards[i]);
+        types.push_back(shards[i].getType());
+        offsets.push_back(total);
+        total += elementsOf(shards[i]);
+      }
+      auto flat = mlir::RankedTensorType::get(
+          {total}, llvm::cast<mlir::RankedTensorType>(types.front()).getElementType());
+      auto packed = dist::BucketOp::create(builder, loc, flat, inputs,
+                                           builder.getDenseI64ArrayAttr(offsets),
+                                           builder.getI64IntegerAttr(1), nullptr, nullptr);
+      mlir::Value reduced = allReduceLike(builder, like, packed.getResult());
+      dist::FreeOp::create(builder, loc, packed.getResult());
+      auto unpacked = dist::UnbucketOp::create(builder, loc, types, reduced,
+                                               builder.getDenseI64ArrayAttr(offsets),
+                                               builder.getI64IntegerAttr(1), nullptr, nullptr);
+      llvm::SmallVector<Member> members;
+      for (size_t i : indices) members.push_back(bucket[i]);
+      setResultPlacements(unpacked, members, /*beforeFollowUp=*/false);
+      for (auto [i, shard] : llvm::zip_equal(indices, unpacked.getResults())) shards[i] = shard;
+    }
+  }
+
+  // An unbucket's results would take the flat buffer's placement (what the
+  // exporter gives ops without a placement rule); these are the members'
+  // gradient shards: each returned gradient's placement, partial over its
+  // all-reduce's axes while that is still to come (`beforeFollowUp`).
+  static void setResultPlacements(dist::UnbucketOp unbucket, llvm::ArrayRef<Member> members,
+                                  bool beforeFollowUp) {
+    llvm::SmallVector<mlir::Attribute> placements;
+    for (const Member& member : members) {
+      if (!member.placement) return;
+      llvm::SmallVector<dist::AxisPlacement> entries(member.placement.getAxes());
+      if (beforeFollowUp && member.chain.size() == 2) {
+        auto reduce = llvm::cast<dist::AllReduceOp>(member.chain[1]);
+        auto mesh = mlir::SymbolTable::lookupNearestSymbolFrom<dist::MeshOp>(
+            reduce, reduce.getMeshAttr());
+        if (!mesh) return;
+        for (mlir::Attribute axis : reduce.getMeshAxes()) {
+          const auto* it = llvm::find(mesh.getAxes(), axis);
+          const size_t index = static_cast<size_t>(it - mesh.getAxes().begin());
+          if (index < entries.size()) {
+            entries[index] = dist::AxisPlacement::partial(reduce.getReduction());
+          }
+        }
+      }
+      placements.push_back(
+          dist::PlacementAttr::get(unbucket.getContext(), member.placement.getMesh(), entries));
+    }
+    unbucket->setAttr(placement::kResultPlacementsAttrName,
+                      mlir::ArrayAttr::get(unbucket.getContext(), placements));
   }
 };
 

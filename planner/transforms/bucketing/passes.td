@@ -49,7 +49,12 @@ def PlanBucketing : Pass<"plan-bucketing", "::mlir::ModuleOp"> {
     marked `padded`, so the unbucket of gathered shards drops the padding
     rows and the gradient bucket pads each whole gradient into
     `ceil(n / g)`-row parts. Bytes on the wire are unchanged (the buckets
-    have no gaps). See docs/planner_schedule.md.
+    have no gaps). Under sequence parallelism a norm's weight gradient is
+    reduce-scattered on fsdp and its shard all-reduced on tp: it joins
+    its unit's bucket like any gradient, and the shards that need that
+    second all-reduce are re-packed after the unbucket into one
+    `dist.bucket`, all-reduced together and unbucketed again (a single
+    shard is all-reduced directly). See docs/planner_schedule.md.
   }];
   let options = [
     Option<"bucketMb", "bucket-mb", "int64_t", /*default=*/"0",

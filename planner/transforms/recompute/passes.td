@@ -36,6 +36,11 @@ def PlanRecompute : Pass<"plan-recompute", "::mlir::ModuleOp"> {
     pass (`autodiff::backwardOps`). `every=k` recomputes layers 0, k, 2k,
     ... only.
 
+    `layers` gives each layer its own mode instead: runs of `mode:count`
+    in layer order, e.g. `layers=full:4,selective:10` recomputes layers
+    0-3 in full and 4-13 selectively; the layers after the runs take
+    `mode` (none by default). It cannot go with `every`.
+
     A function without repeated layers, or one that already has dist
     collectives, is refused with the reason.
   }];
@@ -44,6 +49,9 @@ def PlanRecompute : Pass<"plan-recompute", "::mlir::ModuleOp"> {
            "none, full or selective">,
     Option<"every", "every", "int64_t", /*default=*/"1",
            "recompute every k-th layer (layer index divisible by k)">,
+    Option<"layers", "layers", "std::string", /*default=*/"\"\"",
+           "per-layer modes as mode:count runs in layer order, e.g. "
+           "full:4,selective:10; the later layers take `mode`">,
   ];
 }
 

@@ -5,6 +5,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "llvm/ADT/DenseMap.h"
@@ -48,6 +49,35 @@ const char* modeName(Mode mode) {
   }
 }
 
+absl::StatusOr<std::vector<LayerRun>> parseLayerRuns(llvm::StringRef text) {
+  std::vector<LayerRun> runs;
+  if (text.empty()) return runs;
+  llvm::SmallVector<llvm::StringRef> parts;
+  text.split(parts, ',');
+  for (llvm::StringRef part : parts) {
+    auto [modeText, countText] = part.split(':');
+    const std::optional<Mode> mode = parseMode(modeText.trim());
+    int64_t count = 0;
+    if (!mode || countText.trim().getAsInteger(10, count) || count < 1) {
+      return absl::InvalidArgumentError(
+          "plan-recompute layers: '" + part.str() +
+          "' is not mode:count (a mode of none, full or selective and a layer count >= 1), "
+          "e.g. layers=full:4,selective:10");
+    }
+    runs.push_back({*mode, count});
+  }
+  return runs;
+}
+
+std::string layerRunsText(const std::vector<LayerRun>& runs) {
+  std::string out;
+  for (const LayerRun& run : runs) {
+    if (!out.empty()) out += ",";
+    out += std::string(modeName(run.mode)) + ":" + std::to_string(run.count);
+  }
+  return out;
+}
+
 namespace {
 
 // The ops whose results selective recompute keeps: they hold the FLOPs.
@@ -63,18 +93,21 @@ struct Layer {
 
 class Recomputer {
  public:
-  Recomputer(mlir::func::FuncOp func, Mode mode, int64_t every)
-      : func_(func), mode_(mode), every_(every) {}
+  Recomputer(mlir::func::FuncOp func, Mode mode, int64_t every, std::vector<LayerRun> runs)
+      : func_(func), mode_(mode), every_(every), runs_(std::move(runs)) {}
 
   mlir::LogicalResult run();
 
  private:
   mlir::LogicalResult findLayers();
-  void recomputeLayer(const Layer& layer);
+  // The mode of the `position`-th layer (in index order).
+  Mode modeOf(int64_t position, int64_t index) const;
+  void recomputeLayer(const Layer& layer, Mode mode);
 
   mlir::func::FuncOp func_;
   const Mode mode_;
   const int64_t every_;
+  const std::vector<LayerRun> runs_;
   // The backward pass before any clone is made.
   llvm::DenseSet<mlir::Operation*> backward_;
   std::string stack_;
@@ -116,7 +149,17 @@ mlir::LogicalResult Recomputer::findLayers() {
 // the layer's boundary and, under selective, its kept results) just before
 // the first backward op that reads any of it, and points the backward's
 // reads at the clones.
-void Recomputer::recomputeLayer(const Layer& layer) {
+Mode Recomputer::modeOf(int64_t position, int64_t index) const {
+  int64_t first = 0;
+  for (const LayerRun& run : runs_) {
+    if (position < first + run.count) return run.mode;
+    first += run.count;
+  }
+  if (!runs_.empty()) return mode_;
+  return index % every_ == 0 ? mode_ : Mode::kNone;
+}
+
+void Recomputer::recomputeLayer(const Layer& layer, Mode mode) {
   auto inLayer = [&](mlir::Value v) {
     mlir::Operation* producer = v.getDefiningOp();
     auto it = producer ? layerOf_.find(producer) : layerOf_.end();
@@ -133,7 +176,7 @@ void Recomputer::recomputeLayer(const Layer& layer) {
     return false;
   };
   auto recomputable = [&](mlir::Operation* op) {
-    if (mode_ == Mode::kSelective && keptBySelective(op)) return false;
+    if (mode == Mode::kSelective && keptBySelective(op)) return false;
     return llvm::none_of(op->getResults(), boundary);
   };
   // The ops to clone: those whose results the backward reads, and their
@@ -192,8 +235,18 @@ mlir::LogicalResult Recomputer::run() {
   }
   backward_ = autodiff::backwardOps(func_);
   if (mlir::failed(findLayers())) return mlir::failure();
+  int64_t listed = 0;
+  for (const LayerRun& run : runs_) listed += run.count;
+  if (listed > static_cast<int64_t>(layers_.size())) {
+    return func_.emitError() << "plan-recompute layers=" << layerRunsText(runs_) << " names "
+                             << listed << " layers, but @" << func_.getSymName() << " has "
+                             << layers_.size() << " in its '" << stack_
+                             << "' stack; give at most that many";
+  }
+  int64_t position = 0;
   for (const auto& [index, layer] : layers_) {
-    if (index % every_ == 0) recomputeLayer(layer);
+    const Mode mode = modeOf(position++, index);
+    if (mode != Mode::kNone) recomputeLayer(layer, mode);
   }
   return mlir::success();
 }
@@ -214,10 +267,24 @@ class PlanRecomputePass : public impl::PlanRecomputeBase<PlanRecomputePass> {
                                  << " must be >= 1 (1: every layer)";
       return signalPassFailure();
     }
-    if (*parsed == Mode::kNone) return;
+    absl::StatusOr<std::vector<LayerRun>> runs = parseLayerRuns(layers);
+    if (!runs.ok()) {
+      getOperation().emitError() << std::string(runs.status().message());
+      return signalPassFailure();
+    }
+    if (!runs->empty() && every != 1) {
+      getOperation().emitError() << "plan-recompute layers=" << layers
+                                 << " gives each layer its mode, so it cannot go with every="
+                                 << static_cast<int64_t>(every) << "; drop one of them";
+      return signalPassFailure();
+    }
+    const bool any = *parsed != Mode::kNone || llvm::any_of(*runs, [](const LayerRun& run) {
+      return run.mode != Mode::kNone;
+    });
+    if (!any) return;
     for (auto func : getOperation().getOps<mlir::func::FuncOp>()) {
       if (func.isExternal()) continue;
-      if (mlir::failed(Recomputer(func, *parsed, every).run())) return signalPassFailure();
+      if (mlir::failed(Recomputer(func, *parsed, every, *runs).run())) return signalPassFailure();
     }
   }
 };

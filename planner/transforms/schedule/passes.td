@@ -37,6 +37,10 @@ def PlanSchedule : Pass<"plan-schedule", "::mlir::ModuleOp"> {
       all-reduce starts right after that wait, and its wait and the
       unbucket move to just before the reduction after next (or the
       return), so the all-reduce overlaps unit i+2's backward compute.
+      Under sequence parallelism only some shards go on to a tp
+      all-reduce: the unbucket follows the wait, then those shards'
+      `dist.bucket` and all-reduce start, whose wait and unbucket move the
+      same way.
     * **Every other collective** (the loss, tp, activations): the start
       stays, the wait moves to just before the first user of its result.
 

@@ -54,10 +54,13 @@ struct Step {
   llvm::SmallVector<mlir::Operation*> gathers;
 };
 
-// A gradient reduce-scatter and, under HSDP, the all-reduce it feeds.
+// A gradient reduce-scatter and, under HSDP, the all-reduce it feeds; or
+// the all-reduces of some of its unbucketed shards (packed again or not),
+// as the norms' gradients under fsdp x tp with sequence parallelism.
 struct Chain {
   dist::ReduceScatterOp scatter;
   dist::AllReduceOp reduce;
+  llvm::SmallVector<dist::AllReduceOp, 2> shardReduces;
 };
 
 // The unit of a gather operand that is a parameter shard or a dist.bucket of
@@ -146,16 +149,53 @@ bool onlyReturned(mlir::Value value) {
   return !value.use_empty();
 }
 
+// The all-reduce that reads `value`, directly or through a dist.bucket
+// (whose other users may only free it), and whose result is a final
+// gradient; null when there is none.
+dist::AllReduceOp shardReduceOf(mlir::Value value) {
+  if (!value.hasOneUse()) return nullptr;
+  mlir::Operation* user = *value.user_begin();
+  if (auto bucket = llvm::dyn_cast<dist::BucketOp>(user)) {
+    dist::AllReduceOp reduce;
+    for (mlir::Operation* bucketUser : bucket->getUsers()) {
+      if (llvm::isa<dist::FreeOp>(bucketUser)) continue;
+      if (reduce) return nullptr;
+      reduce = llvm::dyn_cast<dist::AllReduceOp>(bucketUser);
+      if (!reduce) return nullptr;
+    }
+    return reduce && onlyReturned(reduce.getResult()) ? reduce : nullptr;
+  }
+  auto reduce = llvm::dyn_cast<dist::AllReduceOp>(user);
+  return reduce && onlyReturned(reduce.getResult()) ? reduce : nullptr;
+}
+
+// The gradient reduction that begins with `scatter`, if its result is only
+// made into final gradients.
+std::optional<Chain> chainOf(dist::ReduceScatterOp scatter) {
+  Chain chain{scatter, nullptr, {}};
+  if (scatter->hasOneUse()) {
+    chain.reduce = llvm::dyn_cast<dist::AllReduceOp>(*scatter->user_begin());
+  }
+  mlir::Value delivered = chain.reduce ? chain.reduce.getResult() : scatter.getResult();
+  if (onlyReturned(delivered)) return chain;
+  if (chain.reduce || !scatter->hasOneUse()) return std::nullopt;
+  auto unbucket = llvm::dyn_cast<dist::UnbucketOp>(*scatter->user_begin());
+  if (!unbucket) return std::nullopt;
+  for (mlir::Value shard : unbucket.getResults()) {
+    if (shard.hasOneUse() && llvm::isa<mlir::func::ReturnOp>(*shard.user_begin())) continue;
+    dist::AllReduceOp reduce = shardReduceOf(shard);
+    if (!reduce) return std::nullopt;
+    if (!llvm::is_contained(chain.shardReduces, reduce)) chain.shardReduces.push_back(reduce);
+  }
+  if (chain.shardReduces.empty()) return std::nullopt;
+  return chain;
+}
+
 // The gradient reductions of `func`, in program order.
 std::vector<Chain> chainsOf(mlir::func::FuncOp func) {
   std::vector<Chain> chains;
   for (auto scatter : func.front().getOps<dist::ReduceScatterOp>()) {
-    Chain chain{scatter, nullptr};
-    if (scatter->hasOneUse()) {
-      chain.reduce = llvm::dyn_cast<dist::AllReduceOp>(*scatter->user_begin());
-    }
-    mlir::Value delivered = chain.reduce ? chain.reduce.getResult() : scatter.getResult();
-    if (onlyReturned(delivered)) chains.push_back(chain);
+    if (std::optional<Chain> chain = chainOf(scatter)) chains.push_back(std::move(*chain));
   }
   return chains;
 }
@@ -240,7 +280,8 @@ void scheduleFunc(mlir::func::FuncOp func, int64_t k) {
   // reduction begins, so one gradient bucket is in flight at a time. Under
   // HSDP its shard's all-reduce starts there and completes one reduction
   // later (before the one after next, or at the return), so it overlaps
-  // the next unit's backward as the reduce-scatter did.
+  // the next unit's backward as the reduce-scatter did; so do the
+  // all-reduces of some of its shards (sequence-parallel norms).
   auto beginOf = [&](size_t index) {
     mlir::Operation* begin = async[chains[index].scatter].start;
     if (auto bucket = begin->getOperand(0).getDefiningOp<dist::BucketOp>()) {
@@ -251,24 +292,40 @@ void scheduleFunc(mlir::func::FuncOp func, int64_t k) {
   for (auto [i, chain] : llvm::enumerate(chains)) {
     Async scatter = async[chain.scatter];
     placed.insert(scatter.start);
-    // Completes the reduce-scatter (and starts the all-reduce).
+    // Completes the reduce-scatter (and starts the all-reduces).
     llvm::SmallVector<mlir::Operation*> head = {scatter.wait};
-    // Completes the reduction: the all-reduce's wait and the unbucket.
+    // Completes the reduction: the all-reduces' waits and the unbuckets.
     llvm::SmallVector<mlir::Operation*> tail;
-    mlir::Value delivered = scatter.wait.getResult();
+    auto unbucketsOf = [](mlir::Value value, llvm::SmallVector<mlir::Operation*>& into) {
+      for (mlir::Operation* user : value.getUsers()) {
+        if (llvm::isa<dist::UnbucketOp>(user)) into.push_back(user);
+      }
+    };
     if (chain.reduce) {
       Async reduce = async[chain.reduce];
       placed.insert(reduce.start);
       head.push_back(reduce.start);
       tail.push_back(reduce.wait);
-      delivered = reduce.wait.getResult();
-    }
-    for (mlir::Operation* user : delivered.getUsers()) {
-      if (llvm::isa<dist::UnbucketOp>(user)) tail.push_back(user);
+      unbucketsOf(reduce.wait.getResult(), tail);
+    } else if (chain.shardReduces.empty()) {
+      unbucketsOf(scatter.wait.getResult(), tail);
+    } else {
+      // The shards' unbucket, then each all-reduce with the bucket it reads.
+      unbucketsOf(scatter.wait.getResult(), head);
+      for (dist::AllReduceOp op : chain.shardReduces) {
+        Async reduce = async[op];
+        placed.insert(reduce.start);
+        if (auto bucket = reduce.start->getOperand(0).getDefiningOp<dist::BucketOp>()) {
+          head.push_back(bucket);
+        }
+        head.push_back(reduce.start);
+        tail.push_back(reduce.wait);
+        unbucketsOf(reduce.wait.getResult(), tail);
+      }
     }
     if (i + 1 == chains.size()) continue;
     mlir::Operation* next = beginOf(i + 1);
-    if (!chain.reduce) {
+    if (!chain.reduce && chain.shardReduces.empty()) {
       head.append(tail);
       tail.clear();
     }

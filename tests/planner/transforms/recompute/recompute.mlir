@@ -2,6 +2,10 @@
 // RUN: plan-opt %s --plan-autodiff --plan-recompute="mode=selective" | FileCheck %s --check-prefix=SEL
 // RUN: plan-opt %s --plan-autodiff --plan-recompute="mode=full every=2" | FileCheck %s --check-prefix=EVERY
 // RUN: plan-opt %s --plan-autodiff --plan-recompute="mode=none" | FileCheck %s --check-prefix=NONE
+// RUN: plan-opt %s --plan-autodiff --plan-recompute="layers=selective:1 mode=full" | FileCheck %s --check-prefix=PERLAYER
+// RUN: plan-opt %s --plan-autodiff --plan-recompute="layers=none:1,full:1" | FileCheck %s --check-prefix=SECOND
+// RUN: not plan-opt %s --plan-autodiff --plan-recompute="layers=full:2,selective:1" 2>&1 | FileCheck %s --check-prefix=MANY
+// MANY: plan-recompute layers=full:2,selective:1 names 3 layers, but @stack has 2 in its 'layers' stack; give at most that many
 
 // A two-layer stack: norm, linear, silu and a residual add per layer, then
 // a head. The backward reads each layer's norm output (the linear's weight
@@ -47,6 +51,23 @@
 // SEL: return
 
 // every=2 recomputes layer 0 only.
+// Per layer: layer 0 selective (its norm again, its linear's result
+// kept), layer 1 full (the later layers take `mode`).
+// PERLAYER-LABEL: func.func @stack
+// PERLAYER: nn.cross_entropy_grad
+// PERLAYER: nn.rms_norm %{{.+}} {nn.recompute}
+// PERLAYER-NEXT: nn.linear %{{.+}} {nn.recompute}
+// PERLAYER: nn.rms_norm %arg0, %arg2 epsilon 1.000000e-05 {nn.recompute}
+// PERLAYER-NOT: {nn.recompute}
+// PERLAYER: return
+
+// Layer 0 none, layer 1 full.
+// SECOND-LABEL: func.func @stack
+// SECOND-COUNT-2: {nn.recompute}
+// SECOND-NOT: {nn.recompute}
+// SECOND: nn.rms_norm_grad %{{.+}}, %arg4
+// SECOND: return
+
 // EVERY-LABEL: func.func @stack
 // EVERY-COUNT-2: {nn.recompute}
 // EVERY-NOT: {nn.recompute}

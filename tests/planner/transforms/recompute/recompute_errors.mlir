@@ -8,6 +8,10 @@
 // EVERY: plan-recompute every=0 must be >= 1 (1: every layer)
 // STEP: plan-recompute needs a training step, but @flat has no nn.loss_grad_arg; run --plan-autodiff first
 // DIST: is a dist op, but plan-recompute runs before --plan-insert-collectives
+// RUN: not plan-opt %s --plan-recompute="layers=full:two" 2>&1 | FileCheck %s --check-prefix=RUNS
+// RUN: not plan-opt %s --plan-recompute="layers=full:1 every=2" 2>&1 | FileCheck %s --check-prefix=RUNS-EVERY
+// RUNS: plan-recompute layers: 'full:two' is not mode:count (a mode of none, full or selective and a layer count >= 1), e.g. layers=full:4,selective:10
+// RUNS-EVERY: plan-recompute layers=full:1 gives each layer its mode, so it cannot go with every=2; drop one of them
 
 // Tests that a graph without numbered layers is refused with what to do.
 // expected-error @+1 {{plan-recompute found no repeated layers in @flat: no forward op is located at a numbered block}}
