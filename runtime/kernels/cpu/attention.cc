@@ -17,7 +17,6 @@
 #include <array>
 #include <cmath>
 #include <cstdint>
-#include <limits>
 #include <vector>
 
 #include "runtime/kernels/cpu/cpu_kernels.h"
@@ -100,32 +99,10 @@ void tileScores(Head& h, const Tile& t) {
               t.cols);
 }
 
-float rowMax(const float* x, int64_t n) {
-  float best = -std::numeric_limits<float>::infinity();
-  // A select rather than std::max, which GCC does not vectorise.
-#pragma omp simd reduction(max : best)
-  for (int64_t j = 0; j < n; ++j) best = x[j] > best ? x[j] : best;
-  return best;
-}
-
 // x[j] = exp(x[j] - shift) for j < n and 0 for the masked rest of the row up
-// to `cols`; returns the sum of the first n. Arguments below -87 are clamped
-// there, which keeps 2^n a normal float; the 1.6e-38 that such a term gets
-// instead of its exp is invisible beside a row whose terms add up to 1 or
-// more. The clamp has a loop of its own because GCC, seeing its constant
-// arm, splits the exp loop into two paths and then vectorises neither.
+// to `cols`; returns the sum of the first n (simd_exp.h).
 float expRow(float* x, int64_t n, int64_t cols, float shift) {
-#pragma omp simd
-  for (int64_t j = 0; j < n; ++j) {
-    const float y = x[j] - shift;
-    x[j] = y < -87.0f ? -87.0f : y;
-  }
-  float sum = 0.0f;
-#pragma omp simd reduction(+ : sum)
-  for (int64_t j = 0; j < n; ++j) {
-    x[j] = expClamped(x[j]);
-    sum += x[j];
-  }
+  const float sum = expShiftedSum(x, x, n, shift);
   std::fill(x + n, x + cols, 0.0f);
   return sum;
 }

@@ -56,16 +56,13 @@ void expNegated(const float* x, float* e, int64_t n) {
 constexpr float kGeluA = 0.044715f;
 const float kGeluC = static_cast<float>(std::sqrt(2.0 / std::numbers::pi));
 
-// Writes softmax(x) of one row to y; returns logsumexp(x).
+// Writes softmax(x) of one row to y; returns logsumexp(x). The exp is
+// simd_exp.h's, so every loop of the row vectorises (libm's expf does not).
 float softmaxRow(const float* x, float* y, int64_t n) {
-  const float max = *std::max_element(x, x + n);
-  float sum = 0.0f;
-  for (int64_t j = 0; j < n; ++j) {
-    y[j] = std::exp(x[j] - max);
-  }
-#pragma omp simd reduction(+ : sum)
-  for (int64_t j = 0; j < n; ++j) sum += y[j];
+  const float max = rowMax(x, n);
+  const float sum = expShiftedSum(x, y, n, max);
   const float inverse = 1.0f / sum;
+#pragma omp simd
   for (int64_t j = 0; j < n; ++j) y[j] *= inverse;
   return max + std::log(sum);
 }
@@ -98,13 +95,15 @@ void embeddingGradImpl(const Id* ids, const float* dy, float* dtable, int64_t to
 
 template <typename Label>
 float crossEntropyImpl(const float* logits, const Label* labels, int64_t tokens, int64_t vocab) {
-  std::vector<float> probs(vocab);
+  std::vector<float> exps(vocab);
   // The token sum is kept in double: it adds up many similar terms, and the
   // result is compared across shardings.
   double sum = 0.0;
   for (int64_t t = 0; t < tokens; ++t) {
     const float* row = logits + t * vocab;
-    const float lse = softmaxRow(row, probs.data(), vocab);
+    // Only logsumexp is needed: the exps are summed, never normalised.
+    const float max = rowMax(row, vocab);
+    const float lse = max + std::log(expShiftedSum(row, exps.data(), vocab, max));
     sum += static_cast<double>(lse) - static_cast<double>(row[static_cast<int64_t>(labels[t])]);
   }
   return static_cast<float>(sum / static_cast<double>(tokens));
@@ -115,10 +114,17 @@ void crossEntropyGradImpl(const float* logits, const Label* labels, float dloss,
                           float* dlogits, int64_t tokens, int64_t vocab) {
   const float factor = dloss * scale;
   for (int64_t t = 0; t < tokens; ++t) {
+    const float* row = logits + t * vocab;
     float* out = dlogits + t * vocab;
-    softmaxRow(logits + t * vocab, out, vocab);
-    out[static_cast<int64_t>(labels[t])] -= 1.0f;
-    for (int64_t j = 0; j < vocab; ++j) out[j] *= factor;
+    const float max = rowMax(row, vocab);
+    const float inverse = 1.0f / expShiftedSum(row, out, vocab, max);
+    // (softmax - onehot) * factor in one pass, each element rounded as the
+    // three passes (normalise, subtract at the label, scale) would.
+    const int64_t label = static_cast<int64_t>(labels[t]);
+    const float at_label = (out[label] * inverse - 1.0f) * factor;
+#pragma omp simd
+    for (int64_t j = 0; j < vocab; ++j) out[j] = out[j] * inverse * factor;
+    out[label] = at_label;
   }
 }
 

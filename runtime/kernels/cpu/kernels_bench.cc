@@ -1,9 +1,9 @@
 // Throughput of the CPU kernels that dominate a step: linear / matmul
 // (OpenBLAS) and causal attention forward and backward, reported as GFLOP/s
 // with the FLOP counts of docs/planner_nn.md, over wall time (OpenBLAS runs
-// its own threads, which the main thread's CPU time would miss). Attention
-// runs the blocked kernels and the scalar reference they replaced side by
-// side. Run with `bazel run -c opt //runtime/kernels/cpu:kernels_bench`.
+// its own threads, which the main thread's CPU time would miss). Attention,
+// softmax and cross-entropy run beside the scalar references they replaced
+// (before / after). Run with `bazel run -c opt //runtime/kernels/cpu:kernels_bench`.
 #include <benchmark/benchmark.h>
 #include <cblas.h>
 
@@ -15,6 +15,7 @@
 #include "runtime/kernels/cpu/attention_reference.h"
 #include "runtime/kernels/cpu/blas_core.h"
 #include "runtime/kernels/cpu/cpu_kernels.h"
+#include "runtime/kernels/cpu/softmax_reference.h"
 
 namespace loom::runtime::cpu {
 namespace {
@@ -80,27 +81,31 @@ double attentionPairs(const AttentionShape& s) {
   return static_cast<double>(s.batch) * s.heads * s.head_dim * s.seq * (s.seq + 1) / 2.0;
 }
 
-// Runs the scalar reference and the blocked kernel alternately, timing each
-// on its own, so that both see the same machine load however it drifts;
-// reports each one's GFLOP/s and the ratio. The benchmark's own time is the
-// pair's.
-template <typename Reference, typename Blocked>
-void compareAttention(benchmark::State& state, double flops_per_call, const Reference& reference,
-                      const Blocked& blocked) {
+// Runs a reference kernel and the kernel that replaced it alternately,
+// timing each on its own, so that both see the same machine load however it
+// drifts; reports each one's ms per call (and GFLOP/s when the FLOPs per
+// call are given) and the ratio. The benchmark's own time is the pair's.
+template <typename Reference, typename Replacement>
+void compareWithReference(benchmark::State& state, double flops_per_call,
+                          const Reference& reference, const Replacement& replacement) {
   using Clock = std::chrono::steady_clock;
-  std::chrono::duration<double> reference_time{0}, blocked_time{0};
+  std::chrono::duration<double> reference_time{0}, new_time{0};
   for (auto _ : state) {
     const Clock::time_point start = Clock::now();
     reference();
     const Clock::time_point middle = Clock::now();
-    blocked();
+    replacement();
     reference_time += middle - start;
-    blocked_time += Clock::now() - middle;
+    new_time += Clock::now() - middle;
   }
-  const double flops = flops_per_call * static_cast<double>(state.iterations()) * 1e-9;
-  state.counters["ref GFLOP/s"] = flops / reference_time.count();
-  state.counters["new GFLOP/s"] = flops / blocked_time.count();
-  state.counters["speedup"] = reference_time.count() / blocked_time.count();
+  const double calls = static_cast<double>(state.iterations());
+  state.counters["ref ms"] = reference_time.count() * 1e3 / calls;
+  state.counters["new ms"] = new_time.count() * 1e3 / calls;
+  if (flops_per_call > 0) {
+    state.counters["ref GFLOP/s"] = flops_per_call * calls * 1e-9 / reference_time.count();
+    state.counters["new GFLOP/s"] = flops_per_call * calls * 1e-9 / new_time.count();
+  }
+  state.counters["speedup"] = reference_time.count() / new_time.count();
 }
 
 // Operands of one attention shape: q and dout [B, S, H, D], k and v
@@ -120,7 +125,7 @@ struct AttentionOperands {
 void BM_Attention(benchmark::State& state) {
   const AttentionShape s = attentionShape(state);
   AttentionOperands x(s);
-  compareAttention(
+  compareWithReference(
       state, 4.0 * attentionPairs(s),
       [&] { attentionReference(x.q.data(), x.kv.data(), x.kv.data(), x.out.data(), s); },
       [&] { attention(x.q.data(), x.kv.data(), x.kv.data(), x.out.data(), s); });
@@ -129,7 +134,7 @@ void BM_Attention(benchmark::State& state) {
 void BM_AttentionGrad(benchmark::State& state) {
   const AttentionShape s = attentionShape(state);
   AttentionOperands x(s);
-  compareAttention(
+  compareWithReference(
       state, 10.0 * attentionPairs(s),
       [&] {
         attentionGradReference(x.q.data(), x.kv.data(), x.kv.data(), x.q.data(), x.dq.data(),
@@ -151,6 +156,65 @@ void attentionShapes(benchmark::internal::Benchmark* b) {
 }
 BENCHMARK(BM_Attention)->Apply(attentionShapes);
 BENCHMARK(BM_AttentionGrad)->Apply(attentionShapes);
+
+// Args: tokens, vocab. Logits in [-0.5, 0.5), labels spread over the vocab.
+struct LogitOperands {
+  LogitOperands(int64_t tokens, int64_t vocab)
+      : logits(filled(tokens * vocab)), out(logits.size()), labels(tokens) {
+    for (int64_t t = 0; t < tokens; ++t) labels[t] = static_cast<int32_t>((t * 7919) % vocab);
+  }
+
+  std::vector<float> logits, out;
+  std::vector<int32_t> labels;
+};
+
+void BM_CrossEntropy(benchmark::State& state) {
+  const int64_t tokens = state.range(0), vocab = state.range(1);
+  LogitOperands x(tokens, vocab);
+  compareWithReference(
+      state, 0,
+      [&] {
+        benchmark::DoNotOptimize(
+            crossEntropyReference(x.logits.data(), x.labels.data(), tokens, vocab));
+      },
+      [&] {
+        benchmark::DoNotOptimize(crossEntropy(x.logits.data(), x.labels.data(), tokens, vocab));
+      });
+}
+
+void BM_CrossEntropyGrad(benchmark::State& state) {
+  const int64_t tokens = state.range(0), vocab = state.range(1);
+  LogitOperands x(tokens, vocab);
+  const float scale = 1.0f / static_cast<float>(tokens);
+  compareWithReference(
+      state, 0,
+      [&] {
+        crossEntropyGradReference(x.logits.data(), x.labels.data(), 1.0f, scale, x.out.data(),
+                                  tokens, vocab);
+      },
+      [&] {
+        crossEntropyGrad(x.logits.data(), x.labels.data(), 1.0f, scale, x.out.data(), tokens,
+                         vocab);
+      });
+}
+
+void BM_Softmax(benchmark::State& state) {
+  const int64_t rows = state.range(0), n = state.range(1);
+  LogitOperands x(rows, n);
+  compareWithReference(
+      state, 0, [&] { softmaxReference(x.logits.data(), x.out.data(), rows, n); },
+      [&] { softmax(x.logits.data(), x.out.data(), rows, n); });
+}
+
+// The loss of tiny Llama (batch 4 x 128 tokens, vocab 2048) and of the 64M
+// Llama (2 x 256 tokens, vocab 8192) of docs/fsdp2_side_by_side.md.
+void logitShapes(benchmark::internal::Benchmark* b) {
+  b->ArgNames({"tokens", "vocab"});
+  b->Args({512, 2048})->Args({512, 8192})->UseRealTime();
+}
+BENCHMARK(BM_CrossEntropy)->Apply(logitShapes);
+BENCHMARK(BM_CrossEntropyGrad)->Apply(logitShapes);
+BENCHMARK(BM_Softmax)->Apply(logitShapes);
 
 }  // namespace
 }  // namespace loom::runtime::cpu

@@ -1,11 +1,14 @@
 // exp(x) in plain float arithmetic that `omp simd` vectorises, for the CPU
-// kernels' inner loops (attention's softmax tiles, silu). glibc's vector
-// expf needs -ffast-math; this is Cephes' expf polynomial, within 2 ulp.
+// kernels' inner loops (attention's softmax tiles, softmax, cross-entropy,
+// silu), and the row max and shifted exponentials built on it. glibc's
+// vector expf needs -ffast-math; this is Cephes' expf polynomial, within 2
+// ulp.
 #ifndef LOOM_RUNTIME_KERNELS_CPU_SIMD_EXP_H_
 #define LOOM_RUNTIME_KERNELS_CPU_SIMD_EXP_H_
 
 #include <bit>
 #include <cstdint>
+#include <limits>
 
 namespace loom::runtime::cpu {
 
@@ -28,6 +31,37 @@ inline float expClamped(float x) {
   p = p * r + 5.0000001201e-1f;
   p = p * r * r + r + 1.0f;
   return p * std::bit_cast<float>((static_cast<int32_t>(n) + 127) << 23);
+}
+
+// The largest of x[0, n); -infinity for an empty row.
+inline float rowMax(const float* x, int64_t n) {
+  float best = -std::numeric_limits<float>::infinity();
+  // A select rather than std::max, which GCC does not vectorise.
+#pragma omp simd reduction(max : best)
+  for (int64_t j = 0; j < n; ++j) best = x[j] > best ? x[j] : best;
+  return best;
+}
+
+// y[j] = exp(x[j] - shift) for j < n (y may be x); returns their sum, added
+// in the order `omp simd` gives the build, the same for every row.
+// Arguments below -87 are clamped there, which keeps 2^n a normal float; the
+// 1.6e-38 that such a term gets instead of its exp is invisible beside a row
+// whose terms add up to 1 or more (shift is the row's max). The clamp has a
+// loop of its own because GCC, seeing its constant arm, splits the exp loop
+// into two paths and then vectorises neither.
+inline float expShiftedSum(const float* x, float* y, int64_t n, float shift) {
+#pragma omp simd
+  for (int64_t j = 0; j < n; ++j) {
+    const float d = x[j] - shift;
+    y[j] = d < -87.0f ? -87.0f : d;
+  }
+  float sum = 0.0f;
+#pragma omp simd reduction(+ : sum)
+  for (int64_t j = 0; j < n; ++j) {
+    y[j] = expClamped(y[j]);
+    sum += y[j];
+  }
+  return sum;
 }
 
 }  // namespace loom::runtime::cpu
