@@ -100,6 +100,7 @@ float crossEntropyImpl(const float* logits, const Label* labels, int64_t tokens,
   // result is compared across shardings.
   double sum = 0.0;
   for (int64_t t = 0; t < tokens; ++t) {
+    if (static_cast<int64_t>(labels[t]) == kIgnoreLabel) continue;
     const float* row = logits + t * vocab;
     // Only logsumexp is needed: the exps are summed, never normalised.
     const float max = rowMax(row, vocab);
@@ -116,6 +117,10 @@ void crossEntropyGradImpl(const float* logits, const Label* labels, float dloss,
   for (int64_t t = 0; t < tokens; ++t) {
     const float* row = logits + t * vocab;
     float* out = dlogits + t * vocab;
+    if (static_cast<int64_t>(labels[t]) == kIgnoreLabel) {
+      std::fill_n(out, vocab, 0.0f);
+      continue;
+    }
     const float max = rowMax(row, vocab);
     const float inverse = 1.0f / expShiftedSum(row, out, vocab, max);
     // (softmax - onehot) * factor in one pass, each element rounded as the
@@ -456,13 +461,18 @@ void vocabStats(const float* logits, const int32_t* labels, const float* max, fl
     for (int64_t r = 0; r < valid; ++r) sum += std::exp(static_cast<double>(row[r]) - max[t]);
     const int64_t label = static_cast<int64_t>(labels[t]) - row_begin;
     stats[2 * t] = static_cast<float>(sum);
-    stats[2 * t + 1] = label >= 0 && label < valid ? row[label] - max[t] : 0.0f;
+    if (labels[t] == kIgnoreLabel) {
+      stats[2 * t + 1] = std::numeric_limits<float>::infinity();
+    } else {
+      stats[2 * t + 1] = label >= 0 && label < valid ? row[label] - max[t] : 0.0f;
+    }
   }
 }
 
 float vocabCrossEntropy(const float* stats, int64_t tokens) {
   double sum = 0.0;
   for (int64_t t = 0; t < tokens; ++t) {
+    if (std::isinf(stats[2 * t + 1])) continue;  // an ignored token
     sum += std::log(static_cast<double>(stats[2 * t])) - static_cast<double>(stats[2 * t + 1]);
   }
   return static_cast<float>(sum / static_cast<double>(tokens));
@@ -475,6 +485,10 @@ void vocabCrossEntropyGrad(const float* logits, const int32_t* labels, const flo
   for (int64_t t = 0; t < tokens; ++t) {
     const float* row = logits + t * local;
     float* out = dlogits + t * local;
+    if (labels[t] == kIgnoreLabel) {
+      std::fill_n(out, local, 0.0f);
+      continue;
+    }
     const float inverse = 1.0f / stats[2 * t];
     for (int64_t r = 0; r < valid; ++r) out[r] = std::exp(row[r] - max[t]) * inverse * factor;
     for (int64_t r = valid; r < local; ++r) out[r] = 0.0f;

@@ -18,6 +18,7 @@
 #include <span>
 
 #include "plan/rope_frequency.h"
+#include "runtime/kernels/ignore_label.h"
 
 namespace loom::runtime::cpu {
 
@@ -127,12 +128,14 @@ void embeddingGrad(const int64_t* ids, const float* dy, float* dtable, int64_t t
                    int64_t hidden, int64_t row_begin, int64_t table_rows);
 
 // nn.cross_entropy: (1/tokens) sum_t (logsumexp(logits[t]) -
-// logits[t, labels[t]]); labels in [0, vocab).
+// logits[t, labels[t]]); labels in [0, vocab), or kIgnoreLabel for a token
+// that adds 0 (and still counts in `tokens`, ignore_label.h).
 float crossEntropy(const float* logits, const int32_t* labels, int64_t tokens, int64_t vocab);
 float crossEntropy(const float* logits, const int64_t* labels, int64_t tokens, int64_t vocab);
 // nn.cross_entropy_grad: dlogits = (softmax(logits) - onehot(labels)) *
 // dloss * scale. `scale` is the op's attribute (1/N of the whole batch, not
-// of this shard's tokens), so a token-sharded gradient stays exact.
+// of this shard's tokens), so a token-sharded gradient stays exact. An
+// ignored token's row is 0.
 void crossEntropyGrad(const float* logits, const int32_t* labels, float dloss, float scale,
                       float* dlogits, int64_t tokens, int64_t vocab);
 void crossEntropyGrad(const float* logits, const int64_t* labels, float dloss, float scale,
@@ -147,13 +150,15 @@ void biasAdd(const float* x, const float* bias, float* y, int64_t rows, int64_t 
 // vocabMax: the max over the valid rows (-inf when there are none).
 void vocabMax(const float* logits, float* max, int64_t tokens, int64_t local, int64_t valid);
 // vocabStats: stats[t] = {sum exp(l - max[t]), l[label - row_begin] - max[t]
-// if this shard holds the label else 0}.
+// if this shard holds the label else 0}; for an ignored label, {sum, +inf}:
+// the marker survives the sum over vocabulary shards.
 void vocabStats(const float* logits, const int32_t* labels, const float* max, float* stats,
                 int64_t tokens, int64_t local, int64_t valid, int64_t row_begin);
-// vocabCrossEntropy: mean over the tokens of log stats[t, 0] - stats[t, 1].
+// vocabCrossEntropy: mean over the tokens of log stats[t, 0] - stats[t, 1],
+// where an ignored token (stats[t, 1] = +inf) adds 0.
 float vocabCrossEntropy(const float* stats, int64_t tokens);
 // vocabCrossEntropyGrad: this shard's rows of softmax - onehot, times
-// dloss * scale; padding rows 0.
+// dloss * scale; padding rows and an ignored token's row 0.
 void vocabCrossEntropyGrad(const float* logits, const int32_t* labels, const float* max,
                            const float* stats, float dloss, float scale, float* dlogits,
                            int64_t tokens, int64_t local, int64_t valid, int64_t row_begin);

@@ -14,6 +14,7 @@
 
 #include "gtest/gtest.h"
 #include "planner/dialect/nn/eval/reference_kernels.h"
+#include "runtime/kernels/ignore_label.h"
 
 namespace loom::runtime::cpu {
 namespace {
@@ -540,6 +541,75 @@ TEST(VocabParallelTest, ShardsCombineIntoTheWholeLossAndGradient) {
       for (int64_t r = 0; r < local; ++r) {
         const double want = r < valid ? whole.values[t * vocab + begin + r] : 0.0;
         EXPECT_NEAR(grad[t * local + r], want, 1e-6)
+            << "shard " << i << " token " << t << " row " << r;
+      }
+    }
+  }
+}
+
+// An ignored token (kIgnoreLabel) adds 0 to the loss and gets a 0 gradient
+// row, and still counts in the mean: the loss of 6 tokens with 2 ignored is
+// 4/6 of the mean over the 4 kept ones, and their gradient rows are those of
+// the kept tokens alone at the same scale.
+TEST(CrossEntropyIgnoreTest, IgnoredTokensAddNothingButCountInTheMean) {
+  const int64_t vocab = 7, tokens = 6;
+  const std::vector<int32_t> labels = {3, kIgnoreLabel, 0, 6, kIgnoreLabel, 2};
+  const std::vector<int64_t> kept = {0, 2, 3, 5};
+  const auto logits = randomVector(tokens * vocab, 48, 3.0f);
+  std::vector<float> keptLogits;
+  std::vector<int32_t> keptLabels;
+  for (int64_t t : kept) {
+    keptLogits.insert(keptLogits.end(), logits.begin() + t * vocab,
+                      logits.begin() + (t + 1) * vocab);
+    keptLabels.push_back(labels[t]);
+  }
+  const int64_t n = static_cast<int64_t>(kept.size());
+  const float keptMean = crossEntropy(keptLogits.data(), keptLabels.data(), n, vocab);
+  EXPECT_NEAR(crossEntropy(logits.data(), labels.data(), tokens, vocab), keptMean * n / tokens,
+              1e-6);
+  const float scale = 1.0f / tokens;
+  std::vector<float> grad(tokens * vocab, 9.0f), keptGrad(n * vocab);
+  crossEntropyGrad(logits.data(), labels.data(), 0.5f, scale, grad.data(), tokens, vocab);
+  crossEntropyGrad(keptLogits.data(), keptLabels.data(), 0.5f, scale, keptGrad.data(), n, vocab);
+  for (int64_t t = 0, k = 0; t < tokens; ++t) {
+    const bool ignored = labels[t] == kIgnoreLabel;
+    for (int64_t j = 0; j < vocab; ++j) {
+      EXPECT_EQ(grad[t * vocab + j], ignored ? 0.0f : keptGrad[k * vocab + j])
+          << "token " << t << " row " << j;
+    }
+    if (!ignored) ++k;
+  }
+
+  // The vocab-parallel form over 2 shards (4 and 3 rows) agrees: the
+  // ignored tokens' +inf marker survives the sum of the shards' stats.
+  const int64_t local = 4;
+  std::vector<float> max(tokens, -1e30f), stats(2 * tokens, 0.0f);
+  std::vector<std::vector<float>> parts;
+  for (int64_t begin : {0, 4}) {
+    const int64_t valid = std::min<int64_t>(local, vocab - begin);
+    std::vector<float> part(tokens * local, 0.0f), m(tokens);
+    for (int64_t t = 0; t < tokens; ++t) {
+      for (int64_t r = 0; r < valid; ++r) part[t * local + r] = logits[t * vocab + begin + r];
+    }
+    vocabMax(part.data(), m.data(), tokens, local, valid);
+    for (int64_t t = 0; t < tokens; ++t) max[t] = std::max(max[t], m[t]);
+    parts.push_back(part);
+  }
+  for (int64_t i = 0; i < 2; ++i) {
+    const int64_t begin = i * local, valid = std::min<int64_t>(local, vocab - begin);
+    std::vector<float> s(2 * tokens);
+    vocabStats(parts[i].data(), labels.data(), max.data(), s.data(), tokens, local, valid, begin);
+    for (int64_t k = 0; k < 2 * tokens; ++k) stats[k] += s[k];
+  }
+  EXPECT_NEAR(vocabCrossEntropy(stats.data(), tokens), keptMean * n / tokens, 1e-5);
+  for (int64_t i = 0; i < 2; ++i) {
+    const int64_t begin = i * local, valid = std::min<int64_t>(local, vocab - begin);
+    std::vector<float> g(tokens * local, 9.0f);
+    vocabCrossEntropyGrad(parts[i].data(), labels.data(), max.data(), stats.data(), 0.5f, scale,
+                          g.data(), tokens, local, valid, begin);
+    for (int64_t t = 0; t < tokens; ++t) {
+      for (int64_t r = 0; r < valid; ++r) {
+        EXPECT_NEAR(g[t * local + r], grad[t * vocab + begin + r], 1e-6)
             << "shard " << i << " token " << t << " row " << r;
       }
     }

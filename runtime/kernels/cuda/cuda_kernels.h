@@ -245,7 +245,9 @@ Status embeddingGrad(const Id* ids, const T* dy, float* dtable, int64_t tokens, 
 
 // The loss family takes logits of type T (float or bf16, read as their fp32
 // values) and computes as the fp32 kernels do; losses, maxima and
-// statistics are fp32, logit gradients are T.
+// statistics are fp32, logit gradients are T. A token labelled kIgnoreLabel
+// (runtime/kernels/ignore_label.h) adds 0 to the loss, still counts in its
+// mean, and gets a 0 gradient row, as on the CPU.
 size_t crossEntropyWorkspaceBytes(int64_t tokens);
 // nn.cross_entropy: *loss (device) = mean over tokens of logsumexp(logits[t])
 // - logits[t, labels[t]], the token sum in double. Label is int32_t/int64_t.

@@ -40,6 +40,7 @@
 #include "comm/half_float.h"
 #include "gtest/gtest.h"
 #include "runtime/kernels/cpu/cpu_kernels.h"
+#include "runtime/kernels/ignore_label.h"
 #include "runtime/optim/adamw.h"
 
 namespace loom::runtime::cuda {
@@ -728,6 +729,8 @@ void checkCrossEntropy(cudaStream_t stream, int64_t tokens, int64_t vocab) {
   std::uniform_int_distribution<int64_t> pick(0, vocab - 1);
   std::vector<Label> labels(tokens);
   for (Label& l : labels) l = static_cast<Label>(pick(rng));
+  // Every fifth token has no target: zero loss and a zero gradient row.
+  for (size_t t = 3; t < labels.size(); t += 5) labels[t] = static_cast<Label>(kIgnoreLabel);
   const float dloss = 0.75f;
   const float scale = 1.0f / 64.0f;  // 1/N of a larger batch
   const float want_loss = cpu::crossEntropy(logits.data(), labels.data(), tokens, vocab);
@@ -775,6 +778,7 @@ void checkVocabShard(cudaStream_t stream) {
   std::uniform_int_distribution<int32_t> pick(0, 199);  // some labels on this shard
   std::vector<int32_t> labels(tokens);
   for (int32_t& l : labels) l = pick(rng);
+  for (int64_t t = 3; t < tokens; t += 5) labels[t] = kIgnoreLabel;
   std::vector<float> max(tokens), stats(2 * tokens), grad(tokens * local);
   cpu::vocabMax(logits.data(), max.data(), tokens, local, valid);
   cpu::vocabStats(logits.data(), labels.data(), max.data(), stats.data(), tokens, local, valid,
@@ -792,7 +796,14 @@ void checkVocabShard(cudaStream_t stream) {
   Tensor<float> cpu_max_d(max);
   EXPECT_OK(vocabStats(logits_d.get(), labels_d.get(), cpu_max_d.get(), stats_d.get(), tokens,
                        local, valid, row_begin, stream));
-  expectClose(stats_d.values(), stats, 1e-6, "vocabStats" + what);
+  // An ignored token's statistic is the +inf marker; the rest compare.
+  std::vector<float> got_stats = stats_d.values(), want_stats = stats;
+  for (int64_t t = 3; t < tokens; t += 5) {
+    EXPECT_TRUE(std::isinf(got_stats[2 * t + 1]) && std::isinf(want_stats[2 * t + 1]))
+        << "vocabStats" << what << " token " << t << " is ignored";
+    got_stats[2 * t + 1] = want_stats[2 * t + 1] = 0.0f;
+  }
+  expectClose(got_stats, want_stats, 1e-6, "vocabStats" + what);
   Tensor<float> cpu_stats_d(stats);
   EXPECT_OK(vocabCrossEntropy(cpu_stats_d.get(), loss_d.get(), tokens, stream));
   expectClose(loss_d.values(), {loss}, 1e-6, "vocabCrossEntropy" + what);

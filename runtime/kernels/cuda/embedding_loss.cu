@@ -10,6 +10,7 @@
 
 #include "runtime/kernels/cuda/cuda_kernels.h"
 #include "runtime/kernels/cuda/device_util.cuh"
+#include "runtime/kernels/ignore_label.h"
 
 namespace loom::runtime::cuda {
 namespace {
@@ -89,6 +90,11 @@ template <typename T, typename Label>
 __global__ void crossEntropyRowsKernel(const T* logits, const Label* labels, double* losses,
                                        int64_t vocab) {
   __shared__ float scratch[32];
+  // An ignored token adds 0 (the branch is uniform over the block).
+  if (static_cast<int64_t>(labels[blockIdx.x]) == kIgnoreLabel) {
+    if (threadIdx.x == 0) losses[blockIdx.x] = 0.0;
+    return;
+  }
   const T* row = logits + blockIdx.x * vocab;
   float max = -INFINITY;
   for (int64_t j = threadIdx.x; j < vocab; j += blockDim.x) max = fmaxf(max, toFloat(row[j]));
@@ -119,6 +125,7 @@ __global__ void vocabMeanKernel(const float* stats, float* loss, int64_t tokens)
   __shared__ double scratch[32];
   double sum = 0.0;
   for (int64_t t = threadIdx.x; t < tokens; t += blockDim.x) {
+    if (isinf(stats[2 * t + 1])) continue;  // an ignored token
     sum += log(static_cast<double>(stats[2 * t])) - static_cast<double>(stats[2 * t + 1]);
   }
   sum = blockSum(sum, scratch);
@@ -133,6 +140,10 @@ __global__ void crossEntropyGradKernel(const T* logits, const Label* labels, flo
   const T* row = logits + blockIdx.x * vocab;
   T* out = dlogits + blockIdx.x * vocab;
   const auto label = static_cast<int64_t>(labels[blockIdx.x]);
+  if (label == kIgnoreLabel) {
+    for (int64_t j = threadIdx.x; j < vocab; j += blockDim.x) out[j] = fromFloat<T>(0.0f);
+    return;
+  }
   float max = -INFINITY;
   for (int64_t j = threadIdx.x; j < vocab; j += blockDim.x) max = fmaxf(max, toFloat(row[j]));
   max = blockMax(max, scratch);
@@ -171,8 +182,11 @@ __global__ void vocabStatsKernel(const T* logits, const int32_t* labels, const f
   if (threadIdx.x == 0) {
     const int64_t label = static_cast<int64_t>(labels[blockIdx.x]) - row_begin;
     stats[2 * blockIdx.x] = static_cast<float>(sum);
-    stats[2 * blockIdx.x + 1] =
-        label >= 0 && label < valid ? toFloat(row[label]) - max[blockIdx.x] : 0.0f;
+    // An ignored token's +inf survives the sum over vocabulary shards.
+    stats[2 * blockIdx.x + 1] = labels[blockIdx.x] == kIgnoreLabel ? INFINITY
+                                : label >= 0 && label < valid
+                                    ? toFloat(row[label]) - max[blockIdx.x]
+                                    : 0.0f;
   }
 }
 
@@ -186,9 +200,10 @@ __global__ void vocabCrossEntropyGradKernel(const T* logits, const int32_t* labe
   const float m = max[blockIdx.x];
   const float inverse = 1.0f / stats[2 * blockIdx.x];
   const int64_t label = static_cast<int64_t>(labels[blockIdx.x]) - row_begin;
+  const bool ignored = labels[blockIdx.x] == kIgnoreLabel;
   for (int64_t r = threadIdx.x; r < local; r += blockDim.x) {
     float g = 0.0f;
-    if (r < valid) {
+    if (r < valid && !ignored) {
       g = expf(toFloat(row[r]) - m) * inverse * factor;
       if (r == label) g -= factor;
     }
