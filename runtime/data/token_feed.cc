@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <bit>
 #include <cerrno>
@@ -23,9 +24,12 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
+#include "absl/strings/strip.h"
 #include "mesh/shard_math.h"
 #include "runtime/init/counter_rng.h"
+#include "runtime/kernels/ignore_label.h"
 
 namespace loom::runtime::data {
 
@@ -88,6 +92,11 @@ absl::Status DataFeed::batch(int64_t step, int64_t row_begin, int64_t row_count,
   const int64_t seq = config_.seq;
   std::vector<int32_t> tokens(static_cast<size_t>(seq + 1));
   for (int64_t r = 0; r < row_count; ++r) {
+    if (!hasWindow(step, row_begin + r)) {
+      std::fill_n(ids + r * seq, seq, 0);
+      std::fill_n(labels + r * seq, seq, kIgnoreLabel);
+      continue;
+    }
     if (absl::Status s = window(step, row_begin + r, tokens.data()); !s.ok()) {
       return s;
     }
@@ -95,6 +104,13 @@ absl::Status DataFeed::batch(int64_t step, int64_t row_begin, int64_t row_count,
     std::memcpy(labels + r * seq, tokens.data() + 1, seq * sizeof(int32_t));
   }
   return absl::OkStatus();
+}
+
+bool DataFeed::exhausted(int64_t step, int64_t row_begin, int64_t row_count) const {
+  for (int64_t r = row_begin; r < row_begin + row_count; ++r) {
+    if (hasWindow(step, r)) return false;
+  }
+  return true;
 }
 
 absl::StatusOr<std::unique_ptr<SyntheticTokens>> SyntheticTokens::create(const FeedConfig& config) {
@@ -175,6 +191,16 @@ absl::Status TokenFile::window(int64_t step, int64_t row, int32_t* window) const
                        keyOf(config().seed));
   const uint64_t windows = static_cast<uint64_t>(count_ - config().seq);
   const int64_t start = static_cast<int64_t>(((uint64_t{words[1]} << 32) | words[0]) % windows);
+  return readWindow(start, step, row, window);
+}
+
+absl::Status TokenFile::readWindow(int64_t start, int64_t step, int64_t row,
+                                   int32_t* window) const {
+  if (start < 0 || start + config().seq + 1 > count_) {
+    return absl::InvalidArgumentError(absl::StrCat("tokens [", start, ", ",
+                                                   start + config().seq + 1, ") are not inside ",
+                                                   path_, "'s ", count_, " tokens"));
+  }
   const int64_t width = tokenBytes(dtype_);
   const int64_t length = config().seq + 1;
   std::vector<uint8_t> bytes(static_cast<size_t>(length * width));
@@ -204,6 +230,53 @@ absl::Status TokenFile::window(int64_t step, int64_t row, int32_t* window) const
     window[i] = static_cast<int32_t>(token);
   }
   return absl::OkStatus();
+}
+
+absl::StatusOr<std::unique_ptr<TokenFilePass>> TokenFilePass::open(
+    const std::vector<std::string>& paths, const FeedConfig& config) {
+  if (absl::Status s = checkConfig(config); !s.ok()) return s;
+  if (paths.empty()) {
+    return absl::InvalidArgumentError("--data=epoch: needs token files: --data=epoch:A.tok,B.tok");
+  }
+  const auto k = static_cast<int64_t>(paths.size());
+  std::unique_ptr<TokenFilePass> pass(new TokenFilePass(config));
+  for (int64_t i = 0; i < k; ++i) {
+    if (paths[i].empty()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--data=epoch: file ", i + 1, " of ", k, " has an empty path"));
+    }
+    absl::StatusOr<RowRange> rows = dataParallelRows(config.global_batch, k, i);
+    if (!rows.ok()) return rows.status();
+    if (rows->count == 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--data=epoch: ", k, " files for a step batch of ", config.global_batch,
+                       " rows leave file ", i + 1, " (", paths[i],
+                       ") without rows; pass a number of files that divides the rows"));
+    }
+    absl::StatusOr<std::unique_ptr<TokenFile>> file = TokenFile::open(paths[i], config);
+    if (!file.ok()) return file.status();
+    pass->windows_.push_back(((*file)->tokenCount() - 1) / config.seq);
+    pass->files_.push_back(*std::move(file));
+    pass->rows_.push_back(*rows);
+  }
+  return pass;
+}
+
+std::pair<size_t, int64_t> TokenFilePass::locate(int64_t step, int64_t row) const {
+  size_t k = 0;
+  while (k + 1 < rows_.size() && row >= rows_[k].begin + rows_[k].count) ++k;
+  return {k, (step - 1) * rows_[k].count + (row - rows_[k].begin)};
+}
+
+bool TokenFilePass::hasWindow(int64_t step, int64_t row) const {
+  if (step < 1) return false;
+  const auto [k, w] = locate(step, row);
+  return w < windows_[k];
+}
+
+absl::Status TokenFilePass::window(int64_t step, int64_t row, int32_t* window) const {
+  const auto [k, w] = locate(step, row);
+  return files_[k]->readWindow(w * config().seq, step, row, window);
 }
 
 absl::Status writeTokenFile(const std::string& path, std::span<const int32_t> tokens,
@@ -260,6 +333,12 @@ absl::StatusOr<std::unique_ptr<DataFeed>> openDataFeed(absl::string_view spec,
     absl::StatusOr<std::unique_ptr<SyntheticTokens>> feed = SyntheticTokens::create(config);
     if (!feed.ok()) return feed.status();
     return std::unique_ptr<DataFeed>(*std::move(feed));
+  }
+  if (absl::ConsumePrefix(&spec, "epoch:")) {
+    absl::StatusOr<std::unique_ptr<TokenFilePass>> pass =
+        TokenFilePass::open(absl::StrSplit(spec, ','), config);
+    if (!pass.ok()) return pass.status();
+    return std::unique_ptr<DataFeed>(*std::move(pass));
   }
   absl::StatusOr<std::unique_ptr<TokenFile>> feed = TokenFile::open(std::string(spec), config);
   if (!feed.ok()) return feed.status();

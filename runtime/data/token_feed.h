@@ -10,6 +10,7 @@
 #include <span>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -48,14 +49,30 @@ class DataFeed {
   // [row_begin, row_begin + row_count) of step `step`'s global batch. A row
   // is a window of seq + 1 tokens: ids are its first seq, labels its last seq
   // (the next token). Stateless, so resuming at a step needs only the step.
+  // A row a finite feed has no window for gets ids 0 and labels
+  // kIgnoreLabel (runtime/kernels/ignore_label.h): zero loss and gradient.
   absl::Status batch(int64_t step, int64_t row_begin, int64_t row_count, int32_t* ids,
                      int32_t* labels) const;
+
+  // Whether the feed ends (a finite pass over its data) or goes on forever.
+  virtual bool finite() const { return false; }
+  // True when none of rows [row_begin, row_begin + row_count) of step `step`
+  // has data: a rank whose rows are all exhausted has no inputs left (and,
+  // since a finite feed only runs out, has none at any later step either).
+  bool exhausted(int64_t step, int64_t row_begin, int64_t row_count) const;
 
  protected:
   explicit DataFeed(const FeedConfig& config) : config_(config) {}
 
-  // Writes the seq + 1 tokens of (step, row) to `window`.
+  // Writes the seq + 1 tokens of (step, row) to `window`; called only where
+  // hasWindow(step, row).
   virtual absl::Status window(int64_t step, int64_t row, int32_t* window) const = 0;
+  // Whether (step, row) has data; always for an endless feed.
+  virtual bool hasWindow(int64_t step, int64_t row) const {
+    (void)step;
+    (void)row;
+    return true;
+  }
 
   // InvalidArgument unless vocab, seq and global_batch are in range.
   static absl::Status checkConfig(const FeedConfig& config);
@@ -92,6 +109,9 @@ class TokenFile final : public DataFeed {
   ~TokenFile() override;
 
   int64_t tokenCount() const { return count_; }
+  // Reads the seq + 1 tokens at token position `start` into `window`;
+  // `step` and `row` only name the row in errors.
+  absl::Status readWindow(int64_t start, int64_t step, int64_t row, int32_t* window) const;
 
  private:
   TokenFile(const FeedConfig& config, std::string path, int fd, TokenDType dtype, int64_t count)
@@ -105,6 +125,39 @@ class TokenFile final : public DataFeed {
   int64_t count_;
 };
 
+// One pass over token files, in order (`--data=epoch:A[,B...]`, the rule in
+// docs/runtime_data.md): file k holds floor((count_k - 1) / seq) windows at
+// stride seq, each token a label once. The step batch's rows are split over
+// the K files by dataParallelRows(global_batch, K, k); row j of file k's
+// rows in step s (1-based) reads window (s - 1) * rows_k + j, and a row past
+// the file's last window has no data. With K files for K data-parallel
+// ranks each rank reads one file; files of different lengths run out at
+// different steps, which is what --uneven_inputs=join is for.
+class TokenFilePass final : public DataFeed {
+ public:
+  // InvalidArgument for no files, a file TokenFile::open refuses, or more
+  // files than the step batch has rows to give them.
+  static absl::StatusOr<std::unique_ptr<TokenFilePass>> open(const std::vector<std::string>& paths,
+                                                             const FeedConfig& config);
+
+  bool finite() const override { return true; }
+  // Windows in file k (k < fileCount()).
+  int64_t fileWindows(size_t k) const { return windows_[k]; }
+  size_t fileCount() const { return files_.size(); }
+
+ private:
+  explicit TokenFilePass(const FeedConfig& config) : DataFeed(config) {}
+  // The file of step-batch row `row`, and the window it reads at `step` (may
+  // lie past the file's end).
+  std::pair<size_t, int64_t> locate(int64_t step, int64_t row) const;
+  absl::Status window(int64_t step, int64_t row, int32_t* window) const override;
+  bool hasWindow(int64_t step, int64_t row) const override;
+
+  std::vector<std::unique_ptr<TokenFile>> files_;
+  std::vector<int64_t> windows_;  // per file
+  std::vector<RowRange> rows_;    // per file, of the step batch
+};
+
 // Writes `tokens` as a token file. InvalidArgument when a token does not fit
 // `dtype` (u16 holds [0, 65535], i32 holds [0, 2^31)).
 absl::Status writeTokenFile(const std::string& path, std::span<const int32_t> tokens,
@@ -115,7 +168,8 @@ absl::Status writeTokenFile(const std::string& path, std::span<const int32_t> to
 absl::Status convertTextToTokenFile(const std::string& text_path, const std::string& out_path,
                                     TokenDType dtype);
 
-// `--data=`: "synthetic" or the path of a token file.
+// `--data=`: "synthetic", the path of a token file (random windows, without
+// end), or "epoch:" and a comma-separated list of token files (one pass).
 absl::StatusOr<std::unique_ptr<DataFeed>> openDataFeed(absl::string_view spec,
                                                        const FeedConfig& config);
 

@@ -14,6 +14,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "runtime/init/counter_rng.h"
+#include "runtime/kernels/ignore_label.h"
 #include "tests/testing/status_matchers.h"
 
 namespace loom::runtime::data {
@@ -176,6 +177,71 @@ TEST(TokenFileTest, TokenOutsideTheVocabularyNamesItsPosition) {
   EXPECT_THAT((*feed)->batch(0, 0, 1, ids.data(), labels.data()),
               StatusIs(absl::StatusCode::kInvalidArgument,
                        AllOf(HasSubstr("token 99 at position 4"), HasSubstr("outside [0, 50)"))));
+}
+
+// One pass over three files (kConfig: seq 6, 8 rows per step, so rows
+// [0, 3), [3, 6) and [6, 8) read files 1, 2 and 3): windows follow one
+// another at stride seq, rows past a file's end carry kIgnoreLabel, and every
+// layout still reads the same batch.
+TEST(TokenFilePassTest, ReadsEachFileOnceInOrderAndMarksTheEnd) {
+  // File k's token i is 100 * k + i % 100 (vocab 400 below); windows 7, 4, 2.
+  const std::vector<int64_t> lengths = {7 * 6 + 1, 4 * 6 + 3, 2 * 6 + 1};
+  std::vector<std::string> paths;
+  for (size_t k = 0; k < lengths.size(); ++k) {
+    std::vector<int32_t> tokens(lengths[k]);
+    for (int64_t i = 0; i < lengths[k]; ++i) tokens[i] = static_cast<int32_t>(100 * k + i % 100);
+    paths.push_back(tempPath("pass" + std::to_string(k) + ".tok"));
+    ASSERT_TRUE(writeTokenFile(paths.back(), tokens, TokenDType::kU16).ok());
+  }
+  FeedConfig config = kConfig;
+  config.vocab = 400;
+  absl::StatusOr<std::unique_ptr<DataFeed>> feed =
+      openDataFeed("epoch:" + paths[0] + "," + paths[1] + "," + paths[2], config);
+  ASSERT_TRUE(feed.ok()) << feed.status();
+  EXPECT_TRUE((*feed)->finite());
+  const int64_t seq = config.seq;
+  for (int64_t step = 1; step <= 3; ++step) {
+    const Batch batch = readAsRanks(**feed, step, 1);
+    EXPECT_EQ(readAsRanks(**feed, step, 4).labels, batch.labels) << "step " << step;
+    for (int64_t row = 0; row < config.global_batch; ++row) {
+      const int64_t k = row < 3 ? 0 : row < 6 ? 1 : 2;
+      const int64_t rows = k == 2 ? 2 : 3, j = row - (k == 0 ? 0 : k == 1 ? 3 : 6);
+      const int64_t window = (step - 1) * rows + j;
+      const int64_t windows = std::vector<int64_t>{7, 4, 2}[k];
+      for (int64_t p = 0; p < seq; ++p) {
+        const int32_t id = batch.ids[row * seq + p], label = batch.labels[row * seq + p];
+        if (window < windows) {
+          EXPECT_EQ(id, 100 * k + window * seq + p) << "step " << step << " row " << row;
+          EXPECT_EQ(label, id + 1);
+        } else {
+          EXPECT_EQ(id, 0);
+          EXPECT_EQ(label, kIgnoreLabel) << "step " << step << " row " << row;
+        }
+      }
+    }
+  }
+  // Step 2: file 3's rows are past its 2 windows; step 3: only file 1's
+  // window 6 is left.
+  EXPECT_FALSE((*feed)->exhausted(1, 6, 2));
+  EXPECT_TRUE((*feed)->exhausted(2, 6, 2));
+  EXPECT_FALSE((*feed)->exhausted(3, 0, 1));
+  EXPECT_TRUE((*feed)->exhausted(3, 1, 7));
+  EXPECT_TRUE((*feed)->exhausted(4, 0, 8));
+}
+
+TEST(TokenFilePassTest, BadSpecsAreRefusedWithTheReason) {
+  const std::string path = tempPath("pass_bad.tok");
+  ASSERT_TRUE(writeTokenFile(path, std::vector<int32_t>(20, 1), TokenDType::kU16).ok());
+  EXPECT_THAT(openDataFeed("epoch:", kConfig).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("empty path")));
+  EXPECT_THAT(openDataFeed("epoch:" + path + ",", kConfig).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("file 2 of 2")));
+  FeedConfig two = kConfig;
+  two.global_batch = 2;
+  EXPECT_THAT(openDataFeed("epoch:" + path + "," + path + "," + path, two).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("without rows")));
+  EXPECT_THAT(openDataFeed("epoch:" + path + ",/nonexistent.tok", kConfig).status(),
+              StatusIs(absl::StatusCode::kNotFound, HasSubstr("/nonexistent.tok")));
 }
 
 TEST(DataFeedTest, BadConfigAndRowsAreRefused) {
