@@ -15,6 +15,7 @@ Join::Join(std::vector<Joinable*> joinables, JoinOptions options)
     : joinables_(std::move(joinables)), options_(options) {
   if (!joinables_.empty() && joinables_[0] != nullptr) {
     group_ = &joinables_[0]->joinProcessGroup();
+    active_ranks_ = group_->size();
   }
 }
 
@@ -49,6 +50,7 @@ absl::Status Join::notify() {
   }
   absl::StatusOr<int64_t> active = allReduceCount(1, "ranks with inputs");
   if (!active.ok()) return active.status();
+  active_ranks_ = *active;
   if (!options_.throw_on_early_termination) return absl::OkStatus();
   absl::StatusOr<int64_t> joined = allReduceCount(0, "ranks that joined");
   if (!joined.ok()) return joined.status();
@@ -73,6 +75,7 @@ absl::Status Join::join() {
   while (true) {
     absl::StatusOr<int64_t> active = allReduceCount(0, "ranks with inputs");
     if (!active.ok()) return active.status();
+    active_ranks_ = *active;
     if (*active == 0) break;
     if (options_.throw_on_early_termination) {
       if (absl::StatusOr<int64_t> told = allReduceCount(1, "ranks that joined"); !told.ok()) {

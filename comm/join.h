@@ -77,6 +77,10 @@ class Join {
   // iterations until every rank has joined, then runs the post hooks.
   absl::Status join();
 
+  // How many ranks still had inputs at the last notify() or shadowed
+  // iteration (the group's size before the first); for logs and metrics.
+  int64_t activeRanks() const { return active_ranks_; }
+
  private:
   absl::Status check() const;
   // All-reduces `value` (SUM, i64) over the group and returns the sum.
@@ -86,6 +90,7 @@ class Join {
   JoinOptions options_;
   ProcessGroup* group_ = nullptr;
   bool joined_ = false;
+  int64_t active_ranks_ = 0;
 };
 
 }  // namespace loom::comm

@@ -82,8 +82,12 @@ void runUneven(const std::vector<int>& steps) {
         const int r = group.rank();
         ToyTrainer trainer(group);
         Join join({&trainer});
+        EXPECT_EQ(join.activeRanks(), static_cast<int64_t>(steps.size()));
         for (int s = 0; s < steps[r]; ++s) {
           ASSERT_TRUE(join.notify().ok());
+          const auto still =
+              std::count_if(steps.begin(), steps.end(), [&](int n) { return n > s; });
+          EXPECT_EQ(join.activeRanks(), still) << "rank " << r << " step " << s;
           ASSERT_TRUE(trainer.step(10 * (r + 1)).ok());
         }
         ASSERT_TRUE(join.join().ok());

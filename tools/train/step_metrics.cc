@@ -16,6 +16,7 @@ nlohmann::json toJson(const StepMetrics& m) {
   if (m.exposed_comm_s) line["exposed_comm_s"] = *m.exposed_comm_s;
   if (m.eval_loss) line["eval_loss"] = *m.eval_loss;
   if (m.eval_s) line["eval_s"] = *m.eval_s;
+  if (m.ranks_with_data) line["ranks_with_data"] = *m.ranks_with_data;
   return line;
 }
 

@@ -34,6 +34,9 @@ struct StepMetrics {
   // After an evaluation: the held-out loss and the seconds it took.
   std::optional<double> eval_loss;
   std::optional<double> eval_s;
+  // --uneven_inputs=join: the ranks that still had data this step (the
+  // others shadowed it).
+  std::optional<int64_t> ranks_with_data;
 };
 
 // The metrics log's line (absent optionals are left out).

@@ -35,11 +35,13 @@
 #include "absl/time/time.h"
 #include "comm/all_backends.h"
 #include "comm/hash_store.h"
+#include "comm/join.h"
 #include "comm/process_group.h"
 #include "comm/rendezvous.h"
 #include "runtime/checkpoint/checkpoint_reader.h"
 #include "runtime/checkpoint/checkpoint_writer.h"
 #include "runtime/hf/hf_executor.h"
+#include "runtime/kernels/ignore_label.h"
 #include "runtime/data/token_feed.h"
 #include "runtime/executor/cuda_kernel_set.h"
 #include "runtime/executor/executor.h"
@@ -53,6 +55,7 @@
 #include "tools/train/step_metrics.h"
 #include "tools/train/tfevents_writer.h"
 #include "tools/train/train_report.h"
+#include "tools/train/uneven_inputs.h"
 
 ABSL_FLAG(std::string, plan, "", "the plan.json to run (from //tools:plan --out=DIR)");
 ABSL_FLAG(int, steps, 10, "training steps to run (in all, counting resumed ones)");
@@ -64,7 +67,13 @@ ABSL_FLAG(
     std::string, backend, "",
     "communication backend: gloo (the default) or mpi with --device=cpu; with --device=cuda "
     "collectives move CUDA tensors, and that means nccl (the default there, the only choice)");
-ABSL_FLAG(std::string, data, "synthetic", "synthetic, or a token file (docs/runtime_data.md)");
+ABSL_FLAG(std::string, data, "synthetic",
+          "synthetic, a token file (random windows), or epoch:FILE[,FILE...] (one pass over "
+          "the files; docs/runtime_data.md)");
+ABSL_FLAG(std::string, uneven_inputs, "even",
+          "when --data=epoch: ends at different steps on different ranks: even (refuse), join "
+          "(ranks out of data shadow the others' steps with zero gradients) or throw (stop "
+          "every rank at the first step some rank has no data for)");
 ABSL_FLAG(uint64_t, data_seed, 1234, "seed that picks each step's rows");
 ABSL_FLAG(double, lr, 0, "AdamW learning rate (0: the plan's)");
 ABSL_FLAG(int, lr_warmup_steps, 0,
@@ -250,30 +259,34 @@ absl::StatusOr<Job> joinJob(absl::Duration timeout) {
 }
 
 absl::StatusOr<std::unique_ptr<runtime::data::DataFeed>> openFeed(const runtime::Executor& e,
-                                                                   const std::string& data) {
-  runtime::data::FeedConfig config{.seed = absl::GetFlag(FLAGS_data_seed),
-                                   .vocab = e.vocab(),
-                                   .seq = e.seqLength(),
-                                   .global_batch = e.stepBatch()};
-  if (data == "synthetic") {
-    absl::StatusOr<std::unique_ptr<runtime::data::SyntheticTokens>> feed =
-        runtime::data::SyntheticTokens::create(config);
-    if (!feed.ok()) return feed.status();
-    return std::unique_ptr<runtime::data::DataFeed>(std::move(*feed));
-  }
-  absl::StatusOr<std::unique_ptr<runtime::data::TokenFile>> feed =
-      runtime::data::TokenFile::open(data, config);
-  if (!feed.ok()) return feed.status();
-  return std::unique_ptr<runtime::data::DataFeed>(std::move(*feed));
+                                                                  const std::string& data) {
+  return runtime::data::openDataFeed(data, {.seed = absl::GetFlag(FLAGS_data_seed),
+                                            .vocab = e.vocab(),
+                                            .seq = e.seqLength(),
+                                            .global_batch = e.stepBatch()});
+}
+
+// This rank's rows of the step batch, one range per micro-batch.
+std::vector<runtime::data::RowRange> stepRows(const runtime::Executor& e) {
+  std::vector<runtime::data::RowRange> rows;
+  for (int64_t m = 0; m < e.microBatches(); ++m) rows.push_back(e.microBatchRows(m));
+  return rows;
 }
 
 // This rank's rows of step `step` of `feed`, micro-batch after micro-batch,
-// as Executor::step and evaluate take them.
+// as Executor::step and evaluate take them; with `shadow`, a joined rank's
+// batch instead: ids 0, every label ignored.
 absl::Status fillBatch(const runtime::Executor& e, const runtime::data::DataFeed& feed,
-                       int64_t step, std::vector<int32_t>& ids, std::vector<int32_t>& labels) {
+                       int64_t step, std::vector<int32_t>& ids, std::vector<int32_t>& labels,
+                       bool shadow = false) {
   const int64_t microTokens = e.batchRows().count * e.seqLength();
   ids.resize(e.microBatches() * microTokens);
   labels.resize(ids.size());
+  if (shadow) {
+    std::fill(ids.begin(), ids.end(), 0);
+    std::fill(labels.begin(), labels.end(), runtime::kIgnoreLabel);
+    return absl::OkStatus();
+  }
   for (int64_t m = 0; m < e.microBatches(); ++m) {
     const runtime::data::RowRange micro = e.microBatchRows(m);
     if (absl::Status s = feed.batch(step, micro.begin, micro.count, ids.data() + m * microTokens,
@@ -555,7 +568,8 @@ absl::Status initFromHfIfAsked(runtime::Executor& e, bool lead) {
 absl::Status writeTrace(const json& trace) {
   if (absl::Status s = writeJson(absl::GetFlag(FLAGS_trace), trace); !s.ok()) return s;
   const json& summary = trace["loomSummary"];
-  std::printf("\nmeasured communication per rank (trace: %s)\n", absl::GetFlag(FLAGS_trace).c_str());
+  std::printf("\nmeasured communication per rank (trace: %s)\n",
+              absl::GetFlag(FLAGS_trace).c_str());
   std::printf(
       "| collective | axes | count | comm ms | exposed ms |\n| --- | --- | ---: | ---: | ---: |\n");
   for (const json& c : summary["collectives"]) {
@@ -682,8 +696,32 @@ absl::Status train() {
   }
   json evalLosses = json::array();
   std::vector<StepMetrics> history;  // for the report
-  for (int64_t step = firstStep; step <= steps; ++step) {
-    if (absl::Status s = fillBatch(e, **feed, step, ids, labels); !s.ok()) return s;
+  // One step: a rank with data trains on it; a joined rank (`shadow`, under
+  // --uneven_inputs=join) runs the same step on ignored labels, so that its
+  // collectives match the others' and it adds nothing to the gradients.
+  const comm::Join* join = nullptr;
+  int64_t lastSaved = 0;
+  auto save = [&](int64_t step) -> absl::Status {
+    lastSaved = step;
+    e.beginPhase("checkpoint");
+    savingStep = step;
+    absl::StatusOr<std::vector<runtime::checkpoint::ShardView>> shards = e.checkpointShards();
+    if (!shards.ok()) return shards.status();
+    absl::Status saved = writer->save(step, *shards,
+                                      {{"step", step},
+                                       {"optimizer_step", step},
+                                       {"data_step", step + 1},
+                                       {"model", plan->model},
+                                       {"data_seed", absl::GetFlag(FLAGS_data_seed)}},
+                                      *job->store, job->rank, job->world_size, timeout);
+    e.endPhase();
+    if (!saved.ok()) return saved;
+    if (lead)
+      std::printf("saved step %lld to %s\n", static_cast<long long>(step), checkpointDir.c_str());
+    return absl::OkStatus();
+  };
+  auto runStep = [&](int64_t step, bool shadow) -> absl::Status {
+    if (absl::Status s = fillBatch(e, **feed, step, ids, labels, shadow); !s.ok()) return s;
     absl::StatusOr<runtime::StepResult> result = e.step(step, ids.data(), labels.data());
     if (!result.ok()) return result.status();
     losses.push_back(result->loss);
@@ -699,6 +737,9 @@ absl::Status train() {
       }
     }
     StepMetrics m = stepMetrics(e, step, *result, globalTokens, options);
+    if (join != nullptr && join->activeRanks() < job->world_size) {
+      m.ranks_with_data = join->activeRanks();
+    }
     // After the step's figures are taken: evaluation is a phase of its own.
     if (eval->due(step, steps)) {
       absl::StatusOr<runtime::EvalResult> r = evaluate(e, *eval, step);
@@ -719,13 +760,19 @@ absl::Status train() {
       if (absl::Status s = tensorboard->write(step, toScalars(m)); !s.ok()) return s;
     }
     if (lead) {
-      std::printf(
-          "step %lld/%d loss %.6f tokens/s %.0f step %.1f ms%s%s%s\n", static_cast<long long>(step),
-          steps, result->loss, globalTokens / result->seconds, result->seconds * 1e3,
-          options.max_grad_norm > 0 ? absl::StrFormat(" grad_norm %.4f", result->grad_norm).c_str()
-                                    : "",
-          scheduled ? absl::StrFormat(" lr %.4g", result->learning_rate).c_str() : "",
-          m.eval_loss ? absl::StrFormat(" eval_loss %.6f", *m.eval_loss).c_str() : "");
+      std::printf("step %lld/%d loss %.6f tokens/s %.0f step %.1f ms%s%s%s%s\n",
+                  static_cast<long long>(step), steps, result->loss, globalTokens / result->seconds,
+                  result->seconds * 1e3,
+                  options.max_grad_norm > 0
+                      ? absl::StrFormat(" grad_norm %.4f", result->grad_norm).c_str()
+                      : "",
+                  scheduled ? absl::StrFormat(" lr %.4g", result->learning_rate).c_str() : "",
+                  m.eval_loss ? absl::StrFormat(" eval_loss %.6f", *m.eval_loss).c_str() : "",
+                  m.ranks_with_data
+                      ? absl::StrFormat(" (%lld of %d ranks had data)",
+                                        static_cast<long long>(*m.ranks_with_data), job->world_size)
+                            .c_str()
+                      : "");
       std::fflush(stdout);
       if (bar) drawProgress(static_cast<int>(step), steps, result->loss);
     }
@@ -736,23 +783,41 @@ absl::Status train() {
       std::fflush(stderr);
       kill(getpid(), SIGKILL);
     }
-    if (writer && (step == steps || (saveEvery > 0 && step % saveEvery == 0))) {
-      e.beginPhase("checkpoint");
-      savingStep = step;
-      absl::StatusOr<std::vector<runtime::checkpoint::ShardView>> shards = e.checkpointShards();
-      if (!shards.ok()) return shards.status();
-      absl::Status saved = writer->save(step, *shards,
-                                        {{"step", step},
-                                         {"optimizer_step", step},
-                                         {"data_step", step + 1},
-                                         {"model", plan->model},
-                                         {"data_seed", absl::GetFlag(FLAGS_data_seed)}},
-                                        *job->store, job->rank, job->world_size, timeout);
-      e.endPhase();
-      if (!saved.ok()) return saved;
-      if (lead)
-        std::printf("saved step %lld to %s\n", static_cast<long long>(step), checkpointDir.c_str());
+    if (writer && (step == steps || (saveEvery > 0 && step % saveEvery == 0))) return save(step);
+    return absl::OkStatus();
+  };
+
+  // The steps: while this rank has data, it notifies the Join (a no-op under
+  // --uneven_inputs=even) and trains; then, joined, it shadows the others'
+  // steps until every rank is out of data or at --steps.
+  absl::StatusOr<UnevenInputs> uneven = parseUnevenInputs(absl::GetFlag(FLAGS_uneven_inputs));
+  if (!uneven.ok()) return uneven.status();
+  const int64_t lastWithData = lastStepWithInputs(**feed, stepRows(e), firstStep, steps);
+  if (*uneven == UnevenInputs::kEven && (*feed)->finite()) {
+    if (absl::Status s = checkEvenInputs(*job->world, lastWithData, timeout); !s.ok()) return s;
+  }
+  if (lead && lastWithData < steps) {
+    std::printf("data: rank 0's data ends after step %lld of --steps=%d\n",
+                static_cast<long long>(lastWithData), steps);
+  }
+  int64_t step = firstStep;
+  ShadowSteps shadow(*job->world, [&] { return runStep(step++, /*shadow=*/true); });
+  comm::Join joiner({&shadow}, {.enable = *uneven != UnevenInputs::kEven,
+                                .throw_on_early_termination = *uneven == UnevenInputs::kThrow});
+  join = &joiner;
+  for (; step <= lastWithData; ++step) {
+    if (absl::Status s = joiner.notify(); !s.ok()) {
+      return absl::Status(s.code(), absl::StrCat("step ", step, ": ", s.message()));
     }
+    if (absl::Status s = runStep(step, /*shadow=*/false); !s.ok()) return s;
+  }
+  if (absl::Status s = joiner.join(); !s.ok()) {
+    return absl::Status(s.code(), absl::StrCat("step ", step, ": ", s.message()));
+  }
+  // Every rank took the same steps; when the data ended before --steps, the
+  // last one is saved here.
+  if (writer && step - 1 >= firstStep && lastSaved != step - 1) {
+    if (absl::Status s = save(step - 1); !s.ok()) return s;
   }
 
   if (const std::string dir = absl::GetFlag(FLAGS_export_hf); !dir.empty()) {
