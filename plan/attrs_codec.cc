@@ -237,6 +237,10 @@ Accessor accessorOf(AttrId id) {
       return accessor<&Attrs::split_dims>();
     case AttrId::kSliceDim:
       return accessor<&Attrs::slice_dim>();
+    case AttrId::kPeer:
+      return accessor<&Attrs::peer>();
+    case AttrId::kTag:
+      return accessor<&Attrs::tag>();
     case AttrId::kLr:
       return accessor<&Attrs::lr>();
     case AttrId::kBeta1:

@@ -69,6 +69,27 @@ OpInfo collective(std::string_view name, CollectiveKind kind, bool async) {
   return info;
 }
 
+// A send or receive to one peer along one mesh axis, blocking or async: a
+// send reads its operand (its start defines the handle's buffer, the wait
+// the sent tensor back), a receive defines its result.
+OpInfo pointToPoint(std::string_view name, PointToPoint direction, bool async) {
+  const bool send = direction == PointToPoint::kSend;
+  OpInfo info{.name = name,
+              .family = F::kPointToPoint,
+              .min_operands = send ? 1 : 0,
+              .max_operands = send ? 1 : 0,
+              .min_results = send && !async ? 0 : 1,
+              .max_results = send && !async ? 0 : 1,
+              .stream = Stream::kComm,
+              .phases = PhaseSet::kModel,
+              .p2p = direction,
+              .async_start = async,
+              .attrs = {}};
+  info.attrs = {{A::kMeshAxes, true}, {A::kPeer, true}, {A::kTag, true}, {A::kBytes, true}};
+  if (async) info.attrs.push_back({A::kAsyncHandle, true});
+  return info;
+}
+
 std::vector<OpInfo> makeTable() {
   using C = CollectiveKind;
   const AttrUse epsilon{A::kEpsilon, true};
@@ -121,6 +142,11 @@ std::vector<OpInfo> makeTable() {
       collective("dist.all_reduce_start", C::kAllReduce, true),
       collective("dist.all_to_all", C::kAllToAll, false),
       collective("dist.all_to_all_start", C::kAllToAll, true),
+      // Point-to-point between pipeline stages.
+      pointToPoint("dist.send", PointToPoint::kSend, false),
+      pointToPoint("dist.send_start", PointToPoint::kSend, true),
+      pointToPoint("dist.recv", PointToPoint::kRecv, false),
+      pointToPoint("dist.recv_start", PointToPoint::kRecv, true),
       {.name = "dist.wait",
        .family = F::kWait,
        .min_operands = 1,
@@ -147,11 +173,8 @@ std::vector<OpInfo> makeTable() {
        .min_results = 1,
        .max_results = -1,
        .phases = PhaseSet::kAny,
-       .attrs = {{A::kOffsets, true},
-                 {A::kChunks},
-                 {A::kSplitDims},
-                 {A::kPadded},
-                 resultPlacements()}},
+       .attrs =
+           {{A::kOffsets, true}, {A::kChunks}, {A::kSplitDims}, {A::kPadded}, resultPlacements()}},
       {.name = "dist.slice",
        .family = F::kBuffer,
        .min_operands = 1,
@@ -283,6 +306,10 @@ const char* attrName(AttrId id) {
       return "split_dims";
     case A::kSliceDim:
       return "slice_dim";
+    case A::kPeer:
+      return "peer";
+    case A::kTag:
+      return "tag";
     case A::kLr:
       return "lr";
     case A::kBeta1:

@@ -17,12 +17,16 @@
 namespace loom::plan {
 
 enum class OpFamily {
-  kCompute,     // nn.*: a kernel on local shards
-  kCollective,  // dist.all_gather, ...: a collective over mesh axes
-  kWait,        // dist.wait: completes an async collective
-  kBuffer,      // dist.bucket, dist.unbucket, dist.slice, dist.free
-  kOptimizer,   // dist.optimizer_step: updates a parameter in place
+  kCompute,       // nn.*: a kernel on local shards
+  kCollective,    // dist.all_gather, ...: a collective over mesh axes
+  kWait,          // dist.wait: completes an async collective
+  kBuffer,        // dist.bucket, dist.unbucket, dist.slice, dist.free
+  kOptimizer,     // dist.optimizer_step: updates a parameter in place
+  kPointToPoint,  // dist.send, dist.recv (and _start): one peer along one axis
 };
+
+// Which way a point-to-point op moves its tensor.
+enum class PointToPoint { kNone, kSend, kRecv };
 
 enum class Stream { kCompute, kComm };
 const char* streamName(Stream stream);
@@ -64,6 +68,8 @@ enum class AttrId {
   kOffsets,
   kSplitDims,
   kSliceDim,
+  kPeer,
+  kTag,
   kLr,
   kBeta1,
   kBeta2,
@@ -93,6 +99,7 @@ struct OpInfo {
   Stream stream = Stream::kCompute;
   PhaseSet phases = PhaseSet::kModel;
   CollectiveKind collective = CollectiveKind::kNone;
+  PointToPoint p2p = PointToPoint::kNone;
   bool async_start = false;  // *_start: names a handle that one dist.wait ends
   // Whether the results are the operands updated in place (defined again).
   bool in_place = false;

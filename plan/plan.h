@@ -137,6 +137,10 @@ struct Attrs {
   std::vector<int64_t> offsets;
   std::vector<int64_t> split_dims;
   std::optional<int64_t> slice_dim;
+  // Point-to-point: the peer's coordinate along mesh_axes[0], and the tag
+  // that pairs a send with its receive.
+  std::optional<int64_t> peer;
+  std::optional<int64_t> tag;
   // Optimizer (AdamW).
   std::optional<double> lr;
   std::optional<double> beta1;

@@ -5,6 +5,7 @@
 #include <map>
 #include <set>
 #include <string>
+#include <tuple>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -47,6 +48,11 @@ class Checker {
   absl::Status checkAttrs(const Instruction& in, const std::string& path) const;
   absl::Status checkDataflow(const Program& program, const std::string& path) const;
   absl::Status checkLifetimes(const Program& program) const;
+  // Each send and receive goes along the pipeline axis to another stage;
+  // then every send has one receive in its peer's program (same tag, shape
+  // and dtype), and every receive one send.
+  absl::Status checkPeers(const Program& program) const;
+  absl::Status checkPairs() const;
   absl::Status checkInterface() const;
   // "$.programs[0].blocks[1].instructions[4]".
   std::string pathOf(const Program& program, const Instruction& in) const;
@@ -198,6 +204,82 @@ absl::Status Checker::checkPrograms() const {
     }
     LOOM_RETURN_IF_ERROR(checkDataflow(program, path));
     LOOM_RETURN_IF_ERROR(checkLifetimes(program));
+    LOOM_RETURN_IF_ERROR(checkPeers(program));
+  }
+  return checkPairs();
+}
+
+absl::Status Checker::checkPeers(const Program& program) const {
+  for (const Instruction* in : program.instructions()) {
+    if (in->info->family != OpFamily::kPointToPoint) continue;
+    const std::string path = pathOf(program, *in) + ".attrs";
+    if (in->attrs.mesh_axes.size() != 1) {
+      return error(path + ".mesh_axes",
+                   absl::StrCat("names ", in->attrs.mesh_axes.size(), " axes; ", in->op,
+                                " goes along one axis, the pipeline's"));
+    }
+    // checkAttrs found the axis in the mesh.
+    const size_t axis = *plan_.mesh.axisIndex(in->attrs.mesh_axes[0]);
+    if (plan_.strategies[axis] != "pp") {
+      return error(path + ".mesh_axes",
+                   absl::StrCat("'", in->attrs.mesh_axes[0], "' is a ", plan_.strategies[axis],
+                                " axis; point-to-point ops connect pipeline stages (a pp axis)"));
+    }
+    const int64_t peer = *in->attrs.peer, stages = plan_.mesh.shape()[axis];
+    if (peer < 0 || peer >= stages || peer == program.stage) {
+      return error(path + ".peer",
+                   absl::StrCat("is ", peer, "; stage ", program.stage,
+                                " exchanges with another of ", "stages 0 to ", stages - 1));
+    }
+    if (*in->attrs.tag < 0) return error(path + ".tag", "must be >= 0");
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Checker::checkPairs() const {
+  // (sender, receiver, tag) -> the buffer sent or received, and where.
+  struct End {
+    int64_t buffer = -1;
+    std::string path;
+  };
+  using Key = std::tuple<int64_t, int64_t, int64_t>;
+  std::map<Key, End> sends, recvs;
+  for (const Program& program : plan_.programs) {
+    for (const Instruction* in : program.instructions()) {
+      if (in->info->family != OpFamily::kPointToPoint) continue;
+      const bool send = in->info->p2p == PointToPoint::kSend;
+      const Key key = send ? Key{program.stage, *in->attrs.peer, *in->attrs.tag}
+                           : Key{*in->attrs.peer, program.stage, *in->attrs.tag};
+      const End end{send ? in->operands[0] : in->results[0], pathOf(program, *in)};
+      if (!(send ? sends : recvs).emplace(key, end).second) {
+        return error(end.path + ".attrs.tag",
+                     absl::StrCat("stage ", std::get<0>(key), " sends stage ", std::get<1>(key),
+                                  " two tensors with tag ", std::get<2>(key),
+                                  "; each transfer between two stages needs its own tag"));
+      }
+    }
+  }
+  for (const auto& [key, recv] : recvs) {
+    if (!sends.count(key)) {
+      return error(recv.path, absl::StrCat("receives tag ", std::get<2>(key), " from stage ",
+                                           std::get<0>(key), ", which sends nothing with it"));
+    }
+  }
+  for (const auto& [key, send] : sends) {
+    auto it = recvs.find(key);
+    if (it == recvs.end()) {
+      return error(send.path, absl::StrCat("sends tag ", std::get<2>(key), " to stage ",
+                                           std::get<1>(key), ", which receives nothing with it"));
+    }
+    const Buffer& out = plan_.buffers[send.buffer];
+    const Buffer& in = plan_.buffers[it->second.buffer];
+    if (out.local_shape != in.local_shape || out.dtype != in.dtype) {
+      return error(
+          it->second.path,
+          absl::StrCat("receives ", std::string(comm::dtypeName(in.dtype)),
+                       shapeText(in.local_shape), " but ", send.path, " sends ",
+                       std::string(comm::dtypeName(out.dtype)), shapeText(out.local_shape)));
+    }
   }
   return absl::OkStatus();
 }

@@ -16,6 +16,7 @@
 #include "plan/lifetimes.h"
 #include "plan/scope.h"
 #include "plan/shard_box.h"
+#include "plan/testing/gradient_swap.h"
 #include "tests/testing/status_matchers.h"
 
 namespace loom::plan {
@@ -311,6 +312,76 @@ INSTANTIATE_TEST_SUITE_P(
         Corruption{"LossNotScalar", [](json& p) { p["interface"]["loss"] = 2; },
                    "$.interface.loss: the loss must be a scalar"}),
     [](const auto& info) { return info.param.name; });
+
+// Point-to-point between two stages (plan/testing/gradient_swap.h): the
+// swap plan checks and round-trips through JSON; each broken pairing,
+// peer or axis is refused naming the instruction.
+class PointToPointTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    absl::StatusOr<Plan> base = loadPlan(planPath("llama_fsdp2_tp2"));
+    ASSERT_TRUE(base.ok()) << base.status();
+    absl::StatusOr<Plan> swap = testing::gradientSwapPlan(*base, "layers.0.attention.wq.weight");
+    ASSERT_TRUE(swap.ok()) << swap.status();
+    plan_ = *std::move(swap);
+  }
+  // The n-th point-to-point instruction of stage s's program.
+  Instruction& p2p(int64_t s, int n) {
+    for (Block& block : plan_.programs[s].blocks) {
+      for (Instruction& in : block.instructions) {
+        if (in.info->family == OpFamily::kPointToPoint && n-- == 0) return in;
+      }
+    }
+    ADD_FAILURE() << "no point-to-point instruction " << n;
+    return plan_.programs[s].blocks[0].instructions[0];
+  }
+  Plan plan_;
+};
+
+TEST_F(PointToPointTest, ASwapBetweenStagesChecksAndRoundTrips) {
+  EXPECT_TRUE(checkPlan(plan_).ok()) << checkPlan(plan_);
+  absl::StatusOr<Plan> back = parsePlan(writePlan(plan_), "swap.json");
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(writePlan(*back), writePlan(plan_));
+  const Instruction& send = p2p(1, 0);
+  EXPECT_EQ(send.op, "dist.send_start");
+  EXPECT_EQ(*send.attrs.peer, 0);
+  EXPECT_EQ(*send.attrs.tag, 1);
+  EXPECT_EQ(send.attrs.mesh_axes, std::vector<std::string>{"fsdp"});
+}
+
+TEST_F(PointToPointTest, AReceiveWithoutItsSendIsRefused) {
+  p2p(1, 1).attrs.tag = 5;
+  EXPECT_THAT(checkPlan(plan_),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("receives tag 5 from stage 0, which sends nothing with it")));
+}
+
+TEST_F(PointToPointTest, TypesMustAgree) {
+  for (Buffer& b : plan_.buffers) {
+    if (b.name != "recv_handle:grad") continue;
+    b.dtype = comm::DType::kBFloat16;
+    b.bytes /= 2;
+  }
+  EXPECT_THAT(checkPlan(plan_),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       AllOf(HasSubstr("receives bf16["), HasSubstr("sends f32["))));
+}
+
+TEST_F(PointToPointTest, ThePeerIsAnotherStage) {
+  p2p(0, 0).attrs.peer = 0;
+  EXPECT_THAT(checkPlan(plan_),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       AllOf(HasSubstr(".attrs.peer"),
+                             HasSubstr("is 0; stage 0 exchanges with another of stages 0 to 1"))));
+}
+
+TEST_F(PointToPointTest, OnlyAPipelineAxisCarriesThem) {
+  p2p(0, 0).attrs.mesh_axes = {"tp"};
+  EXPECT_THAT(checkPlan(plan_),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("'tp' is a tp axis; point-to-point ops connect pipeline stages")));
+}
 
 TEST(PlanTest, ShardBoxesFollowThePaddingRule) {
   absl::StatusOr<mesh::DeviceMesh> mesh = mesh::DeviceMesh::create({4, 2}, {"fsdp", "tp"});

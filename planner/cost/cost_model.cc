@@ -156,6 +156,13 @@ double CostModel::collectiveSeconds(CollectiveKind kind, const GroupShape& group
   return latency + bytes_per_rank / bandwidth;
 }
 
+double CostModel::pointToPointSeconds(const GroupShape& group, double bytes) const {
+  if (group.size <= 1) return 0;
+  const mesh::LinkSpec& link =
+      group.hosts > 1 ? topology_.interHostLink().spec : topology_.intraHostLink().spec;
+  return link.latency_s + bytes / link.bandwidth_bytes_per_s;
+}
+
 double CostModel::streamSeconds(double bytes) const {
   return bytes / (memory_bandwidth_ * efficiency_.memory);
 }

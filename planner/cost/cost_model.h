@@ -71,6 +71,12 @@ class CostModel {
   double collectiveSeconds(CollectiveKind kind, const GroupShape& group,
                            double bytes_per_rank) const;
 
+  // Seconds of one point-to-point transfer of `bytes` between two ranks of
+  // `group` (a pipeline axis): one hop, over the inter-host link when the
+  // group spans hosts (adjacent stages then sit on different hosts), else
+  // the intra-host one. Waiting for the peer is the schedule's, not this.
+  double pointToPointSeconds(const GroupShape& group, double bytes) const;
+
   // Seconds to stream `bytes` through memory (the optimizer step).
   double streamSeconds(double bytes) const;
 

@@ -91,6 +91,13 @@ TEST(CostModelTest, CollectivesPayLatencyPerRingStepAndBytesOnTheSlowestLink) {
   EXPECT_EQ(interHostSteps(CollectiveKind::kAllGather, 4), 3);
 }
 
+TEST(CostModelTest, PointToPointIsOneHopOnTheLinkThePipelineCrosses) {
+  const CostModel cost = model(2);
+  EXPECT_DOUBLE_EQ(cost.pointToPointSeconds({2, 1}, 1e8), kNvlinkLat + 1e8 / kNvlinkBw);
+  EXPECT_DOUBLE_EQ(cost.pointToPointSeconds({2, 2}, 1e8), kIbLat + 1e8 / kIbBw);
+  EXPECT_EQ(cost.pointToPointSeconds({1, 1}, 1e8), 0);
+}
+
 TEST(CostModelTest, GroupsKnowTheHostsTheySpan) {
   const CostModel cost = model(2);
   const mesh::DeviceMesh mesh = *mesh::DeviceMesh::create({2, 8}, {"dp", "tp"});

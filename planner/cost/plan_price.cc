@@ -70,6 +70,7 @@ class Pricer {
   }
   absl::Status compute(int64_t order);
   absl::Status collective(int64_t order);
+  absl::Status pointToPoint(int64_t order);
   void memory();
 
   struct Stream {
@@ -147,6 +148,29 @@ absl::Status Pricer::compute(int64_t order) {
   program_.push_back({.kind = Instruction::Kind::kCompute, .seconds = seconds});
   orderOf_.push_back(order);
   price_.duration_s[order] = seconds;
+  return absl::OkStatus();
+}
+
+// A send or receive: its transfer on the stream of its axis. What the
+// stage waits for its peer is priced by the pipeline schedule's simulation
+// (planner/transforms/stages/schedule_order.h), not here.
+absl::Status Pricer::pointToPoint(int64_t order) {
+  const plan::Instruction& in = program_in_.instruction(order);
+  absl::StatusOr<Stream> stream = streamOf(in.attrs.mesh_axes);
+  if (!stream.ok()) return stream.status();
+  const int64_t bytes = in.attrs.bytes.value_or(0);
+  const double seconds = model_.pointToPointSeconds(stream->group, static_cast<double>(bytes));
+  if (in.info->async_start) {
+    startOf_[program_in_.results(order)[0]] = static_cast<int32_t>(program_.size());
+  }
+  program_.push_back({.kind = Instruction::Kind::kCollective,
+                      .seconds = seconds,
+                      .async = in.info->async_start,
+                      .stream = stream->index});
+  orderOf_.push_back(order);
+  price_.duration_s[order] = seconds;
+  price_.comm_bytes_per_rank += bytes;
+  price_.stream_s[stream->index] += seconds;
   return absl::OkStatus();
 }
 
@@ -312,6 +336,9 @@ absl::StatusOr<PlanPrice> Pricer::price() {
         break;
       case plan::OpFamily::kCollective:
         if (absl::Status status = collective(order); !status.ok()) return status;
+        break;
+      case plan::OpFamily::kPointToPoint:
+        if (absl::Status status = pointToPoint(order); !status.ok()) return status;
         break;
       case plan::OpFamily::kWait: {
         auto it = startOf_.find(program_in_.operands(order)[0]);

@@ -253,6 +253,7 @@ class Exporter {
   absl::Status addBuffers();
   absl::Status addInstructions(plan::Program& program);
   absl::StatusOr<plan::Instruction> instructionOf(mlir::Operation& op, int64_t index);
+  void describePointToPoint(mlir::Operation& op, plan::Instruction& in);
   absl::Status setInterface();
   int64_t vocabOf();
   absl::Status setPredicted(const mesh::Topology& topology);
@@ -408,6 +409,8 @@ absl::StatusOr<plan::Instruction> Exporter::instructionOf(mlir::Operation& op, i
     if (key == "mesh" || key == "operandSegmentSizes" || key == "resultSegmentSizes") continue;
     // Carried as Instruction::recompute and Instruction::micro_step.
     if (key == autodiff::kRecomputeAttrName || key == accumulate::kMicroStepAttrName) continue;
+    // A point-to-point op's one axis is the plan's mesh_axes (below).
+    if (in.info->family == plan::OpFamily::kPointToPoint && key == "axis") continue;
     if (options_.search_template && (key == placement::kOperandPlacementsAttrName ||
                                      key == placement::kResultPlacementsAttrName)) {
       continue;
@@ -424,10 +427,28 @@ absl::StatusOr<plan::Instruction> Exporter::instructionOf(mlir::Operation& op, i
       in.attrs.async_handle = absl::StrCat("h", handles_.size());
       handles_[op.getResult(0)] = in.attrs.async_handle;
     }
+  } else if (in.info->family == plan::OpFamily::kPointToPoint) {
+    describePointToPoint(op, in);
   } else if (auto wait = llvm::dyn_cast<dist::WaitOp>(op)) {
     in.attrs.async_handle = handles_.lookup(wait.getFuture());
   }
   return in;
+}
+
+// A send or receive: its axis, the bytes it moves (the tensor's, whole) and
+// the handle of its start.
+void Exporter::describePointToPoint(mlir::Operation& op, plan::Instruction& in) {
+  in.attrs.mesh_axes = {op.getAttrOfType<mlir::StringAttr>("axis").getValue().str()};
+  mlir::Type moved =
+      op.getNumOperands() > 0 ? op.getOperand(0).getType() : op.getResult(0).getType();
+  if (auto future = llvm::dyn_cast<dist::FutureType>(moved)) moved = future.getValueType();
+  const auto tensor = llvm::cast<mlir::RankedTensorType>(moved);
+  in.attrs.bytes =
+      tensor.getNumElements() * static_cast<int64_t>((tensor.getElementTypeBitWidth() + 7) / 8);
+  if (in.info->async_start) {
+    in.attrs.async_handle = absl::StrCat("h", handles_.size());
+    handles_[op.getResult(0)] = in.attrs.async_handle;
+  }
 }
 
 // Instructions per phase (setPredicted adds their predicted times).

@@ -419,6 +419,10 @@ const std::map<std::string_view, Executor::Binder>& Executor::binders() {
           {"dist.all_reduce_start", &Executor::bindCollective},
           {"dist.all_to_all", &Executor::bindCollective},
           {"dist.all_to_all_start", &Executor::bindCollective},
+          {"dist.send", &Executor::bindPointToPoint},
+          {"dist.send_start", &Executor::bindPointToPoint},
+          {"dist.recv", &Executor::bindPointToPoint},
+          {"dist.recv_start", &Executor::bindPointToPoint},
       };
   return *kBinders;
 }

@@ -251,6 +251,8 @@ class Executor {
   using Launch = absl::StatusOr<std::shared_ptr<comm::Work>> (Executor::*)(CollectiveRun& run);
   absl::Status bindWait(Site& site);
   absl::Status bindCollective(Site& site);
+  // Point-to-point between pipeline stages (executor_p2p.cc).
+  absl::Status bindPointToPoint(Site& site);
   absl::StatusOr<CollectiveCall> parseCollective(Site& site);
   absl::Status checkCollectiveShapes(Site& site, CollectiveCall& call);
   absl::Status issueCollective(const CollectiveCall& call, Launch launch, int64_t step);

@@ -624,11 +624,96 @@ mlir::LogicalResult AllToAllStartOp::verifySymbolUses(mlir::SymbolTableCollectio
   return verifyAllToAllGroup(*this, tables);
 }
 
+//===----------------------------------------------------------------------===//
+// Point-to-point
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+// Checks shared by the four point-to-point ops: a non-negative peer and tag.
+mlir::LogicalResult verifyPeerAndTag(mlir::Operation* op, int64_t peer, int64_t tag) {
+  if (peer < 0) {
+    return op->emitOpError() << "peer " << peer
+                             << " is negative; name the peer by its coordinate along the axis";
+  }
+  if (tag < 0) {
+    return op->emitOpError() << "tag " << tag << " is negative; use a tag >= 0";
+  }
+  return mlir::success();
+}
+
+// The axis is one of the mesh's and the peer a coordinate along it.
+mlir::LogicalResult verifyPeerOnMesh(mlir::Operation* op, mlir::FlatSymbolRefAttr mesh_ref,
+                                     llvm::StringRef axis, int64_t peer,
+                                     mlir::SymbolTableCollection& tables) {
+  mlir::FailureOr<MeshOp> mesh = lookupMesh(op, mesh_ref, tables);
+  if (mlir::failed(mesh)) return mlir::failure();
+  const std::optional<int64_t> size = mesh->axisSize(axis);
+  if (!size) {
+    mlir::InFlightDiagnostic diag = op->emitOpError()
+                                    << "mesh axis \"" << axis << "\" is not an axis of @"
+                                    << mesh->getSymName() << " (" << mesh->describe()
+                                    << "); use one of its axes";
+    diag.attachNote(mesh->getLoc()) << "mesh @" << mesh->getSymName() << " declared here";
+    return diag;
+  }
+  if (peer >= *size) {
+    return op->emitOpError() << "peer " << peer << " is outside axis \"" << axis << "\" of size "
+                             << *size << "; use a coordinate in [0, " << *size << ")";
+  }
+  return mlir::success();
+}
+
+// The future of a start op carries a static tensor: `expected` (a send's
+// operand type) when given.
+mlir::LogicalResult verifyP2PFuture(mlir::Operation* op, mlir::Type future_type,
+                                    mlir::Type expected) {
+  auto carried =
+      llvm::dyn_cast<mlir::RankedTensorType>(llvm::cast<FutureType>(future_type).getValueType());
+  if (!carried || !carried.hasStaticShape()) {
+    return op->emitOpError() << "future carries "
+                             << llvm::cast<FutureType>(future_type).getValueType()
+                             << "; it must carry a tensor of static shape";
+  }
+  if (expected && carried != expected) {
+    return op->emitOpError() << "future carries " << carried << " but the sent tensor is "
+                             << expected << "; a send's future carries the sent tensor's type";
+  }
+  return verifyFutureUse(op);
+}
+
+}  // namespace
+
+mlir::LogicalResult SendOp::verify() { return verifyPeerAndTag(*this, getPeer(), getTag()); }
+mlir::LogicalResult SendOp::verifySymbolUses(mlir::SymbolTableCollection& tables) {
+  return verifyPeerOnMesh(*this, getMeshAttr(), getAxis(), getPeer(), tables);
+}
+
+mlir::LogicalResult SendStartOp::verify() {
+  if (mlir::failed(verifyPeerAndTag(*this, getPeer(), getTag()))) return mlir::failure();
+  return verifyP2PFuture(*this, getResult().getType(), getInput().getType());
+}
+mlir::LogicalResult SendStartOp::verifySymbolUses(mlir::SymbolTableCollection& tables) {
+  return verifyPeerOnMesh(*this, getMeshAttr(), getAxis(), getPeer(), tables);
+}
+
+mlir::LogicalResult RecvOp::verify() { return verifyPeerAndTag(*this, getPeer(), getTag()); }
+mlir::LogicalResult RecvOp::verifySymbolUses(mlir::SymbolTableCollection& tables) {
+  return verifyPeerOnMesh(*this, getMeshAttr(), getAxis(), getPeer(), tables);
+}
+
+mlir::LogicalResult RecvStartOp::verify() {
+  if (mlir::failed(verifyPeerAndTag(*this, getPeer(), getTag()))) return mlir::failure();
+  return verifyP2PFuture(*this, getResult().getType(), nullptr);
+}
+mlir::LogicalResult RecvStartOp::verifySymbolUses(mlir::SymbolTableCollection& tables) {
+  return verifyPeerOnMesh(*this, getMeshAttr(), getAxis(), getPeer(), tables);
+}
+
 mlir::LogicalResult WaitOp::verify() {
   mlir::Operation* start = getFuture().getDefiningOp();
-  if (!start ||
-      !llvm::isa<AllGatherStartOp, ReduceScatterStartOp, AllReduceStartOp, AllToAllStartOp>(
-          start)) {
+  if (!start || !llvm::isa<AllGatherStartOp, ReduceScatterStartOp, AllReduceStartOp,
+                           AllToAllStartOp, SendStartOp, RecvStartOp>(start)) {
     return emitOpError() << "waits on a future that no dist.*_start op "
                             "produced; wait on the result of a start op in "
                             "this block";

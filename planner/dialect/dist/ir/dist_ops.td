@@ -305,6 +305,93 @@ def Dist_AllToAllStartOp
   }];
 }
 
+//===----------------------------------------------------------------------===//
+// Point-to-point along one mesh axis: what pipeline stages exchange (a
+// stage's activations forward, their gradients back). The peer is the rank
+// whose coordinate along `axis` is `peer` and whose other coordinates are
+// the rank's own; `tag` pairs a send with its receive. Like the collectives
+// they are not Pure: their order is the schedule. A send's wait yields the
+// sent tensor, so its buffer lives until the transfer is done. A received
+// tensor's placement on the other axes is stated by a `dist.annotate`.
+//===----------------------------------------------------------------------===//
+
+class Dist_PointToPointOp<string mnemonic, list<Trait> traits = []>
+    : Dist_Op<mnemonic, !listconcat(traits,
+                                    [DeclareOpInterfaceMethods<SymbolUserOpInterface>])> {
+  dag peerArgs = (ins FlatSymbolRefAttr:$mesh, StrAttr:$axis, I64Attr:$peer, I64Attr:$tag);
+  let hasVerifier = 1;
+}
+
+def Dist_SendOp : Dist_PointToPointOp<"send"> {
+  let summary = "sends a tensor to one rank along a mesh axis";
+  let description = [{
+    Blocks until the peer has the tensor (or the transport holds a copy).
+
+    ```mlir
+    dist.send %act to 1 on @mesh axis = "pp" tag = 0 : tensor<4x16xf32>
+    ```
+  }];
+  let arguments = !con((ins AnyStaticShapeTensor:$input), peerArgs);
+  let assemblyFormat = [{
+    $input `to` $peer `on` $mesh `axis` `=` $axis `tag` `=` $tag attr-dict `:` type($input)
+  }];
+}
+
+def Dist_SendStartOp : Dist_PointToPointOp<"send_start"> {
+  let summary = "starts a `dist.send` without waiting for it";
+  let description = [{
+    Its future carries the sent tensor's type and must be consumed by exactly
+    one `dist.wait` in the same block, which yields the tensor back.
+
+    ```mlir
+    %f = dist.send_start %act to 1 on @mesh axis = "pp" tag = 0
+        : tensor<4x16xf32> -> !dist.future<tensor<4x16xf32>>
+    ```
+  }];
+  let arguments = !con((ins AnyStaticShapeTensor:$input), peerArgs);
+  let results = (outs Dist_FutureType:$result);
+  let assemblyFormat = [{
+    $input `to` $peer `on` $mesh `axis` `=` $axis `tag` `=` $tag attr-dict `:` type($input)
+    `->` qualified(type($result))
+  }];
+}
+
+def Dist_RecvOp : Dist_PointToPointOp<"recv"> {
+  let summary = "receives a tensor from one rank along a mesh axis";
+  let description = [{
+    The result's type is what the peer's matching send sends.
+
+    ```mlir
+    %act = dist.recv from 0 on @mesh axis = "pp" tag = 0 : tensor<4x16xf32>
+    ```
+  }];
+  let arguments = peerArgs;
+  let results = (outs AnyStaticShapeTensor:$result);
+  let assemblyFormat = [{
+    `from` $peer `on` $mesh `axis` `=` $axis `tag` `=` $tag attr-dict `:` type($result)
+  }];
+}
+
+def Dist_RecvStartOp : Dist_PointToPointOp<"recv_start"> {
+  let summary = "starts a `dist.recv` without waiting for it";
+  let description = [{
+    Its future must be consumed by exactly one `dist.wait` in the same block,
+    which yields the received tensor.
+
+    ```mlir
+    %f = dist.recv_start from 0 on @mesh axis = "pp" tag = 0
+        : !dist.future<tensor<4x16xf32>>
+    %act = dist.wait %f : !dist.future<tensor<4x16xf32>>
+    ```
+  }];
+  let arguments = peerArgs;
+  let results = (outs Dist_FutureType:$result);
+  let assemblyFormat = [{
+    `from` $peer `on` $mesh `axis` `=` $axis `tag` `=` $tag attr-dict `:`
+    qualified(type($result))
+  }];
+}
+
 def Dist_WaitOp : Dist_Op<"wait", [
     Dist_PlacementTransferOpInterface,
     TypesMatchWith<"result type is the tensor type the future carries",
@@ -314,7 +401,8 @@ def Dist_WaitOp : Dist_Op<"wait", [
   let summary = "blocks until a started collective is done; yields its result";
   let description = [{
     Consumes the future of a `dist.*_start` op in the same block. Each
-    future is waited on exactly once.
+    future is waited on exactly once. For a `dist.send_start` the result is
+    the sent tensor; for a `dist.recv_start`, the received one.
 
     ```mlir
     %full = dist.wait %f : !dist.future<tensor<4x16xbf16>>
