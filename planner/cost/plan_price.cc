@@ -71,6 +71,10 @@ class Pricer {
   absl::Status compute(int64_t order);
   absl::Status collective(int64_t order);
   absl::Status pointToPoint(int64_t order);
+  // Instruction `order` moving `bytes` on `stream` for `seconds`; `handle`
+  // is the buffer an async start defines for its wait (-1: none).
+  struct Stream;
+  void transfer(int64_t order, const Stream& stream, double seconds, int64_t bytes, int64_t handle);
   void memory();
 
   struct Stream {
@@ -160,18 +164,23 @@ absl::Status Pricer::pointToPoint(int64_t order) {
   if (!stream.ok()) return stream.status();
   const int64_t bytes = in.attrs.bytes.value_or(0);
   const double seconds = model_.pointToPointSeconds(stream->group, static_cast<double>(bytes));
-  if (in.info->async_start) {
-    startOf_[program_in_.results(order)[0]] = static_cast<int32_t>(program_.size());
-  }
+  const int64_t handle = in.info->async_start ? program_in_.results(order)[0] : -1;
+  transfer(order, *stream, seconds, bytes, handle);
+  return absl::OkStatus();
+}
+
+void Pricer::transfer(int64_t order, const Stream& stream, double seconds, int64_t bytes,
+                      int64_t handle) {
+  const plan::Instruction& in = program_in_.instruction(order);
+  if (handle >= 0) startOf_[handle] = static_cast<int32_t>(program_.size());
   program_.push_back({.kind = Instruction::Kind::kCollective,
                       .seconds = seconds,
                       .async = in.info->async_start,
-                      .stream = stream->index});
+                      .stream = stream.index});
   orderOf_.push_back(order);
   price_.duration_s[order] = seconds;
   price_.comm_bytes_per_rank += bytes;
-  price_.stream_s[stream->index] += seconds;
-  return absl::OkStatus();
+  price_.stream_s[stream.index] += seconds;
 }
 
 absl::Status Pricer::collective(int64_t order) {
@@ -203,15 +212,7 @@ absl::Status Pricer::collective(int64_t order) {
   }
   const double seconds = model_.collectiveSeconds(kindOf(in.info->collective), stream->group,
                                                   static_cast<double>(bytes));
-  if (in.info->async_start) startOf_[resultId] = static_cast<int32_t>(program_.size());
-  program_.push_back({.kind = Instruction::Kind::kCollective,
-                      .seconds = seconds,
-                      .async = in.info->async_start,
-                      .stream = stream->index});
-  orderOf_.push_back(order);
-  price_.duration_s[order] = seconds;
-  price_.comm_bytes_per_rank += bytes;
-  price_.stream_s[stream->index] += seconds;
+  transfer(order, *stream, seconds, bytes, in.info->async_start ? resultId : -1);
   if (in.phase == plan::Phase::kBackward &&
       in.info->collective == plan::CollectiveKind::kAllGather) {
     price_.backward_gather_s += seconds;
