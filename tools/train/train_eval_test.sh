@@ -35,8 +35,10 @@ EOF2
 
 common=(--steps=10 --timeout_s=60 --progress=false)
 eval=(--eval_every=4 --eval_data="$work/heldout.tok" --eval_batches=3)
+# The metrics log's directory does not exist yet: train makes it.
 run single "$train" --plan="$single" "${common[@]}" "${eval[@]}" --losses_out="$work/single.json" \
-    --metrics_out="$work/metrics.jsonl" --tensorboard_dir="$work/tb"
+    --metrics_out="$work/logs/run1/metrics.jsonl" --tensorboard_dir="$work/tb"
+mv "$work/logs/run1/metrics.jsonl" "$work/metrics.jsonl"
 grep -q "step 4/10 loss .* eval_loss " "$work/single.log" || fail "no eval loss: $(cat "$work/single.log")"
 run fsdp4 "$train" --plan="$fsdp4" "${common[@]}" "${eval[@]}" --nproc=4 \
     --losses_out="$work/fsdp4.json"
@@ -153,4 +155,8 @@ grep -q -- "--eval_every needs --eval_data" "$work/no_data.log" || fail "$(cat "
 "$train" --plan="$single" --steps=1 --eval_every=2 --data="$work/heldout.tok" \
     --eval_data="$work/heldout.tok" > "$work/same.log" 2>&1 && fail "eval on the training file"
 grep -q "is the training file" "$work/same.log" || fail "$(cat "$work/same.log")"
+# An output path that is a directory is refused before the first step.
+"$train" --plan="$single" --steps=1 --trace="$work" > "$work/dir.log" 2>&1 && fail "--trace=DIR"
+grep -q -- "--trace=$work is a directory; name a file in it" "$work/dir.log" || fail "$(cat "$work/dir.log")"
+grep -q "^step 1" "$work/dir.log" && fail "trained before refusing --trace=DIR"
 echo "PASS"

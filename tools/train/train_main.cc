@@ -19,6 +19,7 @@
 #include <cstring>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <memory>
 #include <optional>
@@ -563,6 +564,31 @@ absl::Status initFromHfIfAsked(runtime::Executor& e, bool lead) {
   return absl::OkStatus();
 }
 
+// Rank 0, before the first step: makes the directories the output files
+// go in, so that a missing one is made (or refused) now rather than after
+// the run.
+absl::Status makeOutputDirs() {
+  for (const auto& [flag, path] : {std::pair{"--trace", absl::GetFlag(FLAGS_trace)},
+                                   std::pair{"--losses_out", absl::GetFlag(FLAGS_losses_out)},
+                                   std::pair{"--metrics_out", absl::GetFlag(FLAGS_metrics_out)},
+                                   std::pair{"--memory_out", absl::GetFlag(FLAGS_memory_out)}}) {
+    if (path.empty()) continue;
+    const std::filesystem::path file(path);
+    std::error_code error;
+    if (std::filesystem::is_directory(file, error)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(flag, "=", path, " is a directory; name a file in it"));
+    }
+    if (!file.has_parent_path()) continue;
+    std::filesystem::create_directories(file.parent_path(), error);
+    if (error) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("cannot create the directory of ", flag, "=", path, ": ", error.message()));
+    }
+  }
+  return absl::OkStatus();
+}
+
 // Rank 0: writes the merged trace to --trace and prints its communication
 // table and stragglers.
 absl::Status writeTrace(const json& trace) {
@@ -598,6 +624,9 @@ absl::Status train() {
   absl::StatusOr<Job> job = joinJob(timeout);
   if (!job.ok()) return job.status();
   const bool lead = job->rank == 0;
+  if (lead) {
+    if (absl::Status s = makeOutputDirs(); !s.ok()) return s;
+  }
   const std::string blas = setUpBlas(*job);
 
   absl::StatusOr<runtime::ExecutorOptions> madeOptions = executorOptions(timeout);
