@@ -13,8 +13,11 @@
 #include <cstring>
 #include <filesystem>
 #include <limits>
+#include <set>
+#include <string>
 #include <tuple>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -271,7 +274,30 @@ const TensorEntry* Header::find(absl::string_view name) const {
 
 absl::StatusOr<Header> parseHeader(absl::string_view text, int64_t data_bytes,
                                    absl::string_view file) {
-  json root = json::parse(text.begin(), text.end(), nullptr, /*allow_exceptions=*/false);
+  // JSON lets a key repeat and a parser keep either value; a header whose
+  // tensor (or field) appears twice is refused instead of read one way.
+  std::vector<std::set<std::string>> keys;
+  std::string repeated;
+  int repeatedDepth = 0;
+  const json::parser_callback_t noteKeys = [&](int depth, json::parse_event_t event, json& parsed) {
+    if (event == json::parse_event_t::object_start) keys.emplace_back();
+    if (event == json::parse_event_t::object_end && !keys.empty()) keys.pop_back();
+    if (event == json::parse_event_t::key && !keys.empty() && repeated.empty() &&
+        !keys.back().insert(parsed.get<std::string>()).second) {
+      repeated = parsed.get<std::string>();
+      repeatedDepth = depth;
+    }
+    return true;
+  };
+  json root = json::parse(text.begin(), text.end(), noteKeys, /*allow_exceptions=*/false);
+  if (!repeated.empty()) {
+    return absl::DataLossError(
+        repeatedDepth <= 1
+            ? absl::StrCat(file, ": tensor '", repeated,
+                           "' appears twice in the header; the file is corrupt")
+            : absl::StrCat(file, ": field '", repeated,
+                           "' appears twice in one entry of the header; the file is corrupt"));
+  }
   if (root.is_discarded()) {
     return absl::DataLossError(
         absl::StrCat(file,

@@ -219,7 +219,14 @@ INSTANTIATE_TEST_SUITE_P(
         Malformed{"metadata not strings", R"({"__metadata__":{"step":3}})", 0, -1,
                   absl::StatusCode::kDataLoss, "'__metadata__' entry 'step' is not a string"},
         Malformed{"entry not an object", R"({"w":[1]})", 0, -1, absl::StatusCode::kDataLoss,
-                  "tensor 'w': its entry is not a JSON object"}),
+                  "tensor 'w': its entry is not a JSON object"},
+        Malformed{"tensor twice",
+                  R"({"w":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},)"
+                  R"("w":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}})",
+                  8, -1, absl::StatusCode::kDataLoss, "tensor 'w' appears twice in the header"},
+        Malformed{"field twice",
+                  R"({"w":{"dtype":"F32","shape":[1],"shape":[2],"data_offsets":[0,4]}})", 4, -1,
+                  absl::StatusCode::kDataLoss, "field 'shape' appears twice in one entry"}),
     [](const ::testing::TestParamInfo<Malformed>& info) {
       std::string name = info.param.what;
       for (char& ch : name) {
