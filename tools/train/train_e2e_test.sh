@@ -25,10 +25,7 @@
 # Args: train, launch, parity, then the plans: single, fsdp4, fsdp2_tp2, hsdp2x2.
 set -u
 train="$1" launch="$2" parity="$3" single="$4" fsdp4="$5" fsdp2tp2="$6" hsdp="$7"
-work="$(mktemp -d /tmp/loom-train.XXXXXXXX)"
-trap 'rm -rf "$work"' EXIT
-export OPENBLAS_NUM_THREADS=1
-fail() { echo "FAIL: $*" >&2; exit 1; }
+source "$TEST_SRCDIR/$TEST_WORKSPACE/tests/testing/train_test_lib.sh" train
 
 # compare A B [TOLERANCE]: losses of B equal A's (from B's first_step on,
 # 1-based) within TOLERANCE relative (default 1e-5).
@@ -48,10 +45,6 @@ sys.exit(0 if worst <= tolerance else 1)
 EOF
 }
 
-run() {  # run NAME ARGS...: a train run whose log is kept for failures
-  local name="$1"; shift
-  "$@" > "$work/$name.log" 2>&1 || { cat "$work/$name.log" >&2; fail "$name exited $?"; }
-}
 
 common=(--steps=20 --timeout_s=60 --progress=false)
 run single "$train" --plan="$single" "${common[@]}" --losses_out="$work/single.json"
@@ -77,13 +70,13 @@ grep -q "4 ranks via torchrun" "$work/hsdp.log" || fail "launcher: $(head -3 "$w
 # Every layout of both models under mpirun with the mpi backend.
 source "$TEST_SRCDIR/$TEST_WORKSPACE/tests/testing/mpi_test_env.sh"
 # mpi_test_env.sh set its own EXIT trap; remove our work directory too.
-trap 'rm -rf "$work" "$job_dir"' EXIT
+trap cleanup EXIT
 plans="$(dirname "$(dirname "$single")")"
 # mpi_run NAME RANKS PLAN: PLAN under mpirun with the mpi backend, losses
 # to $work/NAME.json.
 mpi_run() {
   local name="$1" ranks="$2" plan="$3" port
-  port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+  port=$(free_port)
   run "$name" mpirun "${mpirun_flags[@]}" --timeout 120 -np "$ranks" -x MASTER_PORT="$port" \
       -x OPENBLAS_NUM_THREADS=1 "$train" --plan="$plan" "${common[@]}" \
       --backend=mpi --losses_out="$work/$name.json"

@@ -13,14 +13,7 @@
 # Args: train, then the plans: single, fsdp4, hsdp2x2, tp2, fsdp2_tp2.
 set -u
 train="$1" single="$2" fsdp4="$3" hsdp="$4" tp2="$5" fsdp2tp2="$6"
-work="$(mktemp -d /tmp/loom-train-eval.XXXXXXXX)"
-trap 'rm -rf "$work"' EXIT
-export OPENBLAS_NUM_THREADS=1
-fail() { echo "FAIL: $*" >&2; exit 1; }
-run() {  # run NAME ARGS...: a train run whose log is kept for failures
-  local name="$1"; shift
-  "$@" > "$work/$name.log" 2>&1 || { cat "$work/$name.log" >&2; fail "$name exited $?"; }
-}
+source "$TEST_SRCDIR/$TEST_WORKSPACE/tests/testing/train_test_lib.sh" train-eval
 
 # A held-out token file (format: docs/runtime_data.md) of ids below the
 # tiny model's vocabulary of 256.
@@ -58,10 +51,10 @@ assert a == b and len(a) == 3, (a, b)' "$work/det_single.json" "$work/det_hsdp.j
     || fail "deterministic eval losses differ"
 
 source "$TEST_SRCDIR/$TEST_WORKSPACE/tests/testing/mpi_test_env.sh"
-trap 'rm -rf "$work" "$job_dir"' EXIT
+trap cleanup EXIT
 for layout in tp2:2:"$tp2" fsdp2_tp2:4:"$fsdp2tp2"; do
   IFS=: read -r name ranks plan <<< "$layout"
-  port=$(/usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+  port=$(free_port)
   run "mpi_$name" mpirun "${mpirun_flags[@]}" --timeout 120 -np "$ranks" -x MASTER_PORT="$port" \
       -x OPENBLAS_NUM_THREADS=1 "$train" --plan="$plan" "${common[@]}" "${eval[@]}" \
       --backend=mpi --losses_out="$work/mpi_$name.json"

@@ -11,22 +11,15 @@
 # Args: train, write_gradient_swap_plan, the base plan.
 set -u
 train="$1" write="$2" base="$3"
-work="$(mktemp -d /tmp/loom-p2p.XXXXXXXX)"
-trap 'rm -rf "$work"' EXIT
-export OPENBLAS_NUM_THREADS=1
-fail() { echo "FAIL: $*" >&2; exit 1; }
-run() {
-  local name="$1"; shift
-  "$@" > "$work/$name.log" 2>&1 || { cat "$work/$name.log" >&2; fail "$name exited $?"; }
-}
+source "$TEST_SRCDIR/$TEST_WORKSPACE/tests/testing/train_test_lib.sh" p2p
 
 run write "$write" "$base" layers.0.attention.wq.weight "$work/swap.json"
 common=(--steps=3 --timeout_s=60 --progress=false)
 run base "$train" --plan="$base" "${common[@]}" --nproc=4 --losses_out="$work/base.json"
 run gloo "$train" --plan="$work/swap.json" "${common[@]}" --nproc=4 --losses_out="$work/gloo.json"
 source "$TEST_SRCDIR/$TEST_WORKSPACE/tests/testing/mpi_test_env.sh"
-trap 'rm -rf "$work" "$job_dir"' EXIT
-port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+trap cleanup EXIT
+port=$(free_port)
 run mpi mpirun "${mpirun_flags[@]}" --timeout 120 -np 4 -x MASTER_PORT="$port" \
     -x OPENBLAS_NUM_THREADS=1 "$train" --plan="$work/swap.json" "${common[@]}" --backend=mpi \
     --losses_out="$work/mpi.json"

@@ -11,15 +11,7 @@
 set -u
 train="$1" fsdp2="$2" tp2="$3" hsdp="$4"
 source "$TEST_SRCDIR/$TEST_WORKSPACE/tests/testing/mpi_test_env.sh"
-work="$(mktemp -d /tmp/loom-repro.XXXXXXXX)"
-trap 'rm -rf "$work" "$job_dir"' EXIT
-export OPENBLAS_NUM_THREADS=1
-fail() { echo "FAIL: $*" >&2; exit 1; }
-
-run() {  # run NAME ARGS...: a train run whose log is kept for failures
-  local name="$1"; shift
-  "$@" > "$work/$name.log" 2>&1 || { cat "$work/$name.log" >&2; fail "$name exited $?"; }
-}
+source "$TEST_SRCDIR/$TEST_WORKSPACE/tests/testing/train_test_lib.sh" repro
 
 # same NAME: the two runs of NAME agree on every loss and every saved byte.
 same() {
@@ -53,7 +45,7 @@ for layout in fsdp2:2:"$fsdp2" tp2:2:"$tp2" hsdp2x2:4:"$hsdp"; do
 done
 
 for run in a b; do
-  port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+  port=$(free_port)
   run "mpi_fsdp2_$run" mpirun "${mpirun_flags[@]}" --timeout 120 -np 2 -x MASTER_PORT="$port" \
       -x OPENBLAS_NUM_THREADS=1 "$train" --plan="$fsdp2" "${common[@]}" --backend=mpi \
       --losses_out="$work/mpi_fsdp2_$run.json" --checkpoint_dir="$work/mpi_fsdp2_$run"

@@ -16,10 +16,7 @@
 # (batch 4), fsdp4 (batch 4), single (batch 8), hsdp 2x2 of two micro-steps.
 set -u
 train="$1" single6="$2" fsdp3="$3" single4="$4" fsdp4="$5" single8="$6" hsdp_m2="$7"
-work="$(mktemp -d /tmp/loom-uneven.XXXXXXXX)"
-trap 'rm -rf "$work"' EXIT
-export OPENBLAS_NUM_THREADS=1
-fail() { echo "FAIL: $*" >&2; exit 1; }
+source "$TEST_SRCDIR/$TEST_WORKSPACE/tests/testing/train_test_lib.sh" uneven
 
 # tokens NAME WINDOWS: a token file of WINDOWS windows of seq 16 (and 3
 # tokens to spare), ids below 256 that differ from file to file.
@@ -47,15 +44,6 @@ sys.exit(0 if worst <= float(sys.argv[3]) else 1)
 PY
 }
 
-run() {  # run NAME ARGS...: a train run whose log is kept for failures
-  local name="$1"; shift
-  "$@" > "$work/$name.log" 2>&1 || { cat "$work/$name.log" >&2; fail "$name exited $?"; }
-}
-refused() {  # refused NAME PATTERN ARGS...: a run that must exit 1 saying PATTERN
-  local name="$1" pattern="$2"; shift 2
-  "$@" > "$work/$name.log" 2>&1 && fail "$name succeeded: $(cat "$work/$name.log")"
-  grep -q -- "$pattern" "$work/$name.log" || fail "$name: no '$pattern' in $(cat "$work/$name.log")"
-}
 steps_of() { /usr/bin/python3 -c 'import json,sys; print(len(json.load(open(sys.argv[1]))["losses"]))' "$1"; }
 
 common=(--steps=20 --timeout_s=60 --progress=false)
@@ -91,11 +79,11 @@ run short3 "$train" --plan="$fsdp3" --steps=2 --timeout_s=60 --progress=false --
 # 4 ranks under mpirun, 4 rows a step from one file of 14 windows: step 4
 # has rows 12 and 13 only (ranks 0 and 1).
 source "$TEST_SRCDIR/$TEST_WORKSPACE/tests/testing/mpi_test_env.sh"
-trap 'rm -rf "$work" "$job_dir"' EXIT
+trap cleanup EXIT
 tokens one 14
 run single4 "$train" --plan="$single4" "${common[@]}" --data="epoch:$work/one.tok" \
     --losses_out="$work/single4.json"
-port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+port=$(free_port)
 run mpi4 mpirun "${mpirun_flags[@]}" --timeout 120 -np 4 -x MASTER_PORT="$port" \
     -x OPENBLAS_NUM_THREADS=1 "$train" --plan="$fsdp4" "${common[@]}" --backend=mpi \
     --data="epoch:$work/one.tok" --uneven_inputs=join --losses_out="$work/mpi4.json"
