@@ -257,6 +257,10 @@ class Executor {
   absl::Status checkCollectiveShapes(Site& site, CollectiveCall& call);
   absl::Status issueCollective(const CollectiveCall& call, Launch launch, int64_t step);
   void traceCollective(const CollectiveCall& call, Pending& pending, int64_t step);
+  // The span of a collective or point-to-point transfer (`pending`'s kind
+  // and axes) on `track`, from issue to completion.
+  void traceTransfer(const plan::Instruction& in, Pending& pending, int64_t step,
+                     const std::string& track, int64_t bytes);
   absl::StatusOr<std::shared_ptr<comm::Work>> launchStacked(CollectiveRun& run);
   absl::StatusOr<std::shared_ptr<comm::Work>> launchExactAllReduce(CollectiveRun& run);
   absl::StatusOr<std::shared_ptr<comm::Work>> launchAllReduce(CollectiveRun& run);

@@ -458,11 +458,15 @@ absl::Status Executor::issueCollective(const CollectiveCall& c, Launch launch, i
 // The collective's span on its group's track, from issue to completion
 // (recorded on the group's thread when the Work completes).
 void Executor::traceCollective(const CollectiveCall& c, Pending& p, int64_t step) {
-  const std::string phase(plan::phaseName(c.in->phase));
-  const int64_t index = c.in->index;
+  traceTransfer(*c.in, p, step, c.track, c.bytes);
+}
+
+void Executor::traceTransfer(const plan::Instruction& in, Pending& p, int64_t step,
+                             const std::string& track, int64_t bytes) {
+  const std::string phase(plan::phaseName(in.phase));
+  const int64_t index = in.index;
   const double issued = p.issued_us;
-  const std::string kind = c.kind, track = c.track, axes = c.axes;
-  const int64_t bytes = c.bytes;
+  const std::string kind = p.collective, axes = p.axes;
   ++callbacks_outstanding_;
   p.work->onCompletion([=, this](const absl::Status&) {
     trace_.add(TraceEvent{.name = kind,

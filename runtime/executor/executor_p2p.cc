@@ -52,6 +52,13 @@ absl::Status Executor::bindPointToPoint(Site& site) {
     }
     comm_bytes_ += bytes;
     step_works_.emplace_back(in.where(), *work);
+    auto p = std::make_shared<Pending>();
+    p->work = *work;
+    p->collective = kind;
+    p->axes = in.attrs.mesh_axes.front();
+    p->index = in.index;
+    p->issued_us = TraceRecorder::nowUs();
+    if (options_.trace) traceTransfer(in, *p, step, absl::StrCat("comm:", pg->name()), bytes);
     if (!async) {
       const double t0 = TraceRecorder::nowUs();
       absl::Status s = kernels_->await(**work, options_.timeout);
@@ -63,12 +70,6 @@ absl::Status Executor::bindPointToPoint(Site& site) {
       return absl::OkStatus();
     }
     if (send) alias(r[0], o[0]);
-    auto p = std::make_shared<Pending>();
-    p->work = *work;
-    p->collective = kind;
-    p->axes = in.attrs.mesh_axes.front();
-    p->index = in.index;
-    p->issued_us = TraceRecorder::nowUs();
     pending_[handle] = std::move(p);
     return absl::OkStatus();
   };

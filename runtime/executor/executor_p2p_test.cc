@@ -31,6 +31,8 @@ struct StepOne {
   std::map<int, std::vector<float>> grads;  // per rank: the gradient shard of `grad`
   std::map<int, double> losses;
   std::map<int, int64_t> comm_bytes;
+  // Per rank: the traced point-to-point spans, "send" or "recv" -> bytes.
+  std::map<int, std::map<std::string, int64_t>> transfers;
 };
 
 // Step 1 of `plan` on synthetic tokens; records each rank's shard of the
@@ -45,6 +47,7 @@ StepOne runStepOne(const plan::Plan& plan, const std::string& grad) {
       [&](std::shared_ptr<comm::ProcessGroup> group) {
         const int rank = group->rank();
         ExecutorOptions options;
+        options.trace = true;
         options.on_gradients = [&](int64_t, const std::vector<checkpoint::ShardView>& views) {
           for (const checkpoint::ShardView& v : views) {
             if (v.name != grad) continue;
@@ -68,6 +71,11 @@ StepOne runStepOne(const plan::Plan& plan, const std::string& grad) {
         absl::StatusOr<StepResult> r = e.step(1, ids.data(), labels.data());
         ASSERT_TRUE(r.ok()) << r.status();
         std::lock_guard<std::mutex> lock(mu);
+        for (const TraceEvent& event : e.trace().events()) {
+          if (event.collective == "send" || event.collective == "recv") {
+            out.transfers[rank][event.collective] += event.bytes;
+          }
+        }
         out.losses[rank] = r->loss;
         out.comm_bytes[rank] = r->comm_bytes;
       },
@@ -105,6 +113,11 @@ TEST(ExecutorPointToPointTest, StagesSwapTheirGradientShards) {
     EXPECT_EQ(two.losses.at(rank), one.losses.at(rank));
     const int64_t shard = static_cast<int64_t>(one.grads.at(rank).size() * sizeof(float));
     EXPECT_EQ(two.comm_bytes.at(rank) - one.comm_bytes.at(rank), 2 * shard) << "rank " << rank;
+    // The measured trace holds both transfers.
+    const std::map<std::string, int64_t> traced = {{"recv", shard}, {"send", shard}};
+    ASSERT_TRUE(two.transfers.count(rank)) << "rank " << rank;
+    EXPECT_EQ(two.transfers.at(rank), traced) << "rank " << rank;
+    EXPECT_FALSE(one.transfers.count(rank)) << "rank " << rank;
   }
 }
 
