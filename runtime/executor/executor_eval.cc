@@ -17,8 +17,9 @@ namespace loom::runtime {
 // forward prefetches of the backward's gathers. A dist.free of a needed
 // buffer stays, so that evaluation frees memory where training does. On a
 // pipeline stage the loss may live elsewhere: the forward's point-to-point
-// transfers (and their waits) run too, on every stage alike, so that each
-// send still meets its receive and what the sent activations need runs.
+// transfers (and their waits, wherever they are) run too, on every stage
+// alike, so that each send still meets its receive and what the sent
+// activations need runs.
 void Executor::planEvaluation() {
   std::vector<bool> buffer_needed(plan_.buffers.size(), false);
   eval_needed_.assign(instructions_.size(), false);
@@ -34,10 +35,11 @@ void Executor::planEvaluation() {
   for (int64_t i = static_cast<int64_t>(instructions_.size()) - 1; i >= 0; --i) {
     const plan::Instruction& in = *instructions_[i];
     if (in.phase == plan::Phase::kOptimizer) continue;
-    bool needed = in.phase == plan::Phase::kForward &&
-                  (in.info->family == plan::OpFamily::kPointToPoint ||
-                   (in.info->family == plan::OpFamily::kWait &&
-                    forward_transfers.count(in.attrs.async_handle)));
+    // A forward transfer's wait may sit in a later (backward) block.
+    bool needed = (in.phase == plan::Phase::kForward &&
+                   in.info->family == plan::OpFamily::kPointToPoint) ||
+                  (in.info->family == plan::OpFamily::kWait &&
+                   forward_transfers.count(in.attrs.async_handle));
     for (int64_t id : in.results) needed = needed || buffer_needed[id];
     if (!needed) continue;
     eval_needed_[i] = true;
