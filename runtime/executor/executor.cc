@@ -155,7 +155,7 @@ Executor::Executor(const plan::Plan& plan, std::shared_ptr<comm::ProcessGroup> w
 Executor::~Executor() {
   // Collectives still in flight (a failed step) must finish or time out
   // before their buffers go away.
-  for (auto& [handle, pending] : pending_) {
+  for (const auto& [handle, pending] : pendingHandles()) {
     if (pending->work) (void)pending->work->wait(options_.timeout);
   }
   // Device work still queued reads buffers the allocator is about to free.
@@ -186,6 +186,8 @@ absl::StatusOr<std::unique_ptr<Executor>> Executor::create(
     e.block_begin_.emplace(e.instructions_[i]->block, static_cast<int64_t>(i));
   }
   e.carried_ = plan::carriedBuffers(e.plan_, *e.program_);
+  if (absl::Status s = e.planStages(); !s.ok()) return s;
+  if (absl::Status s = e.planSchedule(); !s.ok()) return s;
   e.loss_grad_seed_ = kLossGradSeed / static_cast<float>(e.plan_.micro_batches);
   // Before any device is touched: what deterministic mode cannot run.
   e.order_ = std::make_unique<RowOrder>(options.deterministic);
@@ -220,6 +222,12 @@ absl::StatusOr<std::unique_ptr<Executor>> Executor::create(
       std::vector<std::vector<std::string>>(axisSets.begin(), axisSets.end()), "plan");
   if (!groups.ok()) return groups.status();
   e.groups_ = std::make_unique<comm::MeshGroups>(*std::move(groups));
+  if (e.pp_axis_ >= 0) {
+    absl::StatusOr<std::shared_ptr<comm::ProcessGroup>> pp =
+        e.groups_->groupFor({e.plan_.mesh.axisNames()[e.pp_axis_]});
+    if (!pp.ok()) return pp.status();
+    e.pp_group_ = *pp;
+  }
 
   // The data-parallel rows of this rank, from the ids' placement.
   const plan::Buffer& ids = e.plan_.buffers[e.plan_.interface.ids];
@@ -239,11 +247,14 @@ absl::StatusOr<std::unique_ptr<Executor>> Executor::create(
   e.order_->setRows(e.rows_.count, e.seq_);
   // The exporter's interface.vocab, else the first embedding's rows (a
   // gathered padded table would count its padding: plans from before
-  // interface.vocab).
+  // interface.vocab), on whichever stage it is.
   e.vocab_ = e.plan_.interface.vocab;
-  for (const plan::Instruction* instr : e.instructions_) {
-    if (e.vocab_ > 0) break;
-    if (instr->op == "nn.embedding") e.vocab_ = e.plan_.buffers[instr->operands[1]].global_shape[0];
+  for (const plan::Program& program : e.plan_.programs) {
+    for (const plan::Instruction* instr : program.instructions()) {
+      if (e.vocab_ > 0) break;
+      if (instr->op == "nn.embedding")
+        e.vocab_ = e.plan_.buffers[instr->operands[1]].global_shape[0];
+    }
   }
   if (e.vocab_ <= 0) {
     return absl::InvalidArgumentError(
@@ -434,8 +445,10 @@ absl::Status Executor::bind() {
   block_of_.assign(numBuffers, -1);
   persistent_.assign(numBuffers, false);
   stacks_.assign(numBuffers, Stack{});
+  // A stage holds the parameters and states its own program uses; the
+  // plan's table lists every stage's.
   for (const plan::Buffer& b : plan_.buffers) {
-    persistent_[b.id] = plan::persistentRole(b.role);
+    persistent_[b.id] = plan::persistentRole(b.role) && used_[b.id];
   }
 
   const int64_t count = static_cast<int64_t>(instructions_.size());
@@ -465,10 +478,13 @@ absl::Status Executor::bind() {
   // What to release after each instruction: every non-persistent buffer
   // at the end of its lifetime (plan/lifetimes.h: its last use, an async
   // start's operands at the wait, or its definition when nothing reads
-  // it). The loss lives to the step's end.
+  // it). The loss lives to the step's end. The intervals are this
+  // program's: with several stages, the plan's `live` is the program's
+  // that uses the buffer.
+  const std::vector<plan::Lifetime> live = plan::computeLifetimes(plan_, *program_);
   for (int64_t id = 0; id < numBuffers; ++id) {
     if (persistent_[id] || id == plan_.interface.loss) continue;
-    const int64_t at = plan_.buffers[id].live.last;
+    const int64_t at = live[id].last;
     if (at >= 0) bound_[at]->release_after.push_back(id);
   }
   return absl::OkStatus();
@@ -543,7 +559,9 @@ void Executor::endPhase() {
 
 absl::Status Executor::clipGradients() {
   // Each element once: a grad replicated over some axes is counted by the
-  // share 1 / (their size) on every rank of them. The total stays on the
+  // share 1 / (their size) on every rank of them. Along the pp axis an
+  // unsplit grad has as many copies as stages whose programs hold it (one,
+  // unless stages share a parameter). The total stays on the
   // device: the AdamW steps read the coefficient there, and the host reads
   // the norm with the loss at the end of the step.
   double* total = static_cast<double*>(kernels_->scalars());
@@ -553,8 +571,12 @@ absl::Status Executor::clipGradients() {
     const plan::Buffer& grad = plan_.buffers[in->operands[1]];
     int64_t copies = 1;
     for (size_t a = 0; a < grad.placement.size(); ++a) {
-      if (grad.placement[a].kind == plan::AxisPlacement::Kind::kReplicate)
+      const plan::AxisPlacement::Kind kind = grad.placement[a].kind;
+      if (static_cast<int64_t>(a) == pp_axis_) {
+        if (kind != plan::AxisPlacement::Kind::kShard) copies *= holders_[grad.id];
+      } else if (kind == plan::AxisPlacement::Kind::kReplicate) {
         copies *= plan_.mesh.shape()[a];
+      }
     }
     absl::Status s =
         kernels_->addSquaredNorm(Ref{bufferData(grad.id), grad.dtype}, grad.numel(), copies, total);
@@ -627,6 +649,8 @@ absl::Status Executor::run(const Bound& bound, int64_t step) {
 }
 
 void Executor::releaseAfter(const Bound& bound) {
+  // planSchedule has each block run its micro-batches in order, so a
+  // block's run of the last one is its last run of the step.
   const bool last = micro_ == plan_.micro_batches - 1;
   for (int64_t id : bound.release_after) {
     if (last || !carried_[id]) releaseBuffer(id);
@@ -635,20 +659,23 @@ void Executor::releaseAfter(const Bound& bound) {
 
 absl::Status Executor::feed(int64_t micro, const int32_t* ids, const int32_t* labels) {
   const plan::Interface& io = plan_.interface;
-  for (int64_t id : {io.ids, io.labels, io.loss_grad_seed}) {
-    if (absl::Status s = define(id); !s.ok()) return s;
-  }
   const size_t tokens = static_cast<size_t>(rows_.count * seq_);
   const size_t at = static_cast<size_t>(micro) * tokens;
-  absl::Status fed = kernels_->upload(bufferData(io.ids), ids + at, tokens * sizeof(int32_t));
-  fed.Update(kernels_->upload(bufferData(io.labels), labels + at, tokens * sizeof(int32_t)));
-  fed.Update(kernels_->upload(bufferData(io.loss_grad_seed), &loss_grad_seed_, sizeof(float)));
-  if (io.positions >= 0) {
-    if (absl::Status s = define(io.positions); !s.ok()) return s;
-    std::vector<int32_t> positions(tokens);
-    for (size_t t = 0; t < tokens; ++t) positions[t] = static_cast<int32_t>(t % seq_);
-    fed.Update(
-        kernels_->upload(bufferData(io.positions), positions.data(), tokens * sizeof(int32_t)));
+  absl::Status fed;
+  for (int64_t id : feeds_) {
+    if (absl::Status s = define(id); !s.ok()) return s;
+    void* data = bufferData(id);
+    if (id == io.ids) {
+      fed.Update(kernels_->upload(data, ids + at, tokens * sizeof(int32_t)));
+    } else if (id == io.labels) {
+      fed.Update(kernels_->upload(data, labels + at, tokens * sizeof(int32_t)));
+    } else if (id == io.loss_grad_seed) {
+      fed.Update(kernels_->upload(data, &loss_grad_seed_, sizeof(float)));
+    } else {
+      std::vector<int32_t> positions(tokens);
+      for (size_t t = 0; t < tokens; ++t) positions[t] = static_cast<int32_t>(t % seq_);
+      fed.Update(kernels_->upload(data, positions.data(), tokens * sizeof(int32_t)));
+    }
   }
   return fed;
 }
@@ -706,39 +733,17 @@ absl::StatusOr<StepResult> Executor::step(int64_t step, const int32_t* ids, cons
   lr_factor_ = options_.lr_schedule.factor(step);
   result.learning_rate = base_lr_ * lr_factor_;
   if (absl::Status s = kernels_->activate(); !s.ok()) return s;
-  const plan::Interface& io = plan_.interface;
-  const std::vector<plan::ScheduleEntry>& schedule = program_->schedule;
-  double loss = 0;
-  // The schedule's block runs; a micro-batch's inputs are fed before its
-  // first run, its loss read after its last.
-  for (size_t e = 0; e < schedule.size(); ++e) {
-    const plan::ScheduleEntry& entry = schedule[e];
-    const bool fresh =
-        entry.micro_batch >= 0 && (e == 0 || schedule[e - 1].micro_batch != entry.micro_batch);
-    if (fresh) {
-      micro_ = entry.micro_batch;
-      if (absl::Status s = feed(micro_, ids, labels); !s.ok()) return s;
-    }
-    if (absl::Status s = runBlock(*program_->block(entry.block), entry.micro_batch, step);
-        !s.ok()) {
-      return s;
-    }
-    const bool done = entry.micro_batch >= 0 && (e + 1 == schedule.size() ||
-                                                 schedule[e + 1].micro_batch != entry.micro_batch);
-    if (!done) continue;
-    absl::StatusOr<float> micro_loss = readLoss(step);
-    if (!micro_loss.ok()) return micro_loss.status();
-    loss += *micro_loss;
-    for (int64_t id : {io.ids, io.labels, io.loss_grad_seed, io.positions}) {
-      if (id >= 0) releaseBuffer(id);
-    }
-  }
+  absl::StatusOr<double> loss = runSchedule(step, ids, labels, /*eval=*/false);
+  if (!loss.ok()) return loss.status();
   endPhase();
-  if (!pending_.empty()) {
-    return absl::InternalError(
-        absl::StrCat("collective '", pending_.begin()->first, "' was never waited in step ", step));
+  if (const auto pending = pendingHandles(); !pending.empty()) {
+    return absl::InternalError(absl::StrCat("collective '", pending.front().first,
+                                            "' (started at ", pending.front().second->started,
+                                            ") was never waited in step ", step));
   }
-  result.loss = loss / static_cast<double>(plan_.micro_batches);
+  absl::StatusOr<double> shared = shareLoss(*loss, step);
+  if (!shared.ok()) return shared.status();
+  result.loss = *shared / static_cast<double>(plan_.micro_batches);
   if (options_.max_grad_norm > 0) {
     double total = 0;
     if (absl::Status s = kernels_->download(&total, kernels_->scalars(), sizeof(double)); !s.ok())
@@ -788,11 +793,16 @@ absl::StatusOr<std::vector<checkpoint::ShardView>> Executor::shardViews(
   for (int64_t id : ids) {
     const plan::Buffer& b = plan_.buffers[id];
     if (bufferData(id) == nullptr) continue;
-    // One replica: the rank at coordinate 0 of every axis that replicates it.
+    // One replica: the rank at coordinate 0 of every axis that replicates
+    // it; along the pp axis, unless it is split there, the lowest stage that
+    // holds it.
     bool saver = true;
     for (size_t a = 0; a < b.placement.size(); ++a) {
-      if (b.placement[a].kind != plan::AxisPlacement::Kind::kShard && coords_[a] != 0)
+      if (b.placement[a].kind == plan::AxisPlacement::Kind::kShard) continue;
+      if (static_cast<int64_t>(a) == pp_axis_ ? program_->stage != saving_stage_[id]
+                                              : coords_[a] != 0) {
         saver = false;
+      }
     }
     if (!saver) continue;
     absl::StatusOr<plan::ShardBox> box = plan::shardBoxOf(b, plan_.mesh, coords_);

@@ -15,6 +15,7 @@
 #include <initializer_list>
 #include <map>
 #include <memory>
+#include <set>
 #include <span>
 #include <string>
 #include <string_view>
@@ -132,12 +133,13 @@ class Executor {
   // Token ids lie in [0, vocab()): the embedding table's rows.
   int64_t vocab() const { return vocab_; }
 
-  // Runs one training step (each micro-batch's forward and backward, then
-  // the optimizer) on this rank's rows; `ids` and `labels` hold
-  // microBatches() x batchRows().count x seqLength() tokens, micro-batch
-  // after micro-batch (microBatchRows). The loss is the step's: the mean of
-  // the micro-batches'. `step` counts from 1 and drives AdamW's bias
-  // correction.
+  // Runs one training step (its program's schedule: each micro-batch's
+  // forward and backward, in any interleaving, then the optimizer) on this
+  // rank's rows; `ids` and `labels` hold microBatches() x batchRows().count
+  // x seqLength() tokens, micro-batch after micro-batch (microBatchRows).
+  // The loss is the step's: the mean of the micro-batches', on every rank
+  // (a pipeline's last stage computes it and shares it over the pp axis).
+  // `step` counts from 1 and drives AdamW's bias correction.
   absl::StatusOr<StepResult> step(int64_t step, const int32_t* ids, const int32_t* labels);
   // The loss of one batch (laid out as step()'s) without training on it:
   // only the instructions the loss depends on run (the forward's compute
@@ -287,8 +289,32 @@ class Executor {
   absl::Status initialise();
   absl::Status run(const Bound& bound, int64_t step);
   // Defines and uploads micro-batch `micro`'s token ids, labels, positions
-  // and loss seed.
+  // and loss seed: those of them the program reads.
   absl::Status feed(int64_t micro, const int32_t* ids, const int32_t* labels);
+  // What this rank's stage program touches: the buffers it holds, the
+  // inputs it feeds, whether it computes the loss (executor_schedule.cc).
+  absl::Status planStages();
+  // Checks what the runtime needs of the schedule's order and notes each
+  // entry's place in its micro-batch (executor_schedule.cc).
+  absl::Status planSchedule();
+  // Runs the schedule's block runs (without the optimizer's, and only what
+  // the loss needs, when `eval`); returns the sum of the micro-batches'
+  // losses this rank computed (0 on a stage without the loss).
+  absl::StatusOr<double> runSchedule(int64_t step, const int32_t* ids, const int32_t* labels,
+                                     bool eval);
+  // Parks the running micro-batch's buffers and async handles and restores
+  // micro-batch `micro`'s.
+  void switchMicroBatch(int64_t micro);
+  // After a micro-batch's last block run: its loss (0 where the program
+  // does not compute it), its inputs released, no handle of it pending.
+  absl::StatusOr<double> finishMicroBatch(int64_t step);
+  // Releases every buffer a step or evaluation defines, parked ones too.
+  void releaseTransient();
+  // Every async handle not yet waited, parked ones too.
+  std::vector<std::pair<std::string, const Pending*>> pendingHandles() const;
+  // The step's loss on every rank: the sum over the pp axis of each
+  // stage's (the last stage's, 0 elsewhere; exact). `loss` without a pipeline.
+  absl::StatusOr<double> shareLoss(double loss, int64_t step);
   // Runs a block's instructions for micro-batch `micro` (-1: the
   // optimizer's run), skipping those of other micro-steps.
   absl::Status runBlock(const plan::Block& block, int64_t micro, int64_t step);
@@ -334,6 +360,22 @@ class Executor {
   std::map<std::string, int64_t, std::less<>> block_begin_;
   // Buffers held from one micro-step to the next (plan::carriedBuffers).
   std::vector<bool> carried_;
+  // Per schedule entry: the first and the last run of its micro-batch.
+  std::vector<bool> entry_first_, entry_last_;
+  // The buffers this program reads or defines; the interface inputs among
+  // them, and whether it defines the loss.
+  std::vector<bool> used_;
+  std::vector<int64_t> feeds_;
+  bool defines_loss_ = false;
+  // The highest stage whose program defines the loss: the one that reports it.
+  int64_t loss_stage_ = 0;
+  // The pp axis and its group (-1 and null without one or with one
+  // program), and per buffer the lowest stage whose program uses it (-1:
+  // none; the stage that saves it) and how many stages' programs do.
+  std::shared_ptr<comm::ProcessGroup> pp_group_;
+  int64_t pp_axis_ = -1;
+  std::vector<int64_t> saving_stage_;
+  std::vector<int64_t> holders_;
   // The micro-batch running, and the loss cotangent's seed: 1 / micro-batches,
   // so that the summed gradients are the step's mean.
   int64_t micro_ = 0;
@@ -374,6 +416,21 @@ class Executor {
   std::vector<int64_t> block_of_;  // buffer id -> block index, -1 when dead
   std::vector<bool> persistent_;   // params and optimizer states
   std::vector<Stack> stacks_;      // deterministic mode
+  // Interleaved schedules (docs/runtime.md, "Schedules and stage
+  // programs"): the buffers that exist once per micro-batch in flight (a
+  // model block's results and the fed inputs, unless persistent, carried or
+  // read by the optimizer), and the handles started and waited within
+  // model blocks. While another micro-batch runs, a micro-batch's storage
+  // of them is parked in its slots; the allocator still holds it, so the
+  // measured peak counts every micro-batch in flight.
+  struct MicroSlots {
+    std::vector<std::pair<int64_t, int64_t>> blocks;  // buffer id, storage block
+    std::vector<std::pair<int64_t, Stack>> stacks;
+    std::map<std::string, std::shared_ptr<Pending>> pending;
+  };
+  std::vector<int64_t> micro_buffers_;
+  std::set<std::string, std::less<>> micro_handles_;
+  std::vector<MicroSlots> parked_;  // per micro-batch
   int64_t global_batch_ = 0;
   std::unique_ptr<RowOrder> order_;  // deterministic mode or not
   std::vector<std::unique_ptr<Bound>> bound_;

@@ -409,6 +409,7 @@ absl::Status Executor::issueCollective(const CollectiveCall& c, Launch launch, i
   p->collective = c.kind;
   p->axes = c.axes;
   p->index = c.in->index;
+  p->started = c.in->where();
   p->issued_us = TraceRecorder::nowUs();
   CollectiveRun run{c, p, ref(c.operand), ref(c.result), kernels_->device()};
   if (order_->convertsToWire() && c.operand_type != c.wire) {

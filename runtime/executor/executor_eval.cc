@@ -1,6 +1,8 @@
 // Forward-only evaluation: the instructions the loss depends on, and no
 // others, run on a batch; nothing a training step keeps (parameters,
 // optimizer states, gradients) is written.
+#include <set>
+#include <string>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -13,16 +15,31 @@ namespace loom::runtime {
 // one of its results is, and then so are its operands. Backward and
 // optimizer instructions never feed the loss, so they drop out, and so do
 // forward prefetches of the backward's gathers. A dist.free of a needed
-// buffer stays, so that evaluation frees memory where training does.
+// buffer stays, so that evaluation frees memory where training does. On a
+// pipeline stage the loss may live elsewhere: the forward's point-to-point
+// transfers (and their waits, wherever they are) run too, on every stage
+// alike, so that each send still meets its receive and what the sent
+// activations need runs.
 void Executor::planEvaluation() {
   std::vector<bool> buffer_needed(plan_.buffers.size(), false);
   eval_needed_.assign(instructions_.size(), false);
   if (plan_.interface.loss < 0) return;
   buffer_needed[plan_.interface.loss] = true;
+  std::set<std::string> forward_transfers;
+  for (const plan::Instruction* in : instructions_) {
+    if (in->phase == plan::Phase::kForward && in->info->family == plan::OpFamily::kPointToPoint &&
+        in->info->async_start) {
+      forward_transfers.insert(in->attrs.async_handle);
+    }
+  }
   for (int64_t i = static_cast<int64_t>(instructions_.size()) - 1; i >= 0; --i) {
     const plan::Instruction& in = *instructions_[i];
     if (in.phase == plan::Phase::kOptimizer) continue;
-    bool needed = false;
+    // A forward transfer's wait may sit in a later (backward) block.
+    bool needed = (in.phase == plan::Phase::kForward &&
+                   in.info->family == plan::OpFamily::kPointToPoint) ||
+                  (in.info->family == plan::OpFamily::kWait &&
+                   forward_transfers.count(in.attrs.async_handle));
     for (int64_t id : in.results) needed = needed || buffer_needed[id];
     if (!needed) continue;
     eval_needed_[i] = true;
@@ -54,12 +71,6 @@ absl::Status Executor::runEvalBlock(const plan::Block& block, int64_t micro, int
 
 absl::StatusOr<EvalResult> Executor::evaluate(int64_t step, const int32_t* ids,
                                               const int32_t* labels) {
-  if (plan_.programs.size() > 1) {
-    return absl::FailedPreconditionError(
-        absl::StrCat(plan_.source,
-                     ": forward-only evaluation of a pipelined plan is not supported (the loss "
-                     "lives on the last stage); evaluate with a plan without a pipeline axis"));
-  }
   if (plan_.interface.loss < 0) {
     return absl::FailedPreconditionError(absl::StrCat(plan_.source, ": the plan has no loss"));
   }
@@ -71,49 +82,25 @@ absl::StatusOr<EvalResult> Executor::evaluate(int64_t step, const int32_t* ids,
   const int64_t saved_micro = micro_;
   endPhase();
   beginPhase("eval");
-  absl::Status status;
-  double loss = 0;
-  const plan::Interface& io = plan_.interface;
-  const std::vector<plan::ScheduleEntry>& schedule = program_->schedule;
-  for (size_t e = 0; e < schedule.size() && status.ok(); ++e) {
-    const plan::ScheduleEntry& entry = schedule[e];
-    if (entry.micro_batch < 0) continue;  // the optimizer's run
-    const bool fresh = e == 0 || schedule[e - 1].micro_batch != entry.micro_batch;
-    if (fresh) {
-      micro_ = entry.micro_batch;
-      status = feed(micro_, ids, labels);
-      if (!status.ok()) break;
-    }
-    status = runEvalBlock(*program_->block(entry.block), entry.micro_batch, step);
-    if (!status.ok()) break;
-    const bool done =
-        e + 1 == schedule.size() || schedule[e + 1].micro_batch != entry.micro_batch;
-    if (!done) continue;
-    absl::StatusOr<float> micro_loss = readLoss(step);
-    if (!micro_loss.ok()) {
-      status = micro_loss.status();
-      break;
-    }
-    loss += *micro_loss;
-    for (int64_t id : {io.ids, io.labels, io.loss_grad_seed, io.positions}) {
-      if (id >= 0) releaseBuffer(id);
-    }
-  }
+  absl::StatusOr<double> loss = runSchedule(step, ids, labels, /*eval=*/true);
   // Between steps only parameters and optimizer states are defined (a step
-  // ends every other lifetime); whatever evaluation left, it releases.
-  for (const plan::Buffer& b : plan_.buffers) releaseBuffer(b.id);
+  // ends every other lifetime); whatever evaluation left, it releases, and
+  // the slots are the running micro-batch's again.
+  releaseTransient();
   endPhase();
-  micro_ = saved_micro;
+  switchMicroBatch(saved_micro);
   options_.trace = traced;
-  if (!status.ok()) {
-    return absl::Status(status.code(), absl::StrCat("evaluation after step ", step, ": ",
-                                                    status.message()));
+  if (!loss.ok()) {
+    return absl::Status(loss.status().code(), absl::StrCat("evaluation after step ", step, ": ",
+                                                           loss.status().message()));
   }
-  if (!pending_.empty()) {
+  if (const auto pending = pendingHandles(); !pending.empty()) {
     return absl::InternalError(absl::StrCat("evaluation after step ", step, ": collective '",
-                                            pending_.begin()->first, "' was never waited"));
+                                            pending.front().first, "' was never waited"));
   }
-  return EvalResult{.loss = loss / static_cast<double>(plan_.micro_batches),
+  absl::StatusOr<double> shared = shareLoss(*loss, step);
+  if (!shared.ok()) return shared.status();
+  return EvalResult{.loss = *shared / static_cast<double>(plan_.micro_batches),
                     .seconds = (TraceRecorder::nowUs() - start) / 1e6};
 }
 

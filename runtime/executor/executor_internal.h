@@ -127,6 +127,7 @@ struct Executor::Pending {
   double issued_us = 0;
   std::string collective, axes;
   int64_t index = -1;
+  std::string started;  // the start's Instruction::where(), for messages
 };
 
 // A collective as bound: what does not change from step to step.

@@ -57,6 +57,7 @@ absl::Status Executor::bindPointToPoint(Site& site) {
     p->collective = kind;
     p->axes = in.attrs.mesh_axes.front();
     p->index = in.index;
+    p->started = in.where();
     p->issued_us = TraceRecorder::nowUs();
     if (options_.trace) traceTransfer(in, *p, step, absl::StrCat("comm:", pg->name()), bytes);
     if (!async) {

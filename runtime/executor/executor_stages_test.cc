@@ -1,0 +1,167 @@
+// Stage programs in the executor: the hand-made two-stage pipeline of
+// plan/testing/two_stage.h on 2 ranks as threads over Gloo against the same
+// model as one program on 1 rank. Each stage feeds only the inputs it
+// reads, holds only its own parameter, and every rank reports the loss the
+// last stage computes; with 1, 2 and 4 micro-batches in GPipe and 1F1B
+// order the losses and parameters are the one program's bit for bit.
+// Clipping sees the global norm and evaluation runs across the stages.
+#include <cmath>
+#include <map>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "comm/testing/process_group_testing.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "plan/testing/two_stage.h"
+#include "runtime/executor/executor.h"
+#include "tests/testing/status_matchers.h"
+
+namespace loom::runtime {
+namespace {
+
+using ::loom::testutil::StatusIs;
+using ::loom::plan::testing::PipelineOrder;
+using ::loom::plan::testing::TwoStageOptions;
+using ::testing::UnorderedElementsAre;
+
+constexpr int kSteps = 5;
+
+struct Rank {
+  std::vector<double> losses, grad_norms, eval_losses;
+  std::map<std::string, std::vector<float>> params;  // the ones this rank holds
+  std::vector<std::string> saved;                    // checkpointShards()'s names
+};
+
+// Trains the plan for kSteps steps on fixed tokens (a different batch per
+// step and micro-batch), evaluating after each; every rank a thread.
+std::vector<Rank> train(const TwoStageOptions& shape, ExecutorOptions options = {}) {
+  absl::StatusOr<plan::Plan> plan = plan::testing::twoStagePlan(shape);
+  EXPECT_TRUE(plan.ok()) << plan.status();
+  if (!plan.ok()) return {};
+  std::vector<Rank> ranks(plan->worldSize());
+  std::mutex mu;
+  comm::ProcessGroupOptions pgOptions;
+  pgOptions.checks = comm::CollectiveChecks::kOff;
+  comm::testing::runRanksShared(
+      static_cast<int>(plan->worldSize()),
+      [&](std::shared_ptr<comm::ProcessGroup> group) {
+        absl::StatusOr<std::unique_ptr<Executor>> executor =
+            Executor::create(*plan, group, options);
+        ASSERT_TRUE(executor.ok()) << executor.status();
+        Executor& e = **executor;
+        // Every stage sees the same rows: pp coordinates do not split the batch.
+        ASSERT_EQ(e.batchRows().begin, 0);
+        ASSERT_EQ(e.batchRows().count, shape.batch);
+        Rank r;
+        const int64_t tokens = shape.batch * shape.seq;
+        std::vector<int32_t> ids(e.microBatches() * tokens), labels(ids.size());
+        for (int step = 1; step <= kSteps; ++step) {
+          for (size_t t = 0; t < ids.size(); ++t) {
+            ids[t] = static_cast<int32_t>((t * 7 + step * 3) % shape.vocab);
+            labels[t] = static_cast<int32_t>((t * 5 + step) % shape.vocab);
+          }
+          absl::StatusOr<StepResult> result = e.step(step, ids.data(), labels.data());
+          ASSERT_TRUE(result.ok()) << result.status();
+          r.losses.push_back(result->loss);
+          r.grad_norms.push_back(result->grad_norm);
+          absl::StatusOr<EvalResult> eval = e.evaluate(step, ids.data(), labels.data());
+          ASSERT_TRUE(eval.ok()) << eval.status();
+          r.eval_losses.push_back(eval->loss);
+        }
+        for (const char* name : {"embed.weight", "head.weight"}) {
+          absl::StatusOr<std::vector<float>> values = e.localValues(name);
+          if (values.ok()) {
+            r.params[name] = *std::move(values);
+          } else {
+            EXPECT_THAT(values.status(), StatusIs(absl::StatusCode::kFailedPrecondition, ::testing::HasSubstr("is not held between steps")));
+          }
+        }
+        absl::StatusOr<std::vector<checkpoint::ShardView>> shards = e.checkpointShards();
+        ASSERT_TRUE(shards.ok()) << shards.status();
+        for (const checkpoint::ShardView& view : *shards) r.saved.push_back(view.name);
+        std::lock_guard<std::mutex> lock(mu);
+        ranks[group->rank()] = std::move(r);
+      },
+      pgOptions);
+  return ranks;
+}
+
+TwoStageOptions shapeOf(int64_t stages, int64_t micro_batches, PipelineOrder order) {
+  TwoStageOptions shape;
+  shape.stages = stages;
+  shape.micro_batches = micro_batches;
+  shape.order = order;
+  return shape;
+}
+
+struct Case {
+  int64_t micro_batches;
+  PipelineOrder order;
+};
+
+class TwoStageTest : public ::testing::TestWithParam<Case> {};
+
+TEST_P(TwoStageTest, GivesTheOneProgramLossesAndParameters) {
+  const auto [micro_batches, order] = GetParam();
+  const std::vector<Rank> one = train(shapeOf(1, micro_batches, order));
+  const std::vector<Rank> two = train(shapeOf(2, micro_batches, order));
+  ASSERT_EQ(one.size(), 1u);
+  ASSERT_EQ(two.size(), 2u);
+  ASSERT_EQ(one[0].losses.size(), static_cast<size_t>(kSteps));
+  EXPECT_NE(one[0].losses.front(), one[0].losses.back());
+  for (int rank = 0; rank < 2; ++rank) {
+    // Stage 0 does not compute the loss, yet reports it.
+    EXPECT_EQ(two[rank].losses, one[0].losses) << "rank " << rank;
+    EXPECT_EQ(two[rank].eval_losses, one[0].eval_losses) << "rank " << rank;
+  }
+  // Each stage holds, steps and saves its own parameter only.
+  EXPECT_THAT(two[0].saved,
+              UnorderedElementsAre("embed.weight", "exp_avg:embed.weight", "exp_avg_sq:embed.weight"));
+  EXPECT_THAT(two[1].saved,
+              UnorderedElementsAre("head.weight", "exp_avg:head.weight", "exp_avg_sq:head.weight"));
+  ASSERT_EQ(two[0].params.size(), 1u);
+  ASSERT_EQ(two[1].params.size(), 1u);
+  EXPECT_EQ(two[0].params.at("embed.weight"), one[0].params.at("embed.weight"));
+  EXPECT_EQ(two[1].params.at("head.weight"), one[0].params.at("head.weight"));
+}
+
+INSTANTIATE_TEST_SUITE_P(Schedules, TwoStageTest,
+                         ::testing::Values(Case{1, PipelineOrder::kGPipe},
+                                           Case{2, PipelineOrder::kGPipe},
+                                           Case{4, PipelineOrder::k1F1B},
+                                           Case{4, PipelineOrder::kGPipe}),
+                         [](const auto& info) {
+                           return absl::StrCat(info.param.order == PipelineOrder::kGPipe
+                                                   ? "GPipe"
+                                                   : "OneFOneB",
+                                               info.param.micro_batches);
+                         });
+
+// Every stage's gradients count once in the norm, so the two stages clip
+// as the one program does (the norm's sum is taken in another order, so
+// within rounding).
+TEST(TwoStageTest, ClipsByTheGlobalNorm) {
+  ExecutorOptions options;
+  options.max_grad_norm = 0.005;
+  const std::vector<Rank> one = train(shapeOf(1, 2, PipelineOrder::k1F1B), options);
+  const std::vector<Rank> two = train(shapeOf(2, 2, PipelineOrder::k1F1B), options);
+  ASSERT_EQ(two.size(), 2u);
+  ASSERT_EQ(one.size(), 1u);
+  // The threshold clips: the norm is above it.
+  EXPECT_GT(one[0].grad_norms.front(), options.max_grad_norm);
+  for (int rank = 0; rank < 2; ++rank) {
+    ASSERT_EQ(two[rank].grad_norms.size(), one[0].grad_norms.size());
+    for (size_t s = 0; s < one[0].grad_norms.size(); ++s) {
+      EXPECT_NEAR(two[rank].grad_norms[s], one[0].grad_norms[s], 1e-9 * one[0].grad_norms[s])
+          << "rank " << rank << " step " << s + 1;
+      EXPECT_NEAR(two[rank].losses[s], one[0].losses[s], 1e-6 * one[0].losses[s])
+          << "rank " << rank << " step " << s + 1;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace loom::runtime
