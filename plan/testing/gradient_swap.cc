@@ -5,22 +5,10 @@
 #include "absl/strings/str_cat.h"
 #include "plan/lifetimes.h"
 #include "plan/op_table.h"
+#include "plan/testing/instruction.h"
 
 namespace loom::plan::testing {
 namespace {
-
-Instruction instruction(const std::string& op, const Block& block, std::vector<int64_t> operands,
-                        std::vector<int64_t> results) {
-  Instruction in;
-  in.info = findOp(op);
-  in.op = op;
-  in.phase = block.phase;
-  in.block = block.name;
-  in.position = static_cast<int64_t>(block.instructions.size());
-  in.operands = std::move(operands);
-  in.results = std::move(results);
-  return in;
-}
 
 int64_t addBuffer(Plan& plan, const Buffer& like, const std::string& name, BufferRole role) {
   Buffer b = like;

@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "plan/lifetimes.h"
 #include "plan/op_table.h"
+#include "plan/testing/instruction.h"
 
 namespace loom::plan::testing {
 namespace {
@@ -46,15 +47,8 @@ class Builder {
 
   Instruction& add(Block& block, const std::string& op, std::vector<int64_t> operands,
                    std::vector<int64_t> results) {
-    Instruction in;
-    in.info = findOp(op);
-    in.op = op;
-    in.phase = block.phase;
-    in.block = block.name;
-    in.position = static_cast<int64_t>(block.instructions.size());
+    Instruction in = instruction(op, block, std::move(operands), std::move(results));
     in.index = index_++;
-    in.operands = std::move(operands);
-    in.results = std::move(results);
     block.instructions.push_back(std::move(in));
     return block.instructions.back();
   }

@@ -13,8 +13,8 @@
 #include "absl/strings/str_cat.h"
 #include "comm/testing/process_group_testing.h"
 #include "gtest/gtest.h"
-#include "runtime/data/token_feed.h"
 #include "runtime/executor/executor.h"
+#include "runtime/executor/testing/step_tokens.h"
 
 namespace loom::runtime {
 namespace {
@@ -64,26 +64,15 @@ EvalRun train(const std::string& name, bool evaluate) {
         absl::StatusOr<std::unique_ptr<Executor>> executor = Executor::create(*plan, group);
         ASSERT_TRUE(executor.ok()) << executor.status();
         Executor& e = **executor;
-        absl::StatusOr<std::unique_ptr<data::SyntheticTokens>> feed = data::SyntheticTokens::create(
-            {.seed = 7, .vocab = e.vocab(), .seq = e.seqLength(), .global_batch = e.stepBatch()});
-        ASSERT_TRUE(feed.ok()) << feed.status();
-        const int64_t tokens = e.batchRows().count * e.seqLength();
-        std::vector<int32_t> ids(e.microBatches() * tokens), labels(ids.size());
-        auto fill = [&](int64_t step) {
-          for (int64_t m = 0; m < e.microBatches(); ++m) {
-            const data::RowRange rows = e.microBatchRows(m);
-            ASSERT_TRUE((*feed)
-                            ->batch(step, rows.begin, rows.count, ids.data() + m * tokens,
-                                    labels.data() + m * tokens)
-                            .ok());
-          }
-        };
+        absl::StatusOr<testing::StepTokens> tokens = testing::StepTokens::create(e);
+        ASSERT_TRUE(tokens.ok()) << tokens.status();
+        auto fill = [&](int64_t step) { ASSERT_TRUE(tokens->fill(step).ok()); };
         std::vector<double> trainLosses, evalLosses;
         bool unchanged = true;
         auto evalHeldOut = [&](int64_t after) {
           const std::vector<std::vector<char>> before = snapshot(e);
           fill(1000);
-          absl::StatusOr<EvalResult> r = e.evaluate(after, ids.data(), labels.data());
+          absl::StatusOr<EvalResult> r = e.evaluate(after, tokens->ids(), tokens->labels());
           ASSERT_TRUE(r.ok()) << r.status();
           evalLosses.push_back(r->loss);
           unchanged = unchanged && snapshot(e) == before;
@@ -91,13 +80,13 @@ EvalRun train(const std::string& name, bool evaluate) {
         if (evaluate) {
           evalHeldOut(0);
           fill(1);
-          absl::StatusOr<EvalResult> first = e.evaluate(0, ids.data(), labels.data());
+          absl::StatusOr<EvalResult> first = e.evaluate(0, tokens->ids(), tokens->labels());
           ASSERT_TRUE(first.ok()) << first.status();
           evalLosses.push_back(first->loss);
         }
         for (int step = 1; step <= kSteps; ++step) {
           fill(step);
-          absl::StatusOr<StepResult> r = e.step(step, ids.data(), labels.data());
+          absl::StatusOr<StepResult> r = e.step(step, tokens->ids(), tokens->labels());
           ASSERT_TRUE(r.ok()) << r.status();
           trainLosses.push_back(r->loss);
           if (evaluate) evalHeldOut(step);

@@ -18,8 +18,8 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "plan/plan.h"
-#include "runtime/data/token_feed.h"
 #include "runtime/executor/executor.h"
+#include "runtime/executor/testing/step_tokens.h"
 #include "tests/testing/status_matchers.h"
 
 namespace loom::runtime {
@@ -82,22 +82,13 @@ Training train(const plan::Plan& plan) {
         absl::StatusOr<std::unique_ptr<Executor>> executor = Executor::create(plan, group);
         ASSERT_TRUE(executor.ok()) << executor.status();
         Executor& e = **executor;
-        absl::StatusOr<std::unique_ptr<data::SyntheticTokens>> feed = data::SyntheticTokens::create(
-            {.seed = 7, .vocab = e.vocab(), .seq = e.seqLength(), .global_batch = e.stepBatch()});
-        ASSERT_TRUE(feed.ok()) << feed.status();
-        const int64_t tokens = e.batchRows().count * e.seqLength();
-        std::vector<int32_t> ids(e.microBatches() * tokens), labels(ids.size());
+        absl::StatusOr<testing::StepTokens> tokens = testing::StepTokens::create(e);
+        ASSERT_TRUE(tokens.ok()) << tokens.status();
         std::vector<double> losses;
         int64_t peak = 0;
         for (int step = 1; step <= kSteps; ++step) {
-          for (int64_t m = 0; m < e.microBatches(); ++m) {
-            const data::RowRange rows = e.microBatchRows(m);
-            ASSERT_TRUE((*feed)
-                            ->batch(step, rows.begin, rows.count, ids.data() + m * tokens,
-                                    labels.data() + m * tokens)
-                            .ok());
-          }
-          absl::StatusOr<StepResult> r = e.step(step, ids.data(), labels.data());
+          ASSERT_TRUE(tokens->fill(step).ok());
+          absl::StatusOr<StepResult> r = e.step(step, tokens->ids(), tokens->labels());
           ASSERT_TRUE(r.ok()) << r.status();
           losses.push_back(r->loss);
           for (const PhaseMemory& m : e.phaseMemory()) peak = std::max(peak, m.peak_bytes);
