@@ -113,7 +113,7 @@ cl::opt<std::string> profile_flag(
 cl::opt<int64_t> top_flag("top", cl::desc("--mesh=auto: rows of the ranked table (default 10)"),
                           cl::init(10), cl::cat(planCategory()));
 cl::opt<std::string> axes_flag("axes",
-                               cl::desc("one strategy per mesh axis: fsdp, dp or tp, e.g. fsdp,tp"),
+                               cl::desc("one strategy per mesh axis: fsdp, dp, tp or pp, e.g. fsdp,tp"),
                                cl::cat(planCategory()));
 cl::opt<std::string> device_flag(
     "device", cl::desc("device kind: h100 (default), h200, a100-80gb, a100-40gb, cpu"),

@@ -235,6 +235,7 @@ Placement FunctionPlacer::storage(int64_t arg, int64_t axis) const {
     case AxisStrategy::kTp:
       return tpPlacements_[arg].value_or(Placement::replicate());
     case AxisStrategy::kDp:
+    case AxisStrategy::kPp:  // each stage holds its chunks' parameters whole
       return Placement::replicate();
     case AxisStrategy::kFsdp:
       return paramStrategies_[arg] == ParamStrategy::kDefault ? fsdpStorage(arg)

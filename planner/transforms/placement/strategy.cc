@@ -23,6 +23,8 @@ std::string_view axisStrategyName(AxisStrategy strategy) {
       return "fsdp";
     case AxisStrategy::kTp:
       return "tp";
+    case AxisStrategy::kPp:
+      return "pp";
   }
   return "unknown";
 }
@@ -37,10 +39,11 @@ absl::StatusOr<std::vector<AxisStrategy>> parseAxisStrategies(
   if (absl::StripAsciiWhitespace(absl::string_view(spec.data(), spec.size())).empty()) {
     return absl::InvalidArgumentError(
         absl::StrCat("no axis strategies given for mesh axes [", mesh_axes,
-                     "]; give one of fsdp, dp, tp per axis, e.g. axes=fsdp,tp"));
+                     "]; give one of fsdp, dp, tp, pp per axis, e.g. axes=fsdp,tp"));
   }
   std::vector<AxisStrategy> strategies;
   int64_t tp_axes = 0;
+  int64_t pp_axes = 0;
   const std::vector<absl::string_view> names =
       absl::StrSplit(absl::string_view(spec.data(), spec.size()), ',');
   if (names.size() != axis_names.size()) {
@@ -59,23 +62,23 @@ absl::StatusOr<std::vector<AxisStrategy>> parseAxisStrategies(
       strategies.push_back(AxisStrategy::kTp);
       ++tp_axes;
     } else if (name == "pp") {
-      // Reserved by the plan format; the pipeline is built piece by piece.
-      return absl::UnimplementedError(absl::StrCat(
-          "mesh axis '", axis_names[i],
-          "' asks for pipeline stages (pp), which the planner does not plan yet: plan-stages "
-          "cuts a step into stages, but the programs per stage, their point-to-point transfers "
-          "and schedules are still to come (docs/planner_stages.md); plan with fsdp, dp and tp "
-          "axes"));
+      strategies.push_back(AxisStrategy::kPp);
+      ++pp_axes;
     } else {
       return absl::InvalidArgumentError(
           absl::StrCat("unknown strategy '", name, "' for mesh axis '", axis_names[i],
-                       "'; expected fsdp, dp or tp (HSDP is one fsdp and one dp axis)"));
+                       "'; expected fsdp, dp, tp or pp (HSDP is one fsdp and one dp axis)"));
     }
   }
   if (tp_axes > 1) {
     return absl::InvalidArgumentError(
         absl::StrCat("got ", tp_axes, " tp axes in '", std::string(spec),
                      "'; tensor parallelism uses one mesh axis, merge them into one"));
+  }
+  if (pp_axes > 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("got ", pp_axes, " pp axes in '", std::string(spec),
+                     "'; pipeline stages use one mesh axis, merge them into one"));
   }
   return strategies;
 }

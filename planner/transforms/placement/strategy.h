@@ -19,9 +19,11 @@ enum class AxisStrategy {
   kFsdp,  // the batch is split; parameters, grads (and optimizer states) are
           // sharded (ZeRO-3) and gathered for compute
   kTp,    // Megatron tensor parallelism (column/row pairs, heads, vocab)
+  kPp,    // pipeline stages: every tensor is whole along it; plan-stages and
+          // plan-split-stages give each coordinate its own chunks of layers
 };
 
-// "dp", "fsdp" or "tp".
+// "dp", "fsdp", "tp" or "pp".
 std::string_view axisStrategyName(AxisStrategy strategy);
 
 // Whether the axis splits the batch (dp and fsdp do).
@@ -30,7 +32,7 @@ bool splitsBatch(AxisStrategy strategy);
 // Parses "fsdp,tp": one strategy per mesh axis, in mesh order, whitespace
 // allowed around names. `axis_names` are the mesh's axes, for the messages.
 // Fails with InvalidArgument for an empty spec, an unknown name, a count
-// other than the number of axes, or more than one tp axis.
+// other than the number of axes, or more than one tp or pp axis.
 absl::StatusOr<std::vector<AxisStrategy>> parseAxisStrategies(
     std::string_view spec, const std::vector<std::string>& axis_names);
 

@@ -55,14 +55,19 @@ TEST(ParseAxisStrategiesTest, RefusesUnknownStrategy) {
               StatusIs(absl::StatusCode::kInvalidArgument,
                        AllOf(HasSubstr("unknown strategy 'zero3' for mesh axis "
                                        "'tp'"),
-                             HasSubstr("expected fsdp, dp or tp"))));
+                             HasSubstr("expected fsdp, dp, tp or pp"))));
 }
 
-TEST(ParseAxisStrategiesTest, PipelineStagesAreNotPlannedYet) {
-  EXPECT_THAT(parseAxisStrategies("pp,tp", kTwoAxes).status(),
-              StatusIs(absl::StatusCode::kUnimplemented,
-                       AllOf(HasSubstr("mesh axis 'dp' asks for pipeline stages (pp)"),
-                             HasSubstr("docs/planner_stages.md"))));
+TEST(ParseAxisStrategiesTest, PipelineAxisSplitsNothing) {
+  auto strategies = parseAxisStrategies("pp,tp", kTwoAxes);
+  ASSERT_TRUE(strategies.ok()) << strategies.status();
+  EXPECT_THAT(*strategies, ElementsAre(AxisStrategy::kPp, AxisStrategy::kTp));
+  EXPECT_FALSE(splitsBatch(AxisStrategy::kPp));
+}
+
+TEST(ParseAxisStrategiesTest, RefusesTwoPpAxes) {
+  EXPECT_THAT(parseAxisStrategies("pp,pp", kTwoAxes).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("got 2 pp axes in 'pp,pp'")));
 }
 
 TEST(ParseAxisStrategiesTest, RefusesTwoTpAxes) {
@@ -71,7 +76,8 @@ TEST(ParseAxisStrategiesTest, RefusesTwoTpAxes) {
 }
 
 TEST(AxisStrategyNameTest, NamesRoundTrip) {
-  for (AxisStrategy strategy : {AxisStrategy::kDp, AxisStrategy::kFsdp, AxisStrategy::kTp}) {
+  for (AxisStrategy strategy :
+       {AxisStrategy::kDp, AxisStrategy::kFsdp, AxisStrategy::kTp, AxisStrategy::kPp}) {
     auto parsed = parseAxisStrategies(axisStrategyName(strategy), {"a"});
     ASSERT_TRUE(parsed.ok()) << parsed.status();
     EXPECT_THAT(*parsed, ElementsAre(strategy));

@@ -7,7 +7,7 @@ dist.mesh @mesh shape = [2, 4] axes = ["fsdp", "tp"] {dist.strategies = ["fsdp"]
 // -----
 
 // Tests that an unknown strategy is named with its axis.
-// expected-error @+1 {{unknown strategy 'zero3' for mesh axis 'tp'; expected fsdp, dp or tp (HSDP is one fsdp and one dp axis)}}
+// expected-error @+1 {{unknown strategy 'zero3' for mesh axis 'tp'; expected fsdp, dp, tp or pp (HSDP is one fsdp and one dp axis)}}
 dist.mesh @mesh shape = [2, 4] axes = ["fsdp", "tp"] {dist.strategies = ["fsdp", "zero3"]}
 
 // -----

@@ -3,7 +3,8 @@
 // RUN: not plan-opt %s --plan-placement="mesh=dp=2,,tp=4 axes=dp,tp" 2>&1 | FileCheck %s --check-prefix=SYNTAX
 // RUN: not plan-opt %s --plan-placement="mesh=dp=2,tp=4 axes=dp" 2>&1 | FileCheck %s --check-prefix=COUNT
 // RUN: not plan-opt %s --plan-placement="mesh=dp=2,tp=4 axes=dp,zero3" 2>&1 | FileCheck %s --check-prefix=UNKNOWN
-// RUN: not plan-opt %s --plan-placement="mesh=pp=2,tp=4 axes=pp,tp" 2>&1 | FileCheck %s --check-prefix=PP
+// RUN: plan-opt %s --plan-placement="mesh=pp=2,tp=4 axes=pp,tp" | FileCheck %s --check-prefix=PP
+// RUN: not plan-opt %s --plan-placement="mesh=pp=2,tp=2,pp2=2 axes=pp,tp,pp" 2>&1 | FileCheck %s --check-prefix=TWOPP
 // RUN: not plan-opt %s --plan-placement 2>&1 | FileCheck %s --check-prefix=NOMESH
 // RUN: plan-opt %s --plan-placement="mesh=tp=2 axes=tp" | FileCheck %s --check-prefix=VOCAB
 // RUN: plan-opt %s --plan-placement="mesh=tp=2 axes=tp vocab-parallel-loss=false" | FileCheck %s --check-prefix=GATHERED
@@ -23,8 +24,16 @@
 // DEVICES: error: invalid mesh 'dp=3,tp=4': mesh spec "dp=3,tp=4": mesh shape 3x4 has 12 devices but world size is 8
 // SYNTAX: error: invalid mesh 'dp=2,,tp=4': mesh spec "dp=2,,tp=4": missing an axis at column 6
 // COUNT: error: 'dist.mesh' op got 1 axis strategies ('dp') for 2 mesh axes [dp, tp]; give exactly one strategy per mesh axis, in mesh order
-// UNKNOWN: error: 'dist.mesh' op unknown strategy 'zero3' for mesh axis 'tp'; expected fsdp, dp or tp
-// PP: error: 'dist.mesh' op mesh axis 'pp' asks for pipeline stages (pp), which the planner does not plan yet
+// UNKNOWN: error: 'dist.mesh' op unknown strategy 'zero3' for mesh axis 'tp'; expected fsdp, dp, tp or pp
+// A pp axis splits nothing: every tensor is whole along it (plan-stages and
+// plan-split-stages give each coordinate its layers), the tp axis as alone.
+// PP: dist.mesh @mesh shape = [2, 4] axes = ["pp", "tp"] {dist.strategies = ["pp", "tp"]}
+// PP-LABEL: func.func @mlp(
+// PP-SAME: tensor<8x4x16xf32> {dist.placement = #dist.placement<@mesh, [replicate, replicate]>}
+// PP-SAME: tensor<16x32xf32> {dist.placement = #dist.placement<@mesh, [replicate, shard<1>]>, nn.name = "fc1.weight", nn.param}
+// PP-SAME: tensor<32x16xf32> {dist.placement = #dist.placement<@mesh, [replicate, shard<0>]>, nn.name = "fc2.weight", nn.param}
+// PP: nn.linear {{.+}} dist.result_placements = [#dist.placement<@mesh, [replicate, partial<sum>]>]
+// TWOPP: error: 'dist.mesh' op got 2 pp axes in 'pp,tp,pp'; pipeline stages use one mesh axis, merge them into one
 // NOMESH: error: plan-placement needs one mesh, got 0 dist.mesh ops and no mesh= option; pass e.g. --plan-placement="mesh=dp=2,tp=4 axes=dp,tp" or declare one dist.mesh
 func.func @mlp(%x: tensor<8x4x16xf32>,
     %w1: tensor<16x32xf32> {nn.param, nn.name = "fc1.weight"},
