@@ -11,18 +11,18 @@ namespace loom::planner::autodiff {
 llvm::DenseSet<mlir::Operation*> backwardOps(mlir::func::FuncOp func) {
   llvm::DenseSet<mlir::Operation*> backward;
   auto seed = func->getAttrOfType<mlir::IntegerAttr>(kLossGradArgAttrName);
-  if (!seed || seed.getInt() < 0 || seed.getInt() >= static_cast<int64_t>(func.getNumArguments())) {
-    return backward;
+  mlir::Value cotangent;
+  if (seed && seed.getInt() >= 0 && seed.getInt() < static_cast<int64_t>(func.getNumArguments())) {
+    cotangent = func.getArgument(seed.getInt());
   }
-  mlir::Value cotangent = func.getArgument(seed.getInt());
   for (mlir::Operation& op : func.front().without_terminator()) {
-    if (op.hasAttr(kRecomputeAttrName)) {
+    if (op.hasAttr(kRecomputeAttrName) || op.hasAttr(kBackwardRootAttrName)) {
       backward.insert(&op);
       continue;
     }
     for (mlir::Value operand : op.getOperands()) {
       mlir::Operation* producer = operand.getDefiningOp();
-      if (operand == cotangent || (producer && backward.contains(producer))) {
+      if ((cotangent && operand == cotangent) || (producer && backward.contains(producer))) {
         backward.insert(&op);
         break;
       }

@@ -15,9 +15,14 @@ namespace loom::planner::autodiff {
 // counted with the backward's memory.
 inline constexpr char kRecomputeAttrName[] = "nn.recompute";
 
+// Marks an op that starts a backward pass without the loss cotangent: in a
+// pipeline chunk other than the last, the receive of a gradient from the
+// next chunk (plan-split-stages).
+inline constexpr char kBackwardRootAttrName[] = "nn.backward_root";
+
 // The backward pass: the ops that depend on the loss cotangent
-// (nn.loss_grad_arg) and the recomputed forward ops (nn.recompute). Empty
-// for a forward graph.
+// (nn.loss_grad_arg) or on a backward root (nn.backward_root), those roots,
+// and the recomputed forward ops (nn.recompute). Empty for a forward graph.
 llvm::DenseSet<mlir::Operation*> backwardOps(mlir::func::FuncOp func);
 
 // The first op of the backward pass in program order, or null.

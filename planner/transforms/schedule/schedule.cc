@@ -226,8 +226,29 @@ mlir::Operation* firstUser(mlir::Value value, mlir::Block& block) {
 }
 
 // Rewrites `func` into its asynchronous schedule with prefetch depth `k`.
+// A pipeline chunk's sends (plan-split-stages) start where they were and
+// are waited for at the end of the chunk: a stage never blocks on a send,
+// so no schedule's order of sends and receives can deadlock, and the sent
+// activation stays alive until its transfer is done.
+void startSends(mlir::func::FuncOp func) {
+  mlir::Block& block = func.front();
+  llvm::SmallVector<dist::SendOp> sends(block.getOps<dist::SendOp>());
+  for (dist::SendOp send : sends) {
+    mlir::OpBuilder builder(send);
+    auto tensor = llvm::cast<mlir::RankedTensorType>(send.getInput().getType());
+    auto start = dist::SendStartOp::create(
+        builder, send.getLoc(), dist::FutureType::get(func.getContext(), tensor), send.getInput(),
+        send.getMeshAttr(), send.getAxisAttr(), send.getPeerAttr(), send.getTagAttr());
+    start->setDiscardableAttrs(send->getDiscardableAttrDictionary());
+    builder.setInsertionPoint(block.getTerminator());
+    dist::WaitOp::create(builder, send.getLoc(), tensor, start.getResult());
+    send->erase();
+  }
+}
+
 void scheduleFunc(mlir::func::FuncOp func, int64_t k) {
   mlir::Block& block = func.front();
+  startSends(func);
   const std::vector<Step> steps = stepsOf(func);
   const std::vector<Chain> chains = chainsOf(func);
 

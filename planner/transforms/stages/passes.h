@@ -1,5 +1,6 @@
-// The stage stage's pass: plan-stages cuts a training step into pipeline
-// stages of whole layers (docs/planner_stages.md).
+// The stage stage's passes: plan-stages cuts a training step into pipeline
+// chunks of whole layers, plan-split-stages makes one function of each
+// (docs/planner_stages.md).
 #ifndef LOOM_PLANNER_TRANSFORMS_STAGES_PASSES_H_
 #define LOOM_PLANNER_TRANSFORMS_STAGES_PASSES_H_
 
@@ -15,6 +16,14 @@ inline constexpr char kStageAttrName[] = "dist.stage";
 inline constexpr char kArgStagesAttrName[] = "dist.stages";
 inline constexpr char kPipelineStagesAttrName[] = "dist.pipeline_stages";
 inline constexpr char kStageLayersAttrName[] = "dist.stage_layers";
+
+// The attributes plan-split-stages writes on each chunk's function: its
+// chunk, its stage (chunk mod stages), the schedule the stages run and
+// the function it was split from.
+inline constexpr char kPipelineChunkAttrName[] = "dist.pipeline_chunk";
+inline constexpr char kPipelineStageAttrName[] = "dist.pipeline_stage";
+inline constexpr char kPipelineScheduleAttrName[] = "dist.pipeline_schedule";
+inline constexpr char kPipelineFunctionAttrName[] = "dist.pipeline_function";
 
 #define GEN_PASS_DECL
 #pragma GCC diagnostic push

@@ -1,4 +1,5 @@
-// Passes of the stage stage: cutting a training step into pipeline stages.
+// Passes of the stage stage: cutting a training step into pipeline stages
+// and making one function of each chunk.
 #ifndef LOOM_PLANNER_TRANSFORMS_STAGES_PASSES_TD_
 #define LOOM_PLANNER_TRANSFORMS_STAGES_PASSES_TD_
 
@@ -44,6 +45,48 @@ def PlanStages : Pass<"plan-stages", "::mlir::ModuleOp"> {
     Option<"layers", "layers", "std::string", /*default=*/"\"\"",
            "layers per chunk in model order, e.g. 3,5,5,3; empty: balanced "
            "by FLOPs">,
+  ];
+}
+
+def PlanSplitStages : Pass<"plan-split-stages", "::mlir::ModuleOp"> {
+  let summary = "makes one function of each pipeline chunk, with a send and a "
+                "receive for every value that crosses a cut";
+  let description = [{
+    Input: a placed training step cut by `plan-stages` (recomputed or
+    not), before `plan-insert-collectives`; the mesh has a `pp` axis
+    (`dist.strategies`) whose size is the stage count.
+
+    Each chunk `c` becomes `@<function>.chunk<c>`, holding the chunk's ops
+    in their original order and the arguments they read (attributes and
+    locations kept; unread arguments go to the last chunk). It returns
+    the values it defines that the step returned: the last chunk the loss
+    and its gradients, every chunk its own parameters' gradients
+    (`nn.grad_of` renumbered). The function attributes say what it is:
+    `dist.pipeline_chunk`, `dist.pipeline_stage` (chunk mod stages),
+    `dist.pipeline_schedule`, `dist.pipeline_function` (the name it was
+    split from); the loss cotangent `nn.loss_grad_arg` stays with the
+    chunk that reads it.
+
+    Each value defined in chunk `a` and read in chunk `b` gets a
+    `dist.send` to stage `b mod stages` right after its definition and a
+    `dist.recv` from stage `a mod stages` before its first use in `b`,
+    paired by a tag unique in the module, both in the value's given
+    placement. A received gradient (defined by a backward op) is marked
+    `nn.backward_root`: it starts its chunk's backward pass.
+    `plan-schedule` later starts the sends asynchronously and waits for
+    them at the end of the chunk, so that no schedule blocks on a send.
+
+    A function without pipeline stages is left alone. Refused, with the
+    reason: a parameter read by two chunks (tied weights), a gradient
+    computed outside its parameter's chunk, a returned argument, a value
+    passed between two chunks of the same stage, a forward value a chunk
+    reads only in its backward pass, a mesh without a matching pp axis, a
+    schedule that does not match the chunks per stage (gpipe and 1f1b take
+    one, interleaved-1f1b two or more).
+  }];
+  let options = [
+    Option<"schedule", "schedule", "std::string", /*default=*/"\"1f1b\"",
+           "the pipeline schedule: gpipe, 1f1b or interleaved-1f1b">,
   ];
 }
 

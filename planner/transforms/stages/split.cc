@@ -1,0 +1,404 @@
+// plan-split-stages: one function per pipeline chunk, with a send and a
+// receive at every value that crosses a cut (see passes.td and
+// docs/planner_stages.md).
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/DenseSet.h"
+#include "llvm/ADT/SmallVector.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/IRMapping.h"
+#include "mlir/IR/SymbolTable.h"
+#include "planner/dialect/dist/ir/dist_attrs.h"
+#include "planner/dialect/dist/ir/dist_ops.h"
+#include "planner/dialect/nn/ir/nn_dialect.h"
+#include "planner/transforms/autodiff/passes.h"
+#include "planner/transforms/autodiff/phases.h"
+#include "planner/transforms/placement/passes.h"
+#include "planner/transforms/stages/passes.h"
+#include "planner/transforms/stages/schedule_order.h"
+
+namespace loom::planner::stages {
+
+#define GEN_PASS_DEF_PLANSPLITSTAGES
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wunused-parameter"
+#include "planner/transforms/stages/passes.h.inc"
+#pragma GCC diagnostic pop
+
+namespace {
+
+// The pipeline axis of the module's mesh: its name, size and symbol.
+struct PipelineAxis {
+  std::string name;
+  int64_t size = 0;
+  std::string mesh;
+};
+
+mlir::FailureOr<PipelineAxis> findPipelineAxis(mlir::ModuleOp module, mlir::func::FuncOp func) {
+  for (auto mesh : module.getOps<dist::MeshOp>()) {
+    auto strategies = mesh->getAttrOfType<mlir::ArrayAttr>(placement::kStrategiesAttrName);
+    if (!strategies) break;
+    for (auto [i, strategy] : llvm::enumerate(strategies.getAsValueRange<mlir::StringAttr>())) {
+      if (strategy != "pp") continue;
+      return PipelineAxis{llvm::cast<mlir::StringAttr>(mesh.getAxes()[i]).getValue().str(),
+                          mesh.getShape()[i], mesh.getSymName().str()};
+    }
+    break;
+  }
+  return func.emitError() << "@" << func.getSymName()
+                          << " has pipeline stages, but the module's dist.mesh has no pp axis "
+                             "(dist.strategies); plan with a pp axis, e.g. mesh=pp=2 axes=pp";
+}
+
+int64_t chunkOf(mlir::Operation* op) {
+  return op->getAttrOfType<mlir::IntegerAttr>(kStageAttrName).getInt();
+}
+
+// The given placement of `value`: its argument's or its op result's.
+mlir::Attribute placementOf(mlir::Value value) {
+  mlir::Operation* def = value.getDefiningOp();
+  auto results = def->getAttrOfType<mlir::ArrayAttr>(placement::kResultPlacementsAttrName);
+  if (!results) return {};
+  return results[llvm::cast<mlir::OpResult>(value).getResultNumber()];
+}
+
+// One chunk's function as it is being built.
+struct Chunk {
+  mlir::func::FuncOp func;
+  // Original argument -> its index here.
+  llvm::DenseMap<unsigned, unsigned> argIndex;
+  mlir::IRMapping mapping;
+  // The original function's result indices this chunk returns.
+  std::vector<unsigned> results;
+};
+
+class Splitter {
+ public:
+  Splitter(mlir::ModuleOp module, mlir::func::FuncOp func, PipelineSchedule schedule,
+           int64_t& nextTag)
+      : module_(module), func_(func), schedule_(schedule), nextTag_(nextTag) {}
+
+  mlir::LogicalResult run();
+
+ private:
+  mlir::LogicalResult check();
+  mlir::LogicalResult assignResults();
+  void createFunctions();
+  // Clones the ops into their chunks, with a send and a receive for each
+  // value a chunk reads from another.
+  mlir::LogicalResult cloneOps();
+  mlir::FailureOr<mlir::Value> received(mlir::Value value, int64_t to, mlir::Operation* user);
+  void finishFunctions();
+
+  mlir::ModuleOp module_;
+  mlir::func::FuncOp func_;
+  const PipelineSchedule schedule_;
+  int64_t& nextTag_;
+  PipelineAxis axis_;
+  int64_t stages_ = 0;
+  int64_t chunks_ = 0;
+  llvm::DenseSet<mlir::Operation*> backward_;
+  std::vector<Chunk> chunk_;
+  // (value, reading chunk) -> the received value there.
+  llvm::DenseMap<std::pair<mlir::Value, int64_t>, mlir::Value> received_;
+  // A cloned definition -> the last send placed after it (sends follow
+  // their definition in tag order).
+  llvm::DenseMap<mlir::Operation*, mlir::Operation*> lastSendAfter_;
+};
+
+mlir::LogicalResult Splitter::check() {
+  auto stages = func_->getAttrOfType<mlir::IntegerAttr>(kPipelineStagesAttrName);
+  auto layers = func_->getAttrOfType<mlir::DenseI64ArrayAttr>(kStageLayersAttrName);
+  if (!layers) {
+    return func_.emitError() << "@" << func_.getSymName() << " has " << kPipelineStagesAttrName
+                             << " but no " << kStageLayersAttrName << "; run --plan-stages";
+  }
+  stages_ = stages.getInt();
+  chunks_ = static_cast<int64_t>(layers.size());
+  if (stages_ < 2 || chunks_ % stages_ != 0) {
+    return func_.emitError() << "@" << func_.getSymName() << " lists " << chunks_
+                             << " chunks for " << stages_
+                             << " pipeline stages; run --plan-stages again";
+  }
+  const int64_t virtualStages = chunks_ / stages_;
+  mlir::FailureOr<PipelineAxis> axis = findPipelineAxis(module_, func_);
+  if (mlir::failed(axis)) return mlir::failure();
+  axis_ = *axis;
+  if (axis_.size != stages_) {
+    return func_.emitError() << "@" << func_.getSymName() << " is cut into " << stages_
+                             << " pipeline stages, but the mesh's pp axis '" << axis_.name
+                             << "' has " << axis_.size << " ranks; run plan-stages with stages="
+                             << axis_.size;
+  }
+  const bool interleaved = schedule_ == PipelineSchedule::kInterleaved1F1B;
+  if (interleaved != (virtualStages > 1)) {
+    return func_.emitError() << "@" << func_.getSymName() << " has " << virtualStages
+                             << (virtualStages == 1 ? " model chunk" : " model chunks")
+                             << " per stage, but the " << scheduleName(schedule_)
+                             << " schedule runs "
+                             << (interleaved ? "two or more; give plan-stages virtual >= 2"
+                                             : "one; use schedule=interleaved-1f1b or virtual=1");
+  }
+  for (mlir::Operation& op : func_.front().without_terminator()) {
+    if (!op.hasAttr(kStageAttrName)) {
+      return op.emitOpError() << "has no " << kStageAttrName
+                              << "; every op of a staged step needs one (run --plan-stages)";
+    }
+    if (llvm::isa<dist::DistDialect>(op.getDialect())) {
+      return op.emitOpError() << "is a dist op, but plan-split-stages runs before "
+                                 "--plan-insert-collectives";
+    }
+  }
+  for (mlir::BlockArgument arg : func_.getArguments()) {
+    auto chunks = func_.getArgAttrOfType<mlir::DenseI64ArrayAttr>(arg.getArgNumber(),
+                                                                  kArgStagesAttrName);
+    if (!chunks || chunks.size() < 2 ||
+        !func_.getArgAttr(arg.getArgNumber(), nn::NnDialect::kParamAttrName)) {
+      continue;
+    }
+    auto name =
+        func_.getArgAttrOfType<mlir::StringAttr>(arg.getArgNumber(), nn::NnDialect::kNameAttrName);
+    return func_.emitError() << "parameter " << (name ? name.getValue().str() : "") << " (argument "
+                             << arg.getArgNumber() << ") is read by " << chunks.size()
+                             << " pipeline chunks (tied weights); summing a shared parameter's "
+                                "gradients across stages is not supported yet, so untie it or "
+                                "plan without pp";
+  }
+  return mlir::success();
+}
+
+// Each returned value goes back from the chunk that defines it; a
+// parameter's gradient must be defined where its parameter lives.
+mlir::LogicalResult Splitter::assignResults() {
+  mlir::Operation* returnOp = func_.front().getTerminator();
+  for (mlir::OpOperand& use : returnOp->getOpOperands()) {
+    mlir::Operation* def = use.get().getDefiningOp();
+    if (!def) {
+      return returnOp->emitOpError()
+             << "returns argument " << llvm::cast<mlir::BlockArgument>(use.get()).getArgNumber()
+             << " as result " << use.getOperandNumber()
+             << "; a staged step returns only values its chunks compute";
+    }
+    const int64_t chunk = chunkOf(def);
+    chunk_[chunk].results.push_back(use.getOperandNumber());
+    auto of = func_.getResultAttrOfType<mlir::IntegerAttr>(use.getOperandNumber(),
+                                                           autodiff::kGradOfAttrName);
+    if (of && !chunk_[chunk].argIndex.count(static_cast<unsigned>(of.getInt()))) {
+      return def->emitOpError() << "computes the gradient of argument " << of.getInt()
+                                << " in pipeline chunk " << chunk
+                                << ", which does not read that parameter; a gradient must be "
+                                   "computed in its parameter's chunk";
+    }
+  }
+  return mlir::success();
+}
+
+// One function per chunk, named <function>.chunk<c>, with the arguments its
+// ops read (in the original order, attributes and locations kept). Unread
+// arguments go to the last chunk.
+void Splitter::createFunctions() {
+  mlir::OpBuilder builder(func_);
+  chunk_.resize(chunks_);
+  for (mlir::BlockArgument arg : func_.getArguments()) {
+    auto chunks = func_.getArgAttrOfType<mlir::DenseI64ArrayAttr>(arg.getArgNumber(),
+                                                                  kArgStagesAttrName);
+    const std::vector<int64_t> readers =
+        chunks ? std::vector<int64_t>(chunks.asArrayRef().begin(), chunks.asArrayRef().end())
+               : std::vector<int64_t>{chunks_ - 1};
+    for (int64_t c : readers) {
+      Chunk& chunk = chunk_[c];
+      chunk.argIndex[arg.getArgNumber()] = static_cast<unsigned>(chunk.argIndex.size());
+    }
+  }
+  for (int64_t c = 0; c < chunks_; ++c) {
+    Chunk& chunk = chunk_[c];
+    std::vector<unsigned> args(chunk.argIndex.size());
+    for (auto [original, index] : chunk.argIndex) args[index] = original;
+    llvm::SmallVector<mlir::Type> types;
+    for (unsigned a : args) types.push_back(func_.getArgument(a).getType());
+    chunk.func = mlir::func::FuncOp::create(
+        builder, func_.getLoc(), (func_.getSymName() + ".chunk" + llvm::Twine(c)).str(),
+        builder.getFunctionType(types, {}));
+    mlir::Block* body = new mlir::Block();
+    chunk.func.getBody().push_back(body);
+    for (auto [index, a] : llvm::enumerate(args)) {
+      chunk.mapping.map(func_.getArgument(a), body->addArgument(types[index],
+                                                                func_.getArgument(a).getLoc()));
+      chunk.func.setArgAttrs(static_cast<unsigned>(index), func_.getArgAttrDict(a));
+    }
+  }
+}
+
+// The value `user` in chunk `to` reads for `value`, defined in another
+// chunk: a receive before the first such user, its send right after the
+// definition.
+mlir::FailureOr<mlir::Value> Splitter::received(mlir::Value value, int64_t to,
+                                                mlir::Operation* user) {
+  if (auto it = received_.find({value, to}); it != received_.end()) return it->second;
+  mlir::Operation* def = value.getDefiningOp();
+  const int64_t from = chunkOf(def);
+  if (from % stages_ == to % stages_) {
+    return user->emitOpError() << "in pipeline chunk " << to << " reads a value of chunk "
+                               << from << ", which runs on the same stage (" << to % stages_
+                               << "); only values crossing between stages are sent";
+  }
+  const bool gradient = backward_.contains(def);
+  if (!gradient && backward_.contains(user)) {
+    return user->emitOpError()
+           << "in pipeline chunk " << to << " reads forward value of chunk " << from
+           << " only in its backward pass; a stage receives a forward value for its own forward "
+              "(cut the layers elsewhere)";
+  }
+  mlir::Attribute placement = placementOf(value);
+  if (!placement) {
+    return def->emitOpError() << "has no " << placement::kResultPlacementsAttrName
+                              << "; run --plan-placement before --plan-split-stages";
+  }
+  mlir::OpBuilder builder(module_.getContext());
+  const int64_t tag = nextTag_++;
+  auto mark = [&](mlir::Operation* op, int64_t chunk) {
+    op->setAttr(kStageAttrName, builder.getI64IntegerAttr(chunk));
+  };
+  // The send, in the defining chunk, after the definition and any earlier
+  // sends of it.
+  mlir::Operation* clonedDef = chunk_[from].mapping.lookup(value).getDefiningOp();
+  auto last = lastSendAfter_.find(clonedDef);
+  builder.setInsertionPointAfter(last == lastSendAfter_.end() ? clonedDef : last->second);
+  auto send = dist::SendOp::create(builder, def->getLoc(), chunk_[from].mapping.lookup(value),
+                                   axis_.mesh, axis_.name, static_cast<uint64_t>(to % stages_),
+                                   static_cast<uint64_t>(tag));
+  send->setAttr(placement::kOperandPlacementsAttrName, builder.getArrayAttr({placement}));
+  send->setAttr(placement::kResultPlacementsAttrName, builder.getArrayAttr({}));
+  mark(send, from);
+  lastSendAfter_[clonedDef] = send;
+  // The receive, in the reading chunk, where its first user goes.
+  builder.setInsertionPointToEnd(&chunk_[to].func.front());
+  auto recv = dist::RecvOp::create(builder, user->getLoc(), value.getType(), axis_.mesh,
+                                   axis_.name, static_cast<uint64_t>(from % stages_),
+                                   static_cast<uint64_t>(tag));
+  recv->setAttr(placement::kOperandPlacementsAttrName, builder.getArrayAttr({}));
+  recv->setAttr(placement::kResultPlacementsAttrName, builder.getArrayAttr({placement}));
+  mark(recv, to);
+  // A received gradient starts this chunk's backward pass.
+  if (gradient) recv->setAttr(autodiff::kBackwardRootAttrName, builder.getUnitAttr());
+  received_[{value, to}] = recv.getResult();
+  return recv.getResult();
+}
+
+mlir::LogicalResult Splitter::cloneOps() {
+  mlir::OpBuilder builder(module_.getContext());
+  for (mlir::Operation& op : func_.front().without_terminator()) {
+    const int64_t c = chunkOf(&op);
+    Chunk& chunk = chunk_[c];
+    for (mlir::Value operand : op.getOperands()) {
+      if (chunk.mapping.contains(operand)) continue;
+      if (llvm::isa<mlir::BlockArgument>(operand)) {
+        return op.emitOpError() << "in pipeline chunk " << c << " reads argument "
+                                << llvm::cast<mlir::BlockArgument>(operand).getArgNumber()
+                                << ", which plan-stages did not list for it in "
+                                << kArgStagesAttrName << "; run --plan-stages again";
+      }
+      mlir::FailureOr<mlir::Value> value = received(operand, c, &op);
+      if (mlir::failed(value)) return mlir::failure();
+      chunk.mapping.map(operand, *value);
+    }
+    builder.setInsertionPointToEnd(&chunk.func.front());
+    builder.clone(op, chunk.mapping);
+  }
+  return mlir::success();
+}
+
+// Returns, result attributes (gradients' nn.grad_of renumbered) and the
+// function attributes the later passes and the exporter read.
+void Splitter::finishFunctions() {
+  mlir::OpBuilder builder(module_.getContext());
+  mlir::Operation* returnOp = func_.front().getTerminator();
+  const auto schedule = builder.getStringAttr(scheduleName(schedule_));
+  for (int64_t c = 0; c < chunks_; ++c) {
+    Chunk& chunk = chunk_[c];
+    llvm::SmallVector<mlir::Value> values;
+    for (unsigned r : chunk.results) values.push_back(chunk.mapping.lookup(returnOp->getOperand(r)));
+    builder.setInsertionPointToEnd(&chunk.func.front());
+    mlir::func::ReturnOp::create(builder, returnOp->getLoc(), values);
+    chunk.func.setFunctionType(builder.getFunctionType(
+        chunk.func.getArgumentTypes(), mlir::ValueRange(values).getTypes()));
+    for (auto [index, r] : llvm::enumerate(chunk.results)) {
+      const unsigned i = static_cast<unsigned>(index);
+      chunk.func.setResultAttrs(i, func_.getResultAttrDict(r));
+      if (auto of = func_.getResultAttrOfType<mlir::IntegerAttr>(r, autodiff::kGradOfAttrName)) {
+        chunk.func.setResultAttr(
+            i, autodiff::kGradOfAttrName,
+            builder.getI64IntegerAttr(chunk.argIndex.lookup(static_cast<unsigned>(of.getInt()))));
+      }
+    }
+    for (mlir::NamedAttribute attr : func_->getAttrs()) {
+      const llvm::StringRef key = attr.getName().getValue();
+      if (key == mlir::SymbolTable::getSymbolAttrName() ||
+          key == func_.getFunctionTypeAttrName() || key == func_.getArgAttrsAttrName() ||
+          key == func_.getResAttrsAttrName() || key == autodiff::kLossGradArgAttrName) {
+        continue;
+      }
+      chunk.func->setAttr(attr.getName(), attr.getValue());
+    }
+    if (auto seed = func_->getAttrOfType<mlir::IntegerAttr>(autodiff::kLossGradArgAttrName)) {
+      auto it = chunk.argIndex.find(static_cast<unsigned>(seed.getInt()));
+      if (it != chunk.argIndex.end()) {
+        chunk.func->setAttr(autodiff::kLossGradArgAttrName, builder.getI64IntegerAttr(it->second));
+      }
+    }
+    chunk.func->setAttr(kPipelineChunkAttrName, builder.getI64IntegerAttr(c));
+    chunk.func->setAttr(kPipelineStageAttrName, builder.getI64IntegerAttr(c % stages_));
+    chunk.func->setAttr(kPipelineScheduleAttrName, schedule);
+    chunk.func->setAttr(kPipelineFunctionAttrName, func_.getSymNameAttr());
+  }
+}
+
+mlir::LogicalResult Splitter::run() {
+  if (mlir::failed(check())) return mlir::failure();
+  backward_ = autodiff::backwardOps(func_);
+  createFunctions();
+  if (mlir::failed(assignResults()) || mlir::failed(cloneOps())) {
+    for (Chunk& chunk : chunk_) chunk.func.erase();
+    return mlir::failure();
+  }
+  finishFunctions();
+  func_.erase();
+  return mlir::success();
+}
+
+class PlanSplitStagesPass : public impl::PlanSplitStagesBase<PlanSplitStagesPass> {
+ public:
+  using PlanSplitStagesBase::PlanSplitStagesBase;
+
+  void runOnOperation() override {
+    mlir::ModuleOp module = getOperation();
+    absl::StatusOr<PipelineSchedule> parsed = parseSchedule(schedule);
+    if (!parsed.ok()) {
+      module.emitError() << "plan-split-stages: " << std::string(parsed.status().message());
+      return signalPassFailure();
+    }
+    // Tags pair sends with receives across the module's chunks.
+    int64_t nextTag = 0;
+    std::vector<mlir::func::FuncOp> staged;
+    for (auto func : module.getOps<mlir::func::FuncOp>()) {
+      if (!func.isExternal() && func->hasAttr(kPipelineStagesAttrName) &&
+          !func->hasAttr(kPipelineChunkAttrName)) {
+        staged.push_back(func);
+      }
+    }
+    for (mlir::func::FuncOp func : staged) {
+      if (mlir::failed(Splitter(module, func, *parsed, nextTag).run())) return signalPassFailure();
+    }
+  }
+};
+
+}  // namespace
+
+}  // namespace loom::planner::stages
