@@ -85,7 +85,10 @@ OpInfo pointToPoint(std::string_view name, PointToPoint direction, bool async) {
               .p2p = direction,
               .async_start = async,
               .attrs = {}};
-  info.attrs = {{A::kMeshAxes, true}, {A::kPeer, true}, {A::kTag, true}, {A::kBytes, true}};
+  // The placements (optional) say how the moved tensor is laid out on the
+  // other axes, as the planner gave it.
+  info.attrs = {{A::kMeshAxes, true}, {A::kPeer, true},      {A::kTag, true},
+                {A::kBytes, true},    operandPlacements(), resultPlacements()};
   if (async) info.attrs.push_back({A::kAsyncHandle, true});
   return info;
 }

@@ -284,6 +284,7 @@ void Pricer::memory() {
   std::vector<Buffer> buffers;
   buffers.reserve(static_cast<size_t>(count) + staging_.size());
   for (int64_t id = 0; id < count; ++id) {
+    if (!program_in_.holds(id)) continue;
     plan::BufferRole role = buffer(id).role;
     plan::Lifetime live = program_in_.live(id);
     if (!sumOf.empty()) {
@@ -379,8 +380,13 @@ absl::StatusOr<PlanPrice> Pricer::price() {
 // A plan's own program.
 class PlanProgram final : public PricedProgram {
  public:
+  // A stage of several has its own lifetimes: a buffer of another stage's
+  // is not held here.
   PlanProgram(const plan::Plan& plan, const plan::Program& program)
-      : plan_(plan), order_(program.instructions()) {}
+      : plan_(plan),
+        order_(program.instructions()),
+        stage_live_(plan.programs.size() > 1 ? plan::computeLifetimes(plan, program)
+                                             : std::vector<plan::Lifetime>{}) {}
   const plan::Plan& header() const override { return plan_; }
   int64_t size() const override { return static_cast<int64_t>(order_.size()); }
   const plan::Instruction& instruction(int64_t order) const override { return *order_[order]; }
@@ -390,12 +396,18 @@ class PlanProgram final : public PricedProgram {
   std::span<const int64_t> results(int64_t order) const override { return order_[order]->results; }
   int64_t numBuffers() const override { return static_cast<int64_t>(plan_.buffers.size()); }
   const plan::Buffer& buffer(int64_t id) const override { return plan_.buffers[id]; }
-  plan::Lifetime live(int64_t id) const override { return plan_.buffers[id].live; }
+  plan::Lifetime live(int64_t id) const override {
+    return stage_live_.empty() ? plan_.buffers[id].live : stage_live_[id];
+  }
+  bool holds(int64_t id) const override {
+    return stage_live_.empty() || stage_live_[id] != plan::Lifetime{};
+  }
   int64_t loss() const override { return plan_.interface.loss; }
 
  private:
   const plan::Plan& plan_;
   const std::vector<const plan::Instruction*> order_;
+  const std::vector<plan::Lifetime> stage_live_;
 };
 
 // A step of `count` alike micro-steps from one priced with the optimizer:
@@ -548,29 +560,51 @@ std::vector<plan::CommVolume> commVolumeOf(const plan::Plan& plan) {
   return volume;
 }
 
+absl::StatusOr<std::vector<PlanPrice>> priceStages(const plan::Plan& plan,
+                                                   const CostModel& model) {
+  if (plan.programs.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(plan.source, ": the plan has no program"));
+  }
+  std::vector<PlanPrice> prices;
+  for (const plan::Program& program : plan.programs) {
+    absl::StatusOr<PlanPrice> price = priceProgram(PlanProgram(plan, program), model);
+    if (!price.ok()) return price.status();
+    prices.push_back(*std::move(price));
+  }
+  return prices;
+}
+
 absl::Status recordPrice(const CostModel& model, plan::Plan& plan) {
-  absl::StatusOr<PlanPrice> price = pricePlan(plan, model);
-  if (!price.ok()) return price.status();
-  for (plan::Block& block : plan.programs.front().blocks) {
-    for (plan::Instruction& in : block.instructions) {
-      in.start_s = price->start_s[in.order];
-      in.duration_s = price->duration_s[in.order];
+  absl::StatusOr<std::vector<PlanPrice>> prices = priceStages(plan, model);
+  if (!prices.ok()) return prices.status();
+  size_t slowest = 0, fullest = 0;
+  for (size_t k = 0; k < prices->size(); ++k) {
+    const PlanPrice& price = (*prices)[k];
+    for (plan::Block& block : plan.programs[k].blocks) {
+      for (plan::Instruction& in : block.instructions) {
+        in.start_s = price.start_s[in.order];
+        in.duration_s = price.duration_s[in.order];
+      }
     }
+    if (price.timing.step_time_s > (*prices)[slowest].timing.step_time_s) slowest = k;
+    if (price.peak_bytes > (*prices)[fullest].peak_bytes) fullest = k;
   }
+  const PlanPrice& time = (*prices)[slowest];
+  const PlanPrice& memory = (*prices)[fullest];
   plan::Predicted& p = plan.predicted;
-  p.step_time_s = price->timing.step_time_s;
-  p.compute_s = price->timing.compute_s;
-  p.comm_s = price->timing.comm_s;
-  p.exposed_comm_s = price->timing.exposed_comm_s;
-  p.optimizer_s = price->optimizer_s;
+  p.step_time_s = time.timing.step_time_s;
+  p.compute_s = time.timing.compute_s;
+  p.comm_s = time.timing.comm_s;
+  p.exposed_comm_s = time.timing.exposed_comm_s;
+  p.optimizer_s = time.optimizer_s;
   p.compute_efficiency = model.efficiency().gemm;
-  p.peak_bytes = price->peak_bytes;
-  p.peak_index = price->peak_order;
+  p.peak_bytes = memory.peak_bytes;
+  p.peak_index = memory.peak_order;
   for (int r = 0; r < plan::kNumRoles; ++r) {
-    p.breakdown[plan::roleName(static_cast<plan::BufferRole>(r))] = price->breakdown[r];
+    p.breakdown[plan::roleName(static_cast<plan::BufferRole>(r))] = memory.breakdown[r];
   }
-  p.comm_bytes_per_rank = price->comm_bytes_per_rank;
-  p.model_flops = price->model_flops;
+  p.comm_bytes_per_rank = time.comm_bytes_per_rank;
+  p.model_flops = time.model_flops;
   p.machine_profile = model.profile() ? model.profile()->name : "";
   return absl::OkStatus();
 }

@@ -94,6 +94,10 @@ class PricedProgram {
   virtual int64_t numBuffers() const = 0;
   virtual const plan::Buffer& buffer(int64_t id) const = 0;
   virtual plan::Lifetime live(int64_t id) const = 0;
+  // Whether this program holds buffer `id`: a pipeline stage's program
+  // holds only its own buffers (parameters included), which are all its
+  // memory counts.
+  virtual bool holds(int64_t /*id*/) const { return true; }
   virtual int64_t loss() const = 0;
 };
 
@@ -108,6 +112,12 @@ absl::StatusOr<PlanPrice> priceProgram(const PricedProgram& program, const CostM
 // step and the loss is held to its end (plan-memory-plan's rules).
 absl::StatusOr<PlanPrice> pricePlan(const plan::Plan& plan, const CostModel& model);
 
+// Each program of `plan` priced alone, in program order: a pipeline
+// stage's compute, its transfers and its own buffers. What a stage waits
+// for its peers (the schedule's bubble) is not in these figures.
+absl::StatusOr<std::vector<PlanPrice>> priceStages(const plan::Plan& plan,
+                                                   const CostModel& model);
+
 // The collectives of one optimizer step by (axes, kind): each
 // instruction's count and `bytes` times the micro-steps it runs in.
 std::vector<plan::CommVolume> commVolumeOf(const plan::Plan& plan);
@@ -117,6 +127,9 @@ std::vector<plan::CommVolume> commVolumeOf(const plan::Plan& plan);
 // breakdown, comm_bytes_per_rank, model_flops, the efficiency of large
 // GEMMs, the profile's name, and every instruction's start_s and
 // duration_s. The exporter and the re-pricing with a machine profile use it.
+// With pipeline stages every program is priced (priceStages): the times,
+// traffic and FLOPs are the slowest stage's, the memory the stage with the
+// highest peak's, and the bubble is not counted yet.
 absl::Status recordPrice(const CostModel& model, plan::Plan& plan);
 
 }  // namespace loom::planner::cost

@@ -1,6 +1,7 @@
 // The exporter (see plan_json.h and docs/plan_json.md): module -> plan::Plan.
 #include "planner/export/plan_json.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <optional>
 #include <tuple>
@@ -29,6 +30,7 @@
 #include "planner/dialect/nn/ir/module_path.h"
 #include "planner/dialect/nn/ir/nn_dialect.h"
 #include "planner/dialect/nn/ir/nn_interfaces.h"
+#include "planner/export/stage_functions.h"
 #include "planner/export/timeline.h"
 #include "planner/transforms/accumulate/micro_steps.h"
 #include "planner/transforms/autodiff/passes.h"
@@ -37,6 +39,7 @@
 #include "planner/transforms/memory/memory_plan.h"
 #include "planner/transforms/optimizer/passes.h"
 #include "planner/transforms/placement/passes.h"
+#include "planner/transforms/stages/passes.h"
 
 namespace loom::planner::exporter {
 namespace {
@@ -235,34 +238,32 @@ mlir::Value valueBehindDistOps(mlir::Value value) {
   return value;
 }
 
-// One export: the module's function, its memory plan and timeline, and the
-// plan being built.
+// One export: the step's functions (one, or a pipeline's chunks), their
+// memory plans, and the plan being built.
 class Exporter {
  public:
-  Exporter(mlir::func::FuncOp func, mesh::DeviceMesh mesh, mlir::ArrayAttr meshAxes,
+  Exporter(ExportedStep step, mesh::DeviceMesh mesh, mlir::ArrayAttr meshAxes,
            const PlanExportOptions& options)
-      : func_(func),
-        mesh_(std::move(mesh)),
-        meshAxes_(meshAxes),
-        options_(options),
-        memory_(memory::computeMemoryPlan(func)) {}
+      : step_(std::move(step)), mesh_(std::move(mesh)), meshAxes_(meshAxes), options_(options) {}
 
   absl::StatusOr<plan::Plan> run(mlir::ModuleOp module, const mesh::Topology& topology);
 
  private:
   absl::Status addBuffers();
+  absl::Status addFunctionBuffers(mlir::func::FuncOp func, const memory::MemoryPlan& memory,
+                                  const llvm::DenseMap<int64_t, int64_t>& streams);
   absl::Status addInstructions(plan::Program& program);
   absl::StatusOr<plan::Instruction> instructionOf(mlir::Operation& op, int64_t index);
   void describePointToPoint(mlir::Operation& op, plan::Instruction& in);
   absl::Status setInterface();
   int64_t vocabOf();
+  absl::Status setLifetimes();
   absl::Status setPredicted(const mesh::Topology& topology);
 
-  mlir::func::FuncOp func_;
+  ExportedStep step_;
   mesh::DeviceMesh mesh_;
   mlir::ArrayAttr meshAxes_;
   const PlanExportOptions& options_;
-  memory::MemoryPlan memory_;
   plan::Plan plan_;
   llvm::DenseMap<mlir::Value, Placement> placements_;
   llvm::DenseMap<mlir::Value, int64_t> ids_;
@@ -273,7 +274,7 @@ class Exporter {
 absl::StatusOr<plan::Plan> Exporter::run(mlir::ModuleOp module, const mesh::Topology& topology) {
   plan_.source = "plan.json";
   plan_.model = options_.model;
-  plan_.function = func_.getSymName().str();
+  plan_.function = step_.name;
   plan_.mesh = mesh_;
   plan_.strategies.assign(mesh_.ndim(), "fsdp");
   for (auto meshOp : module.getOps<dist::MeshOp>()) {
@@ -285,14 +286,19 @@ absl::StatusOr<plan::Plan> Exporter::run(mlir::ModuleOp module, const mesh::Topo
     break;
   }
   plan_.topology = topologyOf(topology);
-  for (mlir::Operation& op : func_.getBody().front()) opIndex_[&op] = opIndex_.size();
+  // Op indices run on across the chunks, so buffer names stay unique.
+  for (ExportedFunction& f : step_.functions) {
+    for (mlir::Operation& op : f.func.getBody().front()) opIndex_[&op] = opIndex_.size();
+  }
+  plan_.micro_batches = accumulate::microStepsOf(step_.functions.front().func);
   if (absl::Status s = addBuffers(); !s.ok()) return s;
-  plan::Program& program = plan_.programs.emplace_back();
-  if (absl::Status s = addInstructions(program); !s.ok()) return s;
+  for (int64_t stage = 0; stage < step_.stages; ++stage) {
+    plan::Program& program = plan_.programs.emplace_back();
+    program.stage = stage;
+    if (absl::Status s = addInstructions(program); !s.ok()) return s;
+  }
   if (absl::Status s = setInterface(); !s.ok()) return s;
-  program.assignOrder();
-  const std::vector<plan::Lifetime> live = plan::computeLifetimes(plan_, program);
-  for (plan::Buffer& b : plan_.buffers) b.live = live[b.id];
+  if (absl::Status s = setLifetimes(); !s.ok()) return s;
   if (options_.search_template) return std::move(plan_);
   if (absl::Status s = setPredicted(topology); !s.ok()) return s;
   if (absl::Status s = plan::checkPlan(plan_); !s.ok()) {
@@ -301,28 +307,56 @@ absl::StatusOr<plan::Plan> Exporter::run(mlir::ModuleOp module, const mesh::Topo
   return std::move(plan_);
 }
 
-// The memory plan's values (arguments, then op results in program order).
-// Parameters draw their init from one stream each, in argument order; an
-// optimizer state draws from its parameter's. An optimizer step's results
-// are its operands' buffers, updated in place.
+// Parameters draw their init from one stream each, numbered in the step's
+// argument order (a chunk argument's dist.pipeline_arg), so a pipelined
+// plan starts from the weights the one-program plan does.
 absl::Status Exporter::addBuffers() {
-  mlir::Block& body = func_.getBody().front();
+  auto stepArgOf = [](mlir::func::FuncOp func, unsigned n) -> int64_t {
+    auto arg = func.getArgAttrOfType<mlir::IntegerAttr>(n, stages::kPipelineArgAttrName);
+    return arg ? arg.getInt() : n;
+  };
+  std::vector<int64_t> params;
+  for (ExportedFunction& f : step_.functions) {
+    for (mlir::BlockArgument arg : f.func.getArguments()) {
+      if (f.func.getArgAttr(arg.getArgNumber(), nn::NnDialect::kParamAttrName))
+        params.push_back(stepArgOf(f.func, arg.getArgNumber()));
+    }
+  }
+  std::sort(params.begin(), params.end());
+  llvm::DenseMap<int64_t, int64_t> streams;  // step argument -> stream
+  for (int64_t param : params) streams[param] = static_cast<int64_t>(streams.size());
+  for (ExportedFunction& f : step_.functions) {
+    llvm::DenseMap<int64_t, int64_t> byArg;
+    for (mlir::BlockArgument arg : f.func.getArguments()) {
+      auto it = streams.find(stepArgOf(f.func, arg.getArgNumber()));
+      if (it != streams.end()) byArg[arg.getArgNumber()] = it->second;
+    }
+    if (absl::Status s = addFunctionBuffers(f.func, memory::computeMemoryPlan(f.func), byArg);
+        !s.ok()) {
+      return s;
+    }
+  }
+  return absl::OkStatus();
+}
+
+// One function's values, from its memory plan (arguments, then op results
+// in program order). An optimizer state draws from its parameter's stream
+// (`streams`: argument number -> stream). An optimizer step's results are
+// its operands' buffers, updated in place.
+absl::Status Exporter::addFunctionBuffers(mlir::func::FuncOp func,
+                                          const memory::MemoryPlan& memory,
+                                          const llvm::DenseMap<int64_t, int64_t>& streams) {
+  mlir::Block& body = func.getBody().front();
   llvm::DenseMap<mlir::Value, mlir::Value> paramOf;
   for (auto step : body.getOps<dist::OptimizerStepOp>()) {
     for (mlir::Value state : {step.getExpAvg(), step.getExpAvgSq(), step.getMaster()}) {
       if (state) paramOf[state] = step.getParam();
     }
   }
-  llvm::DenseMap<mlir::Value, int64_t> streams;
-  for (mlir::BlockArgument arg : func_.getArguments()) {
-    if (func_.getArgAttr(arg.getArgNumber(), nn::NnDialect::kParamAttrName)) {
-      streams[arg] = static_cast<int64_t>(streams.size());
-    }
-  }
   llvm::DenseMap<mlir::Value, unsigned> returned;
   for (auto [i, operand] : llvm::enumerate(body.getTerminator()->getOperands()))
     returned[operand] = i;
-  for (const memory::ValueLifetime& lifetime : memory_.values) {
+  for (const memory::ValueLifetime& lifetime : memory.values) {
     mlir::Value value = lifetime.value;
     plan::Buffer& b = plan_.buffers.emplace_back();
     b.id = static_cast<int64_t>(plan_.buffers.size()) - 1;
@@ -331,16 +365,17 @@ absl::Status Exporter::addBuffers() {
     const mlir::RankedTensorType local = tensorOf(value.getType());
     if (auto arg = llvm::dyn_cast<mlir::BlockArgument>(value)) {
       const unsigned n = arg.getArgNumber();
-      b.name = argName(func_, n, paramOf);
-      placement = fromAttr(func_.getArgAttr(n, placement::kPlacementAttrName));
-      if (auto shape = func_.getArgAttrOfType<mlir::DenseI64ArrayAttr>(
+      b.name = argName(func, n, paramOf);
+      placement = fromAttr(func.getArgAttr(n, placement::kPlacementAttrName));
+      if (auto shape = func.getArgAttrOfType<mlir::DenseI64ArrayAttr>(
               n, collectives::kGlobalShapeAttrName)) {
         b.global_shape.assign(shape.asArrayRef().begin(), shape.asArrayRef().end());
       }
       if (plan::persistentRole(b.role)) {
         const mlir::Value param = paramOf.lookup(arg) ? paramOf.lookup(arg) : value;
-        absl::StatusOr<plan::InitSpec> init =
-            initSpecOf(func_, n, b.name, options_.seed, streams.lookup(param));
+        const int64_t stream =
+            streams.lookup(llvm::cast<mlir::BlockArgument>(param).getArgNumber());
+        absl::StatusOr<plan::InitSpec> init = initSpecOf(func, n, b.name, options_.seed, stream);
         if (!init.ok()) return init.status();
         b.init = *init;
       }
@@ -351,11 +386,11 @@ absl::Status Exporter::addBuffers() {
                             op->getNumResults() > 1 ? absl::StrCat(".", resultNumber) : "");
       placement = derivePlacement(op, resultNumber, meshAxes_, placements_);
       if (auto it = returned.find(value); it != returned.end()) {
-        if (mlir::Attribute attr = func_.getResultAttr(it->second, placement::kPlacementAttrName)) {
+        if (mlir::Attribute attr = func.getResultAttr(it->second, placement::kPlacementAttrName)) {
           placement = fromAttr(attr);
         }
-        if (auto name = func_.getResultAttrOfType<mlir::StringAttr>(it->second,
-                                                                    nn::NnDialect::kNameAttrName)) {
+        if (auto name = func.getResultAttrOfType<mlir::StringAttr>(it->second,
+                                                                   nn::NnDialect::kNameAttrName)) {
           b.name = absl::StrCat("grad:", name.getValue().str());
         }
       }
@@ -409,6 +444,8 @@ absl::StatusOr<plan::Instruction> Exporter::instructionOf(mlir::Operation& op, i
     if (key == "mesh" || key == "operandSegmentSizes" || key == "resultSegmentSizes") continue;
     // Carried as Instruction::recompute and Instruction::micro_step.
     if (key == autodiff::kRecomputeAttrName || key == accumulate::kMicroStepAttrName) continue;
+    // Carried by the block: a backward root starts a backward block.
+    if (key == autodiff::kBackwardRootAttrName) continue;
     // A point-to-point op's one axis is the plan's mesh_axes (below).
     if (in.info->family == plan::OpFamily::kPointToPoint && key == "axis") continue;
     if (options_.search_template && (key == placement::kOperandPlacementsAttrName ||
@@ -451,79 +488,101 @@ void Exporter::describePointToPoint(mlir::Operation& op, plan::Instruction& in) 
   }
 }
 
-// Instructions per phase (setPredicted adds their predicted times).
+// A stage's blocks (a forward and a backward per chunk, one optimizer) in
+// the schedule's order; setPredicted adds their predicted times.
 absl::Status Exporter::addInstructions(plan::Program& program) {
-  for (plan::Phase phase :
-       {plan::Phase::kForward, plan::Phase::kBackward, plan::Phase::kOptimizer}) {
-    program.blocks.push_back({.name = plan::phaseName(phase), .phase = phase, .instructions = {}});
+  absl::StatusOr<std::vector<plan::ScheduleEntry>> schedule =
+      stageSchedule(step_, program.stage, plan_.micro_batches);
+  if (!schedule.ok()) return schedule.status();
+  program.schedule = *std::move(schedule);
+  std::vector<ExportedFunction*> chunks;
+  for (ExportedFunction& f : step_.functions) {
+    if (f.stage == program.stage) chunks.push_back(&f);
   }
-  // Each micro-step's forward and backward, then the optimizer once.
-  plan_.micro_batches = accumulate::microStepsOf(func_);
-  for (int64_t m = 0; m < plan_.micro_batches; ++m) {
-    for (plan::Phase phase : {plan::Phase::kForward, plan::Phase::kBackward}) {
-      program.schedule.push_back({.block = plan::phaseName(phase), .micro_batch = m});
+  // Instructions are large (their attributes): every block is sized first,
+  // so none regrows.
+  std::vector<std::vector<Phase>> phases;
+  size_t optimizerCount = 0;
+  for (ExportedFunction* f : chunks) {
+    phases.push_back(assignPhases(f->func));
+    size_t counts[3] = {0, 0, 0};
+    for (Phase phase : phases.back()) ++counts[static_cast<int>(phase)];
+    for (Phase phase : {plan::Phase::kForward, plan::Phase::kBackward}) {
+      plan::Block& block = program.blocks.emplace_back();
+      block.name = blockName(step_, phase, f->chunk);
+      block.phase = phase;
+      block.instructions.reserve(counts[static_cast<int>(phase)]);
     }
+    optimizerCount += counts[static_cast<int>(plan::Phase::kOptimizer)];
   }
-  program.schedule.push_back(
-      {.block = plan::phaseName(plan::Phase::kOptimizer), .micro_batch = -1});
-  const std::vector<Phase> phases = assignPhases(func_);
-  // Instructions are large (their attributes): no regrowth.
-  size_t counts[3] = {0, 0, 0};
-  for (Phase phase : phases) ++counts[static_cast<int>(phase)];
-  for (int b = 0; b < 3; ++b) program.blocks[b].instructions.reserve(counts[b]);
-  mlir::Operation* terminator = func_.getBody().front().getTerminator();
-  for (mlir::Operation& op : func_.getBody().front()) {
-    if (&op == terminator) break;
-    const int64_t index = opIndex_[&op];
-    absl::StatusOr<plan::Instruction> in = instructionOf(op, index);
-    if (!in.ok()) return in.status();
-    plan::Block& block = program.blocks[static_cast<int>(phases[index])];
-    in->phase = block.phase;
-    in->block = block.name;
-    in->position = static_cast<int64_t>(block.instructions.size());
-    block.instructions.push_back(*std::move(in));
+  plan::Block& optimizer = program.blocks.emplace_back();
+  optimizer.name = blockName(step_, plan::Phase::kOptimizer, 0);
+  optimizer.phase = plan::Phase::kOptimizer;
+  optimizer.instructions.reserve(optimizerCount);
+  for (auto [k, f] : llvm::enumerate(chunks)) {
+    mlir::Block& body = f->func.getBody().front();
+    size_t position = 0;
+    for (mlir::Operation& op : body.without_terminator()) {
+      const int64_t index = opIndex_[&op];
+      absl::StatusOr<plan::Instruction> in = instructionOf(op, index);
+      if (!in.ok()) return in.status();
+      const Phase phase = phases[k][position++];
+      plan::Block& block =
+          phase == Phase::kOptimizer ? optimizer : program.blocks[2 * k + static_cast<int>(phase)];
+      in->phase = block.phase;
+      in->block = block.name;
+      in->position = static_cast<int64_t>(block.instructions.size());
+      block.instructions.push_back(*std::move(in));
+    }
   }
   return absl::OkStatus();
 }
 
 // What the runtime feeds and reads: the token ids (operand 0 of the
 // embedding), the labels (operand 1 of the cross-entropy), the seed of the
-// loss's cotangent (autodiff's extra argument) and the returned loss.
+// loss's cotangent (autodiff's extra argument) and the returned loss, each
+// in the chunk that has it.
 absl::Status Exporter::setInterface() {
   plan::Interface& io = plan_.interface;
   // The argument an op's operand comes from, through the dist ops that
   // reshard it on the way (labels all-to-all'd to the logits' layout, say).
   auto argFeeding = [&](llvm::StringRef opName, unsigned operand) -> int64_t {
-    for (mlir::Operation& op : func_.getBody().front()) {
-      if (op.getName().getStringRef() != opName || op.getNumOperands() <= operand) continue;
-      auto arg = llvm::dyn_cast<mlir::BlockArgument>(valueBehindDistOps(op.getOperand(operand)));
-      if (!arg) continue;
-      if (auto it = ids_.find(arg); it != ids_.end()) return it->second;
+    for (ExportedFunction& f : step_.functions) {
+      for (mlir::Operation& op : f.func.getBody().front()) {
+        if (op.getName().getStringRef() != opName || op.getNumOperands() <= operand) continue;
+        auto arg = llvm::dyn_cast<mlir::BlockArgument>(valueBehindDistOps(op.getOperand(operand)));
+        if (!arg) continue;
+        if (auto it = ids_.find(arg); it != ids_.end()) return it->second;
+      }
     }
     return -1;
   };
   // Zoo graphs name their inputs by location; other graphs are read by use.
-  for (mlir::BlockArgument arg : func_.getArguments()) {
-    auto loc = llvm::dyn_cast<mlir::NameLoc>(arg.getLoc());
-    if (!loc || func_.getArgAttr(arg.getArgNumber(), nn::NnDialect::kNameAttrName)) continue;
-    const llvm::StringRef name = loc.getName().getValue();
-    if (name == "input_ids" || name == "tokens") io.ids = ids_.lookup(arg);
-    if (name == "labels") io.labels = ids_.lookup(arg);
-    if (name == "position_ids") io.positions = ids_.lookup(arg);
+  for (ExportedFunction& f : step_.functions) {
+    for (mlir::BlockArgument arg : f.func.getArguments()) {
+      auto loc = llvm::dyn_cast<mlir::NameLoc>(arg.getLoc());
+      if (!loc || f.func.getArgAttr(arg.getArgNumber(), nn::NnDialect::kNameAttrName)) continue;
+      const llvm::StringRef name = loc.getName().getValue();
+      if (name == "input_ids" || name == "tokens") io.ids = ids_.lookup(arg);
+      if (name == "labels") io.labels = ids_.lookup(arg);
+      if (name == "position_ids") io.positions = ids_.lookup(arg);
+    }
   }
   if (io.ids < 0) io.ids = argFeeding("nn.embedding", 0);
   if (io.labels < 0) io.labels = argFeeding("nn.cross_entropy", 1);
   if (io.labels < 0) io.labels = argFeeding("nn.vocab_stats", 1);
   io.vocab = vocabOf();
-  if (auto seed = func_->getAttrOfType<mlir::IntegerAttr>(autodiff::kLossGradArgAttrName)) {
-    if (auto it = ids_.find(func_.getArgument(seed.getInt())); it != ids_.end())
-      io.loss_grad_seed = it->second;
-  }
-  mlir::Operation* terminator = func_.getBody().front().getTerminator();
-  for (auto [i, operand] : llvm::enumerate(terminator->getOperands())) {
-    if (func_.getResultAttr(i, autodiff::kGradOfAttrName)) continue;
-    if (auto it = ids_.find(operand); it != ids_.end()) io.loss = it->second;
-    break;
+  for (ExportedFunction& f : step_.functions) {
+    if (auto seed = f.func->getAttrOfType<mlir::IntegerAttr>(autodiff::kLossGradArgAttrName)) {
+      if (auto it = ids_.find(f.func.getArgument(seed.getInt())); it != ids_.end())
+        io.loss_grad_seed = it->second;
+    }
+    mlir::Operation* terminator = f.func.getBody().front().getTerminator();
+    for (auto [i, operand] : llvm::enumerate(terminator->getOperands())) {
+      if (f.func.getResultAttr(i, autodiff::kGradOfAttrName)) continue;
+      if (auto it = ids_.find(operand); it != ids_.end()) io.loss = it->second;
+      break;
+    }
   }
   for (auto [what, id, how] :
        {std::tuple{"token ids", io.ids,
@@ -534,7 +593,7 @@ absl::Status Exporter::setInterface() {
         std::tuple{"loss cotangent seed", io.loss_grad_seed,
                    "run plan-autodiff before exporting"}}) {
     if (id < 0) {
-      return absl::InvalidArgumentError(absl::StrCat("@", func_.getSymName().str(), ": the ", what,
+      return absl::InvalidArgumentError(absl::StrCat("@", step_.name, ": the ", what,
                                                      " the runtime feeds or reads are not found; ",
                                                      how));
     }
@@ -546,18 +605,32 @@ absl::Status Exporter::setInterface() {
 // behind the embedding's table (a gathered padded table's rows are its
 // padded extent). 0: not found.
 int64_t Exporter::vocabOf() {
-  for (mlir::Operation& op : func_.getBody().front()) {
-    if (op.getName().getStringRef() != "nn.embedding" || plan_.interface.ids < 0 ||
-        ids_.lookup(op.getOperand(0)) != plan_.interface.ids) {
-      continue;
+  for (ExportedFunction& f : step_.functions) {
+    for (mlir::Operation& op : f.func.getBody().front()) {
+      if (op.getName().getStringRef() != "nn.embedding" || plan_.interface.ids < 0 ||
+          ids_.lookup(op.getOperand(0)) != plan_.interface.ids) {
+        continue;
+      }
+      const mlir::Value table = valueBehindDistOps(op.getOperand(1));
+      if (auto arg = llvm::dyn_cast<mlir::BlockArgument>(table)) {
+        return plan_.buffers[ids_.lookup(arg)].global_shape[0];
+      }
+      return 0;
     }
-    const mlir::Value table = valueBehindDistOps(op.getOperand(1));
-    if (auto arg = llvm::dyn_cast<mlir::BlockArgument>(table)) {
-      return plan_.buffers[ids_.lookup(arg)].global_shape[0];
-    }
-    break;
   }
   return 0;
+}
+
+// Each buffer's interval in the one program that uses it.
+absl::Status Exporter::setLifetimes() {
+  for (plan::Program& program : plan_.programs) {
+    program.assignOrder();
+    const std::vector<plan::Lifetime> live = plan::computeLifetimes(plan_, program);
+    for (plan::Buffer& b : plan_.buffers) {
+      if (plan_.programs.size() == 1 || live[b.id] != plan::Lifetime{}) b.live = live[b.id];
+    }
+  }
+  return absl::OkStatus();
 }
 
 // The predicted figures: the plan priced by cost::recordPrice (the same
@@ -579,10 +652,10 @@ absl::StatusOr<plan::Plan> exportPlan(mlir::ModuleOp module, const mesh::Topolog
                                       const PlanExportOptions& options) {
   absl::StatusOr<mesh::DeviceMesh> mesh = meshOf(module);
   if (!mesh.ok()) return mesh.status();
-  auto funcs = module.getOps<mlir::func::FuncOp>();
-  if (funcs.empty()) return absl::InvalidArgumentError("the module has no function to export");
+  absl::StatusOr<ExportedStep> step = exportedStep(module);
+  if (!step.ok()) return step.status();
   const mlir::ArrayAttr meshAxes = (*module.getOps<dist::MeshOp>().begin()).getAxes();
-  return Exporter(*funcs.begin(), *std::move(mesh), meshAxes, options).run(module, topology);
+  return Exporter(*std::move(step), *std::move(mesh), meshAxes, options).run(module, topology);
 }
 
 }  // namespace loom::planner::exporter

@@ -13,6 +13,7 @@
 #include "planner/dialect/dist/ir/dist_ops.h"
 #include "planner/dialect/dist/ir/dist_types.h"
 #include "planner/transforms/autodiff/passes.h"
+#include "planner/transforms/autodiff/phases.h"
 
 namespace loom::planner::exporter {
 namespace {
@@ -41,6 +42,10 @@ std::vector<Phase> assignPhases(mlir::func::FuncOp func) {
       }
     }
   }
+  // A pipeline chunk before the last returns no loss: its backward starts
+  // at the gradient it receives (autodiff's backward root).
+  mlir::Operation* backwardStart =
+      training && !loss ? autodiff::firstBackwardOp(func) : nullptr;
   std::vector<Phase> phases;
   Phase current = Phase::kForward;
   for (mlir::Operation& op : body) {
@@ -48,6 +53,7 @@ std::vector<Phase> assignPhases(mlir::func::FuncOp func) {
       phases.push_back(Phase::kOptimizer);
       continue;
     }
+    if (&op == backwardStart) current = Phase::kBackward;
     phases.push_back(current);
     if (training && &op == loss) current = Phase::kBackward;
   }

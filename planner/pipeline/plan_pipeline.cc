@@ -12,6 +12,7 @@
 #include "planner/transforms/placement/passes.h"
 #include "planner/transforms/recompute/passes.h"
 #include "planner/transforms/schedule/passes.h"
+#include "planner/transforms/stages/passes.h"
 
 namespace loom::planner::pipeline {
 
@@ -33,6 +34,12 @@ void addProgramStage(mlir::OpPassManager& pm, const PlanPipelineOptions& options
   pm.addPass(recompute::createPlanRecompute(
       recompute::PlanRecomputeOptions{options.recompute, options.recomputeEvery,
                                       options.recomputeLayers}));
+  // Stages as many as the mesh's pp axis has ranks (none without one),
+  // after recompute so that its clones weigh in the balance; each chunk
+  // becomes a function whose collectives are its own.
+  pm.addPass(stages::createPlanStages(
+      stages::PlanStagesOptions{0, options.virtualStages, options.stageLayers}));
+  pm.addPass(stages::createPlanSplitStages(stages::PlanSplitStagesOptions{options.schedule}));
   collectives::PlanInsertCollectivesOptions collectiveOptions;
   // Kept parameters serve the backward too: one copy, not two.
   collectiveOptions.reshardAfterForward = options.reshardAfterForward && !options.keepGathered;

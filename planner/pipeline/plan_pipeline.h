@@ -42,6 +42,19 @@ struct PlanPipelineOptions : public mlir::PassPipelineOptions<PlanPipelineOption
       llvm::cl::desc("plan-recompute: per-layer modes as mode:count runs, e.g. "
                      "full:4,selective:10 (the later layers take recompute)"),
       llvm::cl::init("")};
+  Option<int64_t> virtualStages{
+      *this, "virtual-stages",
+      llvm::cl::desc("plan-stages: model chunks per pipeline stage (with a pp mesh axis)"),
+      llvm::cl::init(1)};
+  Option<std::string> stageLayers{
+      *this, "stage-layers",
+      llvm::cl::desc("plan-stages: layers per chunk, e.g. 3,5,5,3 (default: balanced by FLOPs)"),
+      llvm::cl::init("")};
+  Option<std::string> schedule{
+      *this, "schedule",
+      llvm::cl::desc("plan-split-stages: gpipe, 1f1b or interleaved-1f1b (default: 1f1b, "
+                     "interleaved-1f1b with virtual-stages > 1)"),
+      llvm::cl::init("")};
   Option<bool> reshardAfterForward{
       *this, "reshard-after-forward",
       llvm::cl::desc("plan-insert-collectives: gather parameters again for the backward pass"),
@@ -85,7 +98,8 @@ struct PlanPipelineOptions : public mlir::PassPipelineOptions<PlanPipelineOption
                              llvm::cl::init(0.01)};
 };
 
-// Adds plan-autodiff -> plan-placement -> plan-recompute -> plan-insert-collectives ->
+// Adds plan-autodiff -> plan-placement -> plan-recompute -> plan-stages ->
+// plan-split-stages (both only with a pp mesh axis) -> plan-insert-collectives ->
 // plan-bucketing -> plan-schedule -> plan-verify-spmd -> plan-accumulate ->
 // plan-optimizer-step -> plan-memory-plan to `pm` (a module pass manager):
 // the placement stage, then the program stage.
@@ -93,8 +107,8 @@ void addPlanPipeline(mlir::OpPassManager& pm, const PlanPipelineOptions& options
 
 // The pipeline's two stages. The placement stage (autodiff, placement)
 // depends on the model and the mesh only; the program stage (recompute,
-// collectives onwards) adds what recompute, reshard-after-forward,
-// bucket-mb and prefetch choose.
+// pipeline stages, collectives onwards) adds what recompute, the stages,
+// reshard-after-forward, bucket-mb and prefetch choose.
 // The mesh search places a model once per mesh shape and runs the program
 // stage on a copy per knob setting.
 void addPlacementStage(mlir::OpPassManager& pm, const PlanPipelineOptions& options);

@@ -172,6 +172,20 @@ cl::opt<bool> defer_grad_sync_flag(
     cl::desc("with --micro-steps > 1: accumulate local gradients and reduce them in the last "
              "micro-step only (FSDP2's set_requires_gradient_sync(False))"),
     cl::init(false), cl::cat(planCategory()));
+cl::opt<std::string> stages_flag(
+    "stages",
+    cl::desc("with a pp mesh axis: layers per model chunk in model order, e.g. 3,5,5,3 (stages "
+             "x virtual stages counts; default: balanced by FLOPs)"),
+    cl::init(""), cl::cat(planCategory()));
+cl::opt<int64_t> virtual_stages_flag(
+    "virtual-stages",
+    cl::desc("with a pp mesh axis: model chunks per stage (default 1; more interleave them)"),
+    cl::init(1), cl::cat(planCategory()));
+cl::opt<std::string> schedule_flag(
+    "schedule",
+    cl::desc("with a pp mesh axis: gpipe, 1f1b or interleaved-1f1b (default: 1f1b, "
+             "interleaved-1f1b with --virtual-stages > 1); the micro-steps are its micro-batches"),
+    cl::init(""), cl::cat(planCategory()));
 cl::opt<int64_t> bucket_mb_flag(
     "bucket-mb", cl::desc("largest gathered bucket in MiB (default 0: one per unit)"), cl::init(0),
     cl::cat(planCategory()));
@@ -272,6 +286,9 @@ int plan(mlir::ModuleOp module, const loom::planner::cost::MachineProfile* profi
                                                .micro_steps = micro_steps_flag,
                                                .keep_gathered = keep_gathered_flag,
                                                .defer_grad_sync = defer_grad_sync_flag,
+                                               .virtual_stages = virtual_stages_flag,
+                                               .stage_layers = stages_flag,
+                                               .schedule = schedule_flag,
                                                .grad_reduce_dtype = grad_reduce_dtype_flag,
                                                .adamw = adamwFlags(),
                                                .profile = profile};
@@ -341,6 +358,16 @@ int planAuto(const std::optional<int64_t>& batch, const std::optional<int64_t>& 
     return fail(
         "--micro-steps applies to an explicit mesh; with --mesh=auto the search picks the "
         "micro-batch (and so the micro-steps) under --batch: fix it with --pin micro-batch=N");
+  }
+  for (const auto& [name, occurrences] :
+       {std::pair{"stages", stages_flag.getNumOccurrences()},
+        std::pair{"virtual-stages", virtual_stages_flag.getNumOccurrences()},
+        std::pair{"schedule", schedule_flag.getNumOccurrences()}}) {
+    if (occurrences > 0) {
+      return fail(std::string("--") + name +
+                  " applies to an explicit mesh with a pp axis (e.g. --mesh=pp=2,fsdp=4); "
+                  "--mesh=auto does not search pipeline stages yet");
+    }
   }
   if (recompute_layers_flag.getNumOccurrences() > 0) {
     return fail(

@@ -229,6 +229,9 @@ class StageRunner {
     options_->microSteps = request.micro_steps;
     options_->keepGathered = request.keep_gathered;
     options_->deferGradSync = request.defer_grad_sync;
+    options_->virtualStages = request.virtual_stages;
+    options_->stageLayers = request.stage_layers;
+    options_->schedule = request.schedule;
     options_->reshardAfterForward = request.reshard_after_forward;
     options_->gradReduceDtype = request.grad_reduce_dtype;
     options_->bucketMb = request.bucket_mb;

@@ -58,6 +58,14 @@ struct PlanRequest {
   int64_t micro_steps = 1;
   bool keep_gathered = false;
   bool defer_grad_sync = false;
+  // With a pp mesh axis (docs/planner_stages.md): model chunks per stage,
+  // layers per chunk by hand ("3,5,5,3"; empty: balanced by FLOPs), and
+  // the schedule (gpipe, 1f1b, interleaved-1f1b; empty: 1f1b, interleaved
+  // with several chunks per stage). The micro-steps are the micro-batches
+  // the schedule pipelines.
+  int64_t virtual_stages = 1;
+  std::string stage_layers = "";
+  std::string schedule = "";
   // plan-insert-collectives' grad-reduce-dtype: the type gradients are
   // reduced in and kept as (bf16 or f32); empty: the parameter's type.
   std::string grad_reduce_dtype = "";

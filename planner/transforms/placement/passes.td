@@ -67,7 +67,7 @@ def PlanPlacement : Pass<"plan-placement", "::mlir::ModuleOp"> {
            "mesh axes and sizes, e.g. dp=2,tp=4 (DeviceMesh syntax); "
            "empty: use the module's dist.mesh">,
     Option<"axes", "axes", "std::string", /*default=*/"\"\"",
-           "one strategy per mesh axis in mesh order (fsdp, dp, tp), e.g. "
+           "one strategy per mesh axis in mesh order (fsdp, dp, tp, pp), e.g. "
            "fsdp,tp; empty: use the mesh's dist.strategies">,
     Option<"devices", "devices", "int64_t", /*default=*/"0",
            "the device count the mesh must have; 0: any">,

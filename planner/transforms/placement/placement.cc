@@ -179,7 +179,7 @@ class PlanPlacementPass : public impl::PlanPlacementBase<PlanPlacementPass> {
       if (!annotated) {
         return meshOp.emitOpError() << "has no " << kStrategiesAttrName
                                     << " and no axes= option is given; pass one strategy per "
-                                       "mesh axis (fsdp, dp, tp), e.g. axes=fsdp,tp";
+                                       "mesh axis (fsdp, dp, tp, pp), e.g. axes=fsdp,tp";
       }
       for (mlir::Attribute name : annotated) {
         auto text = llvm::dyn_cast<mlir::StringAttr>(name);

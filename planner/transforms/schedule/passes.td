@@ -43,6 +43,13 @@ def PlanSchedule : Pass<"plan-schedule", "::mlir::ModuleOp"> {
       same way.
     * **Every other collective** (the loss, tp, activations): the start
       stays, the wait moves to just before the first user of its result.
+    * **Pipeline transfers** (a chunk's `dist.send` and `dist.recv`, from
+      `plan-split-stages`): every receive becomes a `dist.recv_start` at
+      the top of the function and a `dist.wait` where it was (the wait
+      takes `nn.backward_root`); every send a `dist.send_start` where it
+      was and a `dist.wait` just before the return. A send then always
+      finds its receive posted, whatever the pipeline schedule's order,
+      so no stage waits on a peer that waits on it.
 
     ```mlir
     %b1 = dist.bucket %w1, %w2 offsets = [0, 64] : ...

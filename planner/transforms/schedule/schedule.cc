@@ -226,11 +226,16 @@ mlir::Operation* firstUser(mlir::Value value, mlir::Block& block) {
 }
 
 // Rewrites `func` into its asynchronous schedule with prefetch depth `k`.
-// A pipeline chunk's sends (plan-split-stages) start where they were and
-// are waited for at the end of the chunk: a stage never blocks on a send,
-// so no schedule's order of sends and receives can deadlock, and the sent
-// activation stays alive until its transfer is done.
-void startSends(mlir::func::FuncOp func) {
+// A pipeline chunk's transfers (plan-split-stages) never make a stage wait
+// for a peer that is waiting for it: every receive is posted at the top of
+// the chunk, before anything it could block on, and waited for where the
+// value is first used; every send starts where it was and is waited for at
+// the end of the chunk. A send then finds its receive posted whatever the
+// schedule's order (a gradient's receive is posted at the start of its
+// micro-batch's forward), which is the simulation's assumption that
+// sends never block, and the sent tensor stays alive until the transfer
+// is done.
+void startPointToPoint(mlir::func::FuncOp func) {
   mlir::Block& block = func.front();
   llvm::SmallVector<dist::SendOp> sends(block.getOps<dist::SendOp>());
   for (dist::SendOp send : sends) {
@@ -244,11 +249,36 @@ void startSends(mlir::func::FuncOp func) {
     dist::WaitOp::create(builder, send.getLoc(), tensor, start.getResult());
     send->erase();
   }
+  llvm::SmallVector<dist::RecvOp> recvs(block.getOps<dist::RecvOp>());
+  mlir::Operation* lastStart = nullptr;
+  for (dist::RecvOp recv : recvs) {
+    mlir::OpBuilder builder(func.getContext());
+    if (lastStart) {
+      builder.setInsertionPointAfter(lastStart);
+    } else {
+      builder.setInsertionPointToStart(&block);
+    }
+    auto tensor = llvm::cast<mlir::RankedTensorType>(recv.getType());
+    auto start = dist::RecvStartOp::create(
+        builder, recv.getLoc(), dist::FutureType::get(func.getContext(), tensor),
+        recv.getMeshAttr(), recv.getAxisAttr(), recv.getPeerAttr(), recv.getTagAttr());
+    start->setDiscardableAttrs(recv->getDiscardableAttrDictionary());
+    // The received gradient, not its early start, begins the backward pass.
+    start->removeAttr(autodiff::kBackwardRootAttrName);
+    lastStart = start;
+    builder.setInsertionPoint(recv);
+    auto wait = dist::WaitOp::create(builder, recv.getLoc(), tensor, start.getResult());
+    if (recv->hasAttr(autodiff::kBackwardRootAttrName)) {
+      wait->setAttr(autodiff::kBackwardRootAttrName, builder.getUnitAttr());
+    }
+    recv.getResult().replaceAllUsesWith(wait.getResult());
+    recv->erase();
+  }
 }
 
 void scheduleFunc(mlir::func::FuncOp func, int64_t k) {
   mlir::Block& block = func.front();
-  startSends(func);
+  startPointToPoint(func);
   const std::vector<Step> steps = stepsOf(func);
   const std::vector<Chain> chains = chainsOf(func);
 

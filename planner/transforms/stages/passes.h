@@ -24,6 +24,10 @@ inline constexpr char kPipelineChunkAttrName[] = "dist.pipeline_chunk";
 inline constexpr char kPipelineStageAttrName[] = "dist.pipeline_stage";
 inline constexpr char kPipelineScheduleAttrName[] = "dist.pipeline_schedule";
 inline constexpr char kPipelineFunctionAttrName[] = "dist.pipeline_function";
+// On each chunk argument: its argument number in the split function (what
+// a parameter's init stream follows, so every stage count draws the same
+// initial weights).
+inline constexpr char kPipelineArgAttrName[] = "dist.pipeline_arg";
 
 #define GEN_PASS_DECL
 #pragma GCC diagnostic push

@@ -39,7 +39,7 @@ def PlanStages : Pass<"plan-stages", "::mlir::ModuleOp"> {
   }];
   let options = [
     Option<"stages", "stages", "int64_t", /*default=*/"1",
-           "pipeline stages (the pp mesh axis's size)">,
+           "pipeline stages; 0: the size of the mesh's pp axis (1 without one)">,
     Option<"virtualStages", "virtual", "int64_t", /*default=*/"1",
            "model chunks per stage (interleaved schedules)">,
     Option<"layers", "layers", "std::string", /*default=*/"\"\"",
@@ -57,8 +57,9 @@ def PlanSplitStages : Pass<"plan-split-stages", "::mlir::ModuleOp"> {
     (`dist.strategies`) whose size is the stage count.
 
     Each chunk `c` becomes `@<function>.chunk<c>`, holding the chunk's ops
-    in their original order and the arguments they read (attributes and
-    locations kept; unread arguments go to the last chunk). It returns
+    (without their `dist.stage`) in their original order and the arguments they read (attributes and
+    locations kept, and the argument's number in the step as
+    `dist.pipeline_arg`; unread arguments go to the last chunk). It returns
     the values it defines that the step returned: the last chunk the loss
     and its gradients, every chunk its own parameters' gradients
     (`nn.grad_of` renumbered). The function attributes say what it is:
@@ -85,8 +86,9 @@ def PlanSplitStages : Pass<"plan-split-stages", "::mlir::ModuleOp"> {
     one, interleaved-1f1b two or more).
   }];
   let options = [
-    Option<"schedule", "schedule", "std::string", /*default=*/"\"1f1b\"",
-           "the pipeline schedule: gpipe, 1f1b or interleaved-1f1b">,
+    Option<"schedule", "schedule", "std::string", /*default=*/"\"\"",
+           "the pipeline schedule: gpipe, 1f1b or interleaved-1f1b; empty: "
+           "1f1b, interleaved-1f1b with several chunks per stage">,
   ];
 }
 

@@ -2,6 +2,7 @@
 // receive at every value that crosses a cut (see passes.td and
 // docs/planner_stages.md).
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -22,6 +23,7 @@
 #include "planner/transforms/autodiff/phases.h"
 #include "planner/transforms/placement/passes.h"
 #include "planner/transforms/stages/passes.h"
+#include "planner/transforms/stages/pipeline_axis.h"
 #include "planner/transforms/stages/schedule_order.h"
 
 namespace loom::planner::stages {
@@ -33,29 +35,6 @@ namespace loom::planner::stages {
 #pragma GCC diagnostic pop
 
 namespace {
-
-// The pipeline axis of the module's mesh: its name, size and symbol.
-struct PipelineAxis {
-  std::string name;
-  int64_t size = 0;
-  std::string mesh;
-};
-
-mlir::FailureOr<PipelineAxis> findPipelineAxis(mlir::ModuleOp module, mlir::func::FuncOp func) {
-  for (auto mesh : module.getOps<dist::MeshOp>()) {
-    auto strategies = mesh->getAttrOfType<mlir::ArrayAttr>(placement::kStrategiesAttrName);
-    if (!strategies) break;
-    for (auto [i, strategy] : llvm::enumerate(strategies.getAsValueRange<mlir::StringAttr>())) {
-      if (strategy != "pp") continue;
-      return PipelineAxis{llvm::cast<mlir::StringAttr>(mesh.getAxes()[i]).getValue().str(),
-                          mesh.getShape()[i], mesh.getSymName().str()};
-    }
-    break;
-  }
-  return func.emitError() << "@" << func.getSymName()
-                          << " has pipeline stages, but the module's dist.mesh has no pp axis "
-                             "(dist.strategies); plan with a pp axis, e.g. mesh=pp=2 axes=pp";
-}
 
 int64_t chunkOf(mlir::Operation* op) {
   return op->getAttrOfType<mlir::IntegerAttr>(kStageAttrName).getInt();
@@ -81,8 +60,8 @@ struct Chunk {
 
 class Splitter {
  public:
-  Splitter(mlir::ModuleOp module, mlir::func::FuncOp func, PipelineSchedule schedule,
-           int64_t& nextTag)
+  Splitter(mlir::ModuleOp module, mlir::func::FuncOp func,
+           std::optional<PipelineSchedule> schedule, int64_t& nextTag)
       : module_(module), func_(func), schedule_(schedule), nextTag_(nextTag) {}
 
   mlir::LogicalResult run();
@@ -99,7 +78,8 @@ class Splitter {
 
   mlir::ModuleOp module_;
   mlir::func::FuncOp func_;
-  const PipelineSchedule schedule_;
+  // nullopt until check(): the option's, or chosen by the chunks per stage.
+  std::optional<PipelineSchedule> schedule_;
   int64_t& nextTag_;
   PipelineAxis axis_;
   int64_t stages_ = 0;
@@ -128,8 +108,12 @@ mlir::LogicalResult Splitter::check() {
                              << " pipeline stages; run --plan-stages again";
   }
   const int64_t virtualStages = chunks_ / stages_;
-  mlir::FailureOr<PipelineAxis> axis = findPipelineAxis(module_, func_);
-  if (mlir::failed(axis)) return mlir::failure();
+  std::optional<PipelineAxis> axis = findPipelineAxis(module_);
+  if (!axis) {
+    return func_.emitError() << "@" << func_.getSymName()
+                             << " has pipeline stages, but the module's dist.mesh has no pp axis "
+                                "(dist.strategies); plan with a pp axis, e.g. mesh=pp=2 axes=pp";
+  }
   axis_ = *axis;
   if (axis_.size != stages_) {
     return func_.emitError() << "@" << func_.getSymName() << " is cut into " << stages_
@@ -137,11 +121,14 @@ mlir::LogicalResult Splitter::check() {
                              << "' has " << axis_.size << " ranks; run plan-stages with stages="
                              << axis_.size;
   }
-  const bool interleaved = schedule_ == PipelineSchedule::kInterleaved1F1B;
+  if (!schedule_) {
+    schedule_ = virtualStages > 1 ? PipelineSchedule::kInterleaved1F1B : PipelineSchedule::k1F1B;
+  }
+  const bool interleaved = *schedule_ == PipelineSchedule::kInterleaved1F1B;
   if (interleaved != (virtualStages > 1)) {
     return func_.emitError() << "@" << func_.getSymName() << " has " << virtualStages
                              << (virtualStages == 1 ? " model chunk" : " model chunks")
-                             << " per stage, but the " << scheduleName(schedule_)
+                             << " per stage, but the " << scheduleName(*schedule_)
                              << " schedule runs "
                              << (interleaved ? "two or more; give plan-stages virtual >= 2"
                                              : "one; use schedule=interleaved-1f1b or virtual=1");
@@ -232,6 +219,8 @@ void Splitter::createFunctions() {
       chunk.mapping.map(func_.getArgument(a), body->addArgument(types[index],
                                                                 func_.getArgument(a).getLoc()));
       chunk.func.setArgAttrs(static_cast<unsigned>(index), func_.getArgAttrDict(a));
+      chunk.func.setArgAttr(static_cast<unsigned>(index), kPipelineArgAttrName,
+                            builder.getI64IntegerAttr(a));
     }
   }
 }
@@ -263,9 +252,6 @@ mlir::FailureOr<mlir::Value> Splitter::received(mlir::Value value, int64_t to,
   }
   mlir::OpBuilder builder(module_.getContext());
   const int64_t tag = nextTag_++;
-  auto mark = [&](mlir::Operation* op, int64_t chunk) {
-    op->setAttr(kStageAttrName, builder.getI64IntegerAttr(chunk));
-  };
   // The send, in the defining chunk, after the definition and any earlier
   // sends of it.
   mlir::Operation* clonedDef = chunk_[from].mapping.lookup(value).getDefiningOp();
@@ -276,7 +262,6 @@ mlir::FailureOr<mlir::Value> Splitter::received(mlir::Value value, int64_t to,
                                    static_cast<uint64_t>(tag));
   send->setAttr(placement::kOperandPlacementsAttrName, builder.getArrayAttr({placement}));
   send->setAttr(placement::kResultPlacementsAttrName, builder.getArrayAttr({}));
-  mark(send, from);
   lastSendAfter_[clonedDef] = send;
   // The receive, in the reading chunk, where its first user goes.
   builder.setInsertionPointToEnd(&chunk_[to].func.front());
@@ -285,7 +270,6 @@ mlir::FailureOr<mlir::Value> Splitter::received(mlir::Value value, int64_t to,
                                    static_cast<uint64_t>(tag));
   recv->setAttr(placement::kOperandPlacementsAttrName, builder.getArrayAttr({}));
   recv->setAttr(placement::kResultPlacementsAttrName, builder.getArrayAttr({placement}));
-  mark(recv, to);
   // A received gradient starts this chunk's backward pass.
   if (gradient) recv->setAttr(autodiff::kBackwardRootAttrName, builder.getUnitAttr());
   received_[{value, to}] = recv.getResult();
@@ -310,7 +294,8 @@ mlir::LogicalResult Splitter::cloneOps() {
       chunk.mapping.map(operand, *value);
     }
     builder.setInsertionPointToEnd(&chunk.func.front());
-    builder.clone(op, chunk.mapping);
+    // The function says the chunk now.
+    builder.clone(op, chunk.mapping)->removeAttr(kStageAttrName);
   }
   return mlir::success();
 }
@@ -320,7 +305,7 @@ mlir::LogicalResult Splitter::cloneOps() {
 void Splitter::finishFunctions() {
   mlir::OpBuilder builder(module_.getContext());
   mlir::Operation* returnOp = func_.front().getTerminator();
-  const auto schedule = builder.getStringAttr(scheduleName(schedule_));
+  const auto schedule = builder.getStringAttr(scheduleName(*schedule_));
   for (int64_t c = 0; c < chunks_; ++c) {
     Chunk& chunk = chunk_[c];
     llvm::SmallVector<mlir::Value> values;
@@ -379,10 +364,14 @@ class PlanSplitStagesPass : public impl::PlanSplitStagesBase<PlanSplitStagesPass
 
   void runOnOperation() override {
     mlir::ModuleOp module = getOperation();
-    absl::StatusOr<PipelineSchedule> parsed = parseSchedule(schedule);
-    if (!parsed.ok()) {
-      module.emitError() << "plan-split-stages: " << std::string(parsed.status().message());
-      return signalPassFailure();
+    std::optional<PipelineSchedule> chosen;
+    if (!schedule.empty()) {
+      absl::StatusOr<PipelineSchedule> parsed = parseSchedule(schedule);
+      if (!parsed.ok()) {
+        module.emitError() << "plan-split-stages: " << std::string(parsed.status().message());
+        return signalPassFailure();
+      }
+      chosen = *parsed;
     }
     // Tags pair sends with receives across the module's chunks.
     int64_t nextTag = 0;
@@ -394,7 +383,7 @@ class PlanSplitStagesPass : public impl::PlanSplitStagesBase<PlanSplitStagesPass
       }
     }
     for (mlir::func::FuncOp func : staged) {
-      if (mlir::failed(Splitter(module, func, *parsed, nextTag).run())) return signalPassFailure();
+      if (mlir::failed(Splitter(module, func, chosen, nextTag).run())) return signalPassFailure();
     }
   }
 };

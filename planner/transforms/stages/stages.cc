@@ -23,6 +23,7 @@
 #include "planner/transforms/layers/layer_stack.h"
 #include "planner/transforms/stages/balance.h"
 #include "planner/transforms/stages/passes.h"
+#include "planner/transforms/stages/pipeline_axis.h"
 
 namespace loom::planner::stages {
 
@@ -237,16 +238,22 @@ class PlanStagesPass : public impl::PlanStagesBase<PlanStagesPass> {
   using PlanStagesBase::PlanStagesBase;
 
   void runOnOperation() override {
-    if (stages < 1 || virtualStages < 1) {
+    // stages=0: as many as the mesh's pp axis has ranks.
+    int64_t count = stages;
+    if (count == 0) {
+      std::optional<PipelineAxis> axis = findPipelineAxis(getOperation());
+      count = axis ? axis->size : 1;
+    }
+    if (count < 1 || virtualStages < 1) {
       getOperation().emitError() << "plan-stages stages=" << static_cast<int64_t>(stages)
                                  << " virtual=" << static_cast<int64_t>(virtualStages)
-                                 << ": both must be >= 1";
+                                 << ": both must be >= 1 (stages=0: the pp axis's size)";
       return signalPassFailure();
     }
-    if (stages == 1 && virtualStages > 1) {
+    if (count == 1 && virtualStages > 1) {
       getOperation().emitError() << "plan-stages virtual=" << static_cast<int64_t>(virtualStages)
-                                 << " interleaves chunks over stages, but stages=1; give "
-                                    "stages >= 2 or drop virtual";
+                                 << " interleaves chunks over stages, but there is one stage; "
+                                    "give stages >= 2 (a pp mesh axis) or drop virtual";
       return signalPassFailure();
     }
     std::vector<int64_t> counts;
@@ -258,10 +265,10 @@ class PlanStagesPass : public impl::PlanStagesBase<PlanStagesPass> {
       }
       counts = *std::move(parsed);
     }
-    if (stages == 1) return;
+    if (count == 1) return;
     for (auto func : getOperation().getOps<mlir::func::FuncOp>()) {
       if (func.isExternal()) continue;
-      if (mlir::failed(Stager(func, stages, stages * virtualStages, counts).run())) {
+      if (mlir::failed(Stager(func, count, count * virtualStages, counts).run())) {
         return signalPassFailure();
       }
     }

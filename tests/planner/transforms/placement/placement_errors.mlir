@@ -19,7 +19,7 @@ dist.mesh @mesh shape = [2, 4] axes = ["a", "b"] {dist.strategies = ["tp", "tp"]
 // -----
 
 // Tests that a mesh without strategies and no axes= option is refused.
-// expected-error @+1 {{'dist.mesh' op has no dist.strategies and no axes= option is given; pass one strategy per mesh axis (fsdp, dp, tp), e.g. axes=fsdp,tp}}
+// expected-error @+1 {{'dist.mesh' op has no dist.strategies and no axes= option is given; pass one strategy per mesh axis (fsdp, dp, tp, pp), e.g. axes=fsdp,tp}}
 dist.mesh @mesh shape = [8] axes = ["fsdp"]
 
 // -----

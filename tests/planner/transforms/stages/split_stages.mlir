@@ -1,5 +1,5 @@
 // RUN: plan-opt %s --plan-autodiff --plan-placement="mesh=pp=2 axes=pp" --plan-stages="stages=2" --plan-split-stages | FileCheck %s --check-prefix=TWO
-// RUN: plan-opt %s --plan-autodiff --plan-placement="mesh=pp=2 axes=pp" --plan-stages="stages=2 virtual=2" --plan-split-stages="schedule=interleaved-1f1b" | FileCheck %s --check-prefix=VIRTUAL
+// RUN: plan-opt %s --plan-autodiff --plan-placement="mesh=pp=2 axes=pp" --plan-stages="stages=2 virtual=2" --plan-split-stages | FileCheck %s --check-prefix=VIRTUAL
 // RUN: plan-opt %s --plan-autodiff --plan-placement="mesh=pp=2,tp=2 axes=pp,tp" --plan-stages="stages=2" --plan-split-stages | FileCheck %s --check-prefix=TP
 // RUN: plan-opt %s --plan-autodiff --plan-placement="mesh=pp=2 axes=pp" --plan-stages="stages=2" --plan-split-stages --plan-insert-collectives --plan-schedule | FileCheck %s --check-prefix=ASYNC
 // RUN: plan-opt %s --plan-autodiff --plan-placement="mesh=pp=2 axes=pp" --plan-split-stages | FileCheck %s --check-prefix=UNSTAGED
@@ -19,8 +19,8 @@
 // TWO-SAME: attributes {dist.pipeline_chunk = 0 : i64, dist.pipeline_function = "step", dist.pipeline_schedule = "1f1b", dist.pipeline_stage = 0 : i64, dist.pipeline_stages = 2 : i64, dist.stage_layers = array<i64: 3, 1>}
 // TWO: nn.rms_norm %{{.+}}, %arg6
 // TWO: %[[X3:.+]] = nn.add
-// TWO-NEXT: dist.send %[[X3]] to 1 on @mesh axis = "pp" tag = 0 {dist.operand_placements = [#dist.placement<@mesh, [replicate]>], dist.result_placements = [], dist.stage = 0 : i64} : tensor<4x6x8xf32>
-// TWO-NEXT: %[[DX3:.+]] = dist.recv from 1 on @mesh axis = "pp" tag = 1 {dist.operand_placements = [], dist.result_placements = [#dist.placement<@mesh, [replicate]>], dist.stage = 0 : i64, nn.backward_root} : tensor<4x6x8xf32>
+// TWO-NEXT: dist.send %[[X3]] to 1 on @mesh axis = "pp" tag = 0 {dist.operand_placements = [#dist.placement<@mesh, [replicate]>], dist.result_placements = []} : tensor<4x6x8xf32>
+// TWO-NEXT: %[[DX3:.+]] = dist.recv from 1 on @mesh axis = "pp" tag = 1 {dist.operand_placements = [], dist.result_placements = [#dist.placement<@mesh, [replicate]>], nn.backward_root} : tensor<4x6x8xf32>
 // TWO-NEXT: nn.silu_grad %{{.+}}, %[[DX3]]
 // TWO: nn.embedding_grad
 // TWO-NEXT: return
@@ -39,8 +39,10 @@
 // TWO-NEXT: dist.send %[[G]] to 0 on @mesh axis = "pp" tag = 1
 // TWO-NEXT: return
 // TWO-NOT: func.func @step(
+// TWO-NOT: dist.stage =
 
-// Interleaved: four chunks of one layer, chunk c on stage c mod 2; tags
+// Interleaved (the schedule two chunks per stage get unless one is
+// given): four chunks of one layer, chunk c on stage c mod 2; tags
 // number the transfers in program order, forward first.
 // VIRTUAL-LABEL: func.func @step.chunk0
 // VIRTUAL-SAME: dist.pipeline_chunk = 0 : i64, {{.+}} dist.pipeline_schedule = "interleaved-1f1b", dist.pipeline_stage = 0 : i64
@@ -72,19 +74,26 @@
 // TP: dist.recv {{.+}} {dist.operand_placements = [], dist.result_placements = [#dist.placement<@mesh, [replicate, shard<2>]>]
 // TP: dist.send {{.+}} {dist.operand_placements = [#dist.placement<@mesh, [replicate, replicate]>], dist.result_placements = []
 
-// plan-schedule starts each send where it was and waits for it at the end
-// of the chunk; receives stay blocking.
+// plan-schedule posts every receive at the top of its chunk and waits for
+// it where the value is first used (the wait, not the early start, roots
+// the backward pass); each send starts where it was and is waited for at
+// the end of the chunk. So a send always finds its receive posted.
 // ASYNC-LABEL: func.func @step.chunk0
+// ASYNC-NEXT: %[[R:.+]] = dist.recv_start from 1 on @mesh axis = "pp" tag = 1 {{{[^}]*}}} : !dist.future<tensor<4x6x8xf32>>
 // ASYNC: %[[S:.+]] = dist.send_start %{{.+}} to 1 on @mesh axis = "pp" tag = 0 {{.+}} : tensor<4x6x8xf32> -> !dist.future<tensor<4x6x8xf32>>
-// ASYNC: dist.recv from 1
+// ASYNC-NEXT: %[[G:.+]] = dist.wait %[[R]] {nn.backward_root}
+// ASYNC-NEXT: nn.silu_grad %{{.+}}, %[[G]]
 // ASYNC: nn.embedding_grad
 // ASYNC-NEXT: dist.wait %[[S]]
 // ASYNC-NEXT: return
 // ASYNC-LABEL: func.func @step.chunk1
-// ASYNC: dist.recv from 0
+// ASYNC-NEXT: %[[R1:.+]] = dist.recv_start from 0
+// ASYNC-NEXT: dist.wait %[[R1]] :
 // ASYNC: %[[S1:.+]] = dist.send_start
 // ASYNC-NEXT: dist.wait %[[S1]]
 // ASYNC-NEXT: return
+// ASYNC-NOT: dist.recv from
+// ASYNC-NOT: dist.send %
 
 // A step without stages is left alone.
 // UNSTAGED: func.func @step(

@@ -1,4 +1,4 @@
-// RUN: plan-opt %s --split-input-file --verify-diagnostics --plan-split-stages
+// RUN: plan-opt %s --split-input-file --verify-diagnostics --plan-split-stages="schedule=1f1b"
 // RUN: not plan-opt %s --split-input-file --plan-split-stages="schedule=interleaved-1f1b" 2>&1 | FileCheck %s --check-prefix=SCHEDULE
 // RUN: not plan-opt %s --split-input-file --plan-split-stages="schedule=zb" 2>&1 | FileCheck %s --check-prefix=UNKNOWN
 

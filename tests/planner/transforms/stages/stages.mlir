@@ -3,6 +3,8 @@
 // RUN: plan-opt %s --plan-autodiff --plan-stages="stages=2 virtual=2" | FileCheck %s --check-prefix=VIRTUAL
 // RUN: plan-opt %s --plan-autodiff --plan-recompute="mode=full" --plan-stages="stages=2" | FileCheck %s --check-prefix=RECOMPUTE
 // RUN: plan-opt %s --plan-autodiff --plan-stages="stages=1" | FileCheck %s --check-prefix=ONE
+// RUN: plan-opt %s --plan-autodiff --plan-placement="mesh=pp=2 axes=pp" --plan-stages="stages=0" | FileCheck %s --check-prefix=MESH
+// RUN: plan-opt %s --plan-autodiff --plan-placement="mesh=fsdp=2 axes=fsdp" --plan-stages="stages=0" | FileCheck %s --check-prefix=ONE
 
 // A four-layer stack (norm, linear, silu, residual add per layer) between
 // an embedding and a norm, head and loss. The head's vocabulary is twice
@@ -49,6 +51,10 @@
 // RECOMPUTE: nn.cross_entropy_grad
 // RECOMPUTE: nn.linear %{{.+}}, %arg10 {dist.stage = 1 : i64, nn.recompute}
 // RECOMPUTE: nn.linear %{{.+}}, %arg8 {dist.stage = 0 : i64, nn.recompute}
+
+// stages=0 takes the count from the mesh's pp axis (the plan pipeline's
+// way); a mesh without one has one stage.
+// MESH: dist.pipeline_stages = 2 : i64, dist.stage_layers = array<i64: 3, 1>
 
 // One stage: nothing changes.
 // ONE-NOT: dist.stage

@@ -5,9 +5,9 @@
 // RUN: not plan-opt %s --split-input-file --plan-autodiff --plan-stages="stages=2 layers=1,x" 2>&1 | FileCheck %s --check-prefix=PARSE
 // PARSE: plan-stages layers: 'x' is not a layer count >= 1; give one count per chunk in model order, e.g. layers=3,5,5,3
 // RUN: not plan-opt %s --split-input-file --plan-autodiff --plan-stages="stages=1 virtual=2" 2>&1 | FileCheck %s --check-prefix=VIRTUAL
-// VIRTUAL: plan-stages virtual=2 interleaves chunks over stages, but stages=1; give stages >= 2 or drop virtual
-// RUN: not plan-opt %s --split-input-file --plan-autodiff --plan-stages="stages=0" 2>&1 | FileCheck %s --check-prefix=ZERO
-// ZERO: plan-stages stages=0 virtual=1: both must be >= 1
+// VIRTUAL: plan-stages virtual=2 interleaves chunks over stages, but there is one stage; give stages >= 2 (a pp mesh axis) or drop virtual
+// RUN: not plan-opt %s --split-input-file --plan-autodiff --plan-stages="stages=-1" 2>&1 | FileCheck %s --check-prefix=NEGATIVE
+// NEGATIVE: plan-stages stages=-1 virtual=1: both must be >= 1 (stages=0: the pp axis's size)
 // RUN: not plan-opt %s --split-input-file --plan-stages="stages=2" 2>&1 | FileCheck %s --check-prefix=STEP
 // STEP: plan-stages needs a training step, but @step has no nn.loss_grad_arg; run --plan-autodiff first
 // RUN: not plan-opt %s --split-input-file --plan-autodiff --plan-stages="stages=2" --plan-stages="stages=2" 2>&1 | FileCheck %s --check-prefix=TWICE
