@@ -243,6 +243,9 @@ struct CommVolume {
 
 struct Predicted {
   double step_time_s = 0;
+  // With pipeline stages: the time the slowest stage waits for its peers
+  // (the schedule's bubble), part of step_time_s. 0 without stages.
+  double bubble_s = 0;
   double model_flops = 0;  // of the nn ops, per rank and step
   double compute_s = 0;
   double comm_s = 0;

@@ -377,6 +377,7 @@ absl::Status readPredicted(const Reader& r, const json& root, Predicted& p) {
   LOOM_RETURN_IF_ERROR(r.get(j, path, "peak_index", p.peak_index));
   LOOM_RETURN_IF_ERROR(r.get(j, path, "comm_bytes_per_rank", p.comm_bytes_per_rank));
   LOOM_RETURN_IF_ERROR(r.getOptional(j, path, "machine_profile", p.machine_profile));
+  LOOM_RETURN_IF_ERROR(r.getOptional(j, path, "bubble_s", p.bubble_s));
   absl::StatusOr<const json*> breakdown = r.need(j, path, "breakdown", Kind::kObject);
   if (!breakdown.ok()) return breakdown.status();
   for (const auto& [role, bytes] : (*breakdown)->items()) {

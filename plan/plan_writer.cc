@@ -318,6 +318,7 @@ void writePredicted(JsonOut& out, const Predicted& p) {
     out.endObject();
   }
   out.endArray();
+  if (p.bubble_s > 0) out.member("bubble_s", p.bubble_s);
   out.member("compute_efficiency", p.compute_efficiency);
   out.member("compute_s", p.compute_s);
   out.member("exposed_comm_s", p.exposed_comm_s);

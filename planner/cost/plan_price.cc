@@ -14,6 +14,7 @@
 #include "absl/strings/str_join.h"
 #include "plan/lifetimes.h"
 #include "planner/cost/op_work.h"
+#include "planner/cost/pipeline_price.h"
 
 namespace loom::planner::cost {
 namespace {
@@ -589,10 +590,23 @@ absl::Status recordPrice(const CostModel& model, plan::Plan& plan) {
     if (price.timing.step_time_s > (*prices)[slowest].timing.step_time_s) slowest = k;
     if (price.peak_bytes > (*prices)[fullest].peak_bytes) fullest = k;
   }
+  // With stages, each stage also waits for its peers: the step is the
+  // stage whose own time plus its bubble is the longest.
+  std::vector<double> bubble(prices->size(), 0);
+  if (prices->size() > 1) {
+    absl::StatusOr<PipelinePrice> pipeline = pricePipeline(plan, *prices);
+    if (!pipeline.ok()) return pipeline.status();
+    bubble = pipeline->bubble_s;
+    for (size_t k = 0; k < prices->size(); ++k) {
+      const double total = (*prices)[k].timing.step_time_s + bubble[k];
+      if (total > (*prices)[slowest].timing.step_time_s + bubble[slowest]) slowest = k;
+    }
+  }
   const PlanPrice& time = (*prices)[slowest];
   const PlanPrice& memory = (*prices)[fullest];
   plan::Predicted& p = plan.predicted;
-  p.step_time_s = time.timing.step_time_s;
+  p.step_time_s = time.timing.step_time_s + bubble[slowest];
+  p.bubble_s = bubble[slowest];
   p.compute_s = time.timing.compute_s;
   p.comm_s = time.timing.comm_s;
   p.exposed_comm_s = time.timing.exposed_comm_s;

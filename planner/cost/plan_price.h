@@ -127,9 +127,11 @@ std::vector<plan::CommVolume> commVolumeOf(const plan::Plan& plan);
 // breakdown, comm_bytes_per_rank, model_flops, the efficiency of large
 // GEMMs, the profile's name, and every instruction's start_s and
 // duration_s. The exporter and the re-pricing with a machine profile use it.
-// With pipeline stages every program is priced (priceStages): the times,
-// traffic and FLOPs are the slowest stage's, the memory the stage with the
-// highest peak's, and the bubble is not counted yet.
+// With pipeline stages every program is priced (priceStages) and their
+// block runs simulated in the schedules' order (pricePipeline): the step
+// is the stage whose own time plus its wait for its peers (bubble_s) is
+// the longest, whose traffic and FLOPs are reported; the memory is the
+// stage with the highest peak's, one micro-batch deep.
 absl::Status recordPrice(const CostModel& model, plan::Plan& plan);
 
 }  // namespace loom::planner::cost

@@ -199,9 +199,12 @@ std::string formatReport(const plan::Plan& plan, const ReportOptions& options) {
   absl::StrAppend(
       &out,
       absl::StrFormat("- predicted step: %.4f s (compute %.4f s, communication %.4f s of which "
-                      "%.4f s exposed, optimizer %.4f s)\n",
+                      "%.4f s exposed, optimizer %.4f s%s)\n",
                       predicted.step_time_s, predicted.compute_s, predicted.comm_s,
-                      predicted.exposed_comm_s, predicted.optimizer_s),
+                      predicted.exposed_comm_s, predicted.optimizer_s,
+                      predicted.bubble_s > 0
+                          ? absl::StrFormat(", pipeline bubble %.4f s", predicted.bubble_s)
+                          : std::string()),
       "- peak memory per rank: ", memory::formatBytes(predicted.peak_bytes), " (",
       withCommas(predicted.peak_bytes), " bytes)\n\n");
 
