@@ -254,6 +254,10 @@ struct Predicted {
   double compute_efficiency = 0;
   int64_t peak_bytes = 0;
   int64_t peak_index = -1;
+  // With pipeline stages: each stage's peak (its program's, by program
+  // order), with the micro-batches its schedule holds in flight;
+  // peak_bytes is the highest. Empty without stages.
+  std::vector<int64_t> stage_peak_bytes;
   std::map<std::string, int64_t> breakdown;  // bytes per role at the peak
   std::vector<CommVolume> comm_volume;
   int64_t comm_bytes_per_rank = 0;

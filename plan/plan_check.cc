@@ -186,6 +186,12 @@ absl::Status Checker::checkPrograms() const {
                  absl::StrCat("has ", plan_.programs.size(), " programs; a plan with ", stages,
                               " pipeline stage", stages == 1 ? "" : "s", " has one per stage"));
   }
+  const std::vector<int64_t>& stagePeaks = plan_.predicted.stage_peak_bytes;
+  if (!stagePeaks.empty() && stagePeaks.size() != plan_.programs.size()) {
+    return error("$.predicted.stage_peak_bytes",
+                 absl::StrCat("has ", stagePeaks.size(), " entries for ", plan_.programs.size(),
+                              " programs; give one peak per program, or none"));
+  }
   std::set<int64_t> seen;
   for (size_t p = 0; p < plan_.programs.size(); ++p) {
     const Program& program = plan_.programs[p];

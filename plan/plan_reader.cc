@@ -378,6 +378,9 @@ absl::Status readPredicted(const Reader& r, const json& root, Predicted& p) {
   LOOM_RETURN_IF_ERROR(r.get(j, path, "comm_bytes_per_rank", p.comm_bytes_per_rank));
   LOOM_RETURN_IF_ERROR(r.getOptional(j, path, "machine_profile", p.machine_profile));
   LOOM_RETURN_IF_ERROR(r.getOptional(j, path, "bubble_s", p.bubble_s));
+  if (j.contains("stage_peak_bytes")) {
+    LOOM_RETURN_IF_ERROR(r.getList(j, path, "stage_peak_bytes", p.stage_peak_bytes));
+  }
   absl::StatusOr<const json*> breakdown = r.need(j, path, "breakdown", Kind::kObject);
   if (!breakdown.ok()) return breakdown.status();
   for (const auto& [role, bytes] : (*breakdown)->items()) {

@@ -328,6 +328,10 @@ void writePredicted(JsonOut& out, const Predicted& p) {
   out.member("optimizer_s", p.optimizer_s);
   out.member("peak_bytes", p.peak_bytes);
   out.member("peak_index", p.peak_index);
+  if (!p.stage_peak_bytes.empty()) {
+    out.key("stage_peak_bytes");
+    out.list(p.stage_peak_bytes);
+  }
   out.member("step_time_s", p.step_time_s);
   out.endObject();
 }

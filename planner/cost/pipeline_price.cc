@@ -25,7 +25,77 @@ absl::StatusOr<int64_t> chunkOf(const plan::Program& program, const plan::Block&
   return chunk;
 }
 
+using RoleBytes = std::array<int64_t, plan::kNumRoles>;
+
+void addBytes(RoleBytes& into, const RoleBytes& bytes, int64_t sign) {
+  for (int r = 0; r < plan::kNumRoles; ++r) into[r] += sign * bytes[r];
+}
+
 }  // namespace
+
+absl::StatusOr<PipelinePrice::StageMemory> scheduleMemory(
+    const std::vector<plan::ScheduleEntry>& schedule, const BlockMemory& blocks,
+    int64_t micro_batches) {
+  const int64_t n = static_cast<int64_t>(schedule.size());
+  // Each entry's block (an index into blocks.peaks), and the entry of each
+  // (block, micro-batch).
+  std::vector<int32_t> blockOf(n);
+  std::vector<std::vector<int64_t>> entryOf(blocks.peaks.size(),
+                                            std::vector<int64_t>(micro_batches, -1));
+  for (int64_t i = 0; i < n; ++i) {
+    const plan::ScheduleEntry& entry = schedule[i];
+    auto it = std::find_if(blocks.peaks.begin(), blocks.peaks.end(),
+                           [&](const BlockMemory::Peak& p) { return p.block == entry.block; });
+    if (it == blocks.peaks.end() || entry.micro_batch >= micro_batches) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "schedule entry ", i, " runs block '", entry.block, "' for micro-batch ",
+          entry.micro_batch, ", which the stage's price (", blocks.peaks.size(), " blocks, ",
+          micro_batches, " micro-batches) does not have"));
+    }
+    blockOf[i] = static_cast<int32_t>(it - blocks.peaks.begin());
+    if (entry.micro_batch >= 0) entryOf[blockOf[i]][entry.micro_batch] = i;
+  }
+  // What a micro-batch holds strictly between the entries of its two block
+  // runs, summed over micro-batches (a difference array over entries).
+  std::vector<RoleBytes> delta(static_cast<size_t>(n) + 1, RoleBytes{});
+  auto span = [&](const BlockMemory::Held& h, int64_t micro) {
+    return std::pair{entryOf[h.from][micro], entryOf[h.to][micro]};
+  };
+  for (const BlockMemory::Held& h : blocks.held) {
+    for (int64_t m = 0; m < micro_batches; ++m) {
+      const auto [from, to] = span(h, m);
+      if (from < 0 || to <= from + 1) continue;
+      addBytes(delta[from + 1], h.bytes, 1);
+      addBytes(delta[to], h.bytes, -1);
+    }
+  }
+  PipelinePrice::StageMemory out;
+  out.peak_bytes = -1;
+  RoleBytes held{};
+  for (int64_t i = 0; i < n; ++i) {
+    addBytes(held, delta[i], 1);
+    // The running micro-batch's own held bytes are in its block's peak.
+    RoleBytes others = held;
+    if (const int64_t m = schedule[i].micro_batch; m >= 0) {
+      for (const BlockMemory::Held& h : blocks.held) {
+        const auto [from, to] = span(h, m);
+        if (from >= 0 && from < i && i < to) addBytes(others, h.bytes, -1);
+      }
+    }
+    const BlockMemory::Peak& peak = blocks.peaks[blockOf[i]];
+    RoleBytes breakdown = peak.breakdown;
+    addBytes(breakdown, others, 1);
+    int64_t total = 0;
+    for (int64_t bytes : breakdown) total += bytes;
+    if (total <= out.peak_bytes) continue;
+    out = {.peak_bytes = total,
+           .block = peak.block,
+           .micro_batch = schedule[i].micro_batch,
+           .order = peak.order,
+           .breakdown = breakdown};
+  }
+  return out;
+}
 
 absl::StatusOr<PipelinePrice> pricePipeline(const plan::Plan& plan,
                                             const std::vector<PlanPrice>& stages) {
@@ -82,9 +152,20 @@ absl::StatusOr<PipelinePrice> pricePipeline(const plan::Plan& plan,
   if (!timing.ok()) {
     return absl::InvalidArgumentError(absl::StrCat(plan.source, ": ", timing.status().message()));
   }
-  return PipelinePrice{.pipeline_s = timing->step_s,
-                       .bubble_s = timing->bubble_s,
-                       .peak_in_flight = timing->peak_in_flight};
+  PipelinePrice out{.pipeline_s = timing->step_s,
+                    .bubble_s = timing->bubble_s,
+                    .peak_in_flight = timing->peak_in_flight,
+                    .memory = {}};
+  for (int64_t s = 0; s < count; ++s) {
+    absl::StatusOr<PipelinePrice::StageMemory> memory =
+        scheduleMemory(plan.programs[s].schedule, stages[s].blocks, plan.micro_batches);
+    if (!memory.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(plan.source, ": stage ", s, ": ", memory.status().message()));
+    }
+    out.memory.push_back(*std::move(memory));
+  }
+  return out;
 }
 
 }  // namespace loom::planner::cost

@@ -1,11 +1,14 @@
-// The bubble of a pipeline plan: each stage's block runs in its schedule's
-// order, each taking the compute time its stage's pricing gave its
-// instructions, simulated by stages::simulateOrder (the one description of
-// the schedules the stage programs were made from).
+// A pipeline plan's price beyond its stages' own: the bubble (each stage's
+// block runs in its schedule's order, each taking the compute time its
+// stage's pricing gave its instructions, simulated by stages::simulateOrder,
+// the one description of the schedules the stage programs were made from)
+// and each stage's memory with every micro-batch it holds in flight.
 #ifndef LOOM_PLANNER_COST_PIPELINE_PRICE_H_
 #define LOOM_PLANNER_COST_PIPELINE_PRICE_H_
 
+#include <array>
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -22,9 +25,29 @@ struct PipelinePrice {
   // Per stage: the most micro-batch chunks whose forward ran and whose
   // backward has not.
   std::vector<int64_t> peak_in_flight;
+  // Per stage: the highest live bytes over its schedule, where (the block
+  // run and the instruction order in it) and by role.
+  struct StageMemory {
+    int64_t peak_bytes = 0;
+    std::string block;
+    int64_t micro_batch = -1;
+    int64_t order = -1;
+    std::array<int64_t, plan::kNumRoles> breakdown{};
+  };
+  std::vector<StageMemory> memory;
 };
 
-// `stages[k]` prices plan.programs[k] (priceStages). Each block's time is
+// A stage's memory over its `schedule`: each block run holds what
+// the block's one-micro-batch peak holds (`blocks`) plus what every other
+// micro-batch holds between two of its block runs that enclose this one
+// (BlockMemory::held). InvalidArgument for a schedule entry that names a
+// block the price does not have.
+absl::StatusOr<PipelinePrice::StageMemory> scheduleMemory(
+    const std::vector<plan::ScheduleEntry>& schedule, const BlockMemory& blocks,
+    int64_t micro_batches);
+
+// `stages[k]` prices plan.programs[k] (priceStages), with its blocks'
+// memory (PlanPrice::blocks). Each block's time is
 // its compute instructions' priced durations for one micro-batch; a
 // transfer between stages takes the longest priced point-to-point op.
 // InvalidArgument for a plan whose schedules are not a pipeline order

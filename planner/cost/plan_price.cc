@@ -51,6 +51,55 @@ CollectiveKind kindOf(plan::CollectiveKind kind) {
   }
 }
 
+// `buffers` (over `program`'s instructions, the step's end slot included)
+// block by block; `perMicro` says which are made for each micro-batch.
+BlockMemory blockMemory(const PricedProgram& program, const std::vector<Buffer>& buffers,
+                        const std::vector<bool>& perMicro) {
+  const int32_t size = static_cast<int32_t>(program.size());
+  BlockMemory out;
+  std::vector<int32_t> starts;
+  std::vector<bool> optimizer;
+  // Each instruction's block, as an index into out.peaks.
+  std::vector<int32_t> blockAt(static_cast<size_t>(size));
+  for (int32_t order = 0; order < size; ++order) {
+    const plan::Instruction& in = program.instruction(order);
+    if (out.peaks.empty() || out.peaks.back().block != in.block) {
+      out.peaks.push_back({.block = in.block});
+      starts.push_back(order);
+      optimizer.push_back(in.phase == plan::Phase::kOptimizer);
+    }
+    blockAt[order] = static_cast<int32_t>(out.peaks.size()) - 1;
+  }
+  if (out.peaks.empty()) return out;
+  const std::vector<MemoryPeak> peaks = spanPeaks(buffers, size + 1, starts);
+  for (size_t k = 0; k < peaks.size(); ++k) {
+    out.peaks[k].bytes = peaks[k].peak_bytes;
+    out.peaks[k].order = peaks[k].at;
+    out.peaks[k].breakdown = peaks[k].breakdown;
+  }
+  // (from, to) -> index into out.held.
+  std::map<std::pair<int32_t, int32_t>, size_t> heldIndex;
+  for (size_t k = 0; k < buffers.size(); ++k) {
+    const Buffer& b = buffers[k];
+    if (!perMicro[k] || b.first < 0 || b.last >= size) continue;
+    const int32_t from = blockAt[b.first];
+    const int32_t to = blockAt[b.last];
+    if (from == to || optimizer[from] || optimizer[to]) continue;
+    auto [it, added] = heldIndex.emplace(std::pair{from, to}, out.held.size());
+    if (added) out.held.push_back({.from = from, .to = to});
+    out.held[it->second].bytes[static_cast<int>(b.role)] += b.bytes;
+  }
+  return out;
+}
+
+// The higher of two prices' block memory (of one program's micro-steps).
+void keepHigherBlocks(BlockMemory& into, const BlockMemory& other) {
+  if (into.peaks.size() != other.peaks.size()) return;
+  for (size_t k = 0; k < into.peaks.size(); ++k) {
+    if (other.peaks[k].bytes > into.peaks[k].bytes) into.peaks[k] = other.peaks[k];
+  }
+}
+
 // Builds the cost::Instruction program of one plan program and keeps what
 // the memory count and the per-instruction times need.
 class Pricer {
@@ -284,6 +333,10 @@ void Pricer::memory() {
   }
   std::vector<Buffer> buffers;
   buffers.reserve(static_cast<size_t>(count) + staging_.size());
+  // A pipeline stage's: whether each of `buffers` is made anew for every
+  // micro-batch (a micro-batch of its own may hold it across blocks).
+  const bool stage = program_in_.pipelineStage();
+  std::vector<bool> perMicro;
   for (int64_t id = 0; id < count; ++id) {
     if (!program_in_.holds(id)) continue;
     plan::BufferRole role = buffer(id).role;
@@ -304,6 +357,11 @@ void Pricer::memory() {
       live = *held;
     }
     const int64_t last = resident || id == loss ? end : live.last;
+    if (stage) {
+      perMicro.push_back(!resident && id != loss && live.first >= 0 &&
+                         (micro_steps == 1 ||
+                          (!carried[id] && definedIn[id] == plan::MicroStep::kEvery)));
+    }
     buffers.push_back({.bytes = b.bytes,
                        .role = roleOf(role),
                        .first = static_cast<int32_t>(resident ? -1 : live.first),
@@ -314,11 +372,13 @@ void Pricer::memory() {
                        .role = Role::kActivation,
                        .first = static_cast<int32_t>(s.first),
                        .last = static_cast<int32_t>(program_in_.live(s.result).last)});
+    if (stage) perMicro.push_back(true);
   }
   const MemoryPeak peak = peakMemory(buffers, end + 1);
   price_.peak_bytes = peak.peak_bytes;
   price_.peak_order = peak.at;
   price_.breakdown = peak.breakdown;
+  if (stage) price_.blocks = blockMemory(program_in_, buffers, perMicro);
 }
 
 absl::StatusOr<PlanPrice> Pricer::price() {
@@ -404,6 +464,7 @@ class PlanProgram final : public PricedProgram {
     return stage_live_.empty() || stage_live_[id] != plan::Lifetime{};
   }
   int64_t loss() const override { return plan_.interface.loss; }
+  bool pipelineStage() const override { return plan_.programs.size() > 1; }
 
  private:
   const plan::Plan& plan_;
@@ -464,6 +525,7 @@ PlanPrice combineMicroSteps(const PricedProgram& program, std::vector<PlanPrice>
   }
   for (const PlanPrice& p : steps) {
     out.backward_gather_bytes = std::max(out.backward_gather_bytes, p.backward_gather_bytes);
+    keepHigherBlocks(out.blocks, p.blocks);
   }
   if (steps.size() == 3) add(steps[1], middles);
   const double beforeLast = out.timing.step_time_s;
@@ -588,11 +650,19 @@ absl::Status recordPrice(const CostModel& model, plan::Plan& plan) {
       }
     }
     if (price.timing.step_time_s > (*prices)[slowest].timing.step_time_s) slowest = k;
-    if (price.peak_bytes > (*prices)[fullest].peak_bytes) fullest = k;
   }
   // With stages, each stage also waits for its peers: the step is the
-  // stage whose own time plus its bubble is the longest.
+  // stage whose own time plus its bubble is the longest. Its memory holds
+  // the micro-batches its schedule keeps in flight.
   std::vector<double> bubble(prices->size(), 0);
+  std::vector<int64_t> peaks;
+  std::vector<int64_t> peakOrders;
+  std::vector<std::array<int64_t, plan::kNumRoles>> breakdowns;
+  for (const PlanPrice& price : *prices) {
+    peaks.push_back(price.peak_bytes);
+    peakOrders.push_back(price.peak_order);
+    breakdowns.push_back(price.breakdown);
+  }
   if (prices->size() > 1) {
     absl::StatusOr<PipelinePrice> pipeline = pricePipeline(plan, *prices);
     if (!pipeline.ok()) return pipeline.status();
@@ -600,10 +670,15 @@ absl::Status recordPrice(const CostModel& model, plan::Plan& plan) {
     for (size_t k = 0; k < prices->size(); ++k) {
       const double total = (*prices)[k].timing.step_time_s + bubble[k];
       if (total > (*prices)[slowest].timing.step_time_s + bubble[slowest]) slowest = k;
+      peaks[k] = pipeline->memory[k].peak_bytes;
+      peakOrders[k] = pipeline->memory[k].order;
+      breakdowns[k] = pipeline->memory[k].breakdown;
     }
   }
+  for (size_t k = 0; k < peaks.size(); ++k) {
+    if (peaks[k] > peaks[fullest]) fullest = k;
+  }
   const PlanPrice& time = (*prices)[slowest];
-  const PlanPrice& memory = (*prices)[fullest];
   plan::Predicted& p = plan.predicted;
   p.step_time_s = time.timing.step_time_s + bubble[slowest];
   p.bubble_s = bubble[slowest];
@@ -612,10 +687,11 @@ absl::Status recordPrice(const CostModel& model, plan::Plan& plan) {
   p.exposed_comm_s = time.timing.exposed_comm_s;
   p.optimizer_s = time.optimizer_s;
   p.compute_efficiency = model.efficiency().gemm;
-  p.peak_bytes = memory.peak_bytes;
-  p.peak_index = memory.peak_order;
+  p.peak_bytes = peaks[fullest];
+  p.peak_index = peakOrders[fullest];
+  p.stage_peak_bytes = prices->size() > 1 ? peaks : std::vector<int64_t>{};
   for (int r = 0; r < plan::kNumRoles; ++r) {
-    p.breakdown[plan::roleName(static_cast<plan::BufferRole>(r))] = memory.breakdown[r];
+    p.breakdown[plan::roleName(static_cast<plan::BufferRole>(r))] = breakdowns[fullest][r];
   }
   p.comm_bytes_per_rank = time.comm_bytes_per_rank;
   p.model_flops = time.model_flops;

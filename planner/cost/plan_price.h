@@ -41,6 +41,32 @@ struct StagingQuery {
 };
 int64_t collectiveStagingBytes(const StagingQuery& query);
 
+// One micro-batch's memory, block by block: what a pipeline stage's
+// schedule, which runs the blocks of several micro-batches in turn, is
+// priced from (pricePipeline, pipeline_price.h).
+struct BlockMemory {
+  // Per block, in program order: the highest live bytes within it while the
+  // program runs one micro-batch (its own buffers and the ones it inherits
+  // from the micro-batch's earlier blocks), where, and by role.
+  struct Peak {
+    std::string block;
+    int64_t bytes = 0;
+    int64_t order = -1;
+    std::array<int64_t, plan::kNumRoles> breakdown{};
+  };
+  std::vector<Peak> peaks;
+  // Bytes one micro-batch holds from block `from` until block `to` (indices
+  // into `peaks`), by role: saved activations, a gathered copy kept for the
+  // backward, a posted receive. Buffers held across micro-batches (gradient
+  // sums, kept gathers) and resident ones are in every peak instead.
+  struct Held {
+    int32_t from = 0;
+    int32_t to = 0;
+    std::array<int64_t, plan::kNumRoles> bytes{};
+  };
+  std::vector<Held> held;
+};
+
 struct PlanPrice {
   // Compute (optimizer included), communication, exposed communication and
   // the end of one step, as cost::simulate gives them.
@@ -71,6 +97,9 @@ struct PlanPrice {
   // GEMMs, attention or views), part of compute_s. Sequence parallelism
   // can shrink these and nothing else of the compute (the search's bound).
   double memory_bound_s = 0;
+  // A pipeline stage's program only (PricedProgram::pipelineStage): its
+  // memory block by block, the highest over its micro-steps.
+  BlockMemory blocks;
 };
 
 // A program as pricing reads it: a plan's own (pricePlan) or a template's
@@ -99,6 +128,9 @@ class PricedProgram {
   // memory counts.
   virtual bool holds(int64_t /*id*/) const { return true; }
   virtual int64_t loss() const = 0;
+  // A pipeline stage's program, whose blocks the schedule runs for several
+  // micro-batches in turn: its price gets PlanPrice::blocks.
+  virtual bool pipelineStage() const { return false; }
 };
 
 // Prices `program` on `model`'s topology, as pricePlan does.

@@ -63,10 +63,14 @@ Timing simulate(const std::vector<Instruction>& program, double tail_s,
   return timing;
 }
 
-MemoryPeak peakMemory(const std::vector<Buffer>& buffers, int32_t num_instructions,
-                      const std::array<int64_t, kNumRoles>& resident) {
-  // Slot 0 is the entry (-1), slot i + 1 instruction i; a difference array
-  // over the lifetimes.
+namespace {
+
+// Calls visit(slot, live by role, total) for every slot of the step: slot 0
+// is the entry (-1), slot i + 1 instruction i, the last the step's end. A
+// difference array over the lifetimes.
+template <typename Visit>
+void sweepLiveBytes(const std::vector<Buffer>& buffers, int32_t num_instructions,
+                    const std::array<int64_t, kNumRoles>& resident, Visit visit) {
   // Reused: the search asks for thousands of peaks of programs this long,
   // and a fresh array each time is mostly page faults.
   static thread_local std::vector<std::array<int64_t, kNumRoles>> delta;
@@ -76,8 +80,6 @@ MemoryPeak peakMemory(const std::vector<Buffer>& buffers, int32_t num_instructio
     delta[buffer.first + 1][r] += buffer.bytes;
     delta[std::min(buffer.last, num_instructions - 1) + 2][r] -= buffer.bytes;
   }
-  MemoryPeak peak;
-  peak.peak_bytes = -1;
   std::array<int64_t, kNumRoles> live = resident;
   for (int32_t slot = 0; slot <= num_instructions; ++slot) {
     int64_t total = 0;
@@ -85,13 +87,41 @@ MemoryPeak peakMemory(const std::vector<Buffer>& buffers, int32_t num_instructio
       live[r] += delta[slot][r];
       total += live[r];
     }
-    if (total > peak.peak_bytes) {
-      peak.peak_bytes = total;
-      peak.at = slot - 1;
-      peak.breakdown = live;
-    }
+    visit(slot, live, total);
   }
+}
+
+}  // namespace
+
+MemoryPeak peakMemory(const std::vector<Buffer>& buffers, int32_t num_instructions,
+                      const std::array<int64_t, kNumRoles>& resident) {
+  MemoryPeak peak;
+  peak.peak_bytes = -1;
+  sweepLiveBytes(buffers, num_instructions, resident,
+                 [&](int32_t slot, const std::array<int64_t, kNumRoles>& live, int64_t total) {
+                   if (total <= peak.peak_bytes) return;
+                   peak.peak_bytes = total;
+                   peak.at = slot - 1;
+                   peak.breakdown = live;
+                 });
   return peak;
+}
+
+std::vector<MemoryPeak> spanPeaks(const std::vector<Buffer>& buffers, int32_t num_instructions,
+                                  const std::vector<int32_t>& starts) {
+  std::vector<MemoryPeak> peaks(starts.size(), MemoryPeak{.peak_bytes = -1});
+  size_t span = 0;
+  sweepLiveBytes(buffers, num_instructions, {},
+                 [&](int32_t slot, const std::array<int64_t, kNumRoles>& live, int64_t total) {
+                   // Slot s + 1 is instruction s; the entry slot is the first span's.
+                   while (span + 1 < starts.size() && slot - 1 >= starts[span + 1]) ++span;
+                   MemoryPeak& peak = peaks[span];
+                   if (total <= peak.peak_bytes) return;
+                   peak.peak_bytes = total;
+                   peak.at = slot - 1;
+                   peak.breakdown = live;
+                 });
+  return peaks;
 }
 
 }  // namespace loom::planner::cost

@@ -72,6 +72,13 @@ struct MemoryPeak {
 MemoryPeak peakMemory(const std::vector<Buffer>& buffers, int32_t num_instructions,
                       const std::array<int64_t, kNumRoles>& resident = {});
 
+// The peak within each span of consecutive instructions: span k runs from
+// instruction starts[k] to the one before starts[k + 1] (the last span to
+// the end, the step's end slot included; the entry slot belongs to the
+// first span). `starts` begins with 0 and increases.
+std::vector<MemoryPeak> spanPeaks(const std::vector<Buffer>& buffers, int32_t num_instructions,
+                                  const std::vector<int32_t>& starts);
+
 }  // namespace loom::planner::cost
 
 #endif  // LOOM_PLANNER_COST_PROGRAM_H_

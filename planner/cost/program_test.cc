@@ -65,5 +65,26 @@ TEST(ProgramTest, PeakCountsEveryLiveBufferAndTheResidentBytes) {
   EXPECT_EQ(peak.breakdown[static_cast<int>(Role::kGrad)], 25);
 }
 
+TEST(ProgramTest, SpanPeaksAreEachSpansOwnHighest) {
+  const std::vector<Buffer> buffers = {
+      {.bytes = 100, .role = Role::kParam, .first = -1, .last = 5},
+      {.bytes = 10, .role = Role::kActivation, .first = 0, .last = 4},
+      {.bytes = 20, .role = Role::kGathered, .first = 1, .last = 1},
+      {.bytes = 7, .role = Role::kGrad, .first = 4, .last = 5},
+  };
+  // Spans: instructions 0-2 (with the entry), 3, and 4-5 with the end.
+  const std::vector<MemoryPeak> peaks = spanPeaks(buffers, 6, {0, 3, 4});
+  ASSERT_EQ(peaks.size(), 3u);
+  EXPECT_EQ(peaks[0].peak_bytes, 130);
+  EXPECT_EQ(peaks[0].at, 1);
+  EXPECT_EQ(peaks[1].peak_bytes, 110);
+  EXPECT_EQ(peaks[1].at, 3);
+  EXPECT_EQ(peaks[2].peak_bytes, 117);
+  EXPECT_EQ(peaks[2].at, 4);
+  EXPECT_EQ(peaks[2].breakdown[static_cast<int>(Role::kGrad)], 7);
+  // The whole step's peak is the highest span's.
+  EXPECT_EQ(peakMemory(buffers, 6).peak_bytes, 130);
+}
+
 }  // namespace
 }  // namespace loom::planner::cost

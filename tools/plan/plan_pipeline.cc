@@ -15,6 +15,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "mesh/device_mesh.h"
@@ -27,6 +28,7 @@
 #include "planner/export/timeline.h"
 #include "plan/scope.h"
 #include "planner/pipeline/plan_pipeline.h"
+#include "planner/transforms/memory/memory_plan.h"
 #include "planner/transforms/recompute/passes.h"
 
 namespace loom::tools::plan {
@@ -250,6 +252,48 @@ class StageRunner {
   std::unique_ptr<planner::pipeline::PlanPipelineOptions> options_;
 };
 
+// The most micro-batch chunks `program`'s schedule holds at once: forward
+// runs whose backward has not run yet.
+int64_t mostInFlight(const loom::plan::Program& program) {
+  int64_t held = 0, most = 0;
+  for (const loom::plan::ScheduleEntry& entry : program.schedule) {
+    const loom::plan::Block* block = program.block(entry.block);
+    if (block == nullptr || entry.micro_batch < 0) continue;
+    held += block->phase == loom::plan::Phase::kForward ? 1 : -1;
+    most = std::max(most, held);
+  }
+  return most;
+}
+
+// A pipeline plan's memory check: each stage holds the activations of the
+// micro-batches its schedule keeps in flight, which the per-chunk check of
+// plan-memory-plan (one micro-batch deep) cannot see.
+absl::Status checkStageMemory(const loom::plan::Plan& plan, const PlanRequest& request,
+                              const loom::mesh::Topology& topology) {
+  const std::vector<int64_t>& peaks = plan.predicted.stage_peak_bytes;
+  const double budgetGb = request.memory_gb > 0 ? request.memory_gb
+                                                : static_cast<double>(topology.device().memory_bytes) /
+                                                      kBytesPerGiB;
+  const auto budget = static_cast<int64_t>(std::floor(budgetGb * kBytesPerGiB));
+  const auto fullest = std::max_element(peaks.begin(), peaks.end());
+  if (fullest == peaks.end() || *fullest <= budget) return absl::OkStatus();
+  const size_t stage = static_cast<size_t>(fullest - peaks.begin());
+  planner::memory::MemoryBreakdown breakdown;
+  for (const auto& [role, bytes] : plan.predicted.breakdown) {
+    absl::StatusOr<loom::plan::BufferRole> r = loom::plan::roleFromName(role);
+    if (r.ok()) breakdown[*r] = bytes;
+  }
+  return absl::ResourceExhaustedError(absl::StrFormat(
+      "pipeline stage %d of %d needs %s per rank at its peak, with up to %d micro-batch chunks in "
+      "flight as its schedule runs them, over the %g GiB device memory (got: %d > %d bytes): %s; "
+      "recompute activations (--recompute=selective, full or auto), keep fewer micro-batches in "
+      "flight (--schedule=1f1b rather than gpipe), or cut the model into more stages or add "
+      "tensor parallelism (a larger pp or tp axis)",
+      plan.programs[stage].stage, plan.programs.size(), planner::memory::formatBytes(*fullest),
+      mostInFlight(plan.programs[stage]), budgetGb, *fullest, budget,
+      planner::memory::formatBreakdown(breakdown)));
+}
+
 absl::StatusOr<PlanResult> exportModule(mlir::ModuleOp module, const PlanRequest& request,
                                         const loom::mesh::Topology& topology) {
   planner::exporter::PlanExportOptions options;
@@ -264,6 +308,11 @@ absl::StatusOr<PlanResult> exportModule(mlir::ModuleOp module, const PlanRequest
             topology,
             {.compute_efficiency = options.compute_efficiency, .profile = request.profile}, *plan);
         !status.ok()) {
+      return status;
+    }
+  }
+  if (request.check_memory) {
+    if (absl::Status status = checkStageMemory(*plan, request, topology); !status.ok()) {
       return status;
     }
   }

@@ -11,7 +11,10 @@
 #    against fsdp 2, tp 2 and fsdp 2 x tp 2;
 #  - pp 2 x tp 2 under mpirun with the mpi backend;
 #  - checkpoints: pp 2 saves step 3 of 6; resumed from it under pp 4 and on
-#    1 rank, steps 4..6 equal the uninterrupted 1-rank run's.
+#    1 rank, steps 4..6 equal the uninterrupted 1-rank run's;
+#  - memory: under 1F1B and GPipe (tiny Llama at seq 64), each rank's
+#    measured peak is within 10 % of its stage's predicted peak, which holds
+#    the micro-batches the schedule keeps in flight.
 # Args: train, then the plans' directory (runtime/executor/testdata).
 set -u
 train="$1" plans="$2"
@@ -93,4 +96,25 @@ for resume in "pipe_pp4 4" "pipe_single 1"; do
       --checkpoint_dir="$dir" --resume --losses_out="$work/resume_$plan.json"
   tail_same full6 "resume_$plan"
 done
+
+for plan in pipe_mem_pp2 pipe_mem_pp2_gpipe; do
+  run "$plan" "$train" --plan="$plans/$plan/plan.json" "${common[@]}" --nproc=2 \
+      --memory_out="$work/$plan.memory.json"
+done
+/usr/bin/python3 - "$work" <<'PY' || fail "measured stage memory is not the predicted"
+import json, sys
+work = sys.argv[1]
+first = {}
+for plan in ("pipe_mem_pp2", "pipe_mem_pp2_gpipe"):
+    report = json.load(open(f"{work}/{plan}.memory.json"))
+    stages = report["predicted_stage_peak_bytes"]
+    assert len(stages) == 2 and report["predicted_peak_bytes"] == max(stages), report
+    for rank in report["ranks"]:
+        predicted, measured = rank["predicted_peak_bytes"], rank["peak"]
+        print(plan, "rank", rank["rank"], "predicted", predicted, "measured", measured)
+        assert abs(measured - predicted) <= 0.10 * measured, f"{plan} rank {rank['rank']}"
+    first[plan] = stages[0]
+# GPipe's first stage holds all four micro-batches, 1F1B's two.
+assert first["pipe_mem_pp2_gpipe"] > first["pipe_mem_pp2"], first
+PY
 echo PASS
