@@ -37,23 +37,38 @@ struct PipelinePrice {
   std::vector<StageMemory> memory;
 };
 
-// A stage's memory over its `schedule`: each block run holds what
-// the block's one-micro-batch peak holds (`blocks`) plus what every other
+// A stage's memory over its `schedule`: each block run holds what the
+// block's one-micro-batch peak holds (`blocks`) plus what every other
 // micro-batch holds between two of its block runs that enclose this one
-// (BlockMemory::held). InvalidArgument for a schedule entry that names a
+// (StageBlocks::held). InvalidArgument for a schedule entry that names a
 // block the price does not have.
 absl::StatusOr<PipelinePrice::StageMemory> scheduleMemory(
-    const std::vector<plan::ScheduleEntry>& schedule, const BlockMemory& blocks,
+    const std::vector<plan::ScheduleEntry>& schedule, const StageBlocks& blocks,
     int64_t micro_batches);
 
-// `stages[k]` prices plan.programs[k] (priceStages), with its blocks'
-// memory (PlanPrice::blocks). Each block's time is
-// its compute instructions' priced durations for one micro-batch; a
-// transfer between stages takes the longest priced point-to-point op.
-// InvalidArgument for a plan whose schedules are not a pipeline order
-// (a block name that names no chunk, a chunk on the wrong stage).
+// One stage as the pipeline's price reads it: its program's blocks, with
+// their times and memory (PlanPrice::blocks), and the order its schedule
+// runs them. Block "forward" of stage s (one chunk per stage) runs chunk
+// s, "forward.c" chunk c.
+struct StageRuns {
+  int64_t stage = 0;
+  const StageBlocks* blocks = nullptr;
+  const std::vector<plan::ScheduleEntry>* schedule = nullptr;
+};
+
+// The pipeline whose stages run `stages` (one per stage, in stage order)
+// for `micro_batches`: each block takes its compute time for one
+// micro-batch, a transfer between stages the longest point-to-point op,
+// and stages::simulateOrder does the rest. InvalidArgument for schedules
+// that are not a pipeline order (a block that names no chunk, a chunk on
+// the wrong stage, a chunk without a forward or backward).
+absl::StatusOr<PipelinePrice> priceSchedules(const std::vector<StageRuns>& stages,
+                                             int64_t micro_batches);
+
+// `prices[k]` prices plan.programs[k] (priceStages): priceSchedules over the
+// plan's programs, each error prefixed with the plan's source.
 absl::StatusOr<PipelinePrice> pricePipeline(const plan::Plan& plan,
-                                            const std::vector<PlanPrice>& stages);
+                                            const std::vector<PlanPrice>& prices);
 
 }  // namespace loom::planner::cost
 

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -102,14 +103,16 @@ TEST_F(PipelinePriceTest, TheRecordedStepWaitsForTheBubble) {
 
 TEST_F(PipelinePriceTest, RefusesABlockThatNamesNoChunk) {
   plan::Plan plan = twoStages(1, PipelineOrder::kGPipe);
-  absl::StatusOr<std::vector<PlanPrice>> prices = priceStages(plan, *model_);
-  ASSERT_TRUE(prices.ok()) << prices.status();
   for (plan::Block& block : plan.programs[1].blocks) {
-    if (block.name == "forward") block.name = "forward.x";
+    if (block.name != "forward") continue;
+    block.name = "forward.x";
+    for (plan::Instruction& in : block.instructions) in.block = block.name;
   }
   for (plan::ScheduleEntry& entry : plan.programs[1].schedule) {
     if (entry.block == "forward") entry.block = "forward.x";
   }
+  absl::StatusOr<std::vector<PlanPrice>> prices = priceStages(plan, *model_);
+  ASSERT_TRUE(prices.ok()) << prices.status();
   absl::StatusOr<PipelinePrice> pipeline = pricePipeline(plan, *prices);
   ASSERT_FALSE(pipeline.ok());
   EXPECT_NE(pipeline.status().message().find("stage 1's block 'forward.x' names no model chunk"),
@@ -120,18 +123,20 @@ TEST_F(PipelinePriceTest, RefusesABlockThatNamesNoChunk) {
 // Three blocks of one micro-batch: the forward peaks at 100 bytes, the
 // backward at 120, the optimizer at 60, and each micro-batch holds 40 bytes
 // of activations from its forward to its backward.
-BlockMemory threeBlocks() {
-  BlockMemory blocks;
+StageBlocks threeBlocks() {
+  StageBlocks blocks;
   const int act = static_cast<int>(plan::BufferRole::kActivation);
   const int param = static_cast<int>(plan::BufferRole::kParam);
-  for (const auto& [name, bytes] :
-       {std::pair{"forward", 100}, {"backward", 120}, {"optimizer", 60}}) {
-    BlockMemory::Peak peak{.block = name, .bytes = bytes, .order = 0, .breakdown = {}};
-    peak.breakdown[param] = 50;
-    peak.breakdown[act] = bytes - 50;
-    blocks.peaks.push_back(peak);
+  for (const auto& [name, phase, bytes] :
+       {std::tuple{"forward", plan::Phase::kForward, 100},
+        std::tuple{"backward", plan::Phase::kBackward, 120},
+        std::tuple{"optimizer", plan::Phase::kOptimizer, 60}}) {
+    StageBlocks::Block block{.name = name, .phase = phase, .peak_bytes = bytes};
+    block.breakdown[param] = 50;
+    block.breakdown[act] = bytes - 50;
+    blocks.blocks.push_back(block);
   }
-  BlockMemory::Held held{.from = 0, .to = 1, .bytes = {}};
+  StageBlocks::Held held{.from = 0, .to = 1, .bytes = {}};
   held.bytes[act] = 40;
   blocks.held.push_back(held);
   return blocks;
@@ -208,12 +213,12 @@ TEST_F(PipelinePriceTest, StageMemoryHoldsTheScheduleInFlight) {
   const plan::Plan plan = twoStages(4, PipelineOrder::kGPipe);
   absl::StatusOr<std::vector<PlanPrice>> prices = priceStages(plan, *model_);
   ASSERT_TRUE(prices.ok()) << prices.status();
-  const BlockMemory& blocks = (*prices)[0].blocks;
+  const StageBlocks& blocks = (*prices)[0].blocks;
   ASSERT_EQ(blocks.held.size(), 1u);
   int64_t held = 0;
   for (int64_t bytes : blocks.held[0].bytes) held += bytes;
   EXPECT_GT(held, 0);
-  const int64_t backward = blocks.peaks[blocks.held[0].to].bytes;
+  const int64_t backward = blocks.blocks[blocks.held[0].to].peak_bytes;
   EXPECT_EQ(peak[std::pair(PipelineOrder::kGPipe, 4)], backward + 3 * held);
   EXPECT_EQ(peak[std::pair(PipelineOrder::k1F1B, 4)], backward + held);
   EXPECT_GT(peak[std::pair(PipelineOrder::k1F1B, 4)], peak[std::pair(PipelineOrder::k1F1B, 1)]);

@@ -51,40 +51,40 @@ CollectiveKind kindOf(plan::CollectiveKind kind) {
   }
 }
 
-// `buffers` (over `program`'s instructions, the step's end slot included)
-// block by block; `perMicro` says which are made for each micro-batch.
-BlockMemory blockMemory(const PricedProgram& program, const std::vector<Buffer>& buffers,
+// The blocks of `program` with the memory of `buffers` (over its
+// instructions, the step's end slot included); `perMicro` says which are
+// made for each micro-batch. Times are set by blockTimes.
+StageBlocks blockMemory(const PricedProgram& program, const std::vector<Buffer>& buffers,
                         const std::vector<bool>& perMicro) {
   const int32_t size = static_cast<int32_t>(program.size());
-  BlockMemory out;
+  StageBlocks out;
   std::vector<int32_t> starts;
-  std::vector<bool> optimizer;
-  // Each instruction's block, as an index into out.peaks.
+  // Each instruction's block, as an index into out.blocks.
   std::vector<int32_t> blockAt(static_cast<size_t>(size));
   for (int32_t order = 0; order < size; ++order) {
-    const plan::Instruction& in = program.instruction(order);
-    if (out.peaks.empty() || out.peaks.back().block != in.block) {
-      out.peaks.push_back({.block = in.block});
+    const std::string_view name = program.blockName(order);
+    if (out.blocks.empty() || out.blocks.back().name != name) {
+      out.blocks.push_back({.name = std::string(name), .phase = program.instruction(order).phase});
       starts.push_back(order);
-      optimizer.push_back(in.phase == plan::Phase::kOptimizer);
     }
-    blockAt[order] = static_cast<int32_t>(out.peaks.size()) - 1;
+    blockAt[order] = static_cast<int32_t>(out.blocks.size()) - 1;
   }
-  if (out.peaks.empty()) return out;
+  if (out.blocks.empty()) return out;
   const std::vector<MemoryPeak> peaks = spanPeaks(buffers, size + 1, starts);
   for (size_t k = 0; k < peaks.size(); ++k) {
-    out.peaks[k].bytes = peaks[k].peak_bytes;
-    out.peaks[k].order = peaks[k].at;
-    out.peaks[k].breakdown = peaks[k].breakdown;
+    out.blocks[k].peak_bytes = peaks[k].peak_bytes;
+    out.blocks[k].peak_order = peaks[k].at;
+    out.blocks[k].breakdown = peaks[k].breakdown;
   }
   // (from, to) -> index into out.held.
   std::map<std::pair<int32_t, int32_t>, size_t> heldIndex;
+  auto optimizer = [&](int32_t block) { return out.blocks[block].phase == plan::Phase::kOptimizer; };
   for (size_t k = 0; k < buffers.size(); ++k) {
     const Buffer& b = buffers[k];
     if (!perMicro[k] || b.first < 0 || b.last >= size) continue;
     const int32_t from = blockAt[b.first];
     const int32_t to = blockAt[b.last];
-    if (from == to || optimizer[from] || optimizer[to]) continue;
+    if (from == to || optimizer(from) || optimizer(to)) continue;
     auto [it, added] = heldIndex.emplace(std::pair{from, to}, out.held.size());
     if (added) out.held.push_back({.from = from, .to = to});
     out.held[it->second].bytes[static_cast<int>(b.role)] += b.bytes;
@@ -93,10 +93,34 @@ BlockMemory blockMemory(const PricedProgram& program, const std::vector<Buffer>&
 }
 
 // The higher of two prices' block memory (of one program's micro-steps).
-void keepHigherBlocks(BlockMemory& into, const BlockMemory& other) {
-  if (into.peaks.size() != other.peaks.size()) return;
-  for (size_t k = 0; k < into.peaks.size(); ++k) {
-    if (other.peaks[k].bytes > into.peaks[k].bytes) into.peaks[k] = other.peaks[k];
+void keepHigherBlocks(StageBlocks& into, const StageBlocks& other) {
+  if (into.blocks.size() != other.blocks.size()) return;
+  for (size_t k = 0; k < into.blocks.size(); ++k) {
+    StageBlocks::Block& block = into.blocks[k];
+    const StageBlocks::Block& higher = other.blocks[k];
+    if (higher.peak_bytes <= block.peak_bytes) continue;
+    block.peak_bytes = higher.peak_bytes;
+    block.peak_order = higher.peak_order;
+    block.breakdown = higher.breakdown;
+  }
+}
+
+// Each block's compute time for one micro-batch, and the longest
+// point-to-point op, from the priced durations.
+void blockTimes(const PricedProgram& program, PlanPrice& price) {
+  StageBlocks& stage = price.blocks;
+  size_t block = 0;
+  for (int64_t order = 0; order < program.size(); ++order) {
+    while (block < stage.blocks.size() && stage.blocks[block].name != program.blockName(order)) {
+      ++block;
+    }
+    const plan::Instruction& in = program.instruction(order);
+    const double seconds = price.duration_s[order].value_or(0);
+    if (in.info->family == plan::OpFamily::kPointToPoint) {
+      stage.transfer_s = std::max(stage.transfer_s, seconds);
+    } else if (in.info->stream == plan::Stream::kCompute && block < stage.blocks.size()) {
+      stage.blocks[block].compute_s += seconds;
+    }
   }
 }
 
@@ -543,7 +567,10 @@ PlanPrice combineMicroSteps(const PricedProgram& program, std::vector<PlanPrice>
 
 }  // namespace
 
-absl::StatusOr<PlanPrice> priceProgram(const PricedProgram& program, const CostModel& model) {
+namespace {
+
+// One step of `program`: every micro-step, then the optimizer.
+absl::StatusOr<PlanPrice> priceMicroSteps(const PricedProgram& program, const CostModel& model) {
   const plan::Plan& header = program.header();
   if (header.mesh.size() != model.topology().worldSize()) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -573,6 +600,14 @@ absl::StatusOr<PlanPrice> priceProgram(const PricedProgram& program, const CostM
     steps.push_back(*std::move(one));
   }
   return combineMicroSteps(program, std::move(steps), count);
+}
+
+}  // namespace
+
+absl::StatusOr<PlanPrice> priceProgram(const PricedProgram& program, const CostModel& model) {
+  absl::StatusOr<PlanPrice> price = priceMicroSteps(program, model);
+  if (price.ok() && program.pipelineStage()) blockTimes(program, *price);
+  return price;
 }
 
 int64_t collectiveStagingBytes(const StagingQuery& q) {

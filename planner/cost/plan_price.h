@@ -11,6 +11,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -41,30 +42,35 @@ struct StagingQuery {
 };
 int64_t collectiveStagingBytes(const StagingQuery& query);
 
-// One micro-batch's memory, block by block: what a pipeline stage's
-// schedule, which runs the blocks of several micro-batches in turn, is
-// priced from (pricePipeline, pipeline_price.h).
-struct BlockMemory {
-  // Per block, in program order: the highest live bytes within it while the
-  // program runs one micro-batch (its own buffers and the ones it inherits
-  // from the micro-batch's earlier blocks), where, and by role.
-  struct Peak {
-    std::string block;
-    int64_t bytes = 0;
-    int64_t order = -1;
+// A pipeline stage's program block by block, as one micro-batch runs it:
+// what the stage's schedule, which runs the blocks of several micro-batches
+// in turn, is priced from (pipeline_price.h).
+struct StageBlocks {
+  // Per block, in program order: its phase, the seconds its compute-stream
+  // instructions take, and the highest live bytes within it (its own
+  // buffers and those it inherits from the micro-batch's earlier blocks),
+  // where, and by role.
+  struct Block {
+    std::string name;
+    plan::Phase phase = plan::Phase::kForward;
+    double compute_s = 0;
+    int64_t peak_bytes = 0;
+    int64_t peak_order = -1;
     std::array<int64_t, plan::kNumRoles> breakdown{};
   };
-  std::vector<Peak> peaks;
+  std::vector<Block> blocks;
   // Bytes one micro-batch holds from block `from` until block `to` (indices
-  // into `peaks`), by role: saved activations, a gathered copy kept for the
-  // backward, a posted receive. Buffers held across micro-batches (gradient
-  // sums, kept gathers) and resident ones are in every peak instead.
+  // into `blocks`), by role: saved activations, a gathered copy kept for
+  // the backward, a posted receive. Buffers held across micro-batches
+  // (gradient sums, kept gathers) and resident ones are in every peak.
   struct Held {
     int32_t from = 0;
     int32_t to = 0;
     std::array<int64_t, plan::kNumRoles> bytes{};
   };
   std::vector<Held> held;
+  // The longest point-to-point op: a transfer between stages.
+  double transfer_s = 0;
 };
 
 struct PlanPrice {
@@ -98,8 +104,8 @@ struct PlanPrice {
   // can shrink these and nothing else of the compute (the search's bound).
   double memory_bound_s = 0;
   // A pipeline stage's program only (PricedProgram::pipelineStage): its
-  // memory block by block, the highest over its micro-steps.
-  BlockMemory blocks;
+  // blocks' times and memory, the highest over its micro-steps.
+  StageBlocks blocks;
 };
 
 // A program as pricing reads it: a plan's own (pricePlan) or a template's
@@ -129,8 +135,10 @@ class PricedProgram {
   virtual bool holds(int64_t /*id*/) const { return true; }
   virtual int64_t loss() const = 0;
   // A pipeline stage's program, whose blocks the schedule runs for several
-  // micro-batches in turn: its price gets PlanPrice::blocks.
+  // micro-batches in turn: its price gets PlanPrice::blocks, each block
+  // named by blockName (a composed stage renames its chunks' blocks).
   virtual bool pipelineStage() const { return false; }
+  virtual std::string_view blockName(int64_t order) const { return instruction(order).block; }
 };
 
 // Prices `program` on `model`'s topology, as pricePlan does.
