@@ -52,13 +52,20 @@ std::string shiftLayer(std::string_view text, std::string_view stack, int64_t de
                       std::string(text.substr(ref.at + ref.length)));
 }
 
+// A plan cut into pipeline stages (a pp axis), of which stagePlan keeps one
+// program.
+bool isStage(const plan::Plan& plan) {
+  return std::find(plan.strategies.begin(), plan.strategies.end(), "pp") != plan.strategies.end();
+}
+
 // A unit of a block: its prefix, one repeated block's segment, its suffix.
 constexpr int64_t kPrefix = -1;
 constexpr int64_t kSuffix = -2;
 
 class Repeater {
  public:
-  Repeater(const plan::Plan& shorter, int64_t blocks) : k_(shorter), blocks_(blocks) {}
+  Repeater(const plan::Plan& shorter, int64_t blocks)
+      : k_(shorter), blocks_(blocks), stage_(isStage(shorter)) {}
   absl::StatusOr<Repeated> run();
 
  private:
@@ -70,6 +77,12 @@ class Repeater {
     return layer <= middle_ + extra_ ? middle_ : layer - extra_;
   }
   int64_t layerOf(const plan::Instruction& in) const;
+  // `ref`'s layer counted from the template's first (-1: none, or a layer
+  // of another stage's).
+  int64_t relative(const LayerRef& ref) const {
+    const int64_t layer = ref.layer < 0 ? -1 : ref.layer - base_;
+    return layer >= 0 && layer < kTemplateBlocks ? layer : -1;
+  }
   void addEntryBuffers();
   int64_t newBuffer(const plan::Buffer& from, int64_t delta);
   // Where a reader is: its repeated block in the longer plan and in the
@@ -89,7 +102,11 @@ class Repeater {
 
   const plan::Plan& k_;
   const int64_t blocks_;
+  // A pipeline stage's program: its layers start at base_ and another
+  // stage's buffers are not its own.
+  const bool stage_;
   std::string stack_;
+  int64_t base_ = 0;
   int64_t middle_ = 0;
   int64_t extra_ = 0;
   // Per template block (program block): the unit of each instruction, and
@@ -130,10 +147,12 @@ class Repeater {
 };
 
 absl::Status Repeater::findStack() {
-  std::map<std::string, int64_t> counts, maxIndex;
+  std::map<std::string, int64_t> counts, minIndex, maxIndex;
   for (const plan::Instruction* in : k_.programs.front().instructions()) {
     if (std::optional<plan::RepeatedBlock> block = plan::repeatedBlockOf(in->scope)) {
-      ++counts[block->stack];
+      const bool first = counts[block->stack]++ == 0;
+      minIndex[block->stack] =
+          first ? block->index : std::min(minIndex[block->stack], block->index);
       maxIndex[block->stack] = std::max(maxIndex[block->stack], block->index);
     }
   }
@@ -144,10 +163,13 @@ absl::Status Repeater::findStack() {
   stack_ = std::max_element(counts.begin(), counts.end(), [](const auto& a, const auto& b) {
              return a.second < b.second;
            })->first;
-  if (maxIndex[stack_] + 1 != kTemplateBlocks) {
-    return absl::InvalidArgumentError(absl::StrCat("the template plan has ", maxIndex[stack_] + 1,
-                                                   " blocks of '", stack_, "', not ",
-                                                   kTemplateBlocks));
+  // A stage's program holds a run of the stack's blocks; a whole plan
+  // holds them from the first.
+  base_ = stage_ ? minIndex[stack_] : 0;
+  if (maxIndex[stack_] - base_ + 1 != kTemplateBlocks) {
+    return absl::InvalidArgumentError(absl::StrCat("the template plan has ",
+                                                   maxIndex[stack_] - base_ + 1, " blocks of '",
+                                                   stack_, "', not ", kTemplateBlocks));
   }
   middle_ = kTemplateBlocks / 2;
   extra_ = blocks_ - kTemplateBlocks;
@@ -155,17 +177,17 @@ absl::Status Repeater::findStack() {
 }
 
 int64_t Repeater::layerOf(const plan::Instruction& in) const {
-  int64_t layer = findLayer(in.scope, stack_).layer;
-  if (layer < 0 && in.info->family == plan::OpFamily::kOptimizer) {
-    layer = findLayer(k_.buffers[in.operands[0]].name, stack_).layer;
+  LayerRef ref = findLayer(in.scope, stack_);
+  if (ref.layer < 0 && in.info->family == plan::OpFamily::kOptimizer) {
+    ref = findLayer(k_.buffers[in.operands[0]].name, stack_);
   }
-  return layer;
+  return relative(ref);
 }
 
 // Cuts template block `b` into units: segment i ends at the last compute
 // (or optimizer) instruction of repeated block i and starts after the
 // previous segment's end; the first starts after the last unscoped compute
-// before it.
+// or point-to-point op before it.
 absl::Status Repeater::cutBlock(size_t b) {
   const std::vector<plan::Instruction>& ins = k_.programs.front().blocks[b].instructions;
   std::vector<int64_t> anchor(kTemplateBlocks, -1);
@@ -197,8 +219,11 @@ absl::Status Repeater::cutBlock(size_t b) {
   }
   for (int64_t i = 0; i < anchor[order[0]]; ++i) {
     const plan::OpFamily family = ins[i].info->family;
-    if ((family == plan::OpFamily::kCompute || family == plan::OpFamily::kOptimizer) &&
-        layerOf(ins[i]) < 0) {
+    // A stage's receives are posted at the top of its block, whatever
+    // layer reads them: the prefix's.
+    if (family == plan::OpFamily::kPointToPoint ||
+        ((family == plan::OpFamily::kCompute || family == plan::OpFamily::kOptimizer) &&
+         layerOf(ins[i]) < 0)) {
       lastRoot = i;
     }
   }
@@ -226,7 +251,8 @@ void Repeater::addEntryBuffers() {
   for (const plan::Buffer& b : k_.buffers) {
     if (!plan::onEntry(k_, b.id)) continue;
     const LayerRef ref = findLayer(b.name, stack_);
-    if (ref.layer < 0) {
+    const int64_t layer = relative(ref);
+    if (layer < 0) {
       entryById_[b.id] = newBuffer(b, 0);
       continue;
     }
@@ -235,10 +261,10 @@ void Repeater::addEntryBuffers() {
     const int64_t name =
         names.emplace(unnumbered, static_cast<int64_t>(names.size())).first->second;
     if (name == static_cast<int64_t>(entryByName_.size())) entryByName_.emplace_back(blocks_, -1);
-    entryKey_[b.id] = {name, ref.layer};
+    entryKey_[b.id] = {name, layer};
     for (int64_t target = 0; target < blocks_; ++target) {
-      if (source(target) != ref.layer) continue;
-      entryByName_[name][target] = newBuffer(b, target - ref.layer);
+      if (source(target) != layer) continue;
+      entryByName_[name][target] = newBuffer(b, target - layer);
     }
   }
 }
@@ -402,7 +428,8 @@ void Repeater::computeLifetimes() {
 
 absl::StatusOr<Repeated> Repeater::run() {
   if (k_.programs.size() != 1) {
-    return absl::InvalidArgumentError("repeating blocks needs a plan with one program");
+    return absl::InvalidArgumentError(
+        "repeating blocks needs a plan with one program (stagePlan takes one stage's)");
   }
   if (absl::Status s = findStack(); !s.ok()) return s;
   if (blocks_ < kTemplateBlocks) {
@@ -458,14 +485,23 @@ absl::StatusOr<Repeated> Repeater::run() {
   for (int64_t* id : {&io.ids, &io.labels, &io.loss_grad_seed, &io.loss, &io.positions}) {
     if (*id < 0) continue;
     absl::StatusOr<int64_t> mapped = resolve(*id, Reader{});
+    // A stage holds the inputs and the loss only where it uses them.
+    if (!mapped.ok() && stage_) mapped = -1;
     if (!mapped.ok()) return mapped.status();
     *id = *mapped;
   }
+  out_.stage = stage_;
   computeLifetimes();
   return std::move(out_);
 }
 
 }  // namespace
+
+plan::Plan stagePlan(const plan::Plan& plan, size_t program) {
+  plan::Plan out = plan;
+  out.programs = {plan.programs[program]};
+  return out;
+}
 
 absl::StatusOr<Repeated> repeatBlocks(const plan::Plan& shorter, int64_t blocks) {
   return Repeater(shorter, blocks).run();
@@ -474,6 +510,9 @@ absl::StatusOr<Repeated> repeatBlocks(const plan::Plan& shorter, int64_t blocks)
 Repeated wholePlan(const plan::Plan& plan) {
   Repeated out;
   const plan::Program& program = plan.programs.front();
+  out.stage = isStage(plan);
+  const std::vector<plan::Lifetime> stageLive =
+      out.stage ? plan::computeLifetimes(plan, program) : std::vector<plan::Lifetime>{};
   for (size_t b : program.blockOrder()) {
     const std::vector<plan::Instruction>& ins = program.blocks[b].instructions;
     for (size_t i = 0; i < ins.size(); ++i) {
@@ -488,7 +527,7 @@ Repeated wholePlan(const plan::Plan& plan) {
   for (const plan::Buffer& b : plan.buffers) {
     out.source.push_back(b.id);
     out.shift.push_back(0);
-    out.live.push_back(b.live);
+    out.live.push_back(out.stage ? stageLive[b.id] : b.live);
   }
   out.interface = plan.interface;
   return out;

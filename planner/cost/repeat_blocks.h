@@ -59,10 +59,19 @@ struct Repeated {
   std::vector<int32_t> shift;
   std::vector<plan::Lifetime> live;
   plan::Interface interface;
+  // A pipeline stage's program (stagePlan): it holds only the buffers it
+  // uses, and the interface's inputs and loss only where it uses them
+  // (-1 elsewhere).
+  bool stage = false;
 };
 
+// `plan` with only its program `program`: a pipeline stage's, for
+// repeatBlocks and wholePlan (its layers need not start at 0).
+plan::Plan stagePlan(const plan::Plan& plan, size_t program);
+
 // The plan of `blocks` repeated blocks from `shorter`'s, which has
-// kTemplateBlocks (`blocks` >= that). Fails when the plan has no repeated
+// kTemplateBlocks (`blocks` >= that); a stage's (stagePlan) has a run of
+// kTemplateBlocks, numbered from any layer. Fails when the plan has no repeated
 // stack, not kTemplateBlocks of it, or segments that cannot be cut (a block
 // whose last ops are out of order).
 absl::StatusOr<Repeated> repeatBlocks(const plan::Plan& shorter, int64_t blocks);
@@ -103,7 +112,11 @@ class RepeatedProgram final : public PricedProgram {
     return resized_.buffers[repeated_.source[id]];
   }
   plan::Lifetime live(int64_t id) const override { return repeated_.live[id]; }
+  bool holds(int64_t id) const override {
+    return !repeated_.stage || repeated_.live[id] != plan::Lifetime{};
+  }
   int64_t loss() const override { return repeated_.interface.loss; }
+  bool pipelineStage() const override { return repeated_.stage; }
 
  private:
   const plan::Plan& program_;

@@ -3,7 +3,8 @@
 // makes for L blocks, instruction for instruction (op, scope, the bytes and
 // lifetimes of every operand and result), and prices the same, whether
 // materialised or read by reference to the template, for Llama
-// and GPT-2 graphs over the meshes and knobs the search tries.
+// and GPT-2 graphs over the meshes and knobs the search tries; so does a
+// pipeline stage's program.
 #include "planner/cost/repeat_blocks.h"
 
 #include <cstdint>
@@ -167,6 +168,59 @@ TEST(RepeatBlocksSizesTest, CopyingSizesEqualsRepeatingTheResizedTemplate) {
   ASSERT_TRUE(a.ok() && b.ok());
   EXPECT_EQ(a->timing.step_time_s, b->timing.step_time_s);
   EXPECT_EQ(a->peak_bytes, b->peak_bytes);
+}
+
+// A pipeline stage's program repeats too: the stages of a template cut
+// into three chunks of 7 layers, each repeated to a chunk of the full
+// model, price as the full model's stages (time, memory, and the blocks'
+// times and memory its schedule is priced from), at any chunk sizes.
+TEST(RepeatBlocksStagesTest, RepeatedStagesAreThePipelinesStages) {
+  const std::string model =
+      "tiny:layers={L},hidden=64,heads=4,kv_heads=2,ffn=96,vocab=250,seq=16";
+  for (const std::string mesh : {"pp=3,fsdp=2", "pp=3,tp=2"}) {
+    PlanRequest request{
+        .model_name = "m", .mesh = mesh, .micro_steps = 2, .stage_layers = "7,7,7"};
+    auto shorter = planThroughPipeline(absl::StrReplaceAll(model, {{"{L}", "21"}}), 4, "bf16",
+                                       request);
+    ASSERT_TRUE(shorter.ok()) << shorter.status();
+    request.stage_layers = "8,12,9";
+    auto full = planThroughPipeline(absl::StrReplaceAll(model, {{"{L}", "29"}}), 4, "bf16",
+                                    request);
+    ASSERT_TRUE(full.ok()) << full.status();
+    auto costs = costModelOf(*full);
+    ASSERT_TRUE(costs.ok());
+    auto want = planner::cost::priceStages(*full, *costs);
+    ASSERT_TRUE(want.ok()) << want.status();
+    const int64_t layers[] = {8, 12, 9};
+    for (size_t k = 0; k < 3; ++k) {
+      const loom::plan::Plan stage = planner::cost::stagePlan(*shorter, k);
+      auto repeated = planner::cost::repeatBlocks(stage, layers[k]);
+      ASSERT_TRUE(repeated.ok()) << mesh << " stage " << k << ": " << repeated.status();
+      auto got = planner::cost::priceProgram(
+          planner::cost::RepeatedProgram(stage, stage, *repeated), *costs);
+      ASSERT_TRUE(got.ok()) << got.status();
+      const planner::cost::PlanPrice& w = (*want)[k];
+      EXPECT_EQ(got->timing.step_time_s, w.timing.step_time_s) << mesh << " stage " << k;
+      EXPECT_EQ(got->timing.exposed_comm_s, w.timing.exposed_comm_s) << mesh << " stage " << k;
+      EXPECT_EQ(got->peak_bytes, w.peak_bytes) << mesh << " stage " << k;
+      EXPECT_EQ(got->breakdown, w.breakdown) << mesh << " stage " << k;
+      EXPECT_EQ(got->comm_bytes_per_rank, w.comm_bytes_per_rank) << mesh << " stage " << k;
+      EXPECT_EQ(got->model_flops, w.model_flops) << mesh << " stage " << k;
+      ASSERT_EQ(got->blocks.blocks.size(), w.blocks.blocks.size());
+      for (size_t b = 0; b < w.blocks.blocks.size(); ++b) {
+        EXPECT_EQ(got->blocks.blocks[b].name, w.blocks.blocks[b].name);
+        EXPECT_EQ(got->blocks.blocks[b].compute_s, w.blocks.blocks[b].compute_s);
+        EXPECT_EQ(got->blocks.blocks[b].peak_bytes, w.blocks.blocks[b].peak_bytes)
+            << mesh << " stage " << k << " block " << b;
+      }
+      ASSERT_EQ(got->blocks.held.size(), w.blocks.held.size());
+      for (size_t h = 0; h < w.blocks.held.size(); ++h) {
+        EXPECT_EQ(got->blocks.held[h].bytes, w.blocks.held[h].bytes)
+            << mesh << " stage " << k << " held " << h;
+      }
+      EXPECT_EQ(got->blocks.transfer_s, w.blocks.transfer_s);
+    }
+  }
 }
 
 const char kLlama[] = "tiny:layers={L},hidden=64,heads=4,kv_heads=2,ffn=96,vocab=250,seq=16";
