@@ -15,6 +15,7 @@
 #include "plan/lifetimes.h"
 #include "planner/cost/op_work.h"
 #include "planner/cost/pipeline_price.h"
+#include "planner/cost/stage_program.h"
 
 namespace loom::planner::cost {
 namespace {
@@ -702,9 +703,8 @@ absl::Status recordPrice(const CostModel& model, plan::Plan& plan) {
     absl::StatusOr<PipelinePrice> pipeline = pricePipeline(plan, *prices);
     if (!pipeline.ok()) return pipeline.status();
     bubble = pipeline->bubble_s;
+    slowest = slowestStage(*prices, *pipeline);
     for (size_t k = 0; k < prices->size(); ++k) {
-      const double total = (*prices)[k].timing.step_time_s + bubble[k];
-      if (total > (*prices)[slowest].timing.step_time_s + bubble[slowest]) slowest = k;
       peaks[k] = pipeline->memory[k].peak_bytes;
       peakOrders[k] = pipeline->memory[k].order;
       breakdowns[k] = pipeline->memory[k].breakdown;

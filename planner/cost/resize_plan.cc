@@ -67,9 +67,13 @@ absl::Status Resizer::setMesh() {
   for (const auto& [name, size] : resize_.axis_sizes) {
     size_t a = 0;
     while (a < names.size() && names[a] != name) ++a;
-    if (a == names.size() || !dataAxis_[a]) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "cannot resize axis '", name, "': the plan has no data-parallel axis of that name"));
+    // A pp axis shards nothing: its size is the stages', which a stage's
+    // program does not depend on.
+    const bool stages = a < names.size() && a < in_.strategies.size() && in_.strategies[a] == "pp";
+    if (a == names.size() || !(dataAxis_[a] || stages)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("cannot resize axis '", name,
+                       "': the plan has no data-parallel or pipeline axis of that name"));
     }
     if (size < 1) return absl::InvalidArgumentError(absl::StrCat("axis ", name, " size ", size));
     shape[a] = size;
@@ -184,8 +188,12 @@ absl::Status Resizer::run() {
     b.bytes = in_.buffers[i].bytes;
   }
   if (absl::Status s = setMesh(); !s.ok()) return s;
-  const plan::Program& program = in_.programs.front();
-  const std::vector<const plan::Instruction*> order = program.instructions();
+  // Every program's instructions: a pipeline stage's buffers are its own.
+  std::vector<const plan::Instruction*> order;
+  for (const plan::Program& program : in_.programs) {
+    const std::vector<const plan::Instruction*> instructions = program.instructions();
+    order.insert(order.end(), instructions.begin(), instructions.end());
+  }
   // Batch buffers: inputs, compute results, and what dist ops make of them.
   std::vector<bool> batch(out_.buffers.size(), false);
   for (int64_t id : {out_.interface.ids, out_.interface.labels, out_.interface.positions}) {
@@ -199,11 +207,13 @@ absl::Status Resizer::run() {
     if (in->info->family == plan::OpFamily::kOptimizer) continue;
     for (int64_t id : in->results) {
       // A compute result split over a data axis splits its batch (a
-      // weight's gradient is partial there, not split); a dist op's result
-      // is what its input is.
-      batch[id] = batch[id] || (in->info->family == plan::OpFamily::kCompute
-                                    ? dataSharded(out_.buffers[id].placement)
-                                    : !in->operands.empty() && batch[in->operands[0]]);
+      // weight's gradient is partial there, not split), and so does a
+      // tensor received from another stage; a dist op's result is what its
+      // input is.
+      const bool made = in->info->family == plan::OpFamily::kCompute ||
+                        (in->info->family == plan::OpFamily::kPointToPoint && in->operands.empty());
+      batch[id] = batch[id] || (made ? dataSharded(out_.buffers[id].placement)
+                                     : !in->operands.empty() && batch[in->operands[0]]);
     }
   }
   for (plan::Buffer& b : out_.buffers) {
@@ -224,19 +234,19 @@ absl::StatusOr<plan::Plan> resizePlan(const plan::Plan& plan, const Resize& resi
   plan::Plan out = plan;
   if (absl::Status s = resizePlanInto(plan, resize, out); !s.ok()) return s;
   // The old timings do not hold for the new sizes.
-  for (plan::Block& block : out.programs.front().blocks) {
-    for (plan::Instruction& in : block.instructions) {
-      in.start_s.reset();
-      in.duration_s.reset();
+  for (plan::Program& program : out.programs) {
+    for (plan::Block& block : program.blocks) {
+      for (plan::Instruction& in : block.instructions) {
+        in.start_s.reset();
+        in.duration_s.reset();
+      }
     }
   }
   return out;
 }
 
 absl::Status resizePlanInto(const plan::Plan& plan, const Resize& resize, plan::Plan& out) {
-  if (plan.programs.size() != 1) {
-    return absl::InvalidArgumentError("resizing needs a plan with one program");
-  }
+  if (plan.programs.empty()) return absl::InvalidArgumentError("resizing needs a program");
   if (out.buffers.size() != plan.buffers.size()) {
     return absl::InvalidArgumentError("resizing into a plan of another structure");
   }

@@ -31,15 +31,16 @@
 namespace loom::planner::cost {
 
 struct Resize {
-  // New sizes of data-parallel axes (strategy dp or fsdp), by axis name;
-  // axes not named keep theirs.
+  // New sizes of data-parallel axes (strategy dp or fsdp) and of the
+  // pipeline axis (pp: a stage's program is the same for any stage count),
+  // by axis name; axes not named keep theirs.
   std::map<std::string, int64_t> axis_sizes;
   // Sequences per data-parallel rank in the template and wanted.
   int64_t template_micro_batch = 1;
   int64_t micro_batch = 1;
 };
 
-// Fails when an axis is unknown or not data-parallel, a size is below 1, or
+// Fails when an axis is unknown or neither data-parallel nor pp, a size is below 1, or
 // a batch dim does not hold a whole number of the template's sequences.
 absl::StatusOr<plan::Plan> resizePlan(const plan::Plan& plan, const Resize& resize);
 

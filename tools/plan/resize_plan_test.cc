@@ -106,7 +106,7 @@ TEST_P(ResizePlanTest, ResizedTemplateIsThePipelinesPlan) {
               small->predicted.comm_bytes_per_rank != b->comm_bytes_per_rank);
 }
 
-TEST(ResizePlanErrorsTest, OnlyDataAxesResize) {
+TEST(ResizePlanErrorsTest, OnlyDataAndPipelineAxesResize) {
   const Case c{.model = "tiny:layers=2,hidden=64,heads=4,kv_heads=2,ffn=96,vocab=250,seq=16",
                .from = "fsdp=2,tp=2",
                .to = "",
@@ -114,9 +114,9 @@ TEST(ResizePlanErrorsTest, OnlyDataAxesResize) {
   auto small = planFor(c, c.from, 1);
   ASSERT_TRUE(small.ok()) << small.status();
   EXPECT_EQ(planner::cost::resizePlan(*small, {.axis_sizes = {{"tp", 4}}}).status().message(),
-            "cannot resize axis 'tp': the plan has no data-parallel axis of that name");
+            "cannot resize axis 'tp': the plan has no data-parallel or pipeline axis of that name");
   EXPECT_EQ(planner::cost::resizePlan(*small, {.axis_sizes = {{"pp", 2}}}).status().message(),
-            "cannot resize axis 'pp': the plan has no data-parallel axis of that name");
+            "cannot resize axis 'pp': the plan has no data-parallel or pipeline axis of that name");
   EXPECT_FALSE(planner::cost::resizePlan(
                    *small, {.axis_sizes = {}, .template_micro_batch = 2, .micro_batch = 1})
                    .ok());
