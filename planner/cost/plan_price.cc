@@ -221,7 +221,7 @@ absl::Status Pricer::compute(int64_t order) {
         absl::StrCat(in.where(), ": no cost formula for ", in.op, " (planner/cost/op_work.cc)"));
   }
   // Model FLOPs, as MFU counts them: a recomputed op's are not the model's.
-  if (!in.recompute) price_.model_flops += cost->flops;
+  (in.recompute ? price_.recompute_flops : price_.model_flops) += cost->flops;
   const double seconds = model_.computeSeconds(*cost);
   if (cost->op_class == OpClass::kMemoryBound) price_.memory_bound_s += seconds;
   program_.push_back({.kind = Instruction::Kind::kCompute, .seconds = seconds});
@@ -237,7 +237,11 @@ absl::Status Pricer::pointToPoint(int64_t order) {
   const plan::Instruction& in = program_in_.instruction(order);
   absl::StatusOr<Stream> stream = streamOf(in.attrs.mesh_axes);
   if (!stream.ok()) return stream.status();
-  const int64_t bytes = in.attrs.bytes.value_or(0);
+  // The moved tensor's own bytes, not the attribute's: a re-sized plan
+  // keeps the template's attributes (resize_plan.h).
+  const std::span<const int64_t> moved =
+      program_in_.operands(order).empty() ? program_in_.results(order) : program_in_.operands(order);
+  const int64_t bytes = moved.empty() ? in.attrs.bytes.value_or(0) : buffer(moved[0]).bytes;
   const double seconds = model_.pointToPointSeconds(stream->group, static_cast<double>(bytes));
   const int64_t handle = in.info->async_start ? program_in_.results(order)[0] : -1;
   transfer(order, *stream, seconds, bytes, handle);
@@ -508,6 +512,7 @@ PlanPrice repeatMicroStep(PlanPrice one, int64_t count) {
   one.timing.exposed_comm_s *= k;
   one.comm_bytes_per_rank *= count;
   one.model_flops *= k;
+  one.recompute_flops *= k;
   for (double& busy : one.stream_s) busy *= k;
   one.backward_gather_s *= k;
   one.memory_bound_s *= k;
@@ -529,6 +534,7 @@ PlanPrice combineMicroSteps(const PricedProgram& program, std::vector<PlanPrice>
     out.timing.exposed_comm_s += times * p.timing.exposed_comm_s;
     out.comm_bytes_per_rank += static_cast<int64_t>(times) * p.comm_bytes_per_rank;
     out.model_flops += times * p.model_flops;
+    out.recompute_flops += times * p.recompute_flops;
     out.backward_gather_s += times * p.backward_gather_s;
     out.memory_bound_s += times * p.memory_bound_s;
     for (size_t i = 0; i < p.stream_axes.size(); ++i) {

@@ -91,6 +91,9 @@ struct PlanPrice {
   // them; their time is in the step).
   int64_t comm_bytes_per_rank = 0;
   double model_flops = 0;
+  // The recomputed ops' FLOPs: with model_flops, all the compute does (what
+  // plan-stages balances a pipeline's chunks by).
+  double recompute_flops = 0;
   // Busy time of each comm stream (one per set of mesh axes), in order of
   // first use, and of the gathers in the backward phase.
   std::vector<double> stream_s;
@@ -138,6 +141,10 @@ class PricedProgram {
   // micro-batches in turn: its price gets PlanPrice::blocks, each block
   // named by blockName (a composed stage renames its chunks' blocks).
   virtual bool pipelineStage() const { return false; }
+  // What to add to the layer number in instruction `order`'s scope and in
+  // buffer `id`'s name: a repeated program reads its template's.
+  virtual int64_t scopeShift(int64_t /*order*/) const { return 0; }
+  virtual int64_t nameShift(int64_t /*id*/) const { return 0; }
   virtual std::string_view blockName(int64_t order) const { return instruction(order).block; }
 };
 

@@ -117,6 +117,8 @@ class RepeatedProgram final : public PricedProgram {
   }
   int64_t loss() const override { return repeated_.interface.loss; }
   bool pipelineStage() const override { return repeated_.stage; }
+  int64_t scopeShift(int64_t order) const override { return repeated_.steps[order].delta; }
+  int64_t nameShift(int64_t id) const override { return repeated_.shift[id]; }
 
  private:
   const plan::Plan& program_;

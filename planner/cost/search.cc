@@ -114,9 +114,14 @@ std::vector<Strategy> knobVariants(const Strategy& base, const Pins& pins,
   std::vector<bool> reshards = {true};
   std::vector<int64_t> buckets = {0};
   if (base.fsdp > 1) {
-    prefetches = options.prefetch_choices;
     reshards = {true, false};
-    buckets = options.bucket_mb_choices;
+    // Inside pipeline stages the gathers are a stage's few layers': the
+    // pipeline's defaults, which keeps the templates few (a pin asks for
+    // more).
+    if (base.pp == 1) {
+      prefetches = options.prefetch_choices;
+      buckets = options.bucket_mb_choices;
+    }
   }
   // Between micro-steps: each micro-step regathering and reducing, or
   // with every lever that applies (kept gathers need gathers, deferred
@@ -268,6 +273,38 @@ std::string recomputeNote(const SearchResult& result) {
                       against(result, *less), ".");
 }
 
+// A pipeline's shape: the schedule and chunks per stage.
+struct PipelineChoice {
+  stages::PipelineSchedule schedule = stages::PipelineSchedule::k1F1B;
+  int64_t virtual_stages = 1;
+};
+
+// The schedules a mesh of `pp` stages and `micro_batches` micro-batches is
+// tried with: 1F1B, and interleaved 1F1B with two chunks per stage where
+// the micro-batches fill whole groups of the stages (Megatron-LM's rule)
+// and the model has the layers. GPipe takes as long as 1F1B and holds more
+// micro-batches, so only a pin asks for it.
+std::vector<PipelineChoice> pipelineChoices(int64_t pp, int64_t micro_batches, int64_t layers,
+                                            const Pins& pins) {
+  if (pp == 1) return {PipelineChoice{}};
+  std::vector<PipelineChoice> out;
+  const auto allowed = [&](const PipelineChoice& c) {
+    if (pins.schedule && c.schedule != *pins.schedule) return false;
+    if (pins.virtual_stages && c.virtual_stages != *pins.virtual_stages) return false;
+    if (pp * c.virtual_stages > layers) return false;
+    return c.virtual_stages == 1 || micro_batches % pp == 0;
+  };
+  std::vector<PipelineChoice> tried = {{stages::PipelineSchedule::k1F1B, 1},
+                                       {stages::PipelineSchedule::kGpipe, 1}};
+  const int64_t interleaved = pins.virtual_stages.value_or(2);
+  if (interleaved > 1) tried.push_back({stages::PipelineSchedule::kInterleaved1F1B, interleaved});
+  for (const PipelineChoice& c : tried) {
+    const bool gpipe = c.schedule == stages::PipelineSchedule::kGpipe;
+    if (allowed(c) && (!gpipe || pins.schedule)) out.push_back(c);
+  }
+  return out;
+}
+
 }  // namespace
 
 std::string Candidate::label() const {
@@ -277,14 +314,24 @@ std::string Candidate::label() const {
 absl::Status parsePin(const std::string& text, Pins& pins) {
   const std::vector<std::string> kv = absl::StrSplit(text, absl::MaxSplits('=', 1));
   const std::string help =
-      "; pins are key=value with keys dp, fsdp, tp, prefetch, micro-batch, bucket-mb (integers), "
-      "reshard, sequence-parallel, keep-gathered and defer-grad-sync (true or false) and "
-      "recompute (none, selective, full), e.g. --pin tp=8";
+      "; pins are key=value with keys pp, virtual-stages, dp, fsdp, tp, prefetch, micro-batch, "
+      "bucket-mb (integers), reshard, sequence-parallel, keep-gathered and defer-grad-sync (true "
+      "or false), recompute (none, selective, full) and schedule (gpipe, 1f1b, "
+      "interleaved-1f1b), e.g. --pin tp=8";
   if (kv.size() != 2 || kv[0].empty() || kv[1].empty()) {
     return absl::InvalidArgumentError(absl::StrCat("--pin '", text, "' is not key=value", help));
   }
   const std::string& key = kv[0];
   const std::string& value = kv[1];
+  if (key == "schedule") {
+    absl::StatusOr<stages::PipelineSchedule> schedule = stages::parseSchedule(value);
+    if (!schedule.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--pin schedule='", value, "' is not gpipe, 1f1b or interleaved-1f1b"));
+    }
+    pins.schedule = *schedule;
+    return absl::OkStatus();
+  }
   if (key == "recompute") {
     const Recompute modes[] = {Recompute::kNone, Recompute::kSelective, Recompute::kFull};
     for (Recompute mode : modes) {
@@ -309,7 +356,9 @@ absl::Status parsePin(const std::string& text, Pins& pins) {
     *flag = value == "true";
     return absl::OkStatus();
   }
-  std::optional<int64_t>* slot = key == "dp"            ? &pins.dp
+  std::optional<int64_t>* slot = key == "pp"              ? &pins.pp
+                                 : key == "virtual-stages" ? &pins.virtual_stages
+                                 : key == "dp"            ? &pins.dp
                                  : key == "fsdp"        ? &pins.fsdp
                                  : key == "tp"          ? &pins.tp
                                  : key == "prefetch"    ? &pins.prefetch
@@ -329,6 +378,102 @@ absl::Status parsePin(const std::string& text, Pins& pins) {
   *slot = number;
   return absl::OkStatus();
 }
+
+namespace {
+
+// Every group of candidates the options and pins allow, in a fixed order:
+// pp, tp, dp, micro-batch, pipeline schedule, sequence parallelism, then
+// recompute (least first); `rejections` says why meshes were left out.
+std::vector<Group> enumerateGroups(const mesh::Topology& topology, int64_t maxTp,
+                                   StepPricer& pricer, const SearchOptions& options,
+                                   std::vector<std::string>& rejections) {
+  const int64_t devices = topology.worldSize();
+  const int64_t perHost = topology.devicesPerHost();
+  const int64_t layers = pricer.pipelineLayers();
+  const Pins& pins = options.pins;
+  std::vector<Group> groups;
+  auto addGroups = [&](const Strategy& mesh) {
+    // Each recompute mode's group without sequence parallelism, for its
+    // sequence-parallel twin.
+    std::array<int64_t, 3> withoutSp = {-1, -1, -1};
+    std::vector<bool> spChoices = {false};
+    if (mesh.tp > 1) {
+      spChoices = pins.sequence_parallel ? std::vector<bool>{*pins.sequence_parallel}
+                                         : std::vector<bool>{false, true};
+    }
+    for (bool sp : spChoices) {
+      // The recompute modes, least costly first; each is tried only where
+      // the one before does not fit.
+      int64_t lessRecompute = -1;
+      for (Recompute recompute : {Recompute::kNone, Recompute::kSelective, Recompute::kFull}) {
+        if (pins.recompute && recompute != *pins.recompute) continue;
+        Strategy base = mesh;
+        base.recompute = recompute;
+        base.sequence_parallel = sp;
+        Group group;
+        group.less_recompute = lessRecompute;
+        group.variants = knobVariants(base, pins, options);
+        // Pins that contradict each other (keep-gathered with reshard)
+        // leave nothing.
+        if (group.variants.empty()) continue;
+        group.base = group.variants.front();
+        const size_t mode = static_cast<size_t>(recompute);
+        if (sp) {
+          group.without_sp = withoutSp[mode];
+        } else {
+          withoutSp[mode] = static_cast<int64_t>(groups.size());
+        }
+        lessRecompute = static_cast<int64_t>(groups.size());
+        groups.push_back(std::move(group));
+      }
+    }
+  };
+  for (int64_t pp : divisors(devices)) {
+    if (pins.pp && pp != *pins.pp) continue;
+    if (pp > 1 && pp > layers) continue;
+    for (int64_t tp : divisors(devices / pp)) {
+      if (pins.tp && tp != *pins.tp) continue;
+      if (tp > maxTp) continue;
+      if (!options.allow_tp_across_hosts && tp > 1 && perHost % tp != 0) continue;
+      if (!pricer.tpAllowed(tp)) continue;
+      if (pins.sequence_parallel.value_or(false) && tp == 1) continue;
+      for (int64_t dp : divisors(devices / pp / tp)) {
+        const int64_t fsdp = devices / pp / tp / dp;
+        if (pins.dp && dp != *pins.dp) continue;
+        if (pins.fsdp && fsdp != *pins.fsdp) continue;
+        const int64_t ranks = dp * fsdp;
+        if (options.global_batch % ranks != 0) {
+          rejections.push_back(absl::StrCat("dp x fsdp = ", ranks, " does not divide the batch"));
+          continue;
+        }
+        const int64_t perRank = options.global_batch / ranks;
+        for (int64_t micro : divisors(perRank)) {
+          if (pins.micro_batch && micro != *pins.micro_batch) continue;
+          if (options.fixed_batch && micro != perRank) continue;
+          // A lever pinned on leaves the candidates it cannot apply to: one
+          // micro-step, no gathers to keep, no data axis to defer.
+          const bool accumulating = micro < perRank;
+          if (pins.keep_gathered.value_or(false) && !(accumulating && fsdp > 1)) continue;
+          if (pins.defer_grad_sync.value_or(false) && !(accumulating && ranks > 1)) continue;
+          for (const PipelineChoice& pipeline :
+               pipelineChoices(pp, perRank / micro, layers, pins)) {
+            addGroups({.pp = pp,
+                       .virtual_stages = pipeline.virtual_stages,
+                       .schedule = pipeline.schedule,
+                       .dp = dp,
+                       .fsdp = fsdp,
+                       .tp = tp,
+                       .micro_batch = micro,
+                       .accumulation = perRank / micro});
+          }
+        }
+      }
+    }
+  }
+  return groups;
+}
+
+}  // namespace
 
 absl::StatusOr<SearchResult> searchMesh(const CostModel& model, StepPricer& pricer,
                                         const SearchOptions& options) {
@@ -353,80 +498,18 @@ absl::StatusOr<SearchResult> searchMesh(const CostModel& model, StepPricer& pric
                                                         : perHost;
 
   // Every candidate, grouped by mesh and micro-batch.
-  std::vector<Group> groups;
   std::vector<std::string> rejections;
-  for (int64_t tp : divisors(devices)) {
-    if (pins.tp && tp != *pins.tp) continue;
-    if (tp > maxTp) continue;
-    if (!options.allow_tp_across_hosts && tp > 1 && perHost % tp != 0) continue;
-    if (!pricer.tpAllowed(tp)) continue;
-    // Sequence parallelism, searched with tp: both settings unless pinned.
-    if (pins.sequence_parallel.value_or(false) && tp == 1) continue;
-    std::vector<bool> spChoices = {false};
-    if (tp > 1) {
-      spChoices = pins.sequence_parallel ? std::vector<bool>{*pins.sequence_parallel}
-                                         : std::vector<bool>{false, true};
-    }
-    for (int64_t dp : divisors(devices / tp)) {
-      const int64_t fsdp = devices / tp / dp;
-      if (pins.dp && dp != *pins.dp) continue;
-      if (pins.fsdp && fsdp != *pins.fsdp) continue;
-      const int64_t ranks = dp * fsdp;
-      if (options.global_batch % ranks != 0) {
-        rejections.push_back(absl::StrCat("dp x fsdp = ", ranks, " does not divide the batch"));
-        continue;
-      }
-      const int64_t perRank = options.global_batch / ranks;
-      for (int64_t micro : divisors(perRank)) {
-        if (pins.micro_batch && micro != *pins.micro_batch) continue;
-        if (options.fixed_batch && micro != perRank) continue;
-        // A lever pinned on leaves the candidates it cannot apply to: one
-        // micro-step, no gathers to keep, no data axis to defer.
-        const bool accumulating = micro < perRank;
-        if (pins.keep_gathered.value_or(false) && !(accumulating && fsdp > 1)) continue;
-        if (pins.defer_grad_sync.value_or(false) && !(accumulating && ranks > 1)) continue;
-        // Each recompute mode's group without sequence parallelism, for its
-        // sequence-parallel twin.
-        std::array<int64_t, 3> withoutSp = {-1, -1, -1};
-        for (bool sp : spChoices) {
-          // The recompute modes, least costly first; each is tried only
-          // where the one before does not fit.
-          int64_t lessRecompute = -1;
-          for (Recompute recompute : {Recompute::kNone, Recompute::kSelective, Recompute::kFull}) {
-            if (pins.recompute && recompute != *pins.recompute) continue;
-            Group group;
-            group.less_recompute = lessRecompute;
-            group.variants = knobVariants({.dp = dp,
-                                           .fsdp = fsdp,
-                                           .tp = tp,
-                                           .micro_batch = micro,
-                                           .accumulation = perRank / micro,
-                                           .recompute = recompute,
-                                           .sequence_parallel = sp},
-                                          pins, options);
-            // Pins that contradict each other (keep-gathered with reshard)
-            // leave nothing.
-            if (group.variants.empty()) continue;
-            group.base = group.variants.front();
-            const size_t mode = static_cast<size_t>(recompute);
-            if (sp) {
-              group.without_sp = withoutSp[mode];
-            } else {
-              withoutSp[mode] = static_cast<int64_t>(groups.size());
-            }
-            result.enumerated += static_cast<int64_t>(group.variants.size());
-            lessRecompute = static_cast<int64_t>(groups.size());
-            groups.push_back(std::move(group));
-          }
-        }
-      }
-    }
-  }
+  std::vector<Group> groups = enumerateGroups(topology, maxTp, pricer, options, rejections);
+  for (const Group& group : groups) result.enumerated += static_cast<int64_t>(group.variants.size());
   if (groups.empty()) {
     return absl::InvalidArgumentError(absl::StrCat(
         "no mesh of ", devices, " devices fits the constraints: ", pricer.tpRule(),
         ", tp must divide the ", perHost, " devices of a host (max tp ", maxTp,
-        "), and dp x fsdp must divide the batch of ", options.global_batch, " sequences",
+        "), dp x fsdp must divide the batch of ", options.global_batch, " sequences",
+        pricer.pipelineLayers() > 0
+            ? absl::StrCat(", and pp x virtual stages must not exceed the model's ",
+                           pricer.pipelineLayers(), " layers")
+            : std::string(", and the model cannot be cut into pipeline stages"),
         rejections.empty() ? "" : absl::StrCat(" (", rejections.front(), ")"),
         "; change --batch, --pin or --max-tp"));
   }
@@ -514,6 +597,12 @@ absl::StatusOr<SearchResult> searchMesh(const CostModel& model, StepPricer& pric
     group.memory_bound = pricer.memoryLowerBound(group.base);
     if (!options.exhaustive && group.memory_bound > result.memory_cap_bytes) {
       result.pruned_memory += static_cast<int64_t>(group.variants.size());
+      continue;
+    }
+    // A pipeline is priced only while its compute bound can enter the top
+    // rows: its stages' programs are planned for it.
+    if (!options.exhaustive && group.base.pp > 1) {
+      pending.push({g, Wait::kBase, pricer.pipelineBound(group.base)});
       continue;
     }
     if (absl::Status status = evaluateBase(g); !status.ok()) return status;
@@ -614,6 +703,7 @@ std::string explainWinner(const SearchResult& result) {
       {"exposed communication", w.exposed_comm_s, r.exposed_comm_s},
       {"compute", w.compute_s - w.optimizer_s, r.compute_s - r.optimizer_s},
       {"optimizer", w.optimizer_s, r.optimizer_s},
+      {"pipeline bubble", w.bubble_s, r.bubble_s},
   };
   const Term* decisive = &terms[0];
   for (const Term& t : terms) {
@@ -630,7 +720,7 @@ std::string explainWinner(const SearchResult& result) {
   absl::StrAppend(&out, ". ", decisive->name, " decided it (", seconds(decisive->winner), " vs ",
                   seconds(decisive->rival), ")");
   for (const Term& t : terms) {
-    if (&t == decisive) continue;
+    if (&t == decisive || (t.winner == 0 && t.rival == 0)) continue;
     absl::StrAppend(&out, "; ", t.name, " ", seconds(t.winner), " vs ", seconds(t.rival));
   }
   absl::StrAppend(&out, ". Peak memory ", gib(w.peak_bytes), " vs ", gib(r.peak_bytes), " of ",
@@ -651,6 +741,10 @@ nlohmann::json candidatesJson(const SearchResult& result, const Workload& worklo
                           {"label", c.label()},
                           {"mesh", s.meshSpec()},
                           {"axes", s.axes()},
+                          {"pp", s.pp},
+                          {"virtual_stages", s.virtual_stages},
+                          {"schedule", stages::scheduleName(s.schedule)},
+                          {"chunk_layers", e.chunk_layers},
                           {"dp", s.dp},
                           {"fsdp", s.fsdp},
                           {"tp", s.tp},
@@ -668,6 +762,7 @@ nlohmann::json candidatesJson(const SearchResult& result, const Workload& worklo
                           {"comm_s", e.comm_s},
                           {"exposed_comm_s", e.exposed_comm_s},
                           {"optimizer_s", e.optimizer_s},
+                          {"bubble_s", e.bubble_s},
                           {"tokens_per_s_per_device", e.tokens_per_s_per_device},
                           {"mfu", e.mfu},
                           {"peak_bytes", e.peak_bytes},

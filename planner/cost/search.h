@@ -1,5 +1,6 @@
 // The mesh search behind `plan --mesh=auto`: every factorisation of the
-// device count into dp x fsdp x tp (tp innermost, inside a host) and every
+// device count into pp x dp x fsdp x tp (pp outermost, tp innermost and
+// inside a host), every pipeline schedule and chunks per stage, and every
 // combination of prefetch depth, reshard-after-forward, bucket size,
 // micro-batch under the global batch and what is kept or deferred between
 // its micro-steps, priced by a StepPricer (the plan
@@ -25,6 +26,9 @@ namespace loom::planner::cost {
 
 // Choices fixed by the user (--pin key=value); unset ones are searched.
 struct Pins {
+  std::optional<int64_t> pp;
+  std::optional<int64_t> virtual_stages;
+  std::optional<stages::PipelineSchedule> schedule;
   std::optional<int64_t> dp;
   std::optional<int64_t> fsdp;
   std::optional<int64_t> tp;
@@ -38,10 +42,10 @@ struct Pins {
   std::optional<bool> defer_grad_sync;
 };
 
-// Parses one "key=value" pin into `pins` (keys: dp, fsdp, tp, prefetch,
-// reshard, bucket-mb, micro-batch, recompute, sequence-parallel,
-// keep-gathered, defer-grad-sync); the error names the key and the
-// accepted values.
+// Parses one "key=value" pin into `pins` (keys: pp, virtual-stages,
+// schedule, dp, fsdp, tp, prefetch, reshard, bucket-mb, micro-batch,
+// recompute, sequence-parallel, keep-gathered, defer-grad-sync); the error
+// names the key and the accepted values.
 absl::Status parsePin(const std::string& text, Pins& pins);
 
 struct SearchOptions {
@@ -102,6 +106,9 @@ class StepPricer {
  public:
   virtual ~StepPricer() = default;
   virtual bool tpAllowed(int64_t tp) = 0;
+  // The layers a pipeline may cut the model into chunks of (a chunk holds
+  // at least one); 0: no pipeline stages (a graph file).
+  virtual int64_t pipelineLayers() const = 0;
   // What tpAllowed asks, for the error when no mesh is left: "tp must
   // divide the 64 heads and the 8 kv heads".
   virtual std::string tpRule() const = 0;
@@ -109,6 +116,10 @@ class StepPricer {
   // mesh and micro-batch, whatever its prefetch, resharding and buckets.
   virtual int64_t memoryLowerBound(const Strategy& strategy) = 0;
   virtual absl::StatusOr<StepEstimate> estimate(const Strategy& strategy) = 0;
+  // For a strategy with pipeline stages: a lower bound of the step time of
+  // every plan with its mesh, micro-batch, schedule and recompute, cheap
+  // enough to ask before pricing the pipeline (0: none known).
+  virtual double pipelineBound(const Strategy& strategy) = 0;
 };
 
 // Searches with `pricer` on `model`'s topology.

@@ -30,11 +30,16 @@ using ::testing::HasSubstr;
 // the streams behind compute, and memory holds the shards, the saved
 // activations and the gathered copies. It keeps the search's assumptions:
 // no variant is faster than its group's base bound, none smaller than the
-// group's memory bound.
+// group's memory bound. With `pipeline_layers`, pipeline stages divide the
+// compute and the parameters, add a bubble of (pp - 1) / virtual stages
+// micro-batches and one transfer per micro-batch, and hold the
+// micro-batches their schedule keeps in flight.
 class ClosedFormPricer final : public StepPricer {
  public:
-  ClosedFormPricer(int64_t heads, int64_t seq) : heads_(heads), seq_(seq) {}
+  ClosedFormPricer(int64_t heads, int64_t seq, int64_t pipeline_layers = 0)
+      : heads_(heads), seq_(seq), pipeline_layers_(pipeline_layers) {}
   bool tpAllowed(int64_t tp) override { return heads_ % tp == 0; }
+  int64_t pipelineLayers() const override { return pipeline_layers_; }
   std::string tpRule() const override {
     return absl::StrCat("tp must divide the ", heads_, " heads");
   }
@@ -46,8 +51,23 @@ class ClosedFormPricer final : public StepPricer {
                                                                 : 1;
     // Sequence parallelism shards the fifth of the activations that tp
     // replicates.
-    const int64_t activations = kActivationBytesPerToken * s.micro_batch * seq_ / s.tp / kept;
-    return kParams * 16 / (s.fsdp * s.tp) + (s.sequence_parallel ? activations * 4 / 5 : activations);
+    const int64_t activations = kActivationBytesPerToken * s.micro_batch * seq_ / s.tp / kept /
+                                s.pp * inFlight(s);
+    return kParams * 16 / (s.fsdp * s.tp * s.pp) +
+           (s.sequence_parallel ? activations * 4 / 5 : activations);
+  }
+
+  // Compute alone: every stage's share of the micro-batches, no bubble.
+  double pipelineBound(const Strategy& s) override {
+    return estimate(s)->compute_s - estimate(s)->optimizer_s;
+  }
+
+  // The micro-batches the first stage holds: GPipe all of them, 1F1B up to
+  // the stages, interleaving a stage's more.
+  static int64_t inFlight(const Strategy& s) {
+    if (s.pp == 1) return 1;
+    if (s.schedule == stages::PipelineSchedule::kGpipe) return s.accumulation;
+    return std::min(s.accumulation, s.pp + (s.virtual_stages > 1 ? s.pp / 2 : 0));
   }
 
   absl::StatusOr<StepEstimate> estimate(const Strategy& s) override {
@@ -59,13 +79,13 @@ class ClosedFormPricer final : public StepPricer {
                                                                 : 0;
     // A tenth of it is memory-bound ops that tp replicates; sequence
     // parallelism shards them too.
-    const double unsharded =
-        tokens * kFlopsPerToken / (s.tp * kFlops) * (1 + 0.05 * (s.tp - 1)) * (1 + again);
+    const double unsharded = tokens * kFlopsPerToken / (s.tp * s.pp * kFlops) *
+                             (1 + 0.05 * (s.tp - 1)) * (1 + again);
     const double memoryBound =
         0.1 * unsharded / (s.sequence_parallel ? static_cast<double>(s.tp) : 1.0);
     const double compute = 0.9 * unsharded + memoryBound;
-    const double optimizer = 1e-9 * kParams / (s.fsdp * s.tp);
-    const double shard = 2.0 * kParams / s.tp;
+    const double optimizer = 1e-9 * kParams / (s.fsdp * s.tp * s.pp);
+    const double shard = 2.0 * kParams / (s.tp * s.pp);
     const double gathers = s.fsdp > 1 ? shard * (s.fsdp - 1) / s.fsdp / kBandwidth : 0;
     const double collectives = s.bucket_mb > 0 ? 3 * kLayers : kLayers;
     const double latency = s.fsdp > 1 ? collectives * kLatency : 0;
@@ -81,7 +101,8 @@ class ClosedFormPricer final : public StepPricer {
                                       (s.sequence_parallel ? 4 : 2) * kLayers * kLatency) *
                                          a
                                    : 0;
-    const double other = tpComm + dpReduce;
+    const double transfers = s.pp > 1 ? tokens * 1e-8 * a : 0;
+    const double other = tpComm + dpReduce + transfers;
     const double overlap = s.prefetch == 0 ? 0.5 : s.prefetch == 1 ? 0.9 : 0.95;
     const double exposed = std::max(0.0, std::max(fsdp, other) - overlap * compute * a);
     StepEstimate e;
@@ -89,9 +110,11 @@ class ClosedFormPricer final : public StepPricer {
     e.compute_s = compute * a + optimizer;
     e.exposed_comm_s = exposed;
     e.comm_s = fsdp + other;
+    e.bubble_s = (compute + kMicroStepOverhead) * static_cast<double>(s.pp - 1) /
+                 static_cast<double>(s.virtual_stages);
     // A fixed cost per micro-step (launches, the loss read back): no two
     // splits of a batch tie.
-    e.step_time_s = (compute + kMicroStepOverhead) * a + exposed + optimizer;
+    e.step_time_s = (compute + kMicroStepOverhead) * a + exposed + optimizer + e.bubble_s;
     e.fsdp_stream_s = fsdp;
     e.other_stream_s = other;
     e.backward_gather_s = s.keep_gathered ? 0 : backward * a;
@@ -121,6 +144,7 @@ class ClosedFormPricer final : public StepPricer {
   static constexpr double kMicroStepOverhead = 1e-4;
   int64_t heads_;
   int64_t seq_;
+  int64_t pipeline_layers_;
 };
 
 // The top `rows` of two rankings name the same candidates with the same
@@ -363,12 +387,110 @@ TEST(SearchTest, SequenceParallelismIsSearched) {
   }
 }
 
+// Pipeline stages are searched with the other axes: stage counts up to the
+// layers, 1F1B, and interleaving only where the micro-batches fill groups
+// of the stages; GPipe only when pinned. The pruned search ranks as the
+// exhaustive one, and a pipeline wins where it saves enough memory or
+// communication.
+TEST(SearchTest, PipelineStagesAreSearched) {
+  const CostModel model = *CostModel::create(*mesh::Topology::dgxH100(4));
+  ClosedFormPricer pricer(8, 2048, /*pipeline_layers=*/16);
+  Pins none;
+  ASSERT_TRUE(parsePin("recompute=none", none).ok());
+  SearchOptions options{.global_batch = 64, .pins = none, .top = 10};
+  absl::StatusOr<SearchResult> pruned = searchMesh(model, pricer, options);
+  ASSERT_TRUE(pruned.ok()) << pruned.status();
+  options.exhaustive = true;
+  absl::StatusOr<SearchResult> full = searchMesh(model, pricer, options);
+  ASSERT_TRUE(full.ok()) << full.status();
+  expectSameTop(*pruned, *full, 10);
+  int64_t pipelines = 0, interleaved = 0;
+  for (const Candidate& c : full->ranked) {
+    const Strategy& s = c.strategy;
+    if (s.pp == 1) continue;
+    ++pipelines;
+    EXPECT_LE(s.pp * s.virtual_stages, 16) << c.label();
+    EXPECT_NE(s.schedule, stages::PipelineSchedule::kGpipe) << c.label();
+    EXPECT_EQ(s.devices(), 32) << c.label();
+    if (s.virtual_stages > 1) {
+      ++interleaved;
+      EXPECT_EQ(s.schedule, stages::PipelineSchedule::kInterleaved1F1B);
+      EXPECT_EQ(s.accumulation % s.pp, 0) << c.label();
+    }
+    EXPECT_THAT(c.label(), HasSubstr(absl::StrCat("pp ", s.pp)));
+    EXPECT_EQ(s.meshSpec().rfind(absl::StrCat("pp=", s.pp), 0), 0u) << s.meshSpec();
+  }
+  EXPECT_GT(pipelines, 0);
+  EXPECT_GT(interleaved, 0);
+  const nlohmann::json json = candidatesJson(*full, {.model = "closed-form"}, model);
+  EXPECT_TRUE(json["candidates"][0].contains("pp"));
+  EXPECT_TRUE(json["candidates"][0].contains("bubble_s"));
+
+  // Pinned: only those stages and that schedule.
+  Pins pins = none;
+  ASSERT_TRUE(parsePin("pp=4", pins).ok());
+  ASSERT_TRUE(parsePin("schedule=gpipe", pins).ok());
+  absl::StatusOr<SearchResult> gpipe =
+      searchMesh(model, pricer, {.global_batch = 64, .pins = pins, .exhaustive = true});
+  ASSERT_TRUE(gpipe.ok()) << gpipe.status();
+  ASSERT_FALSE(gpipe->ranked.empty());
+  for (const Candidate& c : gpipe->ranked) {
+    EXPECT_EQ(c.strategy.pp, 4);
+    EXPECT_EQ(c.strategy.schedule, stages::PipelineSchedule::kGpipe);
+    EXPECT_THAT(c.label(), HasSubstr("pp 4 gpipe"));
+  }
+  // A model that cannot be cut has no pipeline candidates, and a pin asks
+  // in vain.
+  ClosedFormPricer uncut(8, 2048);
+  ASSERT_TRUE(parsePin("schedule=1f1b", pins).ok());
+  EXPECT_THAT(searchMesh(model, uncut, {.global_batch = 64, .pins = pins}).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("the model cannot be cut into pipeline stages")));
+}
+
+// Without a data axis to shard the state over, the stages share it out:
+// 16 GB of parameter state is 8 GB per rank under tp 2 (the largest tp
+// allowed here), far over a 2.5 GiB cap; four stages of tp 2 fit, and the
+// explanation names their bubble.
+TEST(SearchTest, PipelineStagesShareOutTheState) {
+  const CostModel model = *CostModel::create(*mesh::Topology::dgxH100(1));
+  ClosedFormPricer pricer(8, 1024, /*pipeline_layers=*/16);
+  Pins pins;
+  ASSERT_TRUE(parsePin("fsdp=1", pins).ok());
+  ASSERT_TRUE(parsePin("dp=1", pins).ok());
+  ASSERT_TRUE(parsePin("recompute=none", pins).ok());
+  const SearchOptions options{.global_batch = 16,
+                              .pins = pins,
+                              .max_tp = 2,
+                              .memory_cap_bytes = 5LL << 29,
+                              .exhaustive = true};
+  absl::StatusOr<SearchResult> result = searchMesh(model, pricer, options);
+  ASSERT_TRUE(result.ok()) << result.status();
+  ASSERT_TRUE(result->found());
+  for (const Candidate& c : result->ranked) {
+    if (c.strategy.pp == 1) {
+      EXPECT_FALSE(c.fits) << c.label();
+    }
+  }
+  const Candidate& winner = result->ranked.front();
+  EXPECT_GE(winner.strategy.pp, 4) << winner.label();
+  EXPECT_GT(winner.estimate.bubble_s, 0);
+  EXPECT_THAT(explainWinner(*result), HasSubstr("pipeline bubble"));
+}
+
 TEST(SearchTest, PinErrorsNameTheKey) {
   Pins pins;
   EXPECT_THAT(parsePin("tp", pins), StatusIs(absl::StatusCode::kInvalidArgument,
                                              HasSubstr("--pin 'tp' is not key=value")));
-  EXPECT_THAT(parsePin("pp=2", pins),
-              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("unknown key 'pp'")));
+  EXPECT_THAT(parsePin("cp=2", pins),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("unknown key 'cp'")));
+  EXPECT_THAT(parsePin("schedule=zb", pins),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("--pin schedule='zb' is not gpipe, 1f1b or interleaved-1f1b")));
+  ASSERT_TRUE(parsePin("schedule=gpipe", pins).ok());
+  EXPECT_EQ(pins.schedule, stages::PipelineSchedule::kGpipe);
+  ASSERT_TRUE(parsePin("virtual-stages=2", pins).ok());
+  EXPECT_EQ(pins.virtual_stages, 2);
   EXPECT_THAT(parsePin("tp=0", pins), StatusIs(absl::StatusCode::kInvalidArgument,
                                                HasSubstr("--pin tp='0' is not an integer >= 1")));
   EXPECT_THAT(parsePin("reshard=yes", pins),

@@ -71,6 +71,14 @@ class StageProgram final : public PricedProgram {
   std::string_view blockName(int64_t order) const override {
     return names_[steps_[order].name];
   }
+  int64_t scopeShift(int64_t order) const override {
+    const Step& s = steps_[order];
+    return chunks_[s.chunk]->scopeShift(s.order);
+  }
+  int64_t nameShift(int64_t id) const override {
+    const auto [chunk, local] = buffer_[id];
+    return chunks_[chunk]->nameShift(local);
+  }
 
  private:
   struct Step {

@@ -11,6 +11,7 @@ namespace loom::planner::cost {
 
 std::string Strategy::meshSpec() const {
   std::vector<std::string> parts;
+  if (pp > 1) parts.push_back(absl::StrCat("pp=", pp));
   if (dp > 1) parts.push_back(absl::StrCat("dp=", dp));
   if (fsdp > 1) parts.push_back(absl::StrCat("fsdp=", fsdp));
   if (tp > 1) parts.push_back(absl::StrCat("tp=", tp));
@@ -20,6 +21,7 @@ std::string Strategy::meshSpec() const {
 
 std::string Strategy::axes() const {
   std::vector<std::string> parts;
+  if (pp > 1) parts.push_back("pp");
   if (dp > 1) parts.push_back("dp");
   if (fsdp > 1) parts.push_back("fsdp");
   if (tp > 1) parts.push_back("tp");
@@ -29,6 +31,12 @@ std::string Strategy::axes() const {
 
 std::string Strategy::parallelism() const {
   std::vector<std::string> parts;
+  if (pp > 1) {
+    std::string pipeline = absl::StrCat("pp ", pp);
+    if (schedule == stages::PipelineSchedule::kGpipe) absl::StrAppend(&pipeline, " gpipe");
+    if (virtual_stages > 1) absl::StrAppend(&pipeline, " interleaved x", virtual_stages);
+    parts.push_back(pipeline);
+  }
   if (dp > 1 && fsdp > 1) {
     parts.push_back(absl::StrCat("hsdp ", dp, "x", fsdp));
   } else if (fsdp > 1) {

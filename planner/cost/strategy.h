@@ -6,9 +6,11 @@
 #include <array>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "planner/cost/cost_model.h"
 #include "planner/cost/program.h"
+#include "planner/transforms/stages/schedule_order.h"
 
 namespace loom::planner::cost {
 
@@ -18,11 +20,17 @@ enum class Recompute { kNone, kSelective, kFull };
 // "none", "selective", "full".
 const char* recomputeName(Recompute recompute);
 
-// One candidate of the search: the mesh (axes dp, fsdp, tp in that order,
-// tp innermost; an axis of degree 1 is left out) and the knobs of the plan.
-// dp alone is DDP, fsdp alone ZeRO-3, dp x fsdp HSDP (shard within fsdp,
-// replicate across dp).
+// One candidate of the search: the mesh (axes pp, dp, fsdp, tp in that
+// order, pp outermost and tp innermost; an axis of degree 1 is left out)
+// and the knobs of the plan. dp alone is DDP, fsdp alone ZeRO-3, dp x fsdp
+// HSDP (shard within fsdp, replicate across dp); pp cuts the model into
+// stages of whole layers, each with the dp, fsdp and tp axes inside.
 struct Strategy {
+  // Pipeline stages, model chunks per stage, and the schedule that orders
+  // their micro-batches (the `accumulation` micro-steps); pp 1: none.
+  int64_t pp = 1;
+  int64_t virtual_stages = 1;
+  stages::PipelineSchedule schedule = stages::PipelineSchedule::k1F1B;
   int64_t dp = 1;
   int64_t fsdp = 1;
   int64_t tp = 1;
@@ -50,14 +58,16 @@ struct Strategy {
   bool keep_gathered = false;
   bool defer_grad_sync = false;
 
-  int64_t devices() const { return dp * fsdp * tp; }
+  bool operator==(const Strategy&) const = default;
+  int64_t devices() const { return pp * dp * fsdp * tp; }
   // Sequences per step over all ranks.
   int64_t globalBatch() const { return dp * fsdp * micro_batch * accumulation; }
-  // "dp=2,fsdp=64,tp=8": the axes of degree > 1 ("dp=1" for one device).
+  // "pp=4,dp=2,fsdp=64,tp=8": the axes of degree > 1 ("dp=1" for one
+  // device).
   std::string meshSpec() const;
-  // "dp,fsdp,tp": their strategies, in the same order.
+  // "pp,dp,fsdp,tp": their strategies, in the same order.
   std::string axes() const;
-  // "hsdp 2x64, tp 8": for tables.
+  // "pp 4 interleaved x2 + hsdp 2x64 + tp 8": for tables.
   std::string parallelism() const;
   // "prefetch 1, reshard, bucket unit, micro-batch 2 x 4, keep gathered,
   // defer sync, sp, recompute full".
@@ -103,6 +113,11 @@ struct StepEstimate {
   int64_t backward_gather_bytes = 0;
   // The part of compute_s that is memory-bound ops (PlanPrice::memory_bound_s).
   double memory_bound_s = 0;
+  // With pipeline stages: the time the step's stage waits for its peers
+  // (part of step_time_s), and the layers of each model chunk as the
+  // pricer cut them (what the winner's plan is cut by).
+  double bubble_s = 0;
+  std::vector<int64_t> chunk_layers;
 };
 
 }  // namespace loom::planner::cost

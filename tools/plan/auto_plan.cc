@@ -13,6 +13,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinTypes.h"
 #include "planner/dialect/nn/ir/nn_dialect.h"
@@ -197,6 +198,13 @@ absl::StatusOr<AutoResult> planAuto(mlir::MLIRContext& context, const AutoReques
   result.winner.micro_steps = s.accumulation;
   result.winner.keep_gathered = s.keep_gathered;
   result.winner.defer_grad_sync = s.defer_grad_sync;
+  if (s.pp > 1) {
+    // Cut where the search cut it, so the plan is the candidate priced.
+    result.winner.virtual_stages = s.virtual_stages;
+    result.winner.schedule = planner::stages::scheduleName(s.schedule);
+    result.winner.stage_layers =
+        absl::StrJoin(result.search.ranked.front().estimate.chunk_layers, ",");
+  }
   result.winner_batch = s.micro_batch * s.dp * s.fsdp;
   ModelRequest load{.model = request.model};
   if (!result.graph) {
@@ -249,10 +257,18 @@ std::string formatSearch(const AutoResult& result, int64_t rows) {
                       100 * e.mfu, static_cast<double>(e.peak_bytes) / kBytesPerGiB,
                       e.exposed_comm_s),
       absl::StrFormat("- the plan below is the whole step: --mesh=%s --axes=%s --batch=%d "
-                      "--micro-steps=%d%s%s (micro-batch %d per data-parallel rank)\n\n",
+                      "--micro-steps=%d%s%s%s (micro-batch %d per data-parallel rank)\n\n",
                       s.meshSpec(), s.axes(), s.globalBatch(), s.accumulation,
                       s.keep_gathered ? " --keep-gathered" : "",
-                      s.defer_grad_sync ? " --defer-grad-sync" : "", s.micro_batch),
+                      s.defer_grad_sync ? " --defer-grad-sync" : "",
+                      s.pp > 1 ? absl::StrCat(" --schedule=", planner::stages::scheduleName(s.schedule),
+                                              s.virtual_stages > 1
+                                                  ? absl::StrCat(" --virtual-stages=",
+                                                                 s.virtual_stages)
+                                                  : "",
+                                              " --stages=", absl::StrJoin(e.chunk_layers, ","))
+                               : "",
+                      s.micro_batch),
       cost::formatRanking(search, rows), "\n", cost::explainWinner(search), "\n");
   return out;
 }

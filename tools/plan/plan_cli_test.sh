@@ -188,8 +188,8 @@ else
 fi
 expect auto-pin 0 '^- winner: [a-z0-9 x]* \+ tp 2 \|' -- --model="$tiny_auto" --mesh=auto --devices=16 \
   --pin tp=2
-expect auto-max-tp 0 '^- winner: (fsdp|dp|hsdp) [0-9x]+ \|' -- --model="$tiny_auto" --mesh=auto \
-  --devices=16 --max-tp=1
+expect auto-max-tp 0 '^- winner: (pp [0-9]+[^|+]* \+ )?(fsdp|dp|hsdp) [0-9x]+ \|' -- \
+  --model="$tiny_auto" --mesh=auto --devices=16 --max-tp=1
 expect auto-8b-no-tp 0 '^- winner: (fsdp|hsdp) [0-9x]+ \|' -- --model=llama3-8b --mesh=auto --devices=128
 # Without recompute activation memory forces 70B to tp 8; recompute frees
 # it to a smaller tp degree (docs/planner_recompute.md).
@@ -197,7 +197,11 @@ expect auto-8b-no-tp 0 '^- winner: (fsdp|hsdp) [0-9x]+ \|' -- --model=llama3-8b 
 # recompute and sequence parallelism, tp 4 with selective recompute
 # without sequence parallelism, and with it tp 4 fits without recompute.
 expect auto-70b-fsdp-tp 0 '^- winner: (fsdp|hsdp) [0-9x]+ \+ tp 8 \|' -- --model=llama3-70b \
-  --mesh=auto --devices=256 --recompute=none --pin sequence-parallel=false
+  --mesh=auto --devices=256 --recompute=none --pin sequence-parallel=false --pin pp=1
+# With pipeline stages allowed, four stages of two interleaved chunks with
+# tp 4 inside beat tp 8 (docs/planner_stages.md, "Pipelines in the search").
+expect auto-70b-pipeline 0 '^- winner: pp 4 interleaved x2 \+ (fsdp|hsdp) [0-9x]+ \+ tp 4 \|' -- \
+  --model=llama3-70b --mesh=auto --devices=256 --recompute=none --pin sequence-parallel=false
 expect auto-70b-recompute 0 '^- winner: (fsdp|hsdp) [0-9x]+ \+ tp [124] \| .*recompute (selective|full)' \
   -- --model=llama3-70b --mesh=auto --devices=256 --pin sequence-parallel=false
 expect auto-70b-sp 0 '^Why .* It shards the sequence on tp \(sequence parallelism\)' \
@@ -254,8 +258,8 @@ expect auto-file-batch 2 'plan: --batch applies to zoo models only; the IR of .*
   -- --model="$testdata/mlp_lm.mlir" --mesh=auto --devices=2 --batch=8
 expect auto-axes 2 'plan: --axes does not apply to --mesh=auto' -- --model=tiny --mesh=auto \
   --devices=8 --axes=fsdp
-expect auto-bad-pin 2 "plan: --pin 'pp=2': unknown key 'pp'" -- --model=tiny --mesh=auto \
-  --devices=8 --pin pp=2
+expect auto-bad-pin 2 "plan: --pin 'cp=2': unknown key 'cp'" -- --model=tiny --mesh=auto \
+  --devices=8 --pin cp=2
 expect auto-no-fit 2 'plan: No candidate fits in 0.0 GiB.*raise --memory-gb' -- --model="$tiny_auto" \
   --mesh=auto --devices=8 --memory-gb=0.001
 tiny_gpt2='tiny:family=gpt2,layers=9,hidden=64,heads=4,kv_heads=4,ffn=256,vocab=250,seq=16'

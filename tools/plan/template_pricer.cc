@@ -161,6 +161,12 @@ absl::StatusOr<cost::RepeatedProgram> TemplatePricer::programFor(const cost::Str
 // activations live there (the saved ones; prefetch, resharding and buckets
 // change only gathered copies and gradients).
 int64_t TemplatePricer::memoryLowerBound(const cost::Strategy& strategy) {
+  if (strategy.pp > 1) {
+    // The parameters and optimizer states of the fullest stage's layers,
+    // from the model's program without stages.
+    absl::StatusOr<cost::PipelineBound> bound = boundsFor(strategy);
+    return bound.ok() ? bound->stage_state_bytes : 0;  // estimate() reports the error
+  }
   absl::StatusOr<cost::RepeatedProgram> program = programFor(strategy);
   if (!program.ok()) return 0;  // estimate() reports the error
   // The end of the forward phase: every activation the backward reads is
@@ -181,6 +187,7 @@ int64_t TemplatePricer::memoryLowerBound(const cost::Strategy& strategy) {
 }
 
 absl::StatusOr<cost::StepEstimate> TemplatePricer::estimate(const cost::Strategy& s) {
+  if (s.pp > 1) return estimateStaged(s);
   absl::StatusOr<cost::RepeatedProgram> program = programFor(s);
   if (!program.ok()) return program.status();
   absl::StatusOr<cost::PlanPrice> price = cost::priceProgram(*program, cost_);

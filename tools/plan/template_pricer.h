@@ -10,14 +10,26 @@
 // data axes, micro-batch and micro-steps (cost::resizePlan) and prices the repeated
 // program with those sizes (cost::RepeatedProgram, cost::priceProgram): the
 // figures are those of the candidate's full plan, by construction.
+//
+// A candidate with pipeline stages is priced from a template cut into
+// three chunks (the model's first, a middle and its last) of up to
+// kTemplateBlocks layers on a pp axis of 3: each chunk of the candidate is
+// the template's chunk of its kind repeated to its layer count, the stages
+// are composed of their chunks and the pipeline priced over the schedule
+// (cost::priceChunks; template_pricer_pipeline.cc). The chunks' layers are
+// the balance plan-stages would strike, from the template's FLOPs, and the
+// winner's plan is cut by them.
 #ifndef LOOM_TOOLS_PLAN_TEMPLATE_PRICER_H_
 #define LOOM_TOOLS_PLAN_TEMPLATE_PRICER_H_
 
 #include <cstdint>
+#include <array>
 #include <map>
 #include <optional>
 #include <string>
 #include <tuple>
+#include <utility>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "mlir/IR/BuiltinOps.h"
@@ -25,6 +37,7 @@
 #include "mlir/IR/OwningOpRef.h"
 #include "plan/plan.h"
 #include "planner/cost/cost_model.h"
+#include "planner/cost/layer_compute.h"
 #include "planner/cost/repeat_blocks.h"
 #include "planner/cost/search.h"
 #include "planner/models/model_config.h"
@@ -61,6 +74,12 @@ class TemplatePricer final : public planner::cost::StepPricer {
   // that size.
   bool tpAllowed(int64_t tp) override;
   std::string tpRule() const override;
+  // A configuration's layers, unless its embedding is tied to its head
+  // (the stages would share a parameter); a graph file is not cut.
+  int64_t pipelineLayers() const override;
+  // The compute of the candidate's chunks alone, run in its schedule
+  // (cost::pipelineBound), from the model's program without stages.
+  double pipelineBound(const planner::cost::Strategy& strategy) override;
   // The resident parameters and optimizer states of the candidate's plan
   // and the activations live at the end of the forward phase.
   int64_t memoryLowerBound(const planner::cost::Strategy& strategy) override;
@@ -69,8 +88,10 @@ class TemplatePricer final : public planner::cost::StepPricer {
 
   // Placement-stage runs (one per template mesh) and program-stage runs
   // (template plans) so far.
-  int64_t placements() const { return static_cast<int64_t>(placed_.size()); }
-  int64_t templates() const { return static_cast<int64_t>(templates_.size()); }
+  int64_t placements() const {
+    return static_cast<int64_t>(placed_.size() + placed_staged_.size());
+  }
+  int64_t templates() const { return static_cast<int64_t>(templates_.size() + staged_.size()); }
 
  private:
   struct Template {
@@ -102,6 +123,38 @@ class TemplatePricer final : public planner::cost::StepPricer {
   absl::StatusOr<planner::cost::RepeatedProgram> programFor(
       const planner::cost::Strategy& strategy);
 
+  // Pipeline candidates (template_pricer_pipeline.cc).
+  struct StagedTemplate {
+    // Three chunks of `layers` layers on a pp axis of 3, and each chunk
+    // alone (cost::stagePlan): the first, a middle and the last.
+    loom::plan::Plan plan;
+    std::array<loom::plan::Plan, 3> kinds;
+    int64_t layers = 0;
+    int64_t micro_batch = 1;
+    // (kind, layers) -> the kind's chunk repeated to that many layers.
+    std::map<std::pair<int, int64_t>, planner::cost::Repeated> repeated;
+    // The header and buffers re-sized to the candidate last priced:
+    // (pp, dp, fsdp, micro-batch, micro-steps).
+    loom::plan::Plan resized;
+    std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t> sized_for{0, 0, 0, 0, 0};
+  };
+  using StagedKey = std::tuple<Key, int64_t>;
+  absl::StatusOr<StagedTemplate*> stagedTemplateFor(const planner::cost::Strategy& strategy,
+                                                    int64_t layers);
+  absl::Status sizeFor(StagedTemplate& t, const planner::cost::Strategy& strategy);
+  // The model's compute layer by layer at the candidate's mesh and
+  // micro-batch, from its program without stages.
+  absl::StatusOr<const planner::cost::LayerCompute*> layerComputeFor(
+      const planner::cost::Strategy& strategy);
+  // pipelineBound's and memoryLowerBound's figures for a pipeline
+  // candidate (the last one's kept: the search asks for both in turn).
+  absl::StatusOr<planner::cost::PipelineBound> boundsFor(const planner::cost::Strategy& strategy);
+  // The layers of each of the candidate's chunks, balanced as plan-stages
+  // balances them.
+  absl::StatusOr<std::vector<int64_t>> chunkLayers(const planner::cost::Strategy& strategy);
+  absl::StatusOr<planner::cost::StepEstimate> estimateStaged(
+      const planner::cost::Strategy& strategy);
+
   TemplateSource source_;
   PlanRequest base_;
   const planner::cost::CostModel& cost_;
@@ -109,6 +162,19 @@ class TemplatePricer final : public planner::cost::StepPricer {
   std::map<int64_t, bool> graph_tp_allowed_;
   std::map<MeshKey, mlir::OwningOpRef<mlir::ModuleOp>> placed_;
   std::map<Key, Template> templates_;
+  std::map<std::pair<MeshKey, int64_t>, mlir::OwningOpRef<mlir::ModuleOp>> placed_staged_;
+  std::map<StagedKey, StagedTemplate> staged_;
+  // (tp, sequence parallelism, recompute, micro-batch, fsdp) -> the model's
+  // compute and state layer by layer there.
+  std::map<std::tuple<int64_t, bool, planner::cost::Recompute, int64_t, int64_t>,
+           planner::cost::LayerCompute>
+      layer_compute_;
+  std::map<std::pair<const planner::cost::LayerCompute*, int64_t>, std::vector<int64_t>>
+      chunk_layers_;
+  std::optional<std::pair<planner::cost::Strategy, planner::cost::PipelineBound>> last_bound_;
+  // The last pipeline candidate estimated: the search asks for a group's
+  // memory bound, then its base's estimate.
+  std::optional<std::pair<planner::cost::Strategy, planner::cost::StepEstimate>> last_staged_;
   // One template's header and buffers re-sized to the candidate last
   // priced (pricing reads the instructions from the template itself): one
   // copy for the search, not one per template.

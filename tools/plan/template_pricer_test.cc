@@ -8,6 +8,8 @@
 #include <cstdint>
 #include <string>
 
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "gtest/gtest.h"
 #include "planner/cost/search.h"
 #include "planner/models/model_config.h"
@@ -34,8 +36,9 @@ struct Fixture {
                 .graph_batch = 0},
                base, costModel) {}
 
-  // The whole pipeline's plan of `s` (the whole step).
-  loom::plan::Plan fullPlan(const cost::Strategy& s) {
+  // The whole pipeline's plan of `s` (the whole step), its stages cut as
+  // `chunk_layers` says.
+  loom::plan::Plan fullPlan(const cost::Strategy& s, const std::vector<int64_t>& chunk_layers = {}) {
     PlanRequest request = base;
     request.mesh = s.meshSpec();
     request.axes = s.axes();
@@ -47,6 +50,11 @@ struct Fixture {
     request.micro_steps = s.accumulation;
     request.keep_gathered = s.keep_gathered;
     request.defer_grad_sync = s.defer_grad_sync;
+    if (s.pp > 1) {
+      request.virtual_stages = s.virtual_stages;
+      request.schedule = planner::stages::scheduleName(s.schedule);
+      request.stage_layers = absl::StrJoin(chunk_layers, ",");
+    }
     auto plan = planThroughPipeline(model, s.micro_batch * s.dp * s.fsdp, "bf16", request);
     EXPECT_TRUE(plan.ok()) << plan.status();
     return plan.ok() ? *std::move(plan) : loom::plan::Plan{};
@@ -55,12 +63,19 @@ struct Fixture {
   void expectAgrees(const cost::Strategy& s) {
     auto estimate = pricer.estimate(s);
     ASSERT_TRUE(estimate.ok()) << estimate.status();
-    const loom::plan::Plan plan = fullPlan(s);
+    const loom::plan::Plan plan = fullPlan(s, estimate->chunk_layers);
     const loom::plan::Predicted& p = plan.predicted;
-    EXPECT_EQ(estimate->step_time_s, p.step_time_s) << s.meshSpec() << " " << s.knobs();
-    EXPECT_EQ(estimate->peak_bytes, p.peak_bytes) << s.meshSpec() << " " << s.knobs();
-    EXPECT_EQ(estimate->comm_bytes_per_rank, p.comm_bytes_per_rank);
-    EXPECT_EQ(estimate->optimizer_s, p.optimizer_s);
+    const std::string what = absl::StrCat(s.parallelism(), " | ", s.knobs());
+    EXPECT_EQ(estimate->step_time_s, p.step_time_s) << what;
+    EXPECT_EQ(estimate->peak_bytes, p.peak_bytes) << what;
+    EXPECT_EQ(estimate->comm_bytes_per_rank, p.comm_bytes_per_rank) << what;
+    EXPECT_EQ(estimate->optimizer_s, p.optimizer_s) << what;
+    EXPECT_EQ(estimate->bubble_s, p.bubble_s) << what;
+    if (s.pp == 1) return;
+    // The bounds the search prunes pipelines by, priced before the stages.
+    EXPECT_LE(pricer.pipelineBound(s), estimate->step_time_s) << what;
+    EXPECT_GT(pricer.pipelineBound(s), 0) << what;
+    EXPECT_LE(pricer.memoryLowerBound(s), estimate->peak_bytes) << what;
   }
 
   PlanRequest base = {};
@@ -113,6 +128,41 @@ TEST(TemplatePricerTest, EveryCandidateEqualsItsFullPlan) {
     EXPECT_EQ(f.pricer.placements(), 6);
     EXPECT_EQ(f.pricer.templates(), 12);
   }
+}
+
+// A pipeline candidate is priced from three-chunk templates (chunks of up
+// to 7 layers repeated, fewer planned as they are) and equals the plan the
+// pipeline makes when cut where the pricer cut it, for every schedule,
+// with dp, fsdp and tp inside the stages, recompute and the levers between
+// micro-batches. A tied embedding keeps GPT-2 out of pipelines.
+TEST(TemplatePricerTest, PipelineCandidatesEqualTheirFullPlans) {
+  Fixture f("tiny:layers=20,hidden=64,heads=4,kv_heads=2,ffn=96,vocab=250,seq=16");
+  EXPECT_EQ(f.pricer.pipelineLayers(), 20);
+  using planner::stages::PipelineSchedule;
+  f.expectAgrees({.pp = 2, .fsdp = 8, .accumulation = 4});
+  f.expectAgrees({.pp = 4, .fsdp = 2, .tp = 2, .accumulation = 4});
+  f.expectAgrees({.pp = 2,
+                  .virtual_stages = 2,
+                  .schedule = PipelineSchedule::kInterleaved1F1B,
+                  .dp = 8,
+                  .accumulation = 4});
+  f.expectAgrees({.pp = 4,
+                  .dp = 2,
+                  .tp = 2,
+                  .micro_batch = 2,
+                  .accumulation = 8,
+                  .recompute = cost::Recompute::kFull,
+                  .sequence_parallel = true});
+  f.expectAgrees({.pp = 2,
+                  .schedule = PipelineSchedule::kGpipe,
+                  .fsdp = 8,
+                  .reshard_after_forward = false,
+                  .accumulation = 4,
+                  .keep_gathered = true,
+                  .defer_grad_sync = true});
+  f.expectAgrees({.pp = 8, .dp = 2, .accumulation = 8});
+  Fixture tied(kGpt2);
+  EXPECT_EQ(tied.pricer.pipelineLayers(), 0);
 }
 
 // The memory bound of a mesh and micro-batch holds for every knob setting.
