@@ -55,7 +55,7 @@ std::string stackOf(const PricedProgram& program) {
 
 }  // namespace
 
-absl::StatusOr<LayerCompute> layerCompute(const PricedProgram& program, const CostModel& model) {
+absl::StatusOr<LayerCompute> layerCompute(const PricedProgram& program, const PlanPrice& price) {
   const std::string stack = stackOf(program);
   if (stack.empty()) {
     return absl::InvalidArgumentError(
@@ -72,33 +72,57 @@ absl::StatusOr<LayerCompute> layerCompute(const PricedProgram& program, const Co
   plan::Phase phase = plan::Phase::kOptimizer;
   bool pastStack = false;
   std::vector<TensorDesc> operands, results;
+  // A collective blocks compute when it is synchronous, or started and
+  // waited for with no compute op between (tp's): its handle -> its time
+  // and the compute ops run before it started.
+  int64_t computed = 0;
+  std::map<int64_t, std::pair<double, int64_t>> started;
   for (int64_t order = 0; order < program.size(); ++order) {
     const plan::Instruction& in = program.instruction(order);
     if (in.phase != phase) {
       phase = in.phase;
       pastStack = false;
     }
-    if (in.info->family != plan::OpFamily::kCompute || phase == plan::Phase::kOptimizer) continue;
+    const double seconds = price.duration_s[order].value_or(0);
+    const bool compute = in.info->family == plan::OpFamily::kCompute;
+    bool blocking = in.info->family == plan::OpFamily::kCollective && !in.info->async_start;
+    if (in.info->family == plan::OpFamily::kCollective && in.info->async_start) {
+      started[program.results(order)[0]] = {seconds, computed};
+    }
+    double blocked = seconds;
+    if (in.info->family == plan::OpFamily::kWait) {
+      auto it = started.find(program.operands(order)[0]);
+      blocking = it != started.end() && it->second.second == computed;
+      if (blocking) blocked = it->second.first;
+    }
+    if (compute) ++computed;
+    if (phase == plan::Phase::kOptimizer || !(compute || blocking)) continue;
+    std::optional<int64_t> layer = blockOf(in.scope, stack);
+    if (layer) {
+      *layer += program.scopeShift(order);
+      pastStack = true;
+    }
+    const bool forward = phase == plan::Phase::kForward;
+    LayerCompute::Part& p = layer                  ? part(*layer)
+                            : pastStack == forward ? out.after
+                                                   : out.before;
+    if (blocking) {
+      p.blocking_s += blocked;
+      continue;
+    }
+    (forward ? p.forward_s : p.backward_s) += seconds;
     operands.clear();
     results.clear();
     for (int64_t id : program.operands(order)) operands.push_back(describe(program.buffer(id)));
     for (int64_t id : program.results(order)) results.push_back(describe(program.buffer(id)));
-    const std::optional<ComputeCost> cost = computeCost(
+    const std::optional<int64_t> flops = opFlops(
         {.name = in.op, .operands = operands, .results = results,
          .transpose_lhs = in.attrs.transpose_lhs});
-    if (!cost) {
+    if (!flops) {
       return absl::InvalidArgumentError(
-          absl::StrCat(in.where(), ": no cost formula for ", in.op, " (planner/cost/op_work.cc)"));
+          absl::StrCat(in.where(), ": no FLOPs formula for ", in.op, " (planner/cost/op_work.cc)"));
     }
-    std::optional<int64_t> layer = blockOf(in.scope, stack);
-    if (layer) *layer += program.scopeShift(order);
-    if (layer) pastStack = true;
-    const bool forward = phase == plan::Phase::kForward;
-    LayerCompute::Part& p = layer             ? part(*layer)
-                            : pastStack == forward ? out.after
-                                                   : out.before;
-    p.flops += std::llround(cost->flops);
-    (forward ? p.forward_s : p.backward_s) += model.computeSeconds(*cost);
+    p.flops += *flops;
   }
   for (int64_t id = 0; id < program.numBuffers(); ++id) {
     const plan::Buffer& b = program.buffer(id);
@@ -106,6 +130,20 @@ absl::StatusOr<LayerCompute> layerCompute(const PricedProgram& program, const Co
     if (const std::optional<int64_t> layer = blockOf(b.name, stack)) {
       part(*layer + program.nameShift(id)).resident_bytes += b.bytes;
     }
+  }
+  return out;
+}
+
+LayerCompute repeatLayers(const LayerCompute& compute, int64_t layers) {
+  const int64_t have = static_cast<int64_t>(compute.layers.size());
+  if (layers <= have) return compute;
+  LayerCompute out = compute;
+  const int64_t middle = have / 2;
+  const int64_t extra = layers - have;
+  out.layers.clear();
+  for (int64_t i = 0; i < layers; ++i) {
+    const int64_t source = i <= middle ? i : i <= middle + extra ? middle : i - extra;
+    out.layers.push_back(compute.layers[source]);
   }
   return out;
 }
@@ -121,32 +159,42 @@ absl::StatusOr<PipelineBound> pipelineBound(const LayerCompute& compute,
                                             stages::PipelineSchedule schedule,
                                             const stages::PipelineShape& shape) {
   const int64_t chunks = static_cast<int64_t>(counts.size());
-  std::vector<double> forward(chunks, 0), backward(chunks, 0);
+  std::vector<double> forward(chunks, 0), backward(chunks, 0), blocking(chunks, 0);
   std::vector<int64_t> state(chunks, 0);
   size_t layer = 0;
   for (int64_t c = 0; c < chunks; ++c) {
     for (int64_t k = 0; k < counts[c] && layer < compute.layers.size(); ++k, ++layer) {
       forward[c] += compute.layers[layer].forward_s;
       backward[c] += compute.layers[layer].backward_s;
+      blocking[c] += compute.layers[layer].blocking_s;
       state[c] += compute.layers[layer].resident_bytes;
     }
   }
   forward.front() += compute.before.forward_s;
   backward.front() += compute.before.backward_s;
+  blocking.front() += compute.before.blocking_s;
   forward.back() += compute.after.forward_s;
   backward.back() += compute.after.backward_s;
+  blocking.back() += compute.after.blocking_s;
   absl::StatusOr<std::vector<std::vector<stages::PipelineAction>>> order =
       stages::scheduleOrder(schedule, shape);
   if (!order.ok()) return order.status();
   absl::StatusOr<stages::PipelineTiming> timing =
       stages::simulateOrder(*order, shape, forward, backward, 0);
   if (!timing.ok()) return timing.status();
-  PipelineBound out{.step_s = timing->step_s};
+  PipelineBound out;
+  double mostBlocking = 0;
   for (int64_t s = 0; s < shape.stages; ++s) {
     int64_t held = 0;
-    for (int64_t c = s; c < chunks; c += shape.stages) held += state[c];
+    double stalls = 0;
+    for (int64_t c = s; c < chunks; c += shape.stages) {
+      held += state[c];
+      stalls += blocking[c];
+    }
     out.stage_state_bytes = std::max(out.stage_state_bytes, held);
+    mostBlocking = std::max(mostBlocking, stalls);
   }
+  out.step_s = timing->step_s + static_cast<double>(shape.micro_batches) * mostBlocking;
   return out;
 }
 

@@ -18,11 +18,13 @@ namespace loom::planner::cost {
 
 struct LayerCompute {
   // One micro-batch's compute ops, forward and backward (recomputed ones
-  // included), and the parameters and optimizer states they own.
+  // included), its blocking collectives (which hold the compute stream:
+  // tp's all-reduces), and the parameters and optimizer states it owns.
   struct Part {
     int64_t flops = 0;
     double forward_s = 0;
     double backward_s = 0;
+    double blocking_s = 0;
     int64_t resident_bytes = 0;
   };
   // Per block of the repeated stack, and the ops before it (the first
@@ -33,18 +35,25 @@ struct LayerCompute {
   Part after;
 };
 
-// Reads `program` (one micro-step of a step without pipeline stages) on
-// `model`'s device. InvalidArgument when it has no repeated stack or an op
-// has no cost formula.
-absl::StatusOr<LayerCompute> layerCompute(const PricedProgram& program, const CostModel& model);
+// Reads `program` (a step without pipeline stages) and `price`, its
+// priceProgram. InvalidArgument when it has no repeated stack or an op has
+// no FLOPs formula.
+absl::StatusOr<LayerCompute> layerCompute(const PricedProgram& program, const PlanPrice& price);
+
+// `compute` of a template of kTemplateBlocks layers (repeat_blocks.h) for
+// a model of `layers`: its middle layer repeated, as repeatBlocks repeats
+// the template's program. Exact, since repeated layers do the same work.
+LayerCompute repeatLayers(const LayerCompute& compute, int64_t layers);
 
 // The layers of each of `chunks` chunks, as plan-stages balances them.
 absl::StatusOr<std::vector<int64_t>> balanceChunks(const LayerCompute& compute, int64_t chunks);
 
 // What no pipeline of chunks of `counts` layers undercuts under `schedule`:
-// the makespan of its compute alone (no communication, no transfer time),
-// and the most parameter and optimizer-state bytes of the stack's layers
-// one stage holds.
+// the makespan of its compute alone (no transfer time), plus the most
+// blocking collectives one stage runs in a step (a stage's step is its
+// own time, blocking collectives included, plus its wait on the compute
+// schedule; pipeline_price.h), and the most parameter and optimizer-state
+// bytes of the stack's layers one stage holds.
 struct PipelineBound {
   double step_s = 0;
   int64_t stage_state_bytes = 0;

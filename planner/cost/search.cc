@@ -280,9 +280,9 @@ struct PipelineChoice {
 };
 
 // The schedules a mesh of `pp` stages and `micro_batches` micro-batches is
-// tried with: 1F1B, and interleaved 1F1B with two chunks per stage where
-// the micro-batches fill whole groups of the stages (Megatron-LM's rule)
-// and the model has the layers. GPipe takes as long as 1F1B and holds more
+// tried with: 1F1B, and interleaved 1F1B with two and four chunks per
+// stage where the micro-batches fill whole groups of the stages
+// (Megatron-LM's rule) and the model has the layers. GPipe takes as long as 1F1B and holds more
 // micro-batches, so only a pin asks for it.
 std::vector<PipelineChoice> pipelineChoices(int64_t pp, int64_t micro_batches, int64_t layers,
                                             const Pins& pins) {
@@ -296,8 +296,11 @@ std::vector<PipelineChoice> pipelineChoices(int64_t pp, int64_t micro_batches, i
   };
   std::vector<PipelineChoice> tried = {{stages::PipelineSchedule::k1F1B, 1},
                                        {stages::PipelineSchedule::kGpipe, 1}};
-  const int64_t interleaved = pins.virtual_stages.value_or(2);
-  if (interleaved > 1) tried.push_back({stages::PipelineSchedule::kInterleaved1F1B, interleaved});
+  std::vector<int64_t> interleaved = {2, 4};
+  if (pins.virtual_stages) interleaved = {*pins.virtual_stages};
+  for (int64_t v : interleaved) {
+    if (v > 1) tried.push_back({stages::PipelineSchedule::kInterleaved1F1B, v});
+  }
   for (const PipelineChoice& c : tried) {
     const bool gpipe = c.schedule == stages::PipelineSchedule::kGpipe;
     if (allowed(c) && (!gpipe || pins.schedule)) out.push_back(c);

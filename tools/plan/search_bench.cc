@@ -1,8 +1,10 @@
 // search_bench: times `plan --mesh=auto` (the search, then planning the
 // winner through the pipeline) for Llama 3 8B, 70B and 405B and GPT-2 XL
 // and prints a table; then the cost model's predictions for published
-// training runs next to their measured throughput, and what pricing one
-// candidate from a template plan costs, step by step. Run with -c opt; the figures are
+// training runs next to their measured throughput, what pricing one
+// candidate from a template plan costs, step by step, the winner against
+// pinned searches, and the pipeline targets (`search_bench pipelines` runs
+// those alone). Run with -c opt; the figures are
 // recorded in docs/planner_cost.md, never asserted.
 #include <chrono>
 #include <cstdint>
@@ -10,11 +12,14 @@
 #include <ctime>
 #include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "mesh/topology.h"
 #include "mlir/IR/MLIRContext.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "plan/plan.h"
 #include "planner/cost/cost_model.h"
 #include "planner/cost/plan_price.h"
@@ -243,9 +248,122 @@ int pinnedSearches() {
   return failures == 0 ? 0 : 1;
 }
 
+// The pipeline targets (docs/planner_stages.md, "Pipelines in the
+// search"): the free search on each published scale, its time, and its
+// winner against the best candidate of every (pp, tp) pin and of each
+// published layout. The winner must be at least as fast as every one;
+// tp stays inside a host (8 devices), pipeline stages cross hosts.
+struct PipelineTarget {
+  const char* name;
+  const char* model;
+  int64_t devices;
+  const char* device;
+  int64_t seq;
+  int64_t batch;
+  // Published layouts, as pins ("pp=16,tp=8,dp=128").
+  std::vector<std::pair<const char*, const char*>> published;
+};
+
+int pipelineTargets() {
+  const char* kGpt39b =
+      "tiny:family=gpt2,layers=48,hidden=8192,heads=64,kv_heads=64,ffn=32768,vocab=51200,seq=2048";
+  const char* kGpt76b =
+      "tiny:family=gpt2,layers=60,hidden=10240,heads=80,kv_heads=80,ffn=40960,vocab=51200,"
+      "seq=2048";
+  const std::vector<PipelineTarget> kTargets = {
+      {"Llama 3 405B, 16384 H100 (16M tokens)", "llama3-405b", 16384, "h100", 8192, 2048,
+       {{"Llama 3 paper: tp 8 x pp 16 x dp 128", "pp=16,tp=8,dp=128,fsdp=1"},
+        {"the same with fsdp 128", "pp=16,tp=8,dp=1,fsdp=128"}}},
+      {"Llama 3 405B, 8192 H100 (16M tokens)", "llama3-405b", 8192, "h100", 8192, 2048,
+       {{"Llama 3 paper: tp 8 x pp 16 x dp 64", "pp=16,tp=8,dp=64,fsdp=1"}}},
+      {"Llama 3 405B, 512 H100 (torchtitan)", "llama3-405b", 512, "h100", 8192, 512,
+       {{"torchtitan: fsdp 8 x tp 8 x pp 8", "pp=8,tp=8,dp=1,fsdp=8"}}},
+      {"GPT 39B, 512 A100 (Megatron-LM)", kGpt39b, 512, "a100-80gb", 2048, 1536,
+       {{"Megatron-LM: tp 8 x pp 2 x dp 32", "pp=2,tp=8,dp=32,fsdp=1"}}},
+      {"GPT 76B, 1024 A100 (Megatron-LM)", kGpt76b, 1024, "a100-80gb", 2048, 1792,
+       {{"Megatron-LM: tp 8 x pp 4 x dp 32", "pp=4,tp=8,dp=32,fsdp=1"}}},
+  };
+  int failures = 0;
+  std::printf("\n%-40s %-44s %10s %10s %s\n", "target", "pin", "pinned_s", "winner_s",
+              "winner <= pinned");
+  for (const PipelineTarget& target : kTargets) {
+    using Clock = std::chrono::steady_clock;
+    const auto start = Clock::now();
+    const std::clock_t cpuStart = std::clock();
+    mlir::MLIRContext context;
+    absl::StatusOr<loom::tools::plan::AutoResult> result = loom::tools::plan::planAuto(
+        context, {.model = target.model,
+                  .devices = target.devices,
+                  .batch = target.batch,
+                  .seq = target.seq,
+                  .device = target.device});
+    if (!result.ok()) {
+      std::fprintf(stderr, "search_bench: %s: %s\n", target.name,
+                   std::string(result.status().message()).c_str());
+      return 1;
+    }
+    const double wall = std::chrono::duration<double>(Clock::now() - start).count();
+    const double cpu = static_cast<double>(std::clock() - cpuStart) / CLOCKS_PER_SEC;
+    const cost::Candidate& winner = result->search.ranked.front();
+    std::printf("%-40s search %.3f s, plan %.3f s (%.3f s wall, %.3f s cpu in all); %lld "
+                "candidates, %lld evaluated; winner %s: %.4f s, MFU %.1f%%, peak %.1f GiB\n",
+                target.name, result->search_s, result->plan_s, wall, cpu,
+                static_cast<long long>(result->search.enumerated),
+                static_cast<long long>(result->search.evaluated), winner.label().c_str(),
+                winner.estimate.step_time_s, 100 * winner.estimate.mfu,
+                static_cast<double>(winner.estimate.peak_bytes) / (1 << 30));
+    // The pins share one pricer, so its templates serve them all.
+    auto topology = loom::tools::plan::topologyFor(
+        {.device = target.device, .devices_per_host = 8}, target.devices);
+    auto model = topology.ok() ? cost::CostModel::create(*topology)
+                               : absl::StatusOr<cost::CostModel>(topology.status());
+    auto config = loom::planner::models::configFromSpec(target.model);
+    if (!model.ok() || !config.ok()) return 1;
+    loom::tools::plan::TemplatePricer pricer({.model = target.model,
+                                              .config = *config,
+                                              .seq = target.seq,
+                                              .dtype = cost::Dtype::kBF16,
+                                              .graph_batch = 0},
+                                             {.model_name = target.model,
+                                              .device = target.device},
+                                             *model);
+    std::vector<std::pair<std::string, std::string>> pins;
+    for (const auto& [name, spec] : target.published) pins.emplace_back(name, spec);
+    for (int64_t pp : {1, 2, 4, 8, 16, 32}) {
+      for (int64_t tp : {1, 2, 4, 8}) {
+        pins.emplace_back(absl::StrCat("pp=", pp, ",tp=", tp), absl::StrCat("pp=", pp, ",tp=", tp));
+      }
+    }
+    for (const auto& [name, spec] : pins) {
+      cost::Pins parsed;
+      bool valid = true;
+      for (absl::string_view pin : absl::StrSplit(spec, ',')) {
+        valid = valid && cost::parsePin(std::string(pin), parsed).ok();
+      }
+      absl::StatusOr<cost::SearchResult> pinned =
+          valid ? cost::searchMesh(*model, pricer, {.global_batch = target.batch, .pins = parsed})
+                : absl::StatusOr<cost::SearchResult>(absl::InvalidArgumentError(spec));
+      if (!pinned.ok() || !pinned->found()) {
+        std::printf("%-40s %-44s %10s %10.4f %s\n", "", name.c_str(), "none fits",
+                    winner.estimate.step_time_s, "-");
+        continue;
+      }
+      const double step = pinned->ranked.front().estimate.step_time_s;
+      const bool ok = winner.estimate.step_time_s <= step;
+      failures += !ok;
+      std::printf("%-40s %-44s %10.4f %10.4f %s (%s)\n", "", name.c_str(), step,
+                  winner.estimate.step_time_s, ok ? "yes" : "NO",
+                  pinned->ranked.front().label().c_str());
+    }
+  }
+  return failures == 0 ? 0 : 1;
+}
+
 }  // namespace
 
-int main() {
+int main(int argc, char** argv) {
+  // `search_bench pipelines`: the pipeline targets alone.
+  if (argc > 1 && std::string(argv[1]) == "pipelines") return pipelineTargets();
   // Each case with the search choosing recompute, and the first ones again
   // without it (the search space before recompute).
   constexpr Case kCases[] = {
@@ -287,5 +405,6 @@ int main() {
   }
   if (int status = published(); status != 0) return status;
   if (int status = templatePricing(); status != 0) return status;
-  return pinnedSearches();
+  if (int status = pinnedSearches(); status != 0) return status;
+  return pipelineTargets();
 }

@@ -146,6 +146,9 @@ class TemplatePricer final : public planner::cost::StepPricer {
   // micro-batch, from its program without stages.
   absl::StatusOr<const planner::cost::LayerCompute*> layerComputeFor(
       const planner::cost::Strategy& strategy);
+  // The cost model of `devices` devices of the search's kind, hosts and
+  // links: for programs smaller than the search's mesh.
+  absl::StatusOr<const planner::cost::CostModel*> modelOf(int64_t devices);
   // pipelineBound's and memoryLowerBound's figures for a pipeline
   // candidate (the last one's kept: the search asks for both in turn).
   absl::StatusOr<planner::cost::PipelineBound> boundsFor(const planner::cost::Strategy& strategy);
@@ -169,9 +172,11 @@ class TemplatePricer final : public planner::cost::StepPricer {
   std::map<std::tuple<int64_t, bool, planner::cost::Recompute, int64_t, int64_t>,
            planner::cost::LayerCompute>
       layer_compute_;
-  std::map<std::pair<const planner::cost::LayerCompute*, int64_t>, std::vector<int64_t>>
+  // (tp, sequence parallelism, recompute, chunks) -> layers per chunk.
+  std::map<std::tuple<int64_t, bool, planner::cost::Recompute, int64_t>, std::vector<int64_t>>
       chunk_layers_;
   std::optional<std::pair<planner::cost::Strategy, planner::cost::PipelineBound>> last_bound_;
+  std::map<int64_t, planner::cost::CostModel> sub_models_;
   // The last pipeline candidate estimated: the search asks for a group's
   // memory bound, then its base's estimate.
   std::optional<std::pair<planner::cost::Strategy, planner::cost::StepEstimate>> last_staged_;

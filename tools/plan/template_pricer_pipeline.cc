@@ -123,10 +123,19 @@ absl::StatusOr<const cost::LayerCompute*> TemplatePricer::layerComputeFor(const 
   if (absl::Status status = cost::resizePlanInto((*t)->shorter, resize, sized); !status.ok()) {
     return status;
   }
-  absl::StatusOr<cost::LayerCompute> compute =
-      cost::layerCompute(cost::RepeatedProgram((*t)->shorter, sized, (*t)->repeated), cost_);
+  // The template's layers priced on a topology of its mesh's size (the
+  // same devices and links), then repeated to the model's: every layer
+  // does the same work.
+  absl::StatusOr<const cost::CostModel*> model = modelOf(sized.mesh.size());
+  if (!model.ok()) return model.status();
+  const cost::Repeated whole = cost::wholePlan((*t)->shorter);
+  const cost::RepeatedProgram program((*t)->shorter, sized, whole);
+  absl::StatusOr<cost::PlanPrice> price = cost::priceProgram(program, **model);
+  if (!price.ok()) return price.status();
+  absl::StatusOr<cost::LayerCompute> compute = cost::layerCompute(program, *price);
   if (!compute.ok()) return compute.status();
-  return &layer_compute_.emplace(key, *std::move(compute)).first->second;
+  return &layer_compute_.emplace(key, cost::repeatLayers(*compute, pipelineLayers()))
+              .first->second;
 }
 
 absl::StatusOr<cost::PipelineBound> TemplatePricer::boundsFor(const cost::Strategy& s) {
@@ -141,6 +150,26 @@ absl::StatusOr<cost::PipelineBound> TemplatePricer::boundsFor(const cost::Strate
   return bound;
 }
 
+absl::StatusOr<const cost::CostModel*> TemplatePricer::modelOf(int64_t devices) {
+  if (devices == cost_.topology().worldSize()) return &cost_;
+  if (auto it = sub_models_.find(devices); it != sub_models_.end()) return &it->second;
+  const mesh::Topology& all = cost_.topology();
+  const int64_t perHost = std::min(all.devicesPerHost(), devices);
+  absl::StatusOr<mesh::Topology> topology = mesh::Topology::create(
+      {.num_hosts = (devices + perHost - 1) / perHost,
+       .devices_per_host = perHost,
+       .device = all.device(),
+       .intra_host_link = all.intraHostLink().link_class,
+       .inter_host_link = all.interHostLink().link_class,
+       .intra_host_spec = all.intraHostLink().spec,
+       .inter_host_spec = all.interHostLink().spec});
+  if (!topology.ok()) return topology.status();
+  absl::StatusOr<cost::CostModel> model =
+      cost::CostModel::create(*topology, cost_.efficiency(), cost_.profile());
+  if (!model.ok()) return model.status();
+  return &sub_models_.emplace(devices, *std::move(model)).first->second;
+}
+
 double TemplatePricer::pipelineBound(const cost::Strategy& s) {
   absl::StatusOr<cost::PipelineBound> bound = boundsFor(s);
   return bound.ok() ? bound->step_s : 0;  // estimate() reports the error
@@ -153,9 +182,16 @@ absl::StatusOr<std::vector<int64_t>> TemplatePricer::chunkLayers(const cost::Str
                                                    " layers into ", chunks,
                                                    " pipeline chunks of at least one"));
   }
-  absl::StatusOr<const cost::LayerCompute*> compute = layerComputeFor(s);
+  // FLOPs scale with the micro-batch and do not depend on the data axes:
+  // one balance per tp, sequence parallelism and recompute, read at one
+  // sequence per rank.
+  cost::Strategy unit = s;
+  unit.micro_batch = 1;
+  unit.fsdp = 2;
+  absl::StatusOr<const cost::LayerCompute*> compute = layerComputeFor(unit);
   if (!compute.ok()) return compute.status();
-  auto [it, fresh] = chunk_layers_.try_emplace({*compute, chunks});
+  auto [it, fresh] =
+      chunk_layers_.try_emplace({s.tp, s.sequence_parallel, s.recompute, chunks});
   if (fresh) {
     absl::StatusOr<std::vector<int64_t>> counts = cost::balanceChunks(**compute, chunks);
     if (!counts.ok()) {
