@@ -43,8 +43,10 @@ absl::StatusOr<PipelinePrice> pricePipeline(const plan::Plan& plan,
     std::map<std::string, double, std::less<>> compute;
     for (const plan::Instruction* in : program.instructions()) {
       const double duration = stages[s].duration_s[in->order].value_or(0);
+      // The transfers between a micro-batch's chunks; the optimizer's (a
+      // tied gradient's exchange) is in the stage's own priced time.
       if (in->info->family == plan::OpFamily::kPointToPoint) {
-        transfer_s = std::max(transfer_s, duration);
+        if (in->phase != plan::Phase::kOptimizer) transfer_s = std::max(transfer_s, duration);
       } else if (in->info->stream == plan::Stream::kCompute) {
         compute[in->block] += duration;
       }
