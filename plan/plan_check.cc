@@ -491,8 +491,8 @@ absl::Status Checker::checkReplicas() const {
       if (!here[id]) continue;
       if (lowest[id] < 0 || program.stage < lowest[id]) lowest[id] = program.stage;
       const int64_t primary = plan_.buffers[id].replica_of;
-      if (primary >= 0 && primary < static_cast<int64_t>(n) && primary != static_cast<int64_t>(id) &&
-          here[primary]) {
+      if (primary >= 0 && primary < static_cast<int64_t>(n) &&
+          primary != static_cast<int64_t>(id) && here[primary]) {
         return error(absl::StrCat("$.buffers[", id, "].replica_of"),
                      absl::StrCat("is ", primary, ", but stage ", program.stage,
                                   "'s program holds both copies of ", plan_.buffers[id].name,
@@ -520,14 +520,14 @@ absl::Status Checker::checkReplicaOf(const Buffer& b, const std::vector<int64_t>
     return error(path, absl::StrCat("is ", p.id, ", itself a replica of ", p.replica_of,
                                     "; name the primary ", p.replica_of));
   }
-  const char* differs = p.name != b.name                 ? "name"
-                        : p.dtype != b.dtype             ? "dtype"
+  const char* differs = p.name != b.name                   ? "name"
+                        : p.dtype != b.dtype               ? "dtype"
                         : p.global_shape != b.global_shape ? "global_shape"
-                        : p.local_shape != b.local_shape ? "local_shape"
-                        : p.placement != b.placement     ? "placement"
-                        : p.role != b.role               ? "role"
-                        : p.init != b.init               ? "init"
-                                                         : nullptr;
+                        : p.local_shape != b.local_shape   ? "local_shape"
+                        : p.placement != b.placement       ? "placement"
+                        : p.role != b.role                 ? "role"
+                        : p.init != b.init                 ? "init"
+                                                           : nullptr;
   if (differs != nullptr) {
     return error(path, absl::StrCat("is ", p.id, " (", p.name, "), whose ", differs,
                                     " differs from this copy's (", b.name,

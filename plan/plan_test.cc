@@ -414,9 +414,9 @@ class ReplicaTest : public ::testing::Test {
 TEST_F(ReplicaTest, CopiesOnALaterStageCheckAndRoundTrip) {
   std::vector<std::string> names;
   for (int64_t id : replicas_) names.push_back(plan_.buffers[id].name);
-  EXPECT_THAT(names, ::testing::UnorderedElementsAre("embed.weight", "exp_avg:embed.weight",
-                                                     "exp_avg_sq:embed.weight",
-                                                     "grad:embed.weight"));
+  EXPECT_THAT(names,
+              ::testing::UnorderedElementsAre("embed.weight", "exp_avg:embed.weight",
+                                              "exp_avg_sq:embed.weight", "grad:embed.weight"));
   const std::string text = writePlan(plan_);
   EXPECT_THAT(text, HasSubstr("\"replica_of\":"));
   absl::StatusOr<Plan> back = parsePlan(text, "tied.json");
@@ -428,10 +428,10 @@ TEST_F(ReplicaTest, CopiesOnALaterStageCheckAndRoundTrip) {
 TEST_F(ReplicaTest, ThePrimaryIsAnotherBuffer) {
   Buffer& copy = replica("embed.weight");
   copy.replica_of = copy.id;
-  EXPECT_THAT(checkPlan(plan_), StatusIs(absl::StatusCode::kInvalidArgument,
-                                         AllOf(HasSubstr(absl::StrCat("$.buffers[", copy.id,
-                                                                      "].replica_of: is ")),
-                                               HasSubstr("a replica names another buffer"))));
+  EXPECT_THAT(checkPlan(plan_),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       AllOf(HasSubstr(absl::StrCat("$.buffers[", copy.id, "].replica_of: is ")),
+                             HasSubstr("a replica names another buffer"))));
 }
 
 TEST_F(ReplicaTest, ThePrimaryIsNoReplica) {

@@ -1,6 +1,7 @@
 #include "plan/testing/two_stage.h"
 
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -115,8 +116,8 @@ class TwoStage {
     loss_ = b_.buffer("loss", {}, BufferRole::kActivation);
     dlogits_ = b_.activation("dlogits", o.vocab);
     dh_ = b_.activation("dh", o.hidden);
-    plan.interface = {.ids = ids_, .labels = labels_, .loss_grad_seed = seed_, .loss = loss_,
-                      .vocab = o.vocab};
+    plan.interface = {
+        .ids = ids_, .labels = labels_, .loss_grad_seed = seed_, .loss = loss_, .vocab = o.vocab};
   }
 
   Program oneProgram() {
@@ -138,10 +139,8 @@ class TwoStage {
   }
 
   Program firstStage() {
-    const int64_t send_h = b_.activation("send_handle:h", o_.hidden);
-    const int64_t sent_h = b_.activation("sent:h", o_.hidden);
-    const int64_t recv_dh = b_.activation("recv_handle:dh", o_.hidden);
-    const int64_t got_dh = b_.activation("received:dh", o_.hidden);
+    const auto [send_h, sent_h] = transfer("send_handle:h", "sent:h");
+    const auto [recv_dh, got_dh] = transfer("recv_handle:dh", "received:dh");
     Program p = program(0);
     b_.add(p.blocks[0], "nn.embedding", {ids_, embed_}, {h_});
     b_.transfer(p.blocks[0], "dist.send_start", h_, send_h, "send_h", 1, 0);
@@ -157,10 +156,8 @@ class TwoStage {
   }
 
   Program lastStage() {
-    const int64_t recv_h = b_.activation("recv_handle:h", o_.hidden);
-    const int64_t got_h = b_.activation("received:h", o_.hidden);
-    const int64_t send_dh = b_.activation("send_handle:dh", o_.hidden);
-    const int64_t sent_dh = b_.activation("sent:dh", o_.hidden);
+    const auto [recv_h, got_h] = transfer("recv_handle:h", "received:h");
+    const auto [send_dh, sent_dh] = transfer("send_handle:dh", "sent:dh");
     // Tied: this stage's replica of the table, from the same init stream.
     const int64_t weight = o_.tied ? replicaOf(embed_) : head_;
     Program p = program(1);
@@ -189,6 +186,11 @@ class TwoStage {
                 {"optimizer", Phase::kOptimizer, {}}};
     p.schedule = scheduleFor(stage, o_);
     return p;
+  }
+  // A started transfer's handle buffer and the [batch, seq, hidden]
+  // tensor its wait yields.
+  std::pair<int64_t, int64_t> transfer(const std::string& handle, const std::string& tensor) {
+    return {b_.activation(handle, o_.hidden), b_.activation(tensor, o_.hidden)};
   }
   int64_t grad(const std::string& name, int64_t rows, int64_t cols) {
     return b_.buffer(name, {rows, cols}, BufferRole::kGrad);

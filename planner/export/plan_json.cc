@@ -358,8 +358,8 @@ void Exporter::linkReplicas() {
       auto arg = llvm::dyn_cast<mlir::BlockArgument>(value);
       if (!arg || !f.func.getArgAttr(arg.getArgNumber(), stages::kTiedStagesAttrName))
         return std::nullopt;
-      return f.func.getArgAttrOfType<mlir::IntegerAttr>(arg.getArgNumber(),
-                                                        stages::kPipelineArgAttrName)
+      return f.func
+          .getArgAttrOfType<mlir::IntegerAttr>(arg.getArgNumber(), stages::kPipelineArgAttrName)
           .getInt();
     };
     for (mlir::BlockArgument arg : f.func.getArguments()) {

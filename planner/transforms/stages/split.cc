@@ -236,9 +236,9 @@ mlir::LogicalResult Splitter::splitTiedGradients() {
       mlir::Operation* def = term.getDefiningOp();
       if (!def || !llvm::is_contained(readers, chunkOf(def))) {
         return (def ? def->emitOpError() : returnOp->emitOpError())
-               << "computes a term of the gradient of tied parameter "
-               << paramName(func_, tied.arg) << " outside the chunks that read it; a gradient "
-               << "must be computed where its parameter is read";
+               << "computes a term of the gradient of tied parameter " << paramName(func_, tied.arg)
+               << " outside the chunks that read it; a gradient must be computed where its "
+                  "parameter is read";
       }
       tied.terms[chunkOf(def)].push_back(term);
     }
@@ -327,8 +327,8 @@ void Splitter::createFunctions() {
 
 mlir::DenseI64ArrayAttr Splitter::tiedStages(unsigned arg) {
   std::vector<int64_t> stages;
-  for (int64_t c : func_.getArgAttrOfType<mlir::DenseI64ArrayAttr>(arg, kArgStagesAttrName)
-                       .asArrayRef()) {
+  for (int64_t c :
+       func_.getArgAttrOfType<mlir::DenseI64ArrayAttr>(arg, kArgStagesAttrName).asArrayRef()) {
     stages.push_back(c % stages_);
   }
   llvm::sort(stages);
@@ -445,8 +445,9 @@ void Splitter::finishFunctions() {
     llvm::SmallVector<mlir::Value> values;
     for (unsigned r : chunk.results) {
       auto partial = tiedPartials_.find({r, c});
-      values.push_back(partial != tiedPartials_.end() ? partial->second
-                                                      : chunk.mapping.lookup(returnOp->getOperand(r)));
+      values.push_back(partial != tiedPartials_.end()
+                           ? partial->second
+                           : chunk.mapping.lookup(returnOp->getOperand(r)));
     }
     builder.setInsertionPointToEnd(&chunk.func.front());
     mlir::func::ReturnOp::create(builder, returnOp->getLoc(), values);

@@ -88,8 +88,7 @@ mlir::FailureOr<std::map<int64_t, Tie>> findTies(mlir::ModuleOp module) {
     }
   }
   for (auto& [stepArg, tie] : ties) {
-    llvm::sort(tie.holders,
-               [](const Holder& a, const Holder& b) { return a.stage < b.stage; });
+    llvm::sort(tie.holders, [](const Holder& a, const Holder& b) { return a.stage < b.stage; });
     llvm::SmallVector<int64_t> held;
     for (const Holder& h : tie.holders) held.push_back(h.stage);
     if (held != tie.stages) {
@@ -147,9 +146,9 @@ void exchange(Holder h, const Tie& tie, const Tags& tags, const PipelineAxis& ax
   std::map<int64_t, mlir::Value> received, sent;
   for (int64_t peer : tie.stages) {
     if (peer == h.stage) continue;
-    auto start = dist::RecvStartOp::create(b, loc, future, axis.mesh, axis.name,
-                                           static_cast<uint64_t>(peer),
-                                           static_cast<uint64_t>(tags.at({peer, h.stage})));
+    auto start =
+        dist::RecvStartOp::create(b, loc, future, axis.mesh, axis.name, static_cast<uint64_t>(peer),
+                                  static_cast<uint64_t>(tags.at({peer, h.stage})));
     mark(start, placement, 0, 1);
     received[peer] = start.getResult();
   }

@@ -33,9 +33,9 @@ class StageProgramsTest : public ::testing::Test {
 
   // Tiny Llama (or GPT-2) with 4 layers, planned on the one-axis `mesh`
   // ("pp=2"; its name is its strategy) in four micro-batches of 2 sequences.
-  mlir::OwningOpRef<mlir::ModuleOp> planned(const std::string& mesh, int64_t virtualStages = 1,
-                                            const std::string& schedule = "",
-                                            models::ModelFamily family = models::ModelFamily::kLlama) {
+  mlir::OwningOpRef<mlir::ModuleOp> planned(
+      const std::string& mesh, int64_t virtualStages = 1, const std::string& schedule = "",
+      models::ModelFamily family = models::ModelFamily::kLlama) {
     models::TinyOptions tiny;
     tiny.family = family;
     tiny.num_layers = 4;
@@ -202,8 +202,8 @@ TEST_F(StageProgramsTest, ATiedTableHasAReplicaPerStage) {
       if (in.op == "dist.optimizer_step") break;
       exchange.push_back(in.op);
     }
-    EXPECT_EQ(exchange, (std::vector<std::string>{"dist.recv_start", "dist.send_start",
-                                                  "dist.wait", "nn.add", "dist.wait"}))
+    EXPECT_EQ(exchange, (std::vector<std::string>{"dist.recv_start", "dist.send_start", "dist.wait",
+                                                  "nn.add", "dist.wait"}))
         << "stage " << stage;
     const plan::Instruction& add = optimizer.instructions[3];
     const plan::Instruction& received = optimizer.instructions[2];
