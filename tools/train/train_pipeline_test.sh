@@ -20,13 +20,15 @@
 # rounding, not bit for bit (measured: pp 2 x fsdp 2 is 2.1e-8 off fsdp 2;
 # pp 2's three losses happen to equal 1 rank's though its weights differ
 # in rounding):
-#  - pp 2 under 1F1B, GPipe and interleaved 1F1B against 1 rank, and
-#    against each other bit for bit (the same sums in the same order);
+#  - pp 2 under 1F1B, GPipe and interleaved 1F1B, and pp 4 (the table on
+#    stages 0 and 3 only) against 1 rank, and against each other bit for
+#    bit (the same sums in the same order);
 #  - pp 2 x fsdp 2 against fsdp 2;
-#  - pp 2 saves step 3 of 6 with the table once; resumed under pp 2, steps
-#    4..6 equal the uninterrupted run's bit for bit (so the stage that did
-#    not save held the same table and AdamW states), and on 1 rank within
-#    rounding; --export_hf writes the table once, the saved one.
+#  - pp 2 saves step 3 of 6 with the table once; resumed under pp 2 and
+#    pp 4, steps 4..6 equal the uninterrupted run's bit for bit (so the
+#    stage that did not save held the same table and AdamW states), and on
+#    1 rank within rounding; --export_hf writes the table once, the saved
+#    one.
 # Args: train, the plans' directory (runtime/executor/testdata), loom_formats.py.
 set -u
 train="$1" plans="$2" formats="$3"
@@ -124,8 +126,9 @@ train_plan tied_single 1
 train_plan tied_pp2 2
 train_plan tied_pp2_gpipe 2
 train_plan tied_pp2_v2 2
-close tied_single tied_pp2 tied_pp2_gpipe tied_pp2_v2
-same tied_pp2 tied_pp2_gpipe tied_pp2_v2
+train_plan tied_pp4 4
+close tied_single tied_pp2 tied_pp2_gpipe tied_pp2_v2 tied_pp4
+same tied_pp2 tied_pp2_gpipe tied_pp2_v2 tied_pp4
 train_plan tied_fsdp2 2
 train_plan tied_pp2_fsdp2 4
 close tied_fsdp2 tied_pp2_fsdp2
@@ -156,6 +159,8 @@ print("saved and exported once:", table["shape"])
 PY
 resume "$work/tied_ckpt" tied_pp2 2
 tail_same tied_full6 resume_tied_pp2
+resume "$work/tied_ckpt" tied_pp4 4
+tail_same tied_full6 resume_tied_pp4
 resume "$work/tied_ckpt" tied_single 1
 /usr/bin/python3 - "$work" <<'PY' || fail "pp 2 -> 1 rank resume is off"
 import json, sys
