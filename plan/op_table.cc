@@ -32,6 +32,12 @@ OpInfo compute(std::string_view name, int minOps, int maxOps, int minRes, int ma
   return info;
 }
 
+// `info` allowed in the optimizer phase too.
+OpInfo anyPhase(OpInfo info) {
+  info.phases = PhaseSet::kAny;
+  return info;
+}
+
 // A collective, blocking or async (`_start`), with the attributes of its kind.
 OpInfo collective(std::string_view name, CollectiveKind kind, bool async) {
   OpInfo info{.name = name,
@@ -71,7 +77,9 @@ OpInfo collective(std::string_view name, CollectiveKind kind, bool async) {
 
 // A send or receive to one peer along one mesh axis, blocking or async: a
 // send reads its operand (its start defines the handle's buffer, the wait
-// the sent tensor back), a receive defines its result.
+// the sent tensor back), a receive defines its result. Model blocks move
+// activations and their gradients; the optimizer block a tied parameter's
+// gradient between the stages that hold it.
 OpInfo pointToPoint(std::string_view name, PointToPoint direction, bool async) {
   const bool send = direction == PointToPoint::kSend;
   OpInfo info{.name = name,
@@ -81,7 +89,7 @@ OpInfo pointToPoint(std::string_view name, PointToPoint direction, bool async) {
               .min_results = send && !async ? 0 : 1,
               .max_results = send && !async ? 0 : 1,
               .stream = Stream::kComm,
-              .phases = PhaseSet::kModel,
+              .phases = PhaseSet::kAny,
               .p2p = direction,
               .async_start = async,
               .attrs = {}};
@@ -116,7 +124,9 @@ std::vector<OpInfo> makeTable() {
       compute("nn.attention", 3, 3, 1, 1),
       compute("nn.silu", 1, 1, 1, 1),
       compute("nn.gelu", 1, 1, 1, 1),
-      compute("nn.add", 2, 2, 1, 1),
+      // Also the optimizer phase's sum of a tied parameter's gradients
+      // across the stages that hold it.
+      anyPhase(compute("nn.add", 2, 2, 1, 1)),
       compute("nn.mul", 2, 2, 1, 1),
       compute("nn.softmax", 1, 1, 1, 1),
       compute("nn.reshape", 1, 1, 1, 1),

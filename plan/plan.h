@@ -75,7 +75,14 @@ struct Buffer {
   Placement placement;
   Lifetime live;
   std::optional<InitSpec> init;  // parameters and optimizer states
+  // The buffer this one is a replica of: another pipeline stage's copy,
+  // with the same values at every step (a tied parameter's replica, its
+  // optimizer states and its summed gradient), on the lowest stage that
+  // holds the tensor, which saves, exports and counts it. -1: none.
+  int64_t replica_of = -1;
   int64_t numel() const;
+  // The buffer whose copy this is, or this one.
+  int64_t primaryId() const { return replica_of >= 0 ? replica_of : id; }
 };
 
 enum class Phase { kForward, kBackward, kOptimizer };

@@ -53,6 +53,10 @@ class Checker {
   // and dtype), and every receive one send.
   absl::Status checkPeers(const Program& program) const;
   absl::Status checkPairs() const;
+  // A replica is another stage's copy of its primary (same tensor), which
+  // the lowest stage holding the tensor holds.
+  absl::Status checkReplicas() const;
+  absl::Status checkReplicaOf(const Buffer& b, const std::vector<int64_t>& lowest) const;
   absl::Status checkInterface() const;
   // "$.programs[0].blocks[1].instructions[4]".
   std::string pathOf(const Program& program, const Instruction& in) const;
@@ -71,7 +75,8 @@ absl::Status Checker::run() const {
     LOOM_RETURN_IF_ERROR(checkBuffer(plan_.buffers[i], i));
   }
   LOOM_RETURN_IF_ERROR(checkInterface());
-  return checkPrograms();
+  LOOM_RETURN_IF_ERROR(checkPrograms());
+  return checkReplicas();
 }
 
 absl::Status Checker::checkMesh() const {
@@ -473,6 +478,71 @@ absl::Status Checker::checkDataflow(const Program& program, const std::string& p
   if (!open.empty()) {
     return error(path, absl::StrCat("async collective '", open.begin()->first,
                                     "' is never waited; every start needs a dist.wait"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Checker::checkReplicas() const {
+  const size_t n = plan_.buffers.size();
+  // The lowest stage whose program holds each buffer; -1: none.
+  std::vector<int64_t> lowest(n, -1);
+  for (const Program& program : plan_.programs) {
+    std::vector<bool> here(n, false);
+    for (const Instruction* in : program.instructions()) {
+      for (const std::vector<int64_t>* ids : {&in->operands, &in->results}) {
+        for (int64_t id : *ids) here[id] = true;
+      }
+    }
+    for (size_t id = 0; id < n; ++id) {
+      if (!here[id]) continue;
+      if (lowest[id] < 0 || program.stage < lowest[id]) lowest[id] = program.stage;
+      const int64_t primary = plan_.buffers[id].replica_of;
+      if (primary >= 0 && primary < static_cast<int64_t>(n) &&
+          primary != static_cast<int64_t>(id) && here[primary]) {
+        return error(absl::StrCat("$.buffers[", id, "].replica_of"),
+                     absl::StrCat("is ", primary, ", but stage ", program.stage,
+                                  "'s program holds both copies of ", plan_.buffers[id].name,
+                                  "; a stage holds one"));
+      }
+    }
+  }
+  for (const Buffer& b : plan_.buffers) {
+    if (b.replica_of >= 0) LOOM_RETURN_IF_ERROR(checkReplicaOf(b, lowest));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Checker::checkReplicaOf(const Buffer& b, const std::vector<int64_t>& lowest) const {
+  const std::string path = absl::StrCat("$.buffers[", b.id, "].replica_of");
+  const int64_t n = static_cast<int64_t>(plan_.buffers.size());
+  if (plan_.programs.size() < 2 || b.replica_of >= n || b.replica_of == b.id) {
+    return error(path, absl::StrCat("is ", b.replica_of,
+                                    "; a replica names another buffer, held by a lower pipeline "
+                                    "stage (a plan of ",
+                                    plan_.programs.size(), " programs and ", n, " buffers)"));
+  }
+  const Buffer& p = plan_.buffers[b.replica_of];
+  if (p.replica_of >= 0) {
+    return error(path, absl::StrCat("is ", p.id, ", itself a replica of ", p.replica_of,
+                                    "; name the primary ", p.replica_of));
+  }
+  const char* differs = p.name != b.name                   ? "name"
+                        : p.dtype != b.dtype               ? "dtype"
+                        : p.global_shape != b.global_shape ? "global_shape"
+                        : p.local_shape != b.local_shape   ? "local_shape"
+                        : p.placement != b.placement       ? "placement"
+                        : p.role != b.role                 ? "role"
+                        : p.init != b.init                 ? "init"
+                                                           : nullptr;
+  if (differs != nullptr) {
+    return error(path, absl::StrCat("is ", p.id, " (", p.name, "), whose ", differs,
+                                    " differs from this copy's (", b.name,
+                                    "); replicas are the same tensor"));
+  }
+  if (lowest[b.id] >= 0 && (lowest[p.id] < 0 || lowest[p.id] >= lowest[b.id])) {
+    return error(path, absl::StrCat("is ", p.id, " (", p.name, "), held from stage ", lowest[p.id],
+                                    ", not below this copy's stage ", lowest[b.id],
+                                    "; the lowest stage's copy is the primary"));
   }
   return absl::OkStatus();
 }

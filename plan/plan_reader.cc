@@ -238,6 +238,7 @@ absl::Status readBuffer(const Reader& r, const json& b, size_t i, Buffer& buffer
   LOOM_RETURN_IF_ERROR(r.getList(b, path, "live", live));
   if (live.size() != 2) return r.error(path + ".live", "must be [first, last]");
   buffer.live = {live[0], live[1]};
+  LOOM_RETURN_IF_ERROR(r.getOptional(b, path, "replica_of", buffer.replica_of));
   return readInit(r, b, path, buffer);
 }
 

@@ -17,6 +17,7 @@
 #include "plan/scope.h"
 #include "plan/shard_box.h"
 #include "plan/testing/gradient_swap.h"
+#include "plan/testing/two_stage.h"
 #include "tests/testing/status_matchers.h"
 
 namespace loom::plan {
@@ -381,6 +382,92 @@ TEST_F(PointToPointTest, OnlyAPipelineAxisCarriesThem) {
   EXPECT_THAT(checkPlan(plan_),
               StatusIs(absl::StatusCode::kInvalidArgument,
                        HasSubstr("'tp' is a tp axis; point-to-point ops connect pipeline stages")));
+}
+
+// Replicas of a tied parameter (plan/testing/two_stage.h, tied): the copy
+// on stage 1 of the table, its states and its summed gradient name stage
+// 0's; the plan checks and round-trips, and a replica that is not the same
+// tensor as its primary on a lower stage is refused.
+class ReplicaTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    testing::TwoStageOptions options;
+    options.tied = true;
+    absl::StatusOr<Plan> plan = testing::twoStagePlan(options);
+    ASSERT_TRUE(plan.ok()) << plan.status();
+    plan_ = *std::move(plan);
+    for (const Buffer& b : plan_.buffers) {
+      if (b.replica_of >= 0) replicas_.push_back(b.id);
+    }
+  }
+  Buffer& replica(const std::string& name) {
+    for (int64_t id : replicas_) {
+      if (plan_.buffers[id].name == name) return plan_.buffers[id];
+    }
+    ADD_FAILURE() << "no replica named " << name;
+    return plan_.buffers[0];
+  }
+  Plan plan_;
+  std::vector<int64_t> replicas_;
+};
+
+TEST_F(ReplicaTest, CopiesOnALaterStageCheckAndRoundTrip) {
+  std::vector<std::string> names;
+  for (int64_t id : replicas_) names.push_back(plan_.buffers[id].name);
+  EXPECT_THAT(names,
+              ::testing::UnorderedElementsAre("embed.weight", "exp_avg:embed.weight",
+                                              "exp_avg_sq:embed.weight", "grad:embed.weight"));
+  const std::string text = writePlan(plan_);
+  EXPECT_THAT(text, HasSubstr("\"replica_of\":"));
+  absl::StatusOr<Plan> back = parsePlan(text, "tied.json");
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(back->buffers[replicas_[0]].replica_of, plan_.buffers[replicas_[0]].replica_of);
+  EXPECT_EQ(writePlan(*back), text);
+}
+
+TEST_F(ReplicaTest, ThePrimaryIsAnotherBuffer) {
+  Buffer& copy = replica("embed.weight");
+  copy.replica_of = copy.id;
+  EXPECT_THAT(checkPlan(plan_),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       AllOf(HasSubstr(absl::StrCat("$.buffers[", copy.id, "].replica_of: is ")),
+                             HasSubstr("a replica names another buffer"))));
+}
+
+TEST_F(ReplicaTest, ThePrimaryIsNoReplica) {
+  const Buffer& state = replica("exp_avg:embed.weight");
+  plan_.buffers[replica("embed.weight").replica_of].replica_of = state.id;
+  EXPECT_THAT(checkPlan(plan_),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr(absl::StrCat("is ", state.id, ", itself a replica of ",
+                                              state.replica_of, "; name the primary"))));
+}
+
+TEST_F(ReplicaTest, ReplicasAreTheSameTensor) {
+  replica("grad:embed.weight").placement[0] = *AxisPlacement::parse("partial(sum)");
+  EXPECT_THAT(checkPlan(plan_), StatusIs(absl::StatusCode::kInvalidArgument,
+                                         HasSubstr("whose placement differs from this copy's")));
+}
+
+TEST_F(ReplicaTest, ThePrimaryIsOnALowerStage) {
+  Buffer& copy = replica("embed.weight");
+  const int64_t primary = copy.replica_of;
+  copy.replica_of = -1;
+  plan_.buffers[primary].replica_of = copy.id;
+  EXPECT_THAT(checkPlan(plan_), StatusIs(absl::StatusCode::kInvalidArgument,
+                                         HasSubstr("held from stage 1, not below this copy's "
+                                                   "stage 0; the lowest stage's copy is the "
+                                                   "primary")));
+}
+
+TEST_F(ReplicaTest, AStageHoldsOneCopy) {
+  Buffer& copy = replica("embed.weight");
+  for (const Buffer& b : plan_.buffers) {
+    if (b.name == "dh") copy.replica_of = b.id;
+  }
+  EXPECT_THAT(checkPlan(plan_),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("stage 1's program holds both copies of embed.weight")));
 }
 
 TEST(PlanTest, ShardBoxesFollowThePaddingRule) {

@@ -209,6 +209,7 @@ void writeBuffer(JsonOut& out, const Buffer& b) {
   out.member("name", std::string_view(b.name));
   out.key("placement");
   writePlacement(out, b.placement);
+  if (b.replica_of >= 0) out.member("replica_of", b.replica_of);
   out.member("role", std::string_view(roleName(b.role)));
   out.endObject();
 }

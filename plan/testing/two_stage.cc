@@ -1,6 +1,7 @@
 #include "plan/testing/two_stage.h"
 
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -100,6 +101,170 @@ std::vector<ScheduleEntry> scheduleFor(int64_t s, const TwoStageOptions& o) {
   return schedule;
 }
 
+// The model's buffers, and the program blocks that use them.
+class TwoStage {
+ public:
+  TwoStage(Plan& plan, const TwoStageOptions& o) : plan_(plan), o_(o), b_(plan, o) {
+    using comm::DType;
+    ids_ = b_.buffer("tokens", {o.batch, o.seq}, BufferRole::kActivation, DType::kInt32);
+    labels_ = b_.buffer("labels", {o.batch, o.seq}, BufferRole::kActivation, DType::kInt32);
+    seed_ = b_.buffer("loss_seed", {}, BufferRole::kActivation);
+    embed_ = b_.param("embed.weight", {o.vocab, o.hidden}, 0);
+    head_ = o.tied ? -1 : b_.param("head.weight", {o.hidden, o.vocab}, 1);
+    h_ = b_.activation("h", o.hidden);
+    logits_ = b_.activation("logits", o.vocab);
+    loss_ = b_.buffer("loss", {}, BufferRole::kActivation);
+    dlogits_ = b_.activation("dlogits", o.vocab);
+    dh_ = b_.activation("dh", o.hidden);
+    plan.interface = {
+        .ids = ids_, .labels = labels_, .loss_grad_seed = seed_, .loss = loss_, .vocab = o.vocab};
+  }
+
+  Program oneProgram() {
+    Program p = program(0);
+    b_.add(p.blocks[0], "nn.embedding", {ids_, embed_}, {h_});
+    const int64_t dhead = lossAndHead(p.blocks[0], p.blocks[1], h_, o_.tied ? embed_ : head_);
+    const int64_t dembed = embeddingGrad(p.blocks[1], dh_);
+    if (o_.tied) {
+      // The table's two parts, added per micro-batch.
+      const int64_t dsum = grad("dembed+dhead", o_.vocab, o_.hidden);
+      b_.add(p.blocks[1], "nn.add", {dhead, dembed}, {dsum});
+      b_.step(p.blocks[2], embed_, accumulate(p.blocks[1], dsum, "grad:embed.weight"));
+      return p;
+    }
+    const int64_t gembed = accumulate(p.blocks[1], dembed, "grad:embed.weight");
+    b_.step(p.blocks[2], embed_, gembed);
+    b_.step(p.blocks[2], head_, accumulate(p.blocks[1], dhead, "grad:head.weight"));
+    return p;
+  }
+
+  Program firstStage() {
+    const auto [send_h, sent_h] = transfer("send_handle:h", "sent:h");
+    const auto [recv_dh, got_dh] = transfer("recv_handle:dh", "received:dh");
+    Program p = program(0);
+    b_.add(p.blocks[0], "nn.embedding", {ids_, embed_}, {h_});
+    b_.transfer(p.blocks[0], "dist.send_start", h_, send_h, "send_h", 1, 0);
+    b_.transfer(p.blocks[1], "dist.recv_start", got_dh, recv_dh, "recv_dh", 1, 1);
+    b_.wait(p.blocks[1], recv_dh, got_dh, "recv_dh");
+    const int64_t dembed = embeddingGrad(p.blocks[1], got_dh);
+    const int64_t gembed =
+        accumulate(p.blocks[1], dembed, o_.tied ? "part:embed.weight" : "grad:embed.weight");
+    // The activation's send is waited for a block later.
+    b_.wait(p.blocks[1], send_h, sent_h, "send_h");
+    b_.step(p.blocks[2], embed_, o_.tied ? exchange(p.blocks[2], gembed, 0) : gembed);
+    return p;
+  }
+
+  Program lastStage() {
+    const auto [recv_h, got_h] = transfer("recv_handle:h", "received:h");
+    const auto [send_dh, sent_dh] = transfer("send_handle:dh", "sent:dh");
+    // Tied: this stage's replica of the table, from the same init stream.
+    const int64_t weight = o_.tied ? replicaOf(embed_) : head_;
+    Program p = program(1);
+    b_.transfer(p.blocks[0], "dist.recv_start", got_h, recv_h, "recv_h", 0, 0);
+    b_.wait(p.blocks[0], recv_h, got_h, "recv_h");
+    const int64_t dhead = lossAndHead(p.blocks[0], p.blocks[1], got_h, weight);
+    b_.transfer(p.blocks[1], "dist.send_start", dh_, send_dh, "send_dh", 0, 1);
+    b_.wait(p.blocks[1], send_dh, sent_dh, "send_dh");
+    if (!o_.tied) {
+      b_.step(p.blocks[2], head_, accumulate(p.blocks[1], dhead, "grad:head.weight"));
+      return p;
+    }
+    const int64_t part = accumulate(p.blocks[1], dhead, "part:embed.weight");
+    const int64_t grad = exchange(p.blocks[2], part, 1);
+    plan_.buffers[grad].replica_of = grad_of_embed_;
+    b_.step(p.blocks[2], weight, grad);
+    return p;
+  }
+
+ private:
+  Program program(int64_t stage) {
+    Program p;
+    p.stage = stage;
+    p.blocks = {{"forward", Phase::kForward, {}},
+                {"backward", Phase::kBackward, {}},
+                {"optimizer", Phase::kOptimizer, {}}};
+    p.schedule = scheduleFor(stage, o_);
+    return p;
+  }
+  // A started transfer's handle buffer and the [batch, seq, hidden]
+  // tensor its wait yields.
+  std::pair<int64_t, int64_t> transfer(const std::string& handle, const std::string& tensor) {
+    return {b_.activation(handle, o_.hidden), b_.activation(tensor, o_.hidden)};
+  }
+  int64_t grad(const std::string& name, int64_t rows, int64_t cols) {
+    return b_.buffer(name, {rows, cols}, BufferRole::kGrad);
+  }
+  int64_t accumulate(Block& backward, int64_t value, const std::string& name) {
+    const Buffer& v = plan_.buffers[value];
+    const int64_t sum = grad(name, v.global_shape[0], v.global_shape[1]);
+    b_.add(backward, "dist.accumulate", {value}, {sum});
+    return sum;
+  }
+  // The logits of `input` by `weight` ([hidden, vocab], or tied the
+  // [vocab, hidden] table), the loss and back to dh_; returns the weight's
+  // gradient.
+  int64_t lossAndHead(Block& forward, Block& backward, int64_t input, int64_t weight) {
+    if (o_.tied) {
+      b_.add(forward, "nn.matmul", {input, weight}, {logits_}).attrs.transpose_rhs = true;
+    } else {
+      b_.add(forward, "nn.linear", {input, weight}, {logits_});
+    }
+    b_.add(forward, "nn.cross_entropy", {logits_, labels_}, {loss_});
+    b_.add(backward, "nn.cross_entropy_grad", {logits_, labels_, seed_}, {dlogits_}).attrs.scale =
+        1.0 / static_cast<double>(o_.batch * o_.seq);
+    b_.add(backward, "nn.matmul", {dlogits_, weight}, {dh_}).attrs.transpose_rhs = !o_.tied;
+    if (o_.tied) {
+      const int64_t dtable = b_.buffer("dhead", {o_.vocab, o_.hidden}, BufferRole::kActivation);
+      b_.add(backward, "nn.matmul", {dlogits_, input}, {dtable}).attrs.transpose_lhs = true;
+      return dtable;
+    }
+    const int64_t dhead = b_.buffer("dhead", {o_.hidden, o_.vocab}, BufferRole::kActivation);
+    b_.add(backward, "nn.matmul", {input, dlogits_}, {dhead}).attrs.transpose_lhs = true;
+    return dhead;
+  }
+  int64_t embeddingGrad(Block& backward, int64_t grad) {
+    const int64_t dembed = b_.buffer("dembed", {o_.vocab, o_.hidden}, BufferRole::kActivation);
+    b_.add(backward, "nn.embedding_grad", {ids_, grad}, {dembed});
+    return dembed;
+  }
+  // A second copy of parameter `param` and its states.
+  int64_t replicaOf(int64_t param) {
+    const Buffer p = plan_.buffers[param];
+    const int64_t copy = b_.param(p.name, p.global_shape, p.init->stream_id);
+    for (int64_t k = 0; k < 3; ++k) plan_.buffers[copy + k].replica_of = param + k;
+    return copy;
+  }
+  // Stage `stage`'s part `own` of the table's gradient swapped with the
+  // other stage's (tag 2 + the sender) and added, stage 0's part first;
+  // returns the sum.
+  int64_t exchange(Block& optimizer, int64_t own, int64_t stage) {
+    const int64_t peer = 1 - stage;
+    const std::string at = absl::StrCat("@", stage);
+    auto transient = [&](const std::string& name) {
+      return b_.buffer(name + at, {o_.vocab, o_.hidden}, BufferRole::kActivation);
+    };
+    const int64_t recv = transient("recv_handle:part");
+    const int64_t got = transient("received:part");
+    const int64_t send = transient("send_handle:part");
+    const int64_t sent = transient("sent:part");
+    const int64_t sum = grad("grad:embed.weight", o_.vocab, o_.hidden);
+    b_.transfer(optimizer, "dist.recv_start", got, recv, "recv_part", peer, 2 + peer);
+    b_.transfer(optimizer, "dist.send_start", own, send, "send_part", peer, 2 + stage);
+    b_.wait(optimizer, recv, got, "recv_part");
+    b_.add(optimizer, "nn.add", stage == 0 ? std::vector{own, got} : std::vector{got, own}, {sum});
+    b_.wait(optimizer, send, sent, "send_part");
+    if (stage == 0) grad_of_embed_ = sum;
+    return sum;
+  }
+
+  Plan& plan_;
+  const TwoStageOptions& o_;
+  Builder b_;
+  int64_t ids_, labels_, seed_, embed_, head_, h_, logits_, loss_, dlogits_, dh_;
+  int64_t grad_of_embed_ = -1;
+};
+
 }  // namespace
 
 absl::StatusOr<Plan> twoStagePlan(const TwoStageOptions& o) {
@@ -108,7 +273,7 @@ absl::StatusOr<Plan> twoStagePlan(const TwoStageOptions& o) {
   }
   Plan plan;
   plan.source = absl::StrCat("two_stage(stages=", o.stages, ", micro_batches=", o.micro_batches,
-                             ")");
+                             o.tied ? ", tied" : "", ")");
   plan.model = "two_stage";
   plan.function = "train_step";
   absl::StatusOr<mesh::DeviceMesh> mesh = mesh::DeviceMesh::create({o.stages}, {"pp"});
@@ -116,83 +281,12 @@ absl::StatusOr<Plan> twoStagePlan(const TwoStageOptions& o) {
   plan.mesh = *mesh;
   plan.strategies = {"pp"};
   plan.micro_batches = o.micro_batches;
-  Builder b(plan, o);
-  using comm::DType;
-  const int64_t ids = b.buffer("tokens", {o.batch, o.seq}, BufferRole::kActivation, DType::kInt32);
-  const int64_t labels =
-      b.buffer("labels", {o.batch, o.seq}, BufferRole::kActivation, DType::kInt32);
-  const int64_t seed = b.buffer("loss_seed", {}, BufferRole::kActivation);
-  const int64_t embed = b.param("embed.weight", {o.vocab, o.hidden}, 0);
-  const int64_t head = b.param("head.weight", {o.hidden, o.vocab}, 1);
-  const int64_t h = b.activation("h", o.hidden);
-  const int64_t logits = b.activation("logits", o.vocab);
-  const int64_t loss = b.buffer("loss", {}, BufferRole::kActivation);
-  const int64_t dlogits = b.activation("dlogits", o.vocab);
-  const int64_t dh = b.activation("dh", o.hidden);
-  const int64_t dhead = b.buffer("dhead", {o.hidden, o.vocab}, BufferRole::kActivation);
-  const int64_t ghead = b.buffer("grad:head.weight", {o.hidden, o.vocab}, BufferRole::kGrad);
-  const int64_t dembed = b.buffer("dembed", {o.vocab, o.hidden}, BufferRole::kActivation);
-  const int64_t gembed = b.buffer("grad:embed.weight", {o.vocab, o.hidden}, BufferRole::kGrad);
-  plan.interface = {.ids = ids, .labels = labels, .loss_grad_seed = seed, .loss = loss,
-                    .vocab = o.vocab};
-
-  auto program = [&](int64_t stage) {
-    Program p;
-    p.stage = stage;
-    p.blocks = {{"forward", Phase::kForward, {}},
-                {"backward", Phase::kBackward, {}},
-                {"optimizer", Phase::kOptimizer, {}}};
-    p.schedule = scheduleFor(stage, o);
-    return p;
-  };
-  auto lossAndHead = [&](Block& forward, Block& backward, int64_t input) {
-    b.add(forward, "nn.linear", {input, head}, {logits});
-    b.add(forward, "nn.cross_entropy", {logits, labels}, {loss});
-    b.add(backward, "nn.cross_entropy_grad", {logits, labels, seed}, {dlogits}).attrs.scale =
-        1.0 / static_cast<double>(o.batch * o.seq);
-    b.add(backward, "nn.matmul", {dlogits, head}, {dh}).attrs.transpose_rhs = true;
-    b.add(backward, "nn.matmul", {input, dlogits}, {dhead}).attrs.transpose_lhs = true;
-    b.add(backward, "dist.accumulate", {dhead}, {ghead});
-  };
-  auto embedding = [&](Block& backward, int64_t grad) {
-    b.add(backward, "nn.embedding_grad", {ids, grad}, {dembed});
-    b.add(backward, "dist.accumulate", {dembed}, {gembed});
-  };
+  TwoStage model(plan, o);
   if (o.stages == 1) {
-    Program p = program(0);
-    b.add(p.blocks[0], "nn.embedding", {ids, embed}, {h});
-    lossAndHead(p.blocks[0], p.blocks[1], h);
-    embedding(p.blocks[1], dh);
-    b.step(p.blocks[2], embed, gembed);
-    b.step(p.blocks[2], head, ghead);
-    plan.programs.push_back(std::move(p));
+    plan.programs.push_back(model.oneProgram());
   } else {
-    const int64_t send_h = b.activation("send_handle:h", o.hidden);
-    const int64_t sent_h = b.activation("sent:h", o.hidden);
-    const int64_t recv_dh = b.activation("recv_handle:dh", o.hidden);
-    const int64_t got_dh = b.activation("received:dh", o.hidden);
-    const int64_t recv_h = b.activation("recv_handle:h", o.hidden);
-    const int64_t got_h = b.activation("received:h", o.hidden);
-    const int64_t send_dh = b.activation("send_handle:dh", o.hidden);
-    const int64_t sent_dh = b.activation("sent:dh", o.hidden);
-    Program first = program(0);
-    b.add(first.blocks[0], "nn.embedding", {ids, embed}, {h});
-    b.transfer(first.blocks[0], "dist.send_start", h, send_h, "send_h", 1, 0);
-    b.transfer(first.blocks[1], "dist.recv_start", got_dh, recv_dh, "recv_dh", 1, 1);
-    b.wait(first.blocks[1], recv_dh, got_dh, "recv_dh");
-    embedding(first.blocks[1], got_dh);
-    // The activation's send is waited for a block later.
-    b.wait(first.blocks[1], send_h, sent_h, "send_h");
-    b.step(first.blocks[2], embed, gembed);
-    Program last = program(1);
-    b.transfer(last.blocks[0], "dist.recv_start", got_h, recv_h, "recv_h", 0, 0);
-    b.wait(last.blocks[0], recv_h, got_h, "recv_h");
-    lossAndHead(last.blocks[0], last.blocks[1], got_h);
-    b.transfer(last.blocks[1], "dist.send_start", dh, send_dh, "send_dh", 0, 1);
-    b.wait(last.blocks[1], send_dh, sent_dh, "send_dh");
-    b.step(last.blocks[2], head, ghead);
-    plan.programs.push_back(std::move(first));
-    plan.programs.push_back(std::move(last));
+    plan.programs.push_back(model.firstStage());
+    plan.programs.push_back(model.lastStage());
   }
   // Each buffer's interval is the one program's that uses it.
   for (Program& p : plan.programs) {

@@ -8,6 +8,13 @@
 // run GPipe or 1F1B order, and stage 0 waits for each activation's send in
 // its backward block, so sends of different micro-batches are in flight at
 // once under the same handle.
+//
+// Tied (GPT-2's LM head): the head is the embedding table read transposed.
+// Cut in two, both stages hold a replica of it (plan::Buffer::replica_of),
+// each accumulates its own part of the gradient over the micro-batches,
+// and the optimizer block exchanges the parts and adds them in stage
+// order, as plan-sum-tied-grads does. One program adds the parts per
+// micro-batch, so with several the sums differ in rounding.
 #ifndef LOOM_PLAN_TESTING_TWO_STAGE_H_
 #define LOOM_PLAN_TESTING_TWO_STAGE_H_
 
@@ -28,6 +35,7 @@ struct TwoStageOptions {
   int64_t seq = 4;
   int64_t hidden = 8;
   int64_t vocab = 16;
+  bool tied = false;
 };
 
 // The plan, checked (checkPlan).

@@ -117,8 +117,12 @@ void blockTimes(const PricedProgram& program, PlanPrice& price) {
     }
     const plan::Instruction& in = program.instruction(order);
     const double seconds = price.duration_s[order].value_or(0);
+    // The transfers between a micro-batch's chunks; the optimizer's (a
+    // tied gradient's exchange) is in the stage's own priced time.
     if (in.info->family == plan::OpFamily::kPointToPoint) {
-      stage.transfer_s = std::max(stage.transfer_s, seconds);
+      if (in.phase != plan::Phase::kOptimizer) {
+        stage.transfer_s = std::max(stage.transfer_s, seconds);
+      }
     } else if (in.info->stream == plan::Stream::kCompute && block < stage.blocks.size()) {
       stage.blocks[block].compute_s += seconds;
     }
@@ -419,7 +423,9 @@ absl::StatusOr<PlanPrice> Pricer::price() {
   for (int64_t order = 0; order < size; ++order) {
     const plan::Instruction& in = program_in_.instruction(order);
     if (micro_ >= 0) {
-      const bool optimizer = in.info->family == plan::OpFamily::kOptimizer;
+      // The optimizer phase (the steps, and a tied gradient's exchange
+      // before them) runs once, after the last micro-step.
+      const bool optimizer = in.phase == plan::Phase::kOptimizer;
       if (optimizer ? micro_ != count_ - 1 : !plan::runsIn(in.micro_step, micro_, count_)) continue;
     }
     switch (in.info->family) {

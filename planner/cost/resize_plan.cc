@@ -206,14 +206,20 @@ absl::Status Resizer::run() {
     }
     if (in->info->family == plan::OpFamily::kOptimizer) continue;
     for (int64_t id : in->results) {
-      // A compute result split over a data axis splits its batch (a
-      // weight's gradient is partial there, not split), and so does a
-      // tensor received from another stage; a dist op's result is what its
-      // input is.
-      const bool made = in->info->family == plan::OpFamily::kCompute ||
-                        (in->info->family == plan::OpFamily::kPointToPoint && in->operands.empty());
-      batch[id] = batch[id] || (made ? dataSharded(out_.buffers[id].placement)
-                                     : !in->operands.empty() && batch[in->operands[0]]);
+      // A compute result of the batch split over a data axis splits its
+      // batch (a weight's gradient is partial there, not split; a sum of
+      // two gradient shards reads no batch), and so does a tensor received
+      // from another stage; a dist op's result is what its input is.
+      // (The optimizer phase receives a tied gradient's shard, no batch.)
+      const bool received = in->info->family == plan::OpFamily::kPointToPoint &&
+                            in->operands.empty() && in->phase != plan::Phase::kOptimizer;
+      const bool computed = in->info->family == plan::OpFamily::kCompute &&
+                            std::any_of(in->operands.begin(), in->operands.end(),
+                                        [&](int64_t operand) { return batch[operand]; });
+      batch[id] = batch[id] || (received || computed ? dataSharded(out_.buffers[id].placement)
+                                                     : in->info->family != plan::OpFamily::kCompute &&
+                                                           !in->operands.empty() &&
+                                                           batch[in->operands[0]]);
     }
   }
   for (plan::Buffer& b : out_.buffers) {

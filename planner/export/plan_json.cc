@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <tuple>
 #include <string>
@@ -252,6 +253,7 @@ class Exporter {
   absl::Status addBuffers();
   absl::Status addFunctionBuffers(mlir::func::FuncOp func, const memory::MemoryPlan& memory,
                                   const llvm::DenseMap<int64_t, int64_t>& streams);
+  void linkReplicas();
   absl::Status addInstructions(plan::Program& program);
   absl::StatusOr<plan::Instruction> instructionOf(mlir::Operation& op, int64_t index);
   void describePointToPoint(mlir::Operation& op, plan::Instruction& in);
@@ -322,7 +324,10 @@ absl::Status Exporter::addBuffers() {
         params.push_back(stepArgOf(f.func, arg.getArgNumber()));
     }
   }
+  // A tied parameter is an argument of several chunks; its replicas draw
+  // from its one stream.
   std::sort(params.begin(), params.end());
+  params.erase(std::unique(params.begin(), params.end()), params.end());
   llvm::DenseMap<int64_t, int64_t> streams;  // step argument -> stream
   for (int64_t param : params) streams[param] = static_cast<int64_t>(streams.size());
   for (ExportedFunction& f : step_.functions) {
@@ -336,7 +341,43 @@ absl::Status Exporter::addBuffers() {
       return s;
     }
   }
+  linkReplicas();
   return absl::OkStatus();
+}
+
+// A tied parameter's buffers on each stage that holds it (the parameter,
+// the gradient its optimizer step reads and its states) are replicas of
+// the lowest stage's (plan::Buffer::replica_of): the same values every
+// step, saved, exported and counted in the gradient norm once.
+void Exporter::linkReplicas() {
+  // (step argument, slot: 0 the parameter, else the optimizer step's
+  // operand) -> (stage, buffer) per holder.
+  std::map<std::pair<int64_t, unsigned>, std::vector<std::pair<int64_t, int64_t>>> copies;
+  for (ExportedFunction& f : step_.functions) {
+    auto tiedArg = [&](mlir::Value value) -> std::optional<int64_t> {
+      auto arg = llvm::dyn_cast<mlir::BlockArgument>(value);
+      if (!arg || !f.func.getArgAttr(arg.getArgNumber(), stages::kTiedStagesAttrName))
+        return std::nullopt;
+      return f.func
+          .getArgAttrOfType<mlir::IntegerAttr>(arg.getArgNumber(), stages::kPipelineArgAttrName)
+          .getInt();
+    };
+    for (mlir::BlockArgument arg : f.func.getArguments()) {
+      if (std::optional<int64_t> stepArg = tiedArg(arg))
+        copies[{*stepArg, 0}].push_back({f.stage, ids_.lookup(arg)});
+    }
+    for (auto step : f.func.getBody().front().getOps<dist::OptimizerStepOp>()) {
+      std::optional<int64_t> stepArg = tiedArg(step.getParam());
+      if (!stepArg) continue;
+      for (unsigned k = 1; k < step->getNumOperands(); ++k)
+        copies[{*stepArg, k}].push_back({f.stage, ids_.lookup(step->getOperand(k))});
+    }
+  }
+  for (auto& [slot, holders] : copies) {
+    std::sort(holders.begin(), holders.end());
+    for (const auto& [stage, id] : llvm::drop_begin(holders))
+      plan_.buffers[id].replica_of = holders.front().second;
+  }
 }
 
 // One function's values, from its memory plan (arguments, then op results
@@ -444,8 +485,11 @@ absl::StatusOr<plan::Instruction> Exporter::instructionOf(mlir::Operation& op, i
     if (key == "mesh" || key == "operandSegmentSizes" || key == "resultSegmentSizes") continue;
     // Carried as Instruction::recompute and Instruction::micro_step.
     if (key == autodiff::kRecomputeAttrName || key == accumulate::kMicroStepAttrName) continue;
-    // Carried by the block: a backward root starts a backward block.
-    if (key == autodiff::kBackwardRootAttrName) continue;
+    // Carried by the block: a backward root starts a backward block, an
+    // optimizer-phase op is in the optimizer block.
+    if (key == autodiff::kBackwardRootAttrName || key == optimizer::kOptimizerPhaseAttrName) {
+      continue;
+    }
     // A point-to-point op's one axis is the plan's mesh_axes (below).
     if (in.info->family == plan::OpFamily::kPointToPoint && key == "axis") continue;
     if (options_.search_template && (key == placement::kOperandPlacementsAttrName ||

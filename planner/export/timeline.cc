@@ -14,6 +14,7 @@
 #include "planner/dialect/dist/ir/dist_types.h"
 #include "planner/transforms/autodiff/passes.h"
 #include "planner/transforms/autodiff/phases.h"
+#include "planner/transforms/optimizer/passes.h"
 
 namespace loom::planner::exporter {
 namespace {
@@ -49,7 +50,7 @@ std::vector<Phase> assignPhases(mlir::func::FuncOp func) {
   std::vector<Phase> phases;
   Phase current = Phase::kForward;
   for (mlir::Operation& op : body) {
-    if (llvm::isa<dist::OptimizerStepOp>(op)) {
+    if (optimizer::inOptimizerPhase(&op)) {
       phases.push_back(Phase::kOptimizer);
       continue;
     }

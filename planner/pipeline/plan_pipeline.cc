@@ -54,6 +54,9 @@ void addProgramStage(mlir::OpPassManager& pm, const PlanPipelineOptions& options
   pm.addPass(schedule::createPlanVerifySpmd());
   pm.addPass(accumulate::createPlanAccumulate(accumulate::PlanAccumulateOptions{
       options.microSteps, options.keepGathered, options.deferGradSync}));
+  // A tied parameter's gradient, reduced and accumulated on each stage that
+  // holds it, summed across them once per step, before its AdamW step.
+  pm.addPass(stages::createPlanSumTiedGrads());
   pm.addPass(optimizer::createPlanOptimizerStep(optimizer::PlanOptimizerStepOptions{
       options.lr, options.beta1, options.beta2, options.eps, options.weightDecay}));
   pm.addPass(memory::createPlanMemoryPlan(memory::PlanMemoryPlanOptions{options.memoryGb}));
@@ -63,7 +66,8 @@ void registerPlanPipeline() {
   mlir::PassPipelineRegistration<PlanPipelineOptions>(
       "plan-pipeline",
       "plans a verified nn module: autodiff, placement, recompute, collectives, bucketing, "
-      "schedule, SPMD check, accumulation, optimizer steps and the memory plan",
+      "schedule, SPMD check, accumulation, tied gradients across stages, optimizer steps and the "
+      "memory plan",
       addPlanPipeline);
 }
 

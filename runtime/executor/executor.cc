@@ -184,6 +184,8 @@ absl::StatusOr<std::unique_ptr<Executor>> Executor::create(
   e.instructions_ = e.program_->instructions();
   for (size_t i = 0; i < e.instructions_.size(); ++i) {
     e.block_begin_.emplace(e.instructions_[i]->block, static_cast<int64_t>(i));
+    if (e.first_step_ < 0 && e.instructions_[i]->info->family == plan::OpFamily::kOptimizer)
+      e.first_step_ = static_cast<int64_t>(i);
   }
   e.carried_ = plan::carriedBuffers(e.plan_, *e.program_);
   if (absl::Status s = e.planStages(); !s.ok()) return s;
@@ -560,8 +562,8 @@ void Executor::endPhase() {
 absl::Status Executor::clipGradients() {
   // Each element once: a grad replicated over some axes is counted by the
   // share 1 / (their size) on every rank of them. Along the pp axis an
-  // unsplit grad has as many copies as stages whose programs hold it (one,
-  // unless stages share a parameter). The total stays on the
+  // unsplit grad has as many copies as stages whose programs hold it or a
+  // replica of it (one, unless stages hold a tied parameter). The total stays on the
   // device: the AdamW steps read the coefficient there, and the host reads
   // the norm with the loss at the end of the step.
   double* total = static_cast<double*>(kernels_->scalars());
@@ -681,7 +683,8 @@ absl::Status Executor::feed(int64_t micro, const int32_t* ids, const int32_t* la
 }
 
 // The gradients are complete: deterministic sums, the parity callback and
-// clipping, before the first optimizer step.
+// clipping, before the first optimizer step (after the optimizer phase's
+// exchange of a tied parameter's gradient, which completes its sum).
 absl::Status Executor::beginOptimizer(int64_t step) {
   std::vector<int64_t> grads;
   for (const plan::Instruction* opt : instructions_) {
@@ -713,10 +716,10 @@ absl::Status Executor::runBlock(const plan::Block& block, int64_t micro, int64_t
     }
     if (current_phase_ != plan::phaseName(in.phase)) {
       endPhase();
-      if (in.phase == plan::Phase::kOptimizer) {
-        if (absl::Status s = beginOptimizer(step); !s.ok()) return s;
-      }
       beginPhase(std::string(plan::phaseName(in.phase)));
+    }
+    if (i == first_step_) {
+      if (absl::Status s = beginOptimizer(step); !s.ok()) return s;
     }
     if (absl::Status s = run(bound, step); !s.ok()) return s;
   }
@@ -907,11 +910,12 @@ absl::StatusOr<std::vector<float>> Executor::hostValues(const plan::Buffer& b) c
 }
 
 absl::StatusOr<std::vector<float>> Executor::localValues(const std::string& name) const {
+  bool named = false;
   for (const plan::Buffer& b : plan_.buffers) {
     if (b.name != name) continue;
-    if (bufferData(b.id) == nullptr) {
-      return absl::FailedPreconditionError(absl::StrCat(name, " is not held between steps"));
-    }
+    // Replicas share a name; this rank's stage holds one of them.
+    named = true;
+    if (bufferData(b.id) == nullptr) continue;
     absl::StatusOr<plan::ShardBox> box = plan::shardBoxOf(b, plan_.mesh, coords_);
     if (!box.ok()) return box.status();
     if (absl::Status s = kernels_->activate(); !s.ok()) return s;
@@ -921,6 +925,7 @@ absl::StatusOr<std::vector<float>> Executor::localValues(const std::string& name
     copyFromPadded(local->data(), b.local_shape, dense.data(), box->valid);
     return dense;
   }
+  if (named) return absl::FailedPreconditionError(absl::StrCat(name, " is not held between steps"));
   return absl::NotFoundError(absl::StrCat("no buffer named ", name, " in ", plan_.source));
 }
 

@@ -356,8 +356,10 @@ class Executor {
   // This rank's program (its pipeline stage's); its instructions in order.
   const plan::Program* program_ = nullptr;
   std::vector<const plan::Instruction*> instructions_;
-  // Each block's first instruction in instructions_ (and bound_).
+  // Each block's first instruction in instructions_ (and bound_), and the
+  // first dist.optimizer_step's (-1: none).
   std::map<std::string, int64_t, std::less<>> block_begin_;
+  int64_t first_step_ = -1;
   // Buffers held from one micro-step to the next (plan::carriedBuffers).
   std::vector<bool> carried_;
   // Per schedule entry: the first and the last run of its micro-batch.
@@ -370,8 +372,9 @@ class Executor {
   // The highest stage whose program defines the loss: the one that reports it.
   int64_t loss_stage_ = 0;
   // The pp axis and its group (-1 and null without one or with one
-  // program), and per buffer the lowest stage whose program uses it (-1:
-  // none; the stage that saves it) and how many stages' programs do.
+  // program), and per buffer the lowest stage whose program uses it or a
+  // replica of it (-1: none; the stage that saves it) and how many stages'
+  // programs do.
   std::shared_ptr<comm::ProcessGroup> pp_group_;
   int64_t pp_axis_ = -1;
   std::vector<int64_t> saving_stage_;

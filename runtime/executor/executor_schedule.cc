@@ -47,12 +47,18 @@ absl::Status Executor::planStages() {
         if (&program == program_) defines_loss_ = true;
       }
     }
+    // A replica counts for its primary: one tensor, held by several stages.
     for (size_t id = 0; id < n; ++id) {
       if (!here[id]) continue;
-      ++holders_[id];
-      if (saving_stage_[id] < 0 || program.stage < saving_stage_[id])
-        saving_stage_[id] = program.stage;
+      const int64_t primary = plan_.buffers[id].primaryId();
+      ++holders_[primary];
+      if (saving_stage_[primary] < 0 || program.stage < saving_stage_[primary])
+        saving_stage_[primary] = program.stage;
     }
+  }
+  for (const plan::Buffer& b : plan_.buffers) {
+    holders_[b.id] = holders_[b.primaryId()];
+    saving_stage_[b.id] = saving_stage_[b.primaryId()];
   }
   return absl::OkStatus();
 }

@@ -4,10 +4,14 @@
 // reads, holds only its own parameter, and every rank reports the loss the
 // last stage computes; with 1, 2 and 4 micro-batches in GPipe and 1F1B
 // order the losses and parameters are the one program's bit for bit.
-// Clipping sees the global norm and evaluation runs across the stages.
+// Clipping sees the global norm and evaluation runs across the stages. A
+// tied table (the head reading the embedding) has a replica on each stage:
+// both stay bit-identical, are saved and counted in the norm once.
+#include <algorithm>
 #include <cmath>
 #include <map>
 #include <mutex>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -71,7 +75,11 @@ std::vector<Rank> train(const TwoStageOptions& shape, ExecutorOptions options = 
           ASSERT_TRUE(eval.ok()) << eval.status();
           r.eval_losses.push_back(eval->loss);
         }
-        for (const char* name : {"embed.weight", "head.weight"}) {
+        std::set<std::string> names;
+        for (const plan::Buffer& b : plan->buffers) {
+          if (b.role == plan::BufferRole::kParam) names.insert(b.name);
+        }
+        for (const std::string& name : names) {
           absl::StatusOr<std::vector<float>> values = e.localValues(name);
           if (values.ok()) {
             r.params[name] = *std::move(values);
@@ -89,18 +97,35 @@ std::vector<Rank> train(const TwoStageOptions& shape, ExecutorOptions options = 
   return ranks;
 }
 
-TwoStageOptions shapeOf(int64_t stages, int64_t micro_batches, PipelineOrder order) {
+TwoStageOptions shapeOf(int64_t stages, int64_t micro_batches, PipelineOrder order,
+                        bool tied = false) {
   TwoStageOptions shape;
   shape.stages = stages;
   shape.micro_batches = micro_batches;
   shape.order = order;
+  shape.tied = tied;
   return shape;
+}
+
+// Relative distance of b from a, element-wise at most.
+double maxRelative(const std::vector<float>& a, const std::vector<float>& b) {
+  double worst = 0;
+  for (size_t i = 0; i < a.size() && i < b.size(); ++i) {
+    worst =
+        std::max(worst, std::abs(double{a[i]} - b[i]) / std::max(1e-30, std::abs(double{a[i]})));
+  }
+  return a.size() == b.size() ? worst : 1.0;
 }
 
 struct Case {
   int64_t micro_batches;
   PipelineOrder order;
 };
+
+std::string caseName(const ::testing::TestParamInfo<Case>& info) {
+  return absl::StrCat(info.param.order == PipelineOrder::kGPipe ? "GPipe" : "OneFOneB",
+                      info.param.micro_batches);
+}
 
 class TwoStageTest : public ::testing::TestWithParam<Case> {};
 
@@ -133,34 +158,90 @@ INSTANTIATE_TEST_SUITE_P(Schedules, TwoStageTest,
                                            Case{2, PipelineOrder::kGPipe},
                                            Case{4, PipelineOrder::k1F1B},
                                            Case{4, PipelineOrder::kGPipe}),
-                         [](const auto& info) {
-                           return absl::StrCat(info.param.order == PipelineOrder::kGPipe
-                                                   ? "GPipe"
-                                                   : "OneFOneB",
-                                               info.param.micro_batches);
-                         });
+                         caseName);
 
-// Every stage's gradients count once in the norm, so the two stages clip
-// as the one program does (the norm's sum is taken in another order, so
-// within rounding).
-TEST(TwoStageTest, ClipsByTheGlobalNorm) {
+// Trains `shape` (two stages) and its one program, clipped at a threshold
+// the norm exceeds; expects every rank's norms and losses to be the one
+// program's within rounding (the norm's sum is taken in another order).
+// Returns the two stages' ranks.
+std::vector<Rank> expectClippedAsOneProgram(TwoStageOptions shape) {
   ExecutorOptions options;
   options.max_grad_norm = 0.005;
-  const std::vector<Rank> one = train(shapeOf(1, 2, PipelineOrder::k1F1B), options);
-  const std::vector<Rank> two = train(shapeOf(2, 2, PipelineOrder::k1F1B), options);
-  ASSERT_EQ(two.size(), 2u);
-  ASSERT_EQ(one.size(), 1u);
-  // The threshold clips: the norm is above it.
+  const std::vector<Rank> two = train(shape, options);
+  shape.stages = 1;
+  const std::vector<Rank> one = train(shape, options);
+  EXPECT_EQ(two.size(), 2u);
+  if (one.size() != 1u || two.size() != 2u) return two;
   EXPECT_GT(one[0].grad_norms.front(), options.max_grad_norm);
   for (int rank = 0; rank < 2; ++rank) {
-    ASSERT_EQ(two[rank].grad_norms.size(), one[0].grad_norms.size());
-    for (size_t s = 0; s < one[0].grad_norms.size(); ++s) {
+    EXPECT_EQ(two[rank].grad_norms.size(), one[0].grad_norms.size());
+    for (size_t s = 0; s < one[0].grad_norms.size() && s < two[rank].grad_norms.size(); ++s) {
       EXPECT_NEAR(two[rank].grad_norms[s], one[0].grad_norms[s], 1e-9 * one[0].grad_norms[s])
           << "rank " << rank << " step " << s + 1;
       EXPECT_NEAR(two[rank].losses[s], one[0].losses[s], 1e-6 * one[0].losses[s])
           << "rank " << rank << " step " << s + 1;
     }
   }
+  return two;
+}
+
+// Every stage's gradients count once in the norm, so the two stages clip
+// as the one program does.
+TEST(TwoStageTest, ClipsByTheGlobalNorm) {
+  expectClippedAsOneProgram(shapeOf(2, 2, PipelineOrder::k1F1B));
+}
+
+class TiedTest : public ::testing::TestWithParam<Case> {};
+
+// The head reads the embedding table: stage 1 holds a replica, each stage
+// accumulates its part of the gradient, the optimizer block adds the
+// parts. The replicas stay bit-identical and only stage 0 saves the table.
+// With one micro-batch the sum is the one program's bit for bit (it adds
+// the same two parts, and a + b == b + a); with several, the one program
+// adds the parts per micro-batch and the stages after accumulating them,
+// so the results agree within rounding.
+TEST_P(TiedTest, ReplicasStayIdenticalAndTrainAsOneProgram) {
+  const auto [micro_batches, order] = GetParam();
+  const std::vector<Rank> one = train(shapeOf(1, micro_batches, order, true));
+  const std::vector<Rank> two = train(shapeOf(2, micro_batches, order, true));
+  ASSERT_EQ(one.size(), 1u);
+  ASSERT_EQ(two.size(), 2u);
+  EXPECT_NE(one[0].losses.front(), one[0].losses.back());
+  const std::vector<float>& table = one[0].params.at("embed.weight");
+  ASSERT_EQ(two[0].params.size(), 1u);
+  ASSERT_EQ(two[1].params.size(), 1u);
+  EXPECT_EQ(two[0].params.at("embed.weight"), two[1].params.at("embed.weight"));
+  EXPECT_NE(two[0].params.at("embed.weight"), std::vector<float>(table.size(), 0.0f));
+  EXPECT_THAT(two[0].saved, UnorderedElementsAre("embed.weight", "exp_avg:embed.weight",
+                                                 "exp_avg_sq:embed.weight"));
+  EXPECT_THAT(two[1].saved, ::testing::IsEmpty());
+  for (int rank = 0; rank < 2; ++rank) {
+    if (micro_batches == 1) {
+      EXPECT_EQ(two[rank].losses, one[0].losses) << "rank " << rank;
+      EXPECT_EQ(two[rank].params.at("embed.weight"), table) << "rank " << rank;
+      continue;
+    }
+    for (size_t s = 0; s < one[0].losses.size(); ++s) {
+      EXPECT_NEAR(two[rank].losses[s], one[0].losses[s], 1e-6 * one[0].losses[s])
+          << "rank " << rank << " step " << s + 1;
+    }
+    EXPECT_LT(maxRelative(table, two[rank].params.at("embed.weight")), 1e-4) << "rank " << rank;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Schedules, TiedTest,
+                         ::testing::Values(Case{1, PipelineOrder::kGPipe},
+                                           Case{4, PipelineOrder::k1F1B},
+                                           Case{4, PipelineOrder::kGPipe}),
+                         caseName);
+
+// The summed table gradient is one tensor held by two stages: the norm
+// counts it once, as the one program does.
+TEST(TiedTest, ClipsByTheGlobalNorm) {
+  const std::vector<Rank> two =
+      expectClippedAsOneProgram(shapeOf(2, 1, PipelineOrder::k1F1B, true));
+  ASSERT_EQ(two.size(), 2u);
+  EXPECT_EQ(two[0].params.at("embed.weight"), two[1].params.at("embed.weight"));
 }
 
 }  // namespace

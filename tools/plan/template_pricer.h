@@ -74,8 +74,8 @@ class TemplatePricer final : public planner::cost::StepPricer {
   // that size.
   bool tpAllowed(int64_t tp) override;
   std::string tpRule() const override;
-  // A configuration's layers, unless its embedding is tied to its head
-  // (the stages would share a parameter); a graph file is not cut.
+  // A configuration's layers (a tied embedding and head get a replica on
+  // each end stage); a graph file is not cut.
   int64_t pipelineLayers() const override;
   // The compute of the candidate's chunks alone, run in its schedule
   // (cost::pipelineBound), from the model's program without stages.

@@ -29,8 +29,7 @@ constexpr int kLast = 2;
 }  // namespace
 
 int64_t TemplatePricer::pipelineLayers() const {
-  if (!source_.config || source_.config->tie_embeddings) return 0;
-  return source_.config->num_layers;
+  return source_.config ? source_.config->num_layers : 0;
 }
 
 absl::StatusOr<TemplatePricer::StagedTemplate*> TemplatePricer::stagedTemplateFor(

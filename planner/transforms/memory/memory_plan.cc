@@ -190,7 +190,7 @@ MemoryPlan computeMemoryPlan(mlir::func::FuncOp func) {
   int64_t lastModelOp = -1;
   bool marked = false;
   for (mlir::Operation& op : body) {
-    if (&op != terminator && !llvm::isa<dist::OptimizerStepOp>(op)) lastModelOp = index[&op];
+    if (&op != terminator && !optimizer::inOptimizerPhase(&op)) lastModelOp = index[&op];
     marked |= accumulate::microStepOf(&op) != plan::MicroStep::kEvery;
   }
   if (microSteps > 1 && marked) {

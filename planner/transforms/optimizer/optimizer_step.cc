@@ -56,6 +56,10 @@ mlir::Value addState(mlir::func::FuncOp func, mlir::BlockArgument param, llvm::S
 
 }  // namespace
 
+bool inOptimizerPhase(mlir::Operation* op) {
+  return llvm::isa<dist::OptimizerStepOp>(op) || op->hasAttr(kOptimizerPhaseAttrName);
+}
+
 mlir::LogicalResult addOptimizerSteps(mlir::func::FuncOp func,
                                       const PlanOptimizerStepOptions& options) {
   mlir::Block& body = func.getBody().front();

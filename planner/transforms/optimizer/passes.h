@@ -16,6 +16,15 @@ namespace loom::planner::optimizer {
 // "exp_avg", "exp_avg_sq" or "master".
 inline constexpr char kOptimizerStateAttrName[] = "dist.optimizer_state";
 
+// Marks an op that runs in the optimizer phase, once per optimizer step,
+// before the dist.optimizer_step ops: the exchange of a tied parameter's
+// gradient between the pipeline stages that hold it (plan-sum-tied-grads).
+inline constexpr char kOptimizerPhaseAttrName[] = "dist.optimizer_phase";
+
+// Whether `op` runs in the optimizer phase: a dist.optimizer_step, or an
+// op marked with kOptimizerPhaseAttrName.
+bool inOptimizerPhase(mlir::Operation* op);
+
 #define GEN_PASS_DECL
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wunused-parameter"

@@ -28,6 +28,10 @@ inline constexpr char kPipelineFunctionAttrName[] = "dist.pipeline_function";
 // a parameter's init stream follows, so every stage count draws the same
 // initial weights).
 inline constexpr char kPipelineArgAttrName[] = "dist.pipeline_arg";
+// On each chunk argument that is a tied parameter (read by chunks on
+// several stages, each holding a replica): those stages, ascending.
+// plan-sum-tied-grads sums its gradient across them.
+inline constexpr char kTiedStagesAttrName[] = "dist.tied_stages";
 
 #define GEN_PASS_DECL
 #pragma GCC diagnostic push

@@ -77,9 +77,19 @@ def PlanSplitStages : Pass<"plan-split-stages", "::mlir::ModuleOp"> {
     `plan-schedule` later starts the sends asynchronously and waits for
     them at the end of the chunk, so that no schedule blocks on a send.
 
+    A parameter that chunks on several stages read (tied weights, such as
+    GPT-2's token embedding, also its LM head) becomes an argument of each
+    of them, marked `dist.tied_stages` (those stages, ascending): every
+    stage holds a replica. Its gradient in the step, autodiff's chain of
+    `nn.add` over its uses' cotangents, is split by chunk: each reading
+    chunk returns the sum of its own terms (in the step's order) as the
+    parameter's gradient, and no partial gradient crosses a cut.
+    `plan-sum-tied-grads` adds the chunks' sums once per optimizer step.
+
     A function without pipeline stages is left alone. Refused, with the
-    reason: a parameter read by two chunks (tied weights), a gradient
-    computed outside its parameter's chunk, a returned argument, a value
+    reason: a tied parameter read by two chunks of one stage, or by a chunk
+    that adds nothing to its gradient, a gradient (or a term of a tied
+    one) computed outside its parameter's chunks, a returned argument, a value
     passed between two chunks of the same stage, a forward value a chunk
     reads only in its backward pass, a mesh without a matching pp axis, a
     schedule that does not match the chunks per stage (gpipe and 1f1b take
@@ -90,6 +100,52 @@ def PlanSplitStages : Pass<"plan-split-stages", "::mlir::ModuleOp"> {
            "the pipeline schedule: gpipe, 1f1b or interleaved-1f1b; empty: "
            "1f1b, interleaved-1f1b with several chunks per stage">,
   ];
+}
+
+def PlanSumTiedGrads : Pass<"plan-sum-tied-grads", "::mlir::ModuleOp"> {
+  let summary = "sums a tied parameter's gradient across the pipeline stages "
+                "that hold it, once per optimizer step";
+  let description = [{
+    Input: the chunk functions of `plan-split-stages`, after
+    `plan-insert-collectives`, `plan-schedule` and `plan-accumulate` (so
+    each chunk's gradient of a tied parameter is already reduced over the
+    data axes and summed over the micro-batches), before
+    `plan-optimizer-step`. A tied parameter's argument carries
+    `dist.tied_stages`, the stages holding its replicas.
+
+    At the end of each holder's function, in the optimizer phase (every op
+    marked `dist.optimizer_phase`: it runs once per optimizer step, before
+    the AdamW steps), the holder posts a `dist.recv_start` from every other
+    holder, then starts a `dist.send_start` of its gradient to each, waits
+    for the receives and adds the replicas' gradients in stage order, the
+    lowest stage's first: the same operands in the same order on every
+    holder, so every replica steps with the same bits and stays identical.
+    The function returns the sum as the parameter's gradient, which
+    `plan-optimizer-step` then reads. The transfers' tags follow every tag
+    the module has, per tie (in the step's argument order) and per (from,
+    to) stage pair. Every receive is posted before any send, and nothing
+    in a model block waits for the optimizer phase, so no order of the
+    stages' schedules can deadlock on it.
+
+    ```mlir
+    // stage 0 of 2, %g its gradient of the tied %wte:
+    %r = dist.recv_start from 1 on @mesh axis = "pp" tag = 3 {dist.optimizer_phase, ...}
+    %s = dist.send_start %g to 1 on @mesh axis = "pp" tag = 2 {dist.optimizer_phase, ...}
+    %g1 = dist.wait %r {dist.optimizer_phase}
+    %sum = nn.add %g, %g1 {dist.optimizer_phase, ...}
+    %0 = dist.wait %s {dist.optimizer_phase}
+    return ..., %sum
+    ```
+
+    A module without tied parameters is left alone. Refused, with the
+    reason: a `dist.tied_stages` argument outside a pipeline chunk or
+    without a gradient, holders on other stages than it lists, a gradient
+    without `dist.placement`, a mesh without a pp axis, and a module that
+    is already in its optimizer phase (run once, before
+    `plan-optimizer-step`).
+  }];
+  let dependentDialects = ["::loom::planner::dist::DistDialect",
+                           "::loom::planner::nn::NnDialect"];
 }
 
 #endif  // LOOM_PLANNER_TRANSFORMS_STAGES_PASSES_TD_

@@ -2,6 +2,7 @@
 // receive at every value that crosses a cut (see passes.td and
 // docs/planner_stages.md).
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <utility>
@@ -19,6 +20,7 @@
 #include "planner/dialect/dist/ir/dist_attrs.h"
 #include "planner/dialect/dist/ir/dist_ops.h"
 #include "planner/dialect/nn/ir/nn_dialect.h"
+#include "planner/dialect/nn/ir/nn_ops.h"
 #include "planner/transforms/autodiff/passes.h"
 #include "planner/transforms/autodiff/phases.h"
 #include "planner/transforms/placement/passes.h"
@@ -40,6 +42,11 @@ int64_t chunkOf(mlir::Operation* op) {
   return op->getAttrOfType<mlir::IntegerAttr>(kStageAttrName).getInt();
 }
 
+std::string paramName(mlir::func::FuncOp func, unsigned arg) {
+  auto name = func.getArgAttrOfType<mlir::StringAttr>(arg, nn::NnDialect::kNameAttrName);
+  return name ? name.getValue().str() : "";
+}
+
 // The given placement of `value`: its argument's or its op result's.
 mlir::Attribute placementOf(mlir::Value value) {
   mlir::Operation* def = value.getDefiningOp();
@@ -58,6 +65,20 @@ struct Chunk {
   std::vector<unsigned> results;
 };
 
+// The gradient of a parameter that chunks on several stages read (tied
+// weights): autodiff's sum of one cotangent per use, split into the terms
+// each reading chunk computes. Each chunk returns the sum of its own
+// terms; plan-sum-tied-grads adds the chunks' sums once per optimizer step.
+struct TiedGradient {
+  unsigned result = 0;  // the step's result
+  unsigned arg = 0;     // the parameter
+  // The step's nn.add that sums the terms (its attributes go to the
+  // chunks' sums).
+  mlir::Operation* sum = nullptr;
+  // Reading chunk -> its terms, in the order the step sums them.
+  std::map<int64_t, llvm::SmallVector<mlir::Value>> terms;
+};
+
 class Splitter {
  public:
   Splitter(mlir::ModuleOp module, mlir::func::FuncOp func,
@@ -68,12 +89,18 @@ class Splitter {
 
  private:
   mlir::LogicalResult check();
+  mlir::LogicalResult checkTied(mlir::BlockArgument arg, llvm::ArrayRef<int64_t> chunks);
+  mlir::LogicalResult splitTiedGradients();
   mlir::LogicalResult assignResults();
   void createFunctions();
+  // The stages whose chunks read tied argument `arg`, in order.
+  mlir::DenseI64ArrayAttr tiedStages(unsigned arg);
   // Clones the ops into their chunks, with a send and a receive for each
   // value a chunk reads from another.
   mlir::LogicalResult cloneOps();
   mlir::FailureOr<mlir::Value> received(mlir::Value value, int64_t to, mlir::Operation* user);
+  // Each reading chunk's sum of its terms of a tied gradient.
+  void sumTiedTerms();
   void finishFunctions();
 
   mlir::ModuleOp module_;
@@ -86,6 +113,13 @@ class Splitter {
   int64_t chunks_ = 0;
   llvm::DenseSet<mlir::Operation*> backward_;
   std::vector<Chunk> chunk_;
+  // Tied parameters (argument numbers), their gradients by result, the
+  // step's adds that sum those across chunks (not cloned), and each
+  // chunk's own sum: (result, chunk) -> the value it returns.
+  llvm::DenseSet<unsigned> tiedArgs_;
+  std::map<unsigned, TiedGradient> tied_;
+  llvm::DenseSet<mlir::Operation*> tiedSums_;
+  std::map<std::pair<unsigned, int64_t>, mlir::Value> tiedPartials_;
   // (value, reading chunk) -> the received value there.
   llvm::DenseMap<std::pair<mlir::Value, int64_t>, mlir::Value> received_;
   // A cloned definition -> the last send placed after it (sends follow
@@ -150,13 +184,72 @@ mlir::LogicalResult Splitter::check() {
         !func_.getArgAttr(arg.getArgNumber(), nn::NnDialect::kParamAttrName)) {
       continue;
     }
-    auto name =
-        func_.getArgAttrOfType<mlir::StringAttr>(arg.getArgNumber(), nn::NnDialect::kNameAttrName);
-    return func_.emitError() << "parameter " << (name ? name.getValue().str() : "") << " (argument "
-                             << arg.getArgNumber() << ") is read by " << chunks.size()
-                             << " pipeline chunks (tied weights); summing a shared parameter's "
-                                "gradients across stages is not supported yet, so untie it or "
-                                "plan without pp";
+    if (mlir::failed(checkTied(arg, chunks.asArrayRef()))) return mlir::failure();
+    tiedArgs_.insert(arg.getArgNumber());
+  }
+  return mlir::success();
+}
+
+// A tied parameter has one replica per stage: two chunks of one stage
+// would hold two, and their separate updates would drift apart.
+mlir::LogicalResult Splitter::checkTied(mlir::BlockArgument arg, llvm::ArrayRef<int64_t> chunks) {
+  std::map<int64_t, int64_t> chunkOnStage;
+  for (int64_t c : chunks) {
+    auto [it, inserted] = chunkOnStage.emplace(c % stages_, c);
+    if (inserted) continue;
+    return func_.emitError() << "parameter " << paramName(func_, arg.getArgNumber())
+                             << " (argument " << arg.getArgNumber()
+                             << ") is read by pipeline chunks " << it->second << " and " << c
+                             << ", which both run on stage " << c % stages_
+                             << "; a stage holds one replica of a tied parameter, so cut the "
+                                "layers so that its readers run on different stages (other "
+                                "layers= counts or fewer virtual stages)";
+  }
+  return mlir::success();
+}
+
+// Splits each tied parameter's returned gradient, autodiff's chain of
+// nn.add (the sum so far, then the next use's cotangent), into the terms
+// of its reading chunks.
+mlir::LogicalResult Splitter::splitTiedGradients() {
+  mlir::Operation* returnOp = func_.front().getTerminator();
+  for (mlir::OpOperand& use : returnOp->getOpOperands()) {
+    auto of = func_.getResultAttrOfType<mlir::IntegerAttr>(use.getOperandNumber(),
+                                                           autodiff::kGradOfAttrName);
+    if (!of || !tiedArgs_.contains(static_cast<unsigned>(of.getInt()))) continue;
+    TiedGradient tied;
+    tied.result = use.getOperandNumber();
+    tied.arg = static_cast<unsigned>(of.getInt());
+    tied.sum = use.get().getDefiningOp();
+    llvm::SmallVector<mlir::Value> terms;
+    mlir::Value sum = use.get();
+    for (auto add = sum.getDefiningOp<nn::AddOp>(); add && sum.hasOneUse();
+         add = sum.getDefiningOp<nn::AddOp>()) {
+      tiedSums_.insert(add);
+      terms.push_back(add.getRhs());
+      sum = add.getLhs();
+    }
+    terms.push_back(sum);
+    auto readers =
+        func_.getArgAttrOfType<mlir::DenseI64ArrayAttr>(tied.arg, kArgStagesAttrName).asArrayRef();
+    for (mlir::Value term : llvm::reverse(terms)) {
+      mlir::Operation* def = term.getDefiningOp();
+      if (!def || !llvm::is_contained(readers, chunkOf(def))) {
+        return (def ? def->emitOpError() : returnOp->emitOpError())
+               << "computes a term of the gradient of tied parameter " << paramName(func_, tied.arg)
+               << " outside the chunks that read it; a gradient must be computed where its "
+                  "parameter is read";
+      }
+      tied.terms[chunkOf(def)].push_back(term);
+    }
+    for (int64_t c : readers) {
+      if (tied.terms.count(c)) continue;
+      return func_.emitError() << "tied parameter " << paramName(func_, tied.arg)
+                               << " is read by pipeline chunk " << c
+                               << ", which adds nothing to its gradient; each stage that holds a "
+                                  "replica must compute part of its gradient (untie it)";
+    }
+    tied_[tied.result] = std::move(tied);
   }
   return mlir::success();
 }
@@ -166,6 +259,12 @@ mlir::LogicalResult Splitter::check() {
 mlir::LogicalResult Splitter::assignResults() {
   mlir::Operation* returnOp = func_.front().getTerminator();
   for (mlir::OpOperand& use : returnOp->getOpOperands()) {
+    // A tied gradient goes back from every chunk that reads its parameter.
+    if (auto it = tied_.find(use.getOperandNumber()); it != tied_.end()) {
+      for (const auto& [chunk, terms] : it->second.terms)
+        chunk_[chunk].results.push_back(use.getOperandNumber());
+      continue;
+    }
     mlir::Operation* def = use.get().getDefiningOp();
     if (!def) {
       return returnOp->emitOpError()
@@ -218,11 +317,22 @@ void Splitter::createFunctions() {
     for (auto [index, a] : llvm::enumerate(args)) {
       chunk.mapping.map(func_.getArgument(a), body->addArgument(types[index],
                                                                 func_.getArgument(a).getLoc()));
-      chunk.func.setArgAttrs(static_cast<unsigned>(index), func_.getArgAttrDict(a));
-      chunk.func.setArgAttr(static_cast<unsigned>(index), kPipelineArgAttrName,
-                            builder.getI64IntegerAttr(a));
+      const unsigned i = static_cast<unsigned>(index);
+      chunk.func.setArgAttrs(i, func_.getArgAttrDict(a));
+      chunk.func.setArgAttr(i, kPipelineArgAttrName, builder.getI64IntegerAttr(a));
+      if (tiedArgs_.contains(a)) chunk.func.setArgAttr(i, kTiedStagesAttrName, tiedStages(a));
     }
   }
+}
+
+mlir::DenseI64ArrayAttr Splitter::tiedStages(unsigned arg) {
+  std::vector<int64_t> stages;
+  for (int64_t c :
+       func_.getArgAttrOfType<mlir::DenseI64ArrayAttr>(arg, kArgStagesAttrName).asArrayRef()) {
+    stages.push_back(c % stages_);
+  }
+  llvm::sort(stages);
+  return mlir::DenseI64ArrayAttr::get(func_.getContext(), stages);
 }
 
 // The value `user` in chunk `to` reads for `value`, defined in another
@@ -279,6 +389,7 @@ mlir::FailureOr<mlir::Value> Splitter::received(mlir::Value value, int64_t to,
 mlir::LogicalResult Splitter::cloneOps() {
   mlir::OpBuilder builder(module_.getContext());
   for (mlir::Operation& op : func_.front().without_terminator()) {
+    if (tiedSums_.contains(&op)) continue;
     const int64_t c = chunkOf(&op);
     Chunk& chunk = chunk_[c];
     for (mlir::Value operand : op.getOperands()) {
@@ -300,6 +411,29 @@ mlir::LogicalResult Splitter::cloneOps() {
   return mlir::success();
 }
 
+// Each chunk's terms of a tied gradient summed in the step's order, each
+// add right after the later of its operands (where the step had it).
+void Splitter::sumTiedTerms() {
+  mlir::OpBuilder builder(module_.getContext());
+  for (const auto& [result, tied] : tied_) {
+    for (const auto& [c, terms] : tied.terms) {
+      Chunk& chunk = chunk_[c];
+      mlir::Value partial = chunk.mapping.lookup(terms.front());
+      for (mlir::Value term : llvm::drop_begin(terms)) {
+        mlir::Value next = chunk.mapping.lookup(term);
+        mlir::Operation* a = partial.getDefiningOp();
+        mlir::Operation* b = next.getDefiningOp();
+        builder.setInsertionPointAfter(a->isBeforeInBlock(b) ? b : a);
+        mlir::Operation* add = nn::AddOp::create(builder, b->getLoc(), partial, next);
+        add->setDiscardableAttrs(tied.sum->getDiscardableAttrDictionary());
+        add->removeAttr(kStageAttrName);
+        partial = add->getResult(0);
+      }
+      tiedPartials_[{result, c}] = partial;
+    }
+  }
+}
+
 // Returns, result attributes (gradients' nn.grad_of renumbered) and the
 // function attributes the later passes and the exporter read.
 void Splitter::finishFunctions() {
@@ -309,7 +443,12 @@ void Splitter::finishFunctions() {
   for (int64_t c = 0; c < chunks_; ++c) {
     Chunk& chunk = chunk_[c];
     llvm::SmallVector<mlir::Value> values;
-    for (unsigned r : chunk.results) values.push_back(chunk.mapping.lookup(returnOp->getOperand(r)));
+    for (unsigned r : chunk.results) {
+      auto partial = tiedPartials_.find({r, c});
+      values.push_back(partial != tiedPartials_.end()
+                           ? partial->second
+                           : chunk.mapping.lookup(returnOp->getOperand(r)));
+    }
     builder.setInsertionPointToEnd(&chunk.func.front());
     mlir::func::ReturnOp::create(builder, returnOp->getLoc(), values);
     chunk.func.setFunctionType(builder.getFunctionType(
@@ -346,13 +485,14 @@ void Splitter::finishFunctions() {
 }
 
 mlir::LogicalResult Splitter::run() {
-  if (mlir::failed(check())) return mlir::failure();
+  if (mlir::failed(check()) || mlir::failed(splitTiedGradients())) return mlir::failure();
   backward_ = autodiff::backwardOps(func_);
   createFunctions();
   if (mlir::failed(assignResults()) || mlir::failed(cloneOps())) {
     for (Chunk& chunk : chunk_) chunk.func.erase();
     return mlir::failure();
   }
+  sumTiedTerms();
   finishFunctions();
   func_.erase();
   return mlir::success();

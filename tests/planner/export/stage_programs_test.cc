@@ -31,12 +31,16 @@ class StageProgramsTest : public ::testing::Test {
  protected:
   StageProgramsTest() { context_.loadDialect<dist::DistDialect>(); }
 
-  // Tiny Llama with 4 layers, planned on the one-axis `mesh` ("pp=2"; its
-  // name is its strategy) in four micro-batches of 2 sequences.
-  mlir::OwningOpRef<mlir::ModuleOp> planned(const std::string& mesh, int64_t virtualStages = 1,
-                                            const std::string& schedule = "") {
+  // Tiny Llama (or GPT-2) with 4 layers, planned on the one-axis `mesh`
+  // ("pp=2"; its name is its strategy) in four micro-batches of 2 sequences.
+  mlir::OwningOpRef<mlir::ModuleOp> planned(
+      const std::string& mesh, int64_t virtualStages = 1, const std::string& schedule = "",
+      models::ModelFamily family = models::ModelFamily::kLlama) {
     models::TinyOptions tiny;
+    tiny.family = family;
     tiny.num_layers = 4;
+    // GPT-2's attention is multi-head: a key and value head per query head.
+    if (family == models::ModelFamily::kGpt2) tiny.num_kv_heads = tiny.num_heads;
     auto config = models::tinyConfig(tiny);
     EXPECT_TRUE(config.ok()) << config.status();
     auto built = models::buildModel(context_, *config, {2, 16}, mlir::Float32Type::get(&context_));
@@ -162,6 +166,52 @@ TEST_F(StageProgramsTest, ParametersKeepTheirStreamsAndLiveInOneStage) {
   EXPECT_EQ(owner[plan.interface.labels], 1);
   EXPECT_EQ(owner[plan.interface.loss_grad_seed], 1);
   EXPECT_EQ(owner[plan.interface.loss], 1);
+}
+
+// GPT-2's token embedding is its LM head: both stages hold a replica of it
+// (with the one-program plan's init stream), stage 1's copy of the table,
+// its AdamW states and its summed gradient name stage 0's as their
+// primary, and each optimizer block exchanges and adds the stages' parts
+// (the lower stage's first) before the table's AdamW step.
+TEST_F(StageProgramsTest, ATiedTableHasAReplicaPerStage) {
+  const std::string table = "transformer.wte.weight";
+  mlir::OwningOpRef<mlir::ModuleOp> single = planned("fsdp=1", 1, "", models::ModelFamily::kGpt2);
+  mlir::OwningOpRef<mlir::ModuleOp> staged = planned("pp=2", 1, "", models::ModelFamily::kGpt2);
+  const plan::Plan reference = exported(*single, 1);
+  const plan::Plan plan = exported(*staged, 2);
+  uint64_t stream = 0;
+  for (const plan::Buffer& b : reference.buffers) {
+    if (b.name == table) stream = b.init->stream_id;
+  }
+  std::map<std::string, std::vector<const plan::Buffer*>> copies;
+  for (const plan::Buffer& b : plan.buffers) {
+    if (b.name.ends_with(table)) copies[b.name].push_back(&b);
+  }
+  ASSERT_EQ(copies.size(), 4u);  // the table, its two states and its gradient
+  for (const auto& [name, buffers] : copies) {
+    ASSERT_EQ(buffers.size(), 2u) << name;
+    EXPECT_EQ(buffers[0]->replica_of, -1) << name;
+    EXPECT_EQ(buffers[1]->replica_of, buffers[0]->id) << name;
+  }
+  EXPECT_EQ(copies[table][0]->init->stream_id, stream);
+  EXPECT_EQ(copies[table][1]->init->stream_id, stream);
+  for (int64_t stage = 0; stage < 2; ++stage) {
+    const plan::Block& optimizer = *plan.programs[stage].block("optimizer");
+    std::vector<std::string> exchange;
+    for (const plan::Instruction& in : optimizer.instructions) {
+      if (in.op == "dist.optimizer_step") break;
+      exchange.push_back(in.op);
+    }
+    EXPECT_EQ(exchange, (std::vector<std::string>{"dist.recv_start", "dist.send_start", "dist.wait",
+                                                  "nn.add", "dist.wait"}))
+        << "stage " << stage;
+    const plan::Instruction& add = optimizer.instructions[3];
+    const plan::Instruction& received = optimizer.instructions[2];
+    const int64_t own = optimizer.instructions[1].operands[0];
+    EXPECT_EQ(add.operands, (stage == 0 ? std::vector<int64_t>{own, received.results[0]}
+                                        : std::vector<int64_t>{received.results[0], own}));
+    EXPECT_EQ(add.results[0], copies["grad:" + table][stage]->id);
+  }
 }
 
 TEST_F(StageProgramsTest, InterleavedStagesRunABlockPairPerChunk) {
