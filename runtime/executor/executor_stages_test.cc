@@ -233,6 +233,24 @@ const Slice* bubbleOf(const StepSlices& slices, const std::string& block, int64_
   return nullptr;
 }
 
+// A block run: its block and micro-batch.
+struct Run {
+  std::string block;
+  int64_t micro_batch = 0;
+};
+
+// Expects `wait` after every compute op of run `after` and before every
+// one of run `before`.
+void expectBetween(const StepSlices& slices, const Slice& wait, const Run& after,
+                   const Run& before) {
+  const std::vector<Slice> earlier = runOf(slices, after.block, after.micro_batch);
+  const std::vector<Slice> later = runOf(slices, before.block, before.micro_batch);
+  ASSERT_FALSE(earlier.empty()) << after.block << " mb" << after.micro_batch;
+  ASSERT_FALSE(later.empty()) << before.block << " mb" << before.micro_batch;
+  EXPECT_GE(wait.start, earlier.back().end) << wait.name;
+  EXPECT_LE(wait.end, later.front().start) << wait.name;
+}
+
 ExecutorOptions traced() {
   ExecutorOptions options;
   options.trace = true;
@@ -248,26 +266,22 @@ TEST(TwoStageTest, TracesGPipeBubblesWhereTheScheduleWaits) {
   ASSERT_EQ(ranks.size(), 2u);
   const nlohmann::json& trace = ranks[0].trace;
   for (int64_t step = 1; step <= kSteps; ++step) {
+    SCOPED_TRACE(absl::StrCat("step ", step));
     const StepSlices first = slicesOf(trace, 0, step);
     const Slice* wait = bubbleOf(first, "backward", 0);
-    ASSERT_NE(wait, nullptr) << "step " << step;
+    ASSERT_NE(wait, nullptr);
     EXPECT_EQ(wait->name, "bubble backward mb0 (recv from stage 1)");
-    const std::vector<Slice> lastForward = runOf(first, "forward", 3);
-    const std::vector<Slice> firstBackward = runOf(first, "backward", 0);
-    ASSERT_FALSE(lastForward.empty());
-    ASSERT_FALSE(firstBackward.empty());
-    EXPECT_GE(wait->start, lastForward.back().end) << "step " << step;
-    EXPECT_LE(wait->end, firstBackward.front().start) << "step " << step;
+    expectBetween(first, *wait, {"forward", 3}, {"backward", 0});
     // Stage 1 has to run a forward and a backward before the gradient
     // exists, so the wait cannot be empty.
-    EXPECT_GT(wait->end, wait->start) << "step " << step;
-    EXPECT_GT(ranks[0].bubble_seconds[step - 1], 0) << "step " << step;
+    EXPECT_GT(wait->end, wait->start);
+    EXPECT_GT(ranks[0].bubble_seconds[step - 1], 0);
 
     const StepSlices last = slicesOf(trace, 1, step);
     ASSERT_FALSE(last.bubbles.empty());
     ASSERT_FALSE(last.compute.empty());
     EXPECT_EQ(last.bubbles.front().name, "bubble forward mb0 (recv from stage 0)");
-    EXPECT_LE(last.bubbles.front().end, last.compute.front().start) << "step " << step;
+    EXPECT_LE(last.bubbles.front().end, last.compute.front().start);
     // The step ends in a wait for the stage still running.
     EXPECT_EQ(last.bubbles.back().name, "bubble: waits for the other stages to end the step");
   }
@@ -282,15 +296,11 @@ TEST(TwoStageTest, Traces1F1BBubblesWhereTheScheduleWaits) {
   const std::vector<Rank> ranks = train(shapeOf(2, 4, PipelineOrder::k1F1B), traced());
   ASSERT_EQ(ranks.size(), 2u);
   for (int64_t step = 1; step <= kSteps; ++step) {
+    SCOPED_TRACE(absl::StrCat("step ", step));
     const StepSlices first = slicesOf(ranks[0].trace, 0, step);
     const Slice* wait = bubbleOf(first, "backward", 0);
-    ASSERT_NE(wait, nullptr) << "step " << step;
-    const std::vector<Slice> before = runOf(first, "forward", 1);
-    const std::vector<Slice> after = runOf(first, "forward", 2);
-    ASSERT_FALSE(before.empty());
-    ASSERT_FALSE(after.empty());
-    EXPECT_GE(wait->start, before.back().end) << "step " << step;
-    EXPECT_LE(wait->end, after.front().start) << "step " << step;
+    ASSERT_NE(wait, nullptr);
+    expectBetween(first, *wait, {"forward", 1}, {"forward", 2});
   }
 }
 
