@@ -37,7 +37,8 @@ struct Rank {
   std::vector<double> losses, grad_norms, eval_losses, bubble_seconds;
   std::map<std::string, std::vector<float>> params;  // the ones this rank holds
   std::vector<std::string> saved;                    // checkpointShards()'s names
-  nlohmann::json trace;  // rank 0, with options.trace: the merged trace
+  // Rank 0, with options.trace: the merged trace.
+  nlohmann::json trace;
 };
 
 // Trains the plan for kSteps steps on fixed tokens (a different batch per

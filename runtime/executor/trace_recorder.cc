@@ -56,7 +56,8 @@ double median(std::vector<double> v) {
 
 // Perfetto's metadata naming thread `tid` of process `pid`.
 json threadName(int pid, int tid, const std::string& name) {
-  return {{"ph", "M"}, {"name", "thread_name"}, {"pid", pid}, {"tid", tid}, {"args", {{"name", name}}}};
+  return {
+      {"ph", "M"}, {"name", "thread_name"}, {"pid", pid}, {"tid", tid}, {"args", {{"name", name}}}};
 }
 
 // Rank r's events as Perfetto slices: one process per rank, thread 1 =

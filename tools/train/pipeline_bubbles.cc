@@ -55,8 +55,8 @@ std::string bubbleTable(const json& report) {
     // A ratio, not a difference: the CPU's device model is far off in
     // absolute times, so the two differ by orders of magnitude there.
     absl::StrAppendFormat(&out, "| %d | %s | %.3f | %.1f %% | %s |\n", s["stage"].get<int>(),
-                          absl::StrJoin(s["ranks"].get<std::vector<int64_t>>(), ","),
-                          bubble * 1e3, step > 0 ? 100.0 * bubble / step : 0.0,
+                          absl::StrJoin(s["ranks"].get<std::vector<int64_t>>(), ","), bubble * 1e3,
+                          step > 0 ? 100.0 * bubble / step : 0.0,
                           predicted > 0 ? absl::StrFormat("%.3gx", bubble / predicted) : "-");
   }
   return out;
@@ -75,8 +75,7 @@ absl::StatusOr<json> gatherBubbles(comm::ProcessGroup& world, int64_t stage,
       comm::Tensor(mine, comm::DType::kFloat64, {kFields}));
   if (!work.ok()) return work.status();
   if (absl::Status s = (*work)->wait(); !s.ok()) {
-    return absl::Status(s.code(),
-                        absl::StrCat("gathering the pipeline bubbles: ", s.message()));
+    return absl::Status(s.code(), absl::StrCat("gathering the pipeline bubbles: ", s.message()));
   }
   if (world.rank() != 0) return json::object();
   std::vector<RankBubble> ranks;

@@ -29,11 +29,12 @@ plan::Predicted predicted(double bubble_s, double step_s) {
 
 // pp 2 x fsdp 2: ranks 0 and 1 run stage 0, ranks 2 and 3 stage 1.
 TEST(PipelineBubblesTest, ReportsEachStageAsTheMeanOfItsRanks) {
-  const nlohmann::json report = bubbleReport({{.rank = 0, .stage = 0, .bubble_s = 0.2, .step_s = 1},
-                                              {.rank = 1, .stage = 0, .bubble_s = 0.4, .step_s = 1},
-                                              {.rank = 2, .stage = 1, .bubble_s = 0.1, .step_s = 2},
-                                              {.rank = 3, .stage = 1, .bubble_s = 0.1, .step_s = 2}},
-                                             predicted(0.001, 0.004));
+  const nlohmann::json report =
+      bubbleReport({{.rank = 0, .stage = 0, .bubble_s = 0.2, .step_s = 1},
+                    {.rank = 1, .stage = 0, .bubble_s = 0.4, .step_s = 1},
+                    {.rank = 2, .stage = 1, .bubble_s = 0.1, .step_s = 2},
+                    {.rank = 3, .stage = 1, .bubble_s = 0.1, .step_s = 2}},
+                   predicted(0.001, 0.004));
   EXPECT_EQ(report["predicted_bubble_s"], 0.001);
   EXPECT_EQ(report["predicted_step_s"], 0.004);
   ASSERT_EQ(report["stages"].size(), 2u);
@@ -52,9 +53,8 @@ TEST(PipelineBubblesTest, ReportsEachStageAsTheMeanOfItsRanks) {
 }
 
 TEST(PipelineBubblesTest, SaysSoWhenThePlanPredictsNoBubble) {
-  const std::string table =
-      bubbleTable(bubbleReport({{.rank = 0, .stage = 0, .bubble_s = 0.5, .step_s = 1}},
-                               predicted(0, 0)));
+  const std::string table = bubbleTable(
+      bubbleReport({{.rank = 0, .stage = 0, .bubble_s = 0.5, .step_s = 1}}, predicted(0, 0)));
   EXPECT_THAT(table, HasSubstr("| 0 | 0 | 500.000 | 50.0 % | - |"));
 }
 

@@ -8,8 +8,9 @@
 // tool starts the ranks itself. With --device=cuda each rank trains on GPU
 // LOCAL_RANK and its collectives run over NCCL. Rank 0 logs loss, tokens/s and step time,
 // and at the end the measured memory per phase (and a pipeline's bubble per
-// stage) beside the planner's prediction; --checkpoint_dir saves sharded checkpoints, --resume
-// continues from the latest, --trace writes the merged measured trace.
+// stage) beside the planner's prediction; --checkpoint_dir saves sharded
+// checkpoints, --resume continues from the latest, --trace writes the
+// merged measured trace.
 #include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>

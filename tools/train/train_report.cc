@@ -147,7 +147,8 @@ std::map<std::string, std::vector<Span>> measuredRows(const nlohmann::json& trac
     const bool comm = tid != 1 && !bubble;
     const bool wait = name.rfind("wait ", 0) == 0;
     // Compute first, its bubbles under it, then the communication groups.
-    rows[absl::StrCat(comm ? "3 " : bubble ? "2 " : "1 ", track)].push_back(
+    const int order = comm ? 3 : bubble ? 2 : 1;
+    rows[absl::StrCat(order, " ", track)].push_back(
         {(e["ts"].get<double>() - t0) / 1e6, e["dur"].get<double>() / 1e6, name,
          comm     ? html::commColor(name)
          : bubble ? kBubbleColor
@@ -245,8 +246,7 @@ std::string timelineSection(const ReportInput& in) {
       "<p class=\"sub\">measured, the last traced step (", html::formatSeconds(spanOf(measured)),
       "; red: compute waiting for a collective; purple: a pipeline stage waiting for another)"
       "</p>\n",
-      timeline("measured step", measured, span),
-      "<div class=\"legend\">",
+      timeline("measured step", measured, span), "<div class=\"legend\">",
       absl::StrCat("<span class=\"item\">", html::swatch(html::phaseColor("forward")),
                    "forward</span><span class=\"item\">",
                    html::swatch(html::phaseColor("backward")),
@@ -403,8 +403,8 @@ std::string cardsOf(const ReportInput& in) {
 std::string renderTrainReport(const ReportInput& in) {
   return absl::StrCat(html::pageOpen(absl::StrCat("Training report: ", in.title)),
                       "<h1>Training report</h1>\n<p class=\"sub\">", esc(in.title), "</p>\n",
-                      cardsOf(in), curvesSection(in.steps), timelineSection(in),
-                      memorySection(in), bubbleSection(in), html::kPageClose);
+                      cardsOf(in), curvesSection(in.steps), timelineSection(in), memorySection(in),
+                      bubbleSection(in), html::kPageClose);
 }
 
 }  // namespace loom::train
