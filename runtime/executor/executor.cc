@@ -542,10 +542,28 @@ void Executor::traceWait(const plan::Instruction& in, int64_t step, int64_t inde
                         .phase = plan::phaseName(in.phase),
                         .step = step,
                         .index = index,
+                        .block = in.block,
+                        .micro_batch = microBatchOf(in),
                         .start_us = t0_us,
                         .duration_us = t1_us - t0_us,
                         .collective = collective,
                         .axes = axes});
+}
+
+void Executor::traceBubble(int64_t step, const std::string& name, const std::string& block,
+                           double t0_us, double t1_us) {
+  bubble_us_ += t1_us - t0_us;
+  if (!options_.trace) return;
+  TraceEvent e;
+  e.name = name;
+  e.track = kBubbleTrack;
+  e.phase = "bubble";
+  e.step = step;
+  e.block = block;
+  e.micro_batch = block.empty() ? -1 : micro_;
+  e.start_us = t0_us;
+  e.duration_us = t1_us - t0_us;
+  trace_.add(std::move(e));
 }
 
 void Executor::beginPhase(const std::string& name) {
@@ -559,7 +577,7 @@ void Executor::endPhase() {
   current_phase_.clear();
 }
 
-absl::Status Executor::clipGradients() {
+absl::Status Executor::clipGradients(int64_t step) {
   // Each element once: a grad replicated over some axes is counted by the
   // share 1 / (their size) on every rank of them. Along the pp axis an
   // unsplit grad has as many copies as stages whose programs hold it or a
@@ -588,7 +606,14 @@ absl::Status Executor::clipGradients() {
       world_->allReduce(comm::Tensor(total, comm::DType::kFloat64, {1}, kernels_->device()));
   if (!work.ok()) return work.status();
   step_works_.emplace_back("the gradient norm's all-reduce", *work);
+  // Every stage's gradients are in the norm: the stages that ended their
+  // backward first wait here for the others.
+  const double t0 = TraceRecorder::nowUs();
   if (absl::Status s = kernels_->await(**work, options_.timeout); !s.ok()) return s;
+  if (pp_group_ != nullptr) {
+    traceBubble(step, "bubble: waits for the other stages' gradients (the norm)", "", t0,
+                TraceRecorder::nowUs());
+  }
   return kernels_->clipCoefficient(total, options_.max_grad_norm, clip_coefficient_);
 }
 
@@ -642,6 +667,8 @@ absl::Status Executor::run(const Bound& bound, int64_t step) {
     e.phase = plan::phaseName(in.phase);
     e.step = step;
     e.index = in.index;
+    e.block = in.block;
+    e.micro_batch = microBatchOf(in);
     e.start_us = t0;
     e.duration_us = TraceRecorder::nowUs() - t0;
     trace_.add(std::move(e));
@@ -698,7 +725,7 @@ absl::Status Executor::beginOptimizer(int64_t step) {
     if (!views.ok()) return views.status();
     options_.on_gradients(step, *views);
   }
-  if (options_.max_grad_norm > 0) return clipGradients();
+  if (options_.max_grad_norm > 0) return clipGradients(step);
   return absl::OkStatus();
 }
 
@@ -732,6 +759,7 @@ absl::StatusOr<StepResult> Executor::step(int64_t step, const int32_t* ids, cons
   phase_memory_.clear();
   step_works_.clear();
   wait_us_ = 0;
+  bubble_us_ = 0;
   comm_bytes_ = 0;
   lr_factor_ = options_.lr_schedule.factor(step);
   result.learning_rate = base_lr_ * lr_factor_;
@@ -744,8 +772,15 @@ absl::StatusOr<StepResult> Executor::step(int64_t step, const int32_t* ids, cons
                                             "' (started at ", pending.front().second->started,
                                             ") was never waited in step ", step));
   }
+  // The stages meet here: the time until the last of them ends its step
+  // is the cool-down of those that ended earlier.
+  const double shared_us = TraceRecorder::nowUs();
   absl::StatusOr<double> shared = shareLoss(*loss, step);
   if (!shared.ok()) return shared.status();
+  if (pp_group_ != nullptr) {
+    traceBubble(step, "bubble: waits for the other stages to end the step", "", shared_us,
+                TraceRecorder::nowUs());
+  }
   result.loss = *shared / static_cast<double>(plan_.micro_batches);
   if (options_.max_grad_norm > 0) {
     double total = 0;
@@ -763,6 +798,7 @@ absl::StatusOr<StepResult> Executor::step(int64_t step, const int32_t* ids, cons
   step_works_.clear();
   result.comm_wait_seconds = wait_us_ / 1e6;
   result.comm_bytes = comm_bytes_;
+  result.bubble_seconds = bubble_us_ / 1e6;
   result.seconds = (TraceRecorder::nowUs() - start) / 1e6;
   return result;
 }

@@ -95,6 +95,13 @@ struct StepResult {
   // Bytes this rank's collectives moved this step (each collective's
   // per-rank wire bytes, as the plan states them).
   int64_t comm_bytes = 0;
+  // Seconds the host sat idle waiting for another pipeline stage: at the
+  // waits of point-to-point transfers (a receive not yet arrived, a send
+  // not yet taken) and, at the step's end, for the stages still running
+  // (the gradient norm's all-reduce with clipping, else the loss's over
+  // the pp axis). 0 without stages. Like comm_wait_seconds, a host figure:
+  // on a GPU the transfers' waits are stream waits.
+  double bubble_seconds = 0;
 };
 
 // A forward-only pass over one batch (Executor::evaluate).
@@ -116,6 +123,8 @@ class Executor {
 
   const plan::Plan& plan() const { return plan_; }
   int64_t rank() const { return rank_; }
+  // The pipeline stage whose program this rank runs (0 without stages).
+  int64_t stage() const { return program_->stage; }
 
   // The rows of one micro-batch's global batch this rank feeds (its
   // data-parallel share).
@@ -263,6 +272,21 @@ class Executor {
   // and axes) on `track`, from issue to completion.
   void traceTransfer(const plan::Instruction& in, Pending& pending, int64_t step,
                      const std::string& track, int64_t bytes);
+  // The micro-batch `in` runs for: the running one, or -1 in the
+  // optimizer's run.
+  int64_t microBatchOf(const plan::Instruction& in) const {
+    return in.phase == plan::Phase::kOptimizer ? -1 : micro_;
+  }
+  // Adds [t0_us, t1_us], the compute thread idle waiting for another
+  // pipeline stage, to the step's bubble (StepResult::bubble_seconds) and,
+  // with tracing on, records it as `name` on the bubble track, in schedule
+  // entry `block` (empty: after the schedule) of the running micro-batch.
+  void traceBubble(int64_t step, const std::string& name, const std::string& block, double t0_us,
+                   double t1_us);
+  // The wait [t0_us, t1_us] at `in` for point-to-point transfer `pending`:
+  // a bubble named by the block, micro-batch, direction and peer stage.
+  void traceTransferBubble(const plan::Instruction& in, const Pending& pending, int64_t step,
+                           double t0_us, double t1_us);
   absl::StatusOr<std::shared_ptr<comm::Work>> launchStacked(CollectiveRun& run);
   absl::StatusOr<std::shared_ptr<comm::Work>> launchExactAllReduce(CollectiveRun& run);
   absl::StatusOr<std::shared_ptr<comm::Work>> launchAllReduce(CollectiveRun& run);
@@ -350,7 +374,7 @@ class Executor {
   absl::Status outOfMemory(size_t bytes, const std::string& what) const;
   void alias(int64_t id, int64_t of);
   void releaseBuffer(int64_t id);
-  absl::Status clipGradients();
+  absl::Status clipGradients(int64_t step);
 
   plan::Plan plan_;
   // This rank's program (its pipeline stage's); its instructions in order.
@@ -405,8 +429,10 @@ class Executor {
   // This step's collectives (where issued), checked once the step's work
   // has run.
   std::vector<std::pair<std::string, std::shared_ptr<comm::Work>>> step_works_;
-  // This step's host time blocked on collectives, and bytes issued.
+  // This step's host time blocked on collectives, of it the time waiting
+  // for other pipeline stages, and bytes issued.
   double wait_us_ = 0;
+  double bubble_us_ = 0;
   int64_t comm_bytes_ = 0;
   // Host copies behind checkpointShards()'s views on a GPU.
   mutable std::vector<std::vector<float>> host_staging_;

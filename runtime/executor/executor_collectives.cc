@@ -42,6 +42,7 @@ absl::Status Executor::bindWait(Site& site) {
                                                  "): ", s.message()));
     }
     traceWait(in, step, p->index, p->collective, p->axes, t0, t1);
+    if (p->peer >= 0) traceTransferBubble(in, *p, step, t0, t1);
     if (p->finish) {
       if (absl::Status d = defineLike(r[0], o[0]); !d.ok()) return d;
       if (absl::Status d = p->finish(ref(r[0])); !d.ok()) return d;
@@ -466,6 +467,8 @@ void Executor::traceTransfer(const plan::Instruction& in, Pending& p, int64_t st
                              const std::string& track, int64_t bytes) {
   const std::string phase(plan::phaseName(in.phase));
   const int64_t index = in.index;
+  const std::string block = in.block;
+  const int64_t micro = microBatchOf(in);
   const double issued = p.issued_us;
   const std::string kind = p.collective, axes = p.axes;
   ++callbacks_outstanding_;
@@ -475,6 +478,8 @@ void Executor::traceTransfer(const plan::Instruction& in, Pending& p, int64_t st
                           .phase = phase,
                           .step = step,
                           .index = index,
+                          .block = block,
+                          .micro_batch = micro,
                           .start_us = issued,
                           .duration_us = TraceRecorder::nowUs() - issued,
                           .collective = kind,

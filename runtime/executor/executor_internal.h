@@ -128,6 +128,9 @@ struct Executor::Pending {
   std::string collective, axes;
   int64_t index = -1;
   std::string started;  // the start's Instruction::where(), for messages
+  // A point-to-point transfer's peer stage (-1: a collective); waiting
+  // for it is a pipeline bubble.
+  int64_t peer = -1;
 };
 
 // A collective as bound: what does not change from step to step.

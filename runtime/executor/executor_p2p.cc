@@ -59,15 +59,18 @@ absl::Status Executor::bindPointToPoint(Site& site) {
     p->index = in.index;
     p->started = in.where();
     p->issued_us = TraceRecorder::nowUs();
+    p->peer = peer;
     if (options_.trace) traceTransfer(in, *p, step, absl::StrCat("comm:", pg->name()), bytes);
     if (!async) {
       const double t0 = TraceRecorder::nowUs();
       absl::Status s = kernels_->await(**work, options_.timeout);
-      wait_us_ += TraceRecorder::nowUs() - t0;
+      const double t1 = TraceRecorder::nowUs();
       if (!s.ok()) {
         return absl::Status(s.code(),
                             absl::StrCat("step ", step, ", ", in.where(), ": ", s.message()));
       }
+      wait_us_ += t1 - t0;
+      traceTransferBubble(in, *p, step, t0, t1);
       return absl::OkStatus();
     }
     if (send) alias(r[0], o[0]);
@@ -75,6 +78,15 @@ absl::Status Executor::bindPointToPoint(Site& site) {
     return absl::OkStatus();
   };
   return absl::OkStatus();
+}
+
+void Executor::traceTransferBubble(const plan::Instruction& in, const Pending& p, int64_t step,
+                                   double t0_us, double t1_us) {
+  const bool send = p.collective == "send";
+  traceBubble(step,
+              absl::StrCat("bubble ", in.block, " mb", micro_, " (", p.collective,
+                           send ? " to" : " from", " stage ", p.peer, ")"),
+              in.block, t0_us, t1_us);
 }
 
 }  // namespace loom::runtime

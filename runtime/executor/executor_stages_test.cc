@@ -7,6 +7,7 @@
 // Clipping sees the global norm and evaluation runs across the stages. A
 // tied table (the head reading the embedding) has a replica on each stage:
 // both stay bit-identical, are saved and counted in the norm once.
+// The measured trace shows each stage's bubbles where its schedule waits.
 #include <algorithm>
 #include <cmath>
 #include <map>
@@ -19,8 +20,10 @@
 #include "comm/testing/process_group_testing.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
 #include "plan/testing/two_stage.h"
 #include "runtime/executor/executor.h"
+#include "runtime/executor/trace_recorder.h"
 #include "tests/testing/status_matchers.h"
 
 namespace loom::runtime {
@@ -34,9 +37,11 @@ using ::testing::UnorderedElementsAre;
 constexpr int kSteps = 5;
 
 struct Rank {
-  std::vector<double> losses, grad_norms, eval_losses;
+  std::vector<double> losses, grad_norms, eval_losses, bubble_seconds;
   std::map<std::string, std::vector<float>> params;  // the ones this rank holds
   std::vector<std::string> saved;                    // checkpointShards()'s names
+  // Rank 0, with options.trace: the merged trace.
+  nlohmann::json trace;
 };
 
 // Trains the plan for kSteps steps on fixed tokens (a different batch per
@@ -71,6 +76,7 @@ std::vector<Rank> train(const TwoStageOptions& shape, ExecutorOptions options = 
           ASSERT_TRUE(result.ok()) << result.status();
           r.losses.push_back(result->loss);
           r.grad_norms.push_back(result->grad_norm);
+          r.bubble_seconds.push_back(result->bubble_seconds);
           absl::StatusOr<EvalResult> eval = e.evaluate(step, ids.data(), labels.data());
           ASSERT_TRUE(eval.ok()) << eval.status();
           r.eval_losses.push_back(eval->loss);
@@ -90,6 +96,11 @@ std::vector<Rank> train(const TwoStageOptions& shape, ExecutorOptions options = 
         absl::StatusOr<std::vector<checkpoint::ShardView>> shards = e.checkpointShards();
         ASSERT_TRUE(shards.ok()) << shards.status();
         for (const checkpoint::ShardView& view : *shards) r.saved.push_back(view.name);
+        if (options.trace) {
+          absl::StatusOr<nlohmann::json> trace = e.trace().merge(*group);
+          ASSERT_TRUE(trace.ok()) << trace.status();
+          r.trace = *std::move(trace);
+        }
         std::lock_guard<std::mutex> lock(mu);
         ranks[group->rank()] = std::move(r);
       },
@@ -242,6 +253,147 @@ TEST(TiedTest, ClipsByTheGlobalNorm) {
       expectClippedAsOneProgram(shapeOf(2, 1, PipelineOrder::k1F1B, true));
   ASSERT_EQ(two.size(), 2u);
   EXPECT_EQ(two[0].params.at("embed.weight"), two[1].params.at("embed.weight"));
+}
+
+// A slice of the merged trace.
+struct Slice {
+  std::string name, block;
+  int64_t micro_batch = -1;
+  double start = 0, end = 0;
+};
+
+// Rank `rank`'s slices of one step: the compute ops and the bubbles, each
+// in time order.
+struct StepSlices {
+  std::vector<Slice> compute, bubbles;
+};
+
+StepSlices slicesOf(const nlohmann::json& trace, int rank, int64_t step) {
+  std::map<int, std::string> tracks;
+  for (const nlohmann::json& e : trace["traceEvents"]) {
+    if (e["ph"] == "M" && e["name"] == "thread_name" && e["pid"] == rank) {
+      tracks[e["tid"].get<int>()] = e["args"]["name"].get<std::string>();
+    }
+  }
+  StepSlices out;
+  for (const nlohmann::json& e : trace["traceEvents"]) {
+    if (e["ph"] != "X" || e["pid"] != rank || e["args"]["step"] != step) continue;
+    const nlohmann::json& args = e["args"];
+    const Slice slice{.name = e["name"].get<std::string>(),
+                      .block = args.value("block", ""),
+                      .micro_batch = args.value("micro_batch", int64_t{-1}),
+                      .start = e["ts"].get<double>(),
+                      .end = e["ts"].get<double>() + e["dur"].get<double>()};
+    const std::string& track = tracks[e["tid"].get<int>()];
+    // A wait for a transfer sits on the compute track too; it has the
+    // transfer's axes.
+    if (track == "compute" && !args.contains("axes")) out.compute.push_back(slice);
+    if (track == kBubbleTrack) out.bubbles.push_back(slice);
+  }
+  for (std::vector<Slice>* list : {&out.compute, &out.bubbles}) {
+    std::sort(list->begin(), list->end(),
+              [](const Slice& a, const Slice& b) { return a.start < b.start; });
+  }
+  return out;
+}
+
+// The compute of one block run.
+std::vector<Slice> runOf(const StepSlices& slices, const std::string& block, int64_t micro) {
+  std::vector<Slice> run;
+  for (const Slice& s : slices.compute) {
+    if (s.block == block && s.micro_batch == micro) run.push_back(s);
+  }
+  return run;
+}
+
+// The first bubble of block run (block, micro), or null.
+const Slice* bubbleOf(const StepSlices& slices, const std::string& block, int64_t micro) {
+  for (const Slice& s : slices.bubbles) {
+    if (s.block == block && s.micro_batch == micro) return &s;
+  }
+  return nullptr;
+}
+
+// A block run: its block and micro-batch.
+struct Run {
+  std::string block;
+  int64_t micro_batch = 0;
+};
+
+// Expects `wait` after every compute op of run `after` and before every
+// one of run `before`.
+void expectBetween(const StepSlices& slices, const Slice& wait, const Run& after,
+                   const Run& before) {
+  const std::vector<Slice> earlier = runOf(slices, after.block, after.micro_batch);
+  const std::vector<Slice> later = runOf(slices, before.block, before.micro_batch);
+  ASSERT_FALSE(earlier.empty()) << after.block << " mb" << after.micro_batch;
+  ASSERT_FALSE(later.empty()) << before.block << " mb" << before.micro_batch;
+  EXPECT_GE(wait.start, earlier.back().end) << wait.name;
+  EXPECT_LE(wait.end, later.front().start) << wait.name;
+}
+
+ExecutorOptions traced() {
+  ExecutorOptions options;
+  options.trace = true;
+  return options;
+}
+
+// GPipe: stage 0 runs every forward, then waits for micro-batch 0's
+// gradient, which stage 1 sends only after its last forward and first
+// backward; stage 1 starts each step waiting for micro-batch 0's
+// activation.
+TEST(TwoStageTest, TracesGPipeBubblesWhereTheScheduleWaits) {
+  const std::vector<Rank> ranks = train(shapeOf(2, 4, PipelineOrder::kGPipe), traced());
+  ASSERT_EQ(ranks.size(), 2u);
+  const nlohmann::json& trace = ranks[0].trace;
+  for (int64_t step = 1; step <= kSteps; ++step) {
+    SCOPED_TRACE(absl::StrCat("step ", step));
+    const StepSlices first = slicesOf(trace, 0, step);
+    const Slice* wait = bubbleOf(first, "backward", 0);
+    ASSERT_NE(wait, nullptr);
+    EXPECT_EQ(wait->name, "bubble backward mb0 (recv from stage 1)");
+    expectBetween(first, *wait, {"forward", 3}, {"backward", 0});
+    // Stage 1 has to run a forward and a backward before the gradient
+    // exists, so the wait cannot be empty.
+    EXPECT_GT(wait->end, wait->start);
+    EXPECT_GT(ranks[0].bubble_seconds[step - 1], 0);
+
+    const StepSlices last = slicesOf(trace, 1, step);
+    ASSERT_FALSE(last.bubbles.empty());
+    ASSERT_FALSE(last.compute.empty());
+    EXPECT_EQ(last.bubbles.front().name, "bubble forward mb0 (recv from stage 0)");
+    EXPECT_LE(last.bubbles.front().end, last.compute.front().start);
+    // The step ends in a wait for the stage still running.
+    EXPECT_EQ(last.bubbles.back().name, "bubble: waits for the other stages to end the step");
+  }
+  for (const nlohmann::json& rank : trace["loomSummary"]["ranks"]) {
+    EXPECT_GT(rank["bubble_ms"].get<double>(), 0) << rank;
+  }
+}
+
+// 1F1B: stage 0 runs one forward ahead, so micro-batch 0's gradient is
+// waited for between the forwards of micro-batches 1 and 2.
+TEST(TwoStageTest, Traces1F1BBubblesWhereTheScheduleWaits) {
+  const std::vector<Rank> ranks = train(shapeOf(2, 4, PipelineOrder::k1F1B), traced());
+  ASSERT_EQ(ranks.size(), 2u);
+  for (int64_t step = 1; step <= kSteps; ++step) {
+    SCOPED_TRACE(absl::StrCat("step ", step));
+    const StepSlices first = slicesOf(ranks[0].trace, 0, step);
+    const Slice* wait = bubbleOf(first, "backward", 0);
+    ASSERT_NE(wait, nullptr);
+    expectBetween(first, *wait, {"forward", 1}, {"forward", 2});
+  }
+}
+
+// One program waits for no stage: no bubble, in the trace or the step.
+TEST(TwoStageTest, OneProgramHasNoBubble) {
+  const std::vector<Rank> one = train(shapeOf(1, 4, PipelineOrder::kGPipe), traced());
+  ASSERT_EQ(one.size(), 1u);
+  EXPECT_EQ(one[0].bubble_seconds, std::vector<double>(kSteps, 0.0));
+  const StepSlices slices = slicesOf(one[0].trace, 0, 1);
+  EXPECT_FALSE(slices.compute.empty());
+  EXPECT_TRUE(slices.bubbles.empty());
+  EXPECT_EQ(one[0].trace["loomSummary"]["ranks"][0]["bubble_ms"], 0.0);
 }
 
 }  // namespace

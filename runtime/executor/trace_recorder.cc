@@ -20,6 +20,8 @@ json eventJson(const TraceEvent& e) {
           {"phase", e.phase},
           {"step", e.step},
           {"index", e.index},
+          {"block", e.block},
+          {"micro_batch", e.micro_batch},
           {"start_us", e.start_us},
           {"duration_us", e.duration_us},
           {"collective", e.collective},
@@ -35,6 +37,8 @@ TraceEvent eventFrom(const json& j) {
   e.phase = j.value("phase", "");
   e.step = j.value("step", int64_t{0});
   e.index = j.value("index", int64_t{-1});
+  e.block = j.value("block", "");
+  e.micro_batch = j.value("micro_batch", int64_t{-1});
   e.start_us = j.value("start_us", 0.0);
   e.duration_us = j.value("duration_us", 0.0);
   e.collective = j.value("collective", "");
@@ -48,6 +52,51 @@ double median(std::vector<double> v) {
   if (v.empty()) return 0;
   std::sort(v.begin(), v.end());
   return v[v.size() / 2];
+}
+
+// Perfetto's metadata naming thread `tid` of process `pid`.
+json threadName(int pid, int tid, const std::string& name) {
+  return {
+      {"ph", "M"}, {"name", "thread_name"}, {"pid", pid}, {"tid", tid}, {"args", {{"name", name}}}};
+}
+
+// Rank r's events as Perfetto slices: one process per rank, thread 1 =
+// compute, 2 = the pipeline bubbles (when the rank has any), one thread
+// per communication group after them.
+void appendRank(int r, const json& list, json& traceEvents, std::vector<TraceEvent>& events) {
+  std::map<std::string, int> tids = {{"compute", 1}};
+  traceEvents.push_back({{"ph", "M"},
+                         {"name", "process_name"},
+                         {"pid", r},
+                         {"args", {{"name", absl::StrCat("rank ", r)}}}});
+  traceEvents.push_back(threadName(r, 1, "compute"));
+  for (const json& j : list) {
+    if (j.value("track", "") != kBubbleTrack) continue;
+    tids.emplace(kBubbleTrack, 2);
+    traceEvents.push_back(threadName(r, 2, kBubbleTrack));
+    break;
+  }
+  for (const json& j : list) {
+    TraceEvent e = eventFrom(j);
+    auto [it, inserted] = tids.emplace(e.track, static_cast<int>(tids.size()) + 1);
+    if (inserted) traceEvents.push_back(threadName(r, it->second, e.track));
+    json args = {{"phase", e.phase}, {"step", e.step}, {"index", e.index}};
+    if (!e.collective.empty()) {
+      args["axes"] = e.axes;
+      args["bytes"] = e.bytes;
+    }
+    if (!e.block.empty()) args["block"] = e.block;
+    if (e.micro_batch >= 0) args["micro_batch"] = e.micro_batch;
+    traceEvents.push_back({{"ph", "X"},
+                           {"name", e.name},
+                           {"cat", e.phase},
+                           {"pid", r},
+                           {"tid", it->second},
+                           {"ts", e.start_us},
+                           {"dur", e.duration_us},
+                           {"args", args}});
+    events.push_back(std::move(e));
+  }
 }
 
 }  // namespace
@@ -102,11 +151,13 @@ json TraceRecorder::summarize(const std::vector<std::vector<TraceEvent>>& events
   std::map<std::tuple<int64_t, int64_t, std::string>, std::vector<std::pair<double, int>>> issues;
   json perRank = json::array();
   for (int r = 0; r < ranks; ++r) {
-    double compute = 0, comm = 0, exposed = 0, first = 1e300, last = -1e300;
+    double compute = 0, comm = 0, exposed = 0, bubble = 0, first = 1e300, last = -1e300;
     for (const TraceEvent& e : events[r]) {
       first = std::min(first, e.start_us);
       last = std::max(last, e.start_us + e.duration_us);
-      if (!e.collective.empty() && e.track != "compute") {
+      if (e.track == kBubbleTrack) {
+        bubble += e.duration_us;
+      } else if (!e.collective.empty() && e.track != "compute") {
         Totals& t = perCollective[{e.collective, e.axes}];
         ++t.count;
         t.comm_us += e.duration_us;
@@ -124,6 +175,7 @@ json TraceRecorder::summarize(const std::vector<std::vector<TraceEvent>>& events
                        {"compute_ms", compute / 1e3},
                        {"comm_ms", comm / 1e3},
                        {"exposed_comm_ms", exposed / 1e3},
+                       {"bubble_ms", bubble / 1e3},
                        {"span_ms", last > first ? (last - first) / 1e3 : 0.0}});
   }
   json collectives = json::array();
@@ -190,43 +242,7 @@ absl::StatusOr<json> TraceRecorder::merge(comm::ProcessGroup& world) const {
     if (list.is_discarded()) {
       return absl::DataLossError(absl::StrCat("trace of rank ", r, " arrived corrupt"));
     }
-    // Perfetto: one process per rank, thread 1 = compute, one thread per
-    // communication group after it.
-    std::map<std::string, int> tids = {{"compute", 1}};
-    traceEvents.push_back({{"ph", "M"},
-                           {"name", "process_name"},
-                           {"pid", r},
-                           {"args", {{"name", absl::StrCat("rank ", r)}}}});
-    traceEvents.push_back({{"ph", "M"},
-                           {"name", "thread_name"},
-                           {"pid", r},
-                           {"tid", 1},
-                           {"args", {{"name", "compute"}}}});
-    for (const json& j : list) {
-      TraceEvent e = eventFrom(j);
-      auto [it, inserted] = tids.emplace(e.track, static_cast<int>(tids.size()) + 1);
-      if (inserted) {
-        traceEvents.push_back({{"ph", "M"},
-                               {"name", "thread_name"},
-                               {"pid", r},
-                               {"tid", it->second},
-                               {"args", {{"name", e.track}}}});
-      }
-      json args = {{"phase", e.phase}, {"step", e.step}, {"index", e.index}};
-      if (!e.collective.empty()) {
-        args["axes"] = e.axes;
-        args["bytes"] = e.bytes;
-      }
-      traceEvents.push_back({{"ph", "X"},
-                             {"name", e.name},
-                             {"cat", e.phase},
-                             {"pid", r},
-                             {"tid", it->second},
-                             {"ts", e.start_us},
-                             {"dur", e.duration_us},
-                             {"args", args}});
-      perRank[r].push_back(std::move(e));
-    }
+    appendRank(r, list, traceEvents, perRank[r]);
   }
   return json{
       {"traceEvents", traceEvents}, {"displayTimeUnit", "ms"}, {"loomSummary", summarize(perRank)}};

@@ -1,7 +1,8 @@
-// What actually ran on one rank: a compute track (the executor's thread) and
-// one communication track per process group, on a clock aligned across
-// ranks, merged on rank 0 into a Chrome/Perfetto trace.json with a summary
-// of exposed communication and stragglers.
+// What actually ran on one rank: a compute track (the executor's thread), a
+// pipeline-bubble track (the compute thread idle, waiting for another
+// pipeline stage) and one communication track per process group, on a clock
+// aligned across ranks, merged on rank 0 into a Chrome/Perfetto trace.json
+// with a summary of exposed communication, bubbles and stragglers.
 #ifndef LOOM_RUNTIME_EXECUTOR_TRACE_RECORDER_H_
 #define LOOM_RUNTIME_EXECUTOR_TRACE_RECORDER_H_
 
@@ -17,12 +18,21 @@
 
 namespace loom::runtime {
 
+// The track of the spans in which a pipeline stage's compute thread waits
+// for a peer stage (Executor::traceBubble); merged as thread 2 of its rank,
+// right under compute.
+inline constexpr char kBubbleTrack[] = "pipeline bubble";
+
 struct TraceEvent {
   std::string name;   // op name, e.g. "nn.linear" or "all_gather"
-  std::string track;  // "compute" or "comm:<group>"
+  std::string track;  // "compute", kBubbleTrack or "comm:<group>"
   std::string phase;  // forward, backward, optimizer
   int64_t step = 0;
   int64_t index = -1;  // the op's index in the plan
+  // The schedule entry it ran in: the block's name and the micro-batch
+  // (-1: the optimizer's run, or outside the schedule).
+  std::string block;
+  int64_t micro_batch = -1;
   double start_us = 0;
   double duration_us = 0;
   // Collectives: the plan's handle and the axes; for the matching of one

@@ -14,6 +14,7 @@ nlohmann::json toJson(const StepMetrics& m) {
                          {"comm_bytes", m.comm_bytes}};
   if (m.grad_norm) line["grad_norm"] = *m.grad_norm;
   if (m.exposed_comm_s) line["exposed_comm_s"] = *m.exposed_comm_s;
+  if (m.bubble_s) line["bubble_s"] = *m.bubble_s;
   if (m.eval_loss) line["eval_loss"] = *m.eval_loss;
   if (m.eval_s) line["eval_s"] = *m.eval_s;
   if (m.ranks_with_data) line["ranks_with_data"] = *m.ranks_with_data;
@@ -29,6 +30,7 @@ std::vector<Scalar> toScalars(const StepMetrics& m) {
                                  {"comm/bytes", static_cast<double>(m.comm_bytes)}};
   if (m.grad_norm) scalars.emplace_back("train/grad_norm", *m.grad_norm);
   if (m.exposed_comm_s) scalars.emplace_back("comm/exposed_s", *m.exposed_comm_s);
+  if (m.bubble_s) scalars.emplace_back("pipeline/bubble_s", *m.bubble_s);
   if (m.eval_loss) scalars.emplace_back("eval/loss", *m.eval_loss);
   return scalars;
 }

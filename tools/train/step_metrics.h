@@ -31,6 +31,9 @@ struct StepMetrics {
   // blocked on them: communication that compute did not hide.
   int64_t comm_bytes = 0;
   std::optional<double> exposed_comm_s;
+  // With pipeline stages (CPU only): the seconds rank 0 sat idle waiting
+  // for other stages (StepResult::bubble_seconds).
+  std::optional<double> bubble_s;
   // After an evaluation: the held-out loss and the seconds it took.
   std::optional<double> eval_loss;
   std::optional<double> eval_s;

@@ -7,9 +7,10 @@
 // or torchrun, mpirun, srun); with --nproc and no launcher around it, the
 // tool starts the ranks itself. With --device=cuda each rank trains on GPU
 // LOCAL_RANK and its collectives run over NCCL. Rank 0 logs loss, tokens/s and step time,
-// and at the end the measured memory per phase beside the planner's
-// prediction; --checkpoint_dir saves sharded checkpoints, --resume
-// continues from the latest, --trace writes the merged measured trace.
+// and at the end the measured memory per phase (and a pipeline's bubble per
+// stage) beside the planner's prediction; --checkpoint_dir saves sharded
+// checkpoints, --resume continues from the latest, --trace writes the
+// merged measured trace.
 #include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -53,6 +54,7 @@
 #include "runtime/kernels/cpu/blas_core.h"
 #include "runtime/kernels/cpu/blas_threads.h"
 #include "tools/launch/rank_env.h"
+#include "tools/train/pipeline_bubbles.h"
 #include "tools/train/step_metrics.h"
 #include "tools/train/tfevents_writer.h"
 #include "tools/train/train_report.h"
@@ -459,7 +461,10 @@ StepMetrics stepMetrics(const runtime::Executor& e, int64_t step, const runtime:
   if (options.max_grad_norm > 0) m.grad_norm = r.grad_norm;
   // A GPU's waits are stream waits: the host's blocked time is not the
   // exposed communication there, so the field is left out.
-  if (options.device == runtime::ExecutorDevice::kCpu) m.exposed_comm_s = r.comm_wait_seconds;
+  if (options.device == runtime::ExecutorDevice::kCpu) {
+    m.exposed_comm_s = r.comm_wait_seconds;
+    if (e.plan().programs.size() > 1) m.bubble_s = r.bubble_seconds;
+  }
   for (const runtime::PhaseMemory& p : e.phaseMemory()) {
     m.peak_bytes = std::max(m.peak_bytes, p.peak_bytes);
     int64_t& phase = m.phase_peak_bytes[p.phase];
@@ -713,7 +718,7 @@ absl::Status train() {
         static_cast<long long>(globalTokens), blas.c_str());
   }
   json losses = json::array();
-  std::vector<double> stepSeconds;
+  std::vector<double> stepSeconds, bubbleSeconds;
   // The metrics log: appended, so that a resumed run continues the file.
   std::FILE* metrics = nullptr;
   if (lead && !absl::GetFlag(FLAGS_metrics_out).empty()) {
@@ -767,6 +772,7 @@ absl::Status train() {
     if (!result.ok()) return result.status();
     losses.push_back(result->loss);
     stepSeconds.push_back(result->seconds);
+    bubbleSeconds.push_back(result->bubble_seconds);
     if (paramDump) {
       if (!dumpStatus.ok()) return dumpStatus;
       absl::StatusOr<std::vector<runtime::checkpoint::ShardView>> shards = e.checkpointShards();
@@ -874,9 +880,7 @@ absl::Status train() {
   // rest is the figure to compare.
   double medianStep = 0;
   if (stepSeconds.size() > 1) {
-    std::vector<double> warm(stepSeconds.begin() + 1, stepSeconds.end());
-    std::sort(warm.begin(), warm.end());
-    medianStep = warm[warm.size() / 2];
+    medianStep = medianAfterFirst(stepSeconds);
     if (lead) {
       std::printf(
           "median step %.2f ms (steps after the first), %.0f tokens/s, %.0f tokens/s per rank\n",
@@ -888,6 +892,16 @@ absl::Status train() {
   if (!memory.ok()) return memory.status();
   if (lead && !absl::GetFlag(FLAGS_memory_out).empty()) {
     if (absl::Status s = writeJson(absl::GetFlag(FLAGS_memory_out), *memory); !s.ok()) return s;
+  }
+  // A pipeline's bubbles are host waits: on a GPU the transfers' waits are
+  // stream waits, and the host's time says nothing.
+  json bubbles;
+  if (plan->programs.size() > 1 && options.device == runtime::ExecutorDevice::kCpu) {
+    absl::StatusOr<json> gathered =
+        gatherBubbles(*job->world, e.stage(), bubbleSeconds, stepSeconds, plan->predicted);
+    if (!gathered.ok()) return gathered.status();
+    if (lead) std::printf("%s", bubbleTable(*gathered).c_str());
+    bubbles = *std::move(gathered);
   }
   std::optional<json> mergedTrace;
   if (options.trace) {
@@ -905,6 +919,7 @@ absl::Status train() {
                               " ranks, ", absl::GetFlag(FLAGS_device), ", ", backendName()),
         .steps = std::move(history),
         .memory = *memory,
+        .bubbles = std::move(bubbles),
         .trace = std::move(mergedTrace)};
     if (absl::Status s = writeReport(absl::GetFlag(FLAGS_report_dir), report); !s.ok()) return s;
   }

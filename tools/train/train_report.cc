@@ -11,6 +11,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "runtime/executor/trace_recorder.h"
 #include "tools/html/svg_page.h"
 
 namespace loom::train {
@@ -84,6 +86,9 @@ std::string lineChart(const std::string& label, const std::vector<Series>& serie
 std::string plain(double v) { return absl::StrFormat("%.4g", std::abs(v) < 1e-12 ? 0.0 : v); }
 std::string seconds(double v) { return html::formatSeconds(v); }
 
+// A pipeline stage waiting for another, in the timeline and its own chart.
+constexpr char kBubbleColor[] = "#b07aa1";
+
 // A bar of a timeline row.
 struct Span {
   double start = 0, duration = 0;  // seconds from the step's start
@@ -138,13 +143,17 @@ std::map<std::string, std::vector<Span>> measuredRows(const nlohmann::json& trac
     const int tid = e["tid"].get<int>();
     const std::string track = tracks.count(tid) ? tracks[tid] : absl::StrCat("track ", tid);
     const std::string name = e["name"].get<std::string>();
-    const bool comm = tid != 1;
+    const bool bubble = track == runtime::kBubbleTrack;
+    const bool comm = tid != 1 && !bubble;
     const bool wait = name.rfind("wait ", 0) == 0;
-    rows[absl::StrCat(comm ? "2 " : "1 ", track)].push_back(
+    // Compute first, its bubbles under it, then the communication groups.
+    const int order = comm ? 3 : bubble ? 2 : 1;
+    rows[absl::StrCat(order, " ", track)].push_back(
         {(e["ts"].get<double>() - t0) / 1e6, e["dur"].get<double>() / 1e6, name,
-         comm   ? html::commColor(name)
-         : wait ? "#ff6b6b"
-                : html::phaseColor(e.value("cat", ""))});
+         comm     ? html::commColor(name)
+         : bubble ? kBubbleColor
+         : wait   ? "#ff6b6b"
+                  : html::phaseColor(e.value("cat", ""))});
   }
   return rows;
 }
@@ -191,6 +200,7 @@ std::string curvesSection(const std::vector<StepMetrics>& steps) {
   Series lr{"learning rate", "#59a14f", {}}, tps{"tokens/s", "#f28e2b", {}};
   Series exposed{"exposed communication (host blocked)", "#ff6b6b", {}};
   Series stepTime{"step time", "#4e79a7", {}};
+  Series bubble{"pipeline bubble (waiting for other stages)", kBubbleColor, {}};
   for (const StepMetrics& m : steps) {
     const double x = static_cast<double>(m.step);
     loss.points.emplace_back(x, m.loss);
@@ -199,11 +209,13 @@ std::string curvesSection(const std::vector<StepMetrics>& steps) {
     tps.points.emplace_back(x, m.tokens_per_s);
     stepTime.points.emplace_back(x, m.step_s);
     if (m.exposed_comm_s) exposed.points.emplace_back(x, *m.exposed_comm_s);
+    if (m.bubble_s) bubble.points.emplace_back(x, *m.bubble_s);
   }
   std::vector<Series> losses = {loss};
   if (!eval.points.empty()) losses.push_back(eval);
   std::vector<Series> times = {stepTime};
   if (!exposed.points.empty()) times.push_back(exposed);
+  if (!bubble.points.empty()) times.push_back(bubble);
   return absl::StrCat(
       "<section><h2>Loss</h2>\n", lineChart("loss per step", losses, plain),
       eval.points.empty() ? "<p class=\"note\">No evaluation: run with --eval_every and "
@@ -232,8 +244,9 @@ std::string timelineSection(const ReportInput& in) {
       out, "<p class=\"sub\">predicted by the plan (", html::formatSeconds(spanOf(predicted)),
       ", on the plan's device model)</p>\n", timeline("predicted step", predicted, span),
       "<p class=\"sub\">measured, the last traced step (", html::formatSeconds(spanOf(measured)),
-      "; red: compute waiting for a collective)</p>\n", timeline("measured step", measured, span),
-      "<div class=\"legend\">",
+      "; red: compute waiting for a collective; purple: a pipeline stage waiting for another)"
+      "</p>\n",
+      timeline("measured step", measured, span), "<div class=\"legend\">",
       absl::StrCat("<span class=\"item\">", html::swatch(html::phaseColor("forward")),
                    "forward</span><span class=\"item\">",
                    html::swatch(html::phaseColor("backward")),
@@ -247,13 +260,45 @@ std::string timelineSection(const ReportInput& in) {
       "</div>\n</section>\n");
 }
 
+// One bar of a horizontal bar chart.
+struct Bar {
+  std::string label;
+  double value = 0;
+  std::string color, text;
+};
+
+// Bars scaled so that `top` spans the plot, and a dashed line at `mark`
+// (when positive) captioned `mark_text`.
+std::string barChart(const std::string& label, const std::vector<Bar>& bars, double top,
+                     double mark, const std::string& mark_text) {
+  constexpr double kW = 1000, kLeft = 110, kRowH = 24, kRight = 130;
+  const double h = bars.size() * (kRowH + 8) + 30;
+  const double plotW = kW - kLeft - kRight;
+  std::string svg = html::svgOpen(kW, h, label);
+  double y = 6;
+  for (const Bar& bar : bars) {
+    svg += html::text(kLeft - 8, y + 16, bar.label, "text-anchor=\"end\" font-size=\"12\"");
+    svg += html::rect(kLeft, y, bar.value / top * plotW, kRowH,
+                      absl::StrCat("fill=\"", bar.color, "\""),
+                      absl::StrCat(bar.label, ": ", bar.text));
+    svg += html::text(kLeft + bar.value / top * plotW + 6, y + 16, bar.text, "font-size=\"12\"");
+    y += kRowH + 8;
+  }
+  if (mark > 0) {
+    const double x = kLeft + mark / top * plotW;
+    svg += html::line(x, 0, x, y, "stroke=\"#222\" stroke-dasharray=\"4 3\"");
+    svg += html::text(x, y + 16, mark_text, "text-anchor=\"middle\" font-size=\"12\"");
+  }
+  return svg + "</svg>\n";
+}
+
 // Measured peak per phase (the largest over ranks) as bars, the plan's
 // predicted peak as a line.
 std::string memorySection(const ReportInput& in) {
   const std::vector<std::string> phases = {"forward", "backward", "optimizer", "checkpoint",
                                            "eval"};
   const double predicted = in.memory.value("predicted_peak_bytes", 0.0);
-  std::vector<std::pair<std::string, double>> bars;
+  std::vector<Bar> bars;
   double top = predicted;
   for (const std::string& phase : phases) {
     double peak = 0;
@@ -261,45 +306,69 @@ std::string memorySection(const ReportInput& in) {
       peak = std::max(peak, r.value(phase, 0.0));
     }
     if (peak <= 0) continue;
-    bars.emplace_back(phase, peak);
+    bars.push_back({phase, peak, phase == "eval" ? "#e15759" : html::phaseColor(phase),
+                    html::formatBytes(peak)});
     top = std::max(top, peak);
   }
   std::string out = "<section><h2>Memory per phase against the plan</h2>\n";
   if (bars.empty() || top <= 0) return out + "<p class=\"note\">no memory measured</p></section>\n";
-  constexpr double kW = 1000, kLeft = 110, kRowH = 24, kRight = 130;
-  const double h = bars.size() * (kRowH + 8) + 30;
-  const double plotW = kW - kLeft - kRight;
-  std::string svg = html::svgOpen(kW, h, "memory per phase");
-  double y = 6;
-  for (const auto& [phase, peak] : bars) {
-    svg += html::text(kLeft - 8, y + 16, phase, "text-anchor=\"end\" font-size=\"12\"");
-    svg += html::rect(kLeft, y, peak / top * plotW, kRowH,
-                      absl::StrCat("fill=\"", phase == "eval" ? "#e15759" : html::phaseColor(phase),
-                                   "\""),
-                      absl::StrCat(phase, ": ", html::formatBytes(peak)));
-    svg += html::text(kLeft + peak / top * plotW + 6, y + 16, html::formatBytes(peak),
-                      "font-size=\"12\"");
-    y += kRowH + 8;
-  }
-  if (predicted > 0) {
-    const double x = kLeft + predicted / top * plotW;
-    svg += html::line(x, 0, x, y, "stroke=\"#222\" stroke-dasharray=\"4 3\"");
-    svg += html::text(x, y + 16, absl::StrCat("plan: ", html::formatBytes(predicted)),
-                      "text-anchor=\"middle\" font-size=\"12\"");
-  }
-  out += svg + "</svg>\n<table><tr><th>rank</th>";
-  for (const auto& [phase, peak] : bars) absl::StrAppend(&out, "<th class=\"n\">", phase, "</th>");
+  out += barChart("memory per phase", bars, top, predicted,
+                  absl::StrCat("plan: ", html::formatBytes(predicted)));
+  out += "<table><tr><th>rank</th>";
+  for (const Bar& bar : bars) absl::StrAppend(&out, "<th class=\"n\">", bar.label, "</th>");
   out += "<th class=\"n\">vs plan</th></tr>\n";
   for (const nlohmann::json& r : in.memory.value("ranks", nlohmann::json::array())) {
     absl::StrAppend(&out, "<tr><td>", r.value("rank", 0), "</td>");
-    for (const auto& [phase, peak] : bars) {
-      absl::StrAppend(&out, "<td class=\"n\">", html::formatBytes(r.value(phase, 0.0)), "</td>");
+    for (const Bar& bar : bars) {
+      absl::StrAppend(&out, "<td class=\"n\">", html::formatBytes(r.value(bar.label, 0.0)),
+                      "</td>");
     }
     const double diff =
         predicted > 0 ? 100.0 * (r.value("peak", 0.0) - predicted) / predicted : 0.0;
     absl::StrAppend(&out, "<td class=\"n\">", absl::StrFormat("%+.1f %%", diff), "</td></tr>\n");
   }
   return out + "</table>\n</section>\n";
+}
+
+// Each stage's measured bubble as a share of its step, beside the plan's
+// share: shares compare across device models, where seconds on this CPU
+// and the plan's device do not.
+std::string bubbleSection(const ReportInput& in) {
+  if (in.bubbles.is_null()) return "";
+  const double predicted = in.bubbles["predicted_bubble_s"].get<double>();
+  const double predictedStep = in.bubbles["predicted_step_s"].get<double>();
+  const double planShare = predictedStep > 0 ? 100.0 * predicted / predictedStep : 0.0;
+  std::vector<Bar> bars;
+  double top = planShare;
+  std::string rows;
+  for (const nlohmann::json& s : in.bubbles["stages"]) {
+    const double bubble = s["bubble_s"].get<double>(), step = s["step_s"].get<double>();
+    const double share = step > 0 ? 100.0 * bubble / step : 0.0;
+    const std::string stage = absl::StrCat("stage ", s["stage"].get<int>());
+    bars.push_back({stage, share, kBubbleColor,
+                    absl::StrFormat("%.1f %% (%s)", share, html::formatSeconds(bubble))});
+    top = std::max(top, share);
+    absl::StrAppend(&rows, "<tr><td>", stage, "</td><td>",
+                    absl::StrJoin(s["ranks"].get<std::vector<int64_t>>(), ", "),
+                    "</td><td class=\"n\">", html::formatSeconds(bubble), "</td><td class=\"n\">",
+                    absl::StrFormat("%.1f %%", share), "</td><td class=\"n\">",
+                    predicted > 0 ? absl::StrFormat("%.3gx", bubble / predicted) : "-",
+                    "</td></tr>\n");
+  }
+  std::string out = absl::StrCat(
+      "<section><h2>Pipeline bubble per stage against the plan</h2>\n<p class=\"sub\">the time "
+      "each stage's ranks waited for other stages, median per step after the first, as a share "
+      "of the step; the plan predicts ",
+      html::formatSeconds(predicted), " of a ", html::formatSeconds(predictedStep),
+      " step for the stage that sets the step</p>\n");
+  if (top <= 0) return out + "<p class=\"note\">no bubble measured</p></section>\n";
+  return absl::StrCat(out,
+                      barChart("pipeline bubble per stage", bars, top, planShare,
+                               absl::StrFormat("plan: %.1f %%", planShare)),
+                      "<table><tr><th>stage</th><th>ranks</th><th class=\"n\">bubble per step"
+                      "</th><th class=\"n\">share of step</th><th class=\"n\">vs plan</th>"
+                      "</tr>\n",
+                      rows, "</table>\n</section>\n");
 }
 
 std::string cardsOf(const ReportInput& in) {
@@ -334,8 +403,8 @@ std::string cardsOf(const ReportInput& in) {
 std::string renderTrainReport(const ReportInput& in) {
   return absl::StrCat(html::pageOpen(absl::StrCat("Training report: ", in.title)),
                       "<h1>Training report</h1>\n<p class=\"sub\">", esc(in.title), "</p>\n",
-                      cardsOf(in), curvesSection(in.steps), timelineSection(in),
-                      memorySection(in), html::kPageClose);
+                      cardsOf(in), curvesSection(in.steps), timelineSection(in), memorySection(in),
+                      bubbleSection(in), html::kPageClose);
 }
 
 }  // namespace loom::train

@@ -1,8 +1,8 @@
 // The training report: one self-contained HTML page (inline SVG and CSS,
 // nothing fetched) that rank 0 writes after a run with --report_dir: loss
 // and eval curves, learning rate, throughput, the measured timeline of a
-// step beside the plan's predicted one, and memory per phase against the
-// plan. Drawn with the plan page's pieces (tools/html/svg_page.h), so the
+// step beside the plan's predicted one, memory per phase and a pipeline's
+// bubble per stage against the plan. Drawn with the plan page's pieces (tools/html/svg_page.h), so the
 // two look alike; docs/runtime.md, "Training report", shows it.
 #ifndef LOOM_TOOLS_TRAIN_TRAIN_REPORT_H_
 #define LOOM_TOOLS_TRAIN_TRAIN_REPORT_H_
@@ -24,6 +24,9 @@ struct ReportInput {
   // Every rank's peak bytes per phase: memoryReport's JSON
   // ({"predicted_peak_bytes", "ranks": [{"rank", "forward", ...}]}).
   nlohmann::json memory;
+  // With pipeline stages (CPU): each stage's measured bubble beside the
+  // plan's, pipeline_bubbles.h's bubbleReport; null without.
+  nlohmann::json bubbles;
   // The merged measured trace (TraceRecorder::merge), when --trace was on.
   std::optional<nlohmann::json> trace;
 };

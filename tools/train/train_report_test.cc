@@ -61,6 +61,8 @@ TEST(TrainReport, DrawsEverySectionSelfContained) {
     ++urls;
   }
   EXPECT_GT(urls, 0u);
+  // Without pipeline stages there is no bubble to show.
+  EXPECT_EQ(page.find("Pipeline bubble"), std::string::npos);
 }
 
 TEST(TrainReport, DrawsTheMeasuredStepFromATrace) {
@@ -77,6 +79,10 @@ TEST(TrainReport, DrawsTheMeasuredStepFromATrace) {
          {"ts", 1000.0}, {"dur", 500.0}, {"args", {{"step", 2}}}},
         {{"ph", "X"}, {"name", "all_gather"}, {"cat", "forward"}, {"pid", 0}, {"tid", 2},
          {"ts", 1100.0}, {"dur", 300.0}, {"args", {{"step", 2}}}},
+        {{"ph", "M"}, {"name", "thread_name"}, {"pid", 0}, {"tid", 3},
+         {"args", {{"name", "pipeline bubble"}}}},
+        {{"ph", "X"}, {"name", "bubble backward mb0 (recv from stage 1)"}, {"cat", "bubble"},
+         {"pid", 0}, {"tid", 3}, {"ts", 1200.0}, {"dur", 100.0}, {"args", {{"step", 2}}}},
         // An earlier step and another rank: not drawn.
         {{"ph", "X"}, {"name", "nn.old"}, {"pid", 0}, {"tid", 1}, {"ts", 0.0}, {"dur", 10.0},
          {"args", {{"step", 1}}}},
@@ -87,8 +93,37 @@ TEST(TrainReport, DrawsTheMeasuredStepFromATrace) {
   EXPECT_NE(page.find("nn.linear at 0 s, 500 us"), std::string::npos);
   EXPECT_NE(page.find("all_gather at 100 us, 300 us"), std::string::npos);
   EXPECT_NE(page.find(">comm:fsdp<"), std::string::npos);
+  // The bubbles get their own row, under compute and above the groups,
+  // whatever their thread.
+  const size_t bubbleRow = page.find(">pipeline bubble<");
+  ASSERT_NE(bubbleRow, std::string::npos);
+  EXPECT_LT(page.find(">compute<"), bubbleRow);
+  EXPECT_LT(bubbleRow, page.find(">comm:fsdp<"));
+  EXPECT_NE(page.find("bubble backward mb0 (recv from stage 1) at 200 us, 100 us"),
+            std::string::npos);
   EXPECT_EQ(page.find("nn.old"), std::string::npos);
   EXPECT_EQ(page.find("nn.rank1"), std::string::npos);
+}
+
+// Two stages of pp 2: each stage's bubble as a share of its step beside
+// the plan's share, and rank 0's per-step bubble beside the step time.
+TEST(TrainReport, DrawsEachStagesBubbleAgainstThePlan) {
+  absl::StatusOr<plan::Plan> plan = plan::loadPlan(planPath());
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  ReportInput in = input(*plan);
+  for (StepMetrics& m : in.steps) m.bubble_s = 0.02;
+  in.bubbles = {{"predicted_bubble_s", 0.001},
+                {"predicted_step_s", 0.004},
+                {"stages",
+                 {{{"stage", 0}, {"ranks", {0}}, {"bubble_s", 0.3}, {"step_s", 1.0}},
+                  {{"stage", 1}, {"ranks", {1}}, {"bubble_s", 0.1}, {"step_s", 1.0}}}}};
+  const std::string page = renderTrainReport(in);
+  for (const char* part :
+       {"Pipeline bubble per stage against the plan", "the plan predicts 1 ms of a 4 ms step",
+        "plan: 25.0 %", "stage 0: 30.0 % (300 ms)", "stage 1: 10.0 % (100 ms)", "300x", "100x",
+        "pipeline bubble (waiting for other stages)"}) {
+    EXPECT_NE(page.find(part), std::string::npos) << part;
+  }
 }
 
 }  // namespace
