@@ -48,8 +48,12 @@ std::vector<Phase> assignPhases(mlir::func::FuncOp func) {
       training && !loss ? autodiff::firstBackwardOp(func) : nullptr;
   std::vector<Phase> phases;
   Phase current = Phase::kForward;
+  bool optimizer = false;
   for (mlir::Operation& op : body) {
-    if (llvm::isa<dist::OptimizerStepOp>(op)) {
+    // From the first step on, the ops are the optimizer's: offload's copies
+    // of updated parameters and their waits follow the steps.
+    optimizer |= llvm::isa<dist::OptimizerStepOp>(op);
+    if (optimizer) {
       phases.push_back(Phase::kOptimizer);
       continue;
     }
