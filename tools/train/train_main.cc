@@ -384,36 +384,15 @@ void printMfu(const plan::Plan& plan, double step_seconds) {
       bf16 ? "bf16" : "fp32", peak / 1e12);
 }
 
-// Every rank's peak bytes per phase, gathered; rank 0 prints them beside the
-// planner's prediction and returns them as JSON.
-absl::StatusOr<json> memoryReport(runtime::Executor& e, comm::ProcessGroup& world,
-                                  bool deterministic) {
-  const std::vector<std::string> phases = {"forward", "backward", "optimizer", "checkpoint",
-                                           "eval"};
-  std::vector<int64_t> mine(phases.size(), 0);
-  for (const runtime::PhaseMemory& m : e.phaseMemory()) {
-    for (size_t i = 0; i < phases.size(); ++i) {
-      if (phases[i] == m.phase) mine[i] = std::max(mine[i], m.peak_bytes);
-    }
-  }
-  std::vector<int64_t> all(mine.size() * world.size());
-  absl::StatusOr<std::shared_ptr<comm::Work>> work = world.allGatherIntoTensor(
-      comm::Tensor(all.data(), comm::DType::kInt64, {static_cast<int64_t>(all.size())}),
-      comm::Tensor(mine.data(), comm::DType::kInt64, {static_cast<int64_t>(mine.size())}));
-  if (!work.ok()) return work.status();
-  if (absl::Status s = (*work)->wait(); !s.ok()) return s;
-  const int64_t predicted = e.plan().predicted.peak_bytes;
-  json report = {{"predicted_peak_bytes", predicted}, {"ranks", json::array()}};
-  if (world.rank() != 0) return report;
-  // Deterministic mode's per-row partial sums are the runtime's, not the
-  // plan's: the table says so rather than compare them silently.
-  std::printf(
-      "\nmemory per rank (bytes handed out by the caching allocator; planner: %lld%s)\n",
-      static_cast<long long>(predicted),
-      deterministic ? "; --deterministic adds per-row partial sums the plan leaves out" : "");
+// Rank 0's table of every rank's peak bytes per phase (`all`: rank-major,
+// phase-minor) beside the planner's `predicted` peak; returns its rows.
+json memoryTable(const std::string& title, const std::vector<std::string>& phases,
+                 const std::vector<int64_t>& all, int world, int64_t predicted) {
+  std::printf("\n%s\n", title.c_str());
   std::printf("| rank | forward | backward | optimizer | checkpoint | eval | peak | vs plan |\n");
   std::printf("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n");
-  for (int r = 0; r < world.size(); ++r) {
+  json ranks = json::array();
+  for (int r = 0; r < world; ++r) {
     int64_t peak = 0;
     json rank = {{"rank", r}};
     for (size_t i = 0; i < phases.size(); ++i) {
@@ -428,7 +407,58 @@ absl::StatusOr<json> memoryReport(runtime::Executor& e, comm::ProcessGroup& worl
       std::printf(" %lld |", static_cast<long long>(all[r * phases.size() + i]));
     }
     std::printf(" %lld | %+.1f %% |\n", static_cast<long long>(peak), diff);
-    report["ranks"].push_back(rank);
+    ranks.push_back(rank);
+  }
+  return ranks;
+}
+
+// Every rank's peak bytes per phase, gathered; rank 0 prints them beside the
+// planner's prediction and returns them as JSON. A plan with host buffers
+// (offload) gets the host arena's peaks in a table of their own.
+absl::StatusOr<json> memoryReport(runtime::Executor& e, comm::ProcessGroup& world,
+                                  bool deterministic) {
+  const std::vector<std::string> phases = {"forward", "backward", "optimizer", "checkpoint",
+                                           "eval"};
+  const size_t n = phases.size();
+  // Device peaks, then host peaks.
+  std::vector<int64_t> mine(2 * n, 0);
+  for (const runtime::PhaseMemory& m : e.phaseMemory()) {
+    for (size_t i = 0; i < n; ++i) {
+      if (phases[i] != m.phase) continue;
+      mine[i] = std::max(mine[i], m.peak_bytes);
+      mine[n + i] = std::max(mine[n + i], m.host_peak_bytes);
+    }
+  }
+  std::vector<int64_t> all(mine.size() * world.size());
+  absl::StatusOr<std::shared_ptr<comm::Work>> work = world.allGatherIntoTensor(
+      comm::Tensor(all.data(), comm::DType::kInt64, {static_cast<int64_t>(all.size())}),
+      comm::Tensor(mine.data(), comm::DType::kInt64, {static_cast<int64_t>(mine.size())}));
+  if (!work.ok()) return work.status();
+  if (absl::Status s = (*work)->wait(); !s.ok()) return s;
+  const plan::Predicted& predicted = e.plan().predicted;
+  json report = {{"predicted_peak_bytes", predicted.peak_bytes}, {"ranks", json::array()}};
+  if (predicted.offload) report["predicted_host_peak_bytes"] = predicted.offload->host_peak_bytes;
+  if (world.rank() != 0) return report;
+  std::vector<int64_t> device, host;
+  for (int r = 0; r < world.size(); ++r) {
+    const auto rank = all.begin() + static_cast<int64_t>(r * 2 * n);
+    device.insert(device.end(), rank, rank + static_cast<int64_t>(n));
+    host.insert(host.end(), rank + static_cast<int64_t>(n), rank + static_cast<int64_t>(2 * n));
+  }
+  // Deterministic mode's per-row partial sums are the runtime's, not the
+  // plan's: the table says so rather than compare them silently.
+  report["ranks"] = memoryTable(
+      absl::StrFormat(
+          "memory per rank (bytes handed out by the caching allocator; planner: %lld%s)",
+          static_cast<long long>(predicted.peak_bytes),
+          deterministic ? "; --deterministic adds per-row partial sums the plan leaves out" : ""),
+      phases, device, world.size(), predicted.peak_bytes);
+  if (predicted.offload) {
+    report["host_ranks"] = memoryTable(
+        absl::StrFormat("host memory per rank (bytes handed out by the host arena: offloaded "
+                        "states and gradients; planner: %lld)",
+                        static_cast<long long>(predicted.offload->host_peak_bytes)),
+        phases, host, world.size(), predicted.offload->host_peak_bytes);
   }
   return report;
 }
