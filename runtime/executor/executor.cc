@@ -578,6 +578,21 @@ void Executor::traceWait(const plan::Instruction& in, int64_t step, int64_t inde
                         .axes = axes});
 }
 
+void Executor::traceSpan(const plan::Instruction& in, int64_t step, std::string name,
+                         std::string track, int64_t index, double t0_us, int64_t bytes) {
+  if (!options_.trace) return;
+  TraceEvent e;
+  e.name = std::move(name);
+  e.track = std::move(track);
+  e.phase = plan::phaseName(in.phase);
+  e.step = step;
+  e.index = index;
+  e.start_us = t0_us;
+  e.duration_us = TraceRecorder::nowUs() - t0_us;
+  e.bytes = bytes;
+  trace_.add(std::move(e));
+}
+
 void Executor::beginPhase(const std::string& name) {
   current_phase_ = name;
   allocator_->resetPeak();
@@ -683,17 +698,9 @@ absl::Status Executor::run(const Bound& bound, int64_t step) {
   }
   const double t0 = options_.trace ? TraceRecorder::nowUs() : 0;
   if (absl::Status s = bound.body(step); !s.ok()) return s;
-  if (options_.trace && in.info->stream == plan::Stream::kCompute &&
-      in.info->family != plan::OpFamily::kWait && in.op != "dist.free") {
-    TraceEvent e;
-    e.name = in.op;
-    e.track = "compute";
-    e.phase = plan::phaseName(in.phase);
-    e.step = step;
-    e.index = in.index;
-    e.start_us = t0;
-    e.duration_us = TraceRecorder::nowUs() - t0;
-    trace_.add(std::move(e));
+  if (in.info->stream == plan::Stream::kCompute && in.info->family != plan::OpFamily::kWait &&
+      in.op != "dist.free") {
+    traceSpan(in, step, in.op, "compute", in.index, t0);
   }
   releaseAfter(bound);
   return absl::OkStatus();

@@ -196,6 +196,11 @@ class Executor {
                  const std::string& collective, const std::string& axes, double t0_us,
                  double t1_us);
 
+  // With tracing on, records [t0_us, now] as span `name` of `in` (op index
+  // `index`) on `track`, moving `bytes`.
+  void traceSpan(const plan::Instruction& in, int64_t step, std::string name, std::string track,
+                 int64_t index, double t0_us, int64_t bytes = 0);
+
   TraceRecorder& trace() { return trace_; }
   const comm::MeshGroups& groups() const { return *groups_; }
 

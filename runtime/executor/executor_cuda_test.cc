@@ -116,6 +116,13 @@ void expectClose(const std::vector<double>& cuda, const std::vector<double>& cpu
   }
 }
 
+// `options` on GPU 0.
+ExecutorOptions onGpu(ExecutorOptions options = {}) {
+  options.device = ExecutorDevice::kCuda;
+  options.cuda_device = 0;
+  return options;
+}
+
 class ExecutorCudaTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -125,9 +132,7 @@ class ExecutorCudaTest : public ::testing::Test {
 };
 
 TEST_F(ExecutorCudaTest, TrainsTinyLlamaWithTheCpuLosses) {
-  ExecutorOptions cuda;
-  cuda.device = ExecutorDevice::kCuda;
-  cuda.cuda_device = 0;
+  const ExecutorOptions cuda = onGpu();
   const TrainRun gpu = train(cuda);
   const TrainRun cpu = train({});
   expectClose(gpu.losses, cpu.losses, 1e-4, "loss");
@@ -149,9 +154,7 @@ TEST_F(ExecutorCudaTest, TrainsTinyLlamaWithTheCpuLosses) {
 // Activation recompute: the GPU runs the recomputed forward ops like any
 // other and trains with the CPU's losses without recompute.
 TEST_F(ExecutorCudaTest, TrainsTinyLlamaWithRecomputeLikeTheCpuWithout) {
-  ExecutorOptions cuda;
-  cuda.device = ExecutorDevice::kCuda;
-  cuda.cuda_device = 0;
+  const ExecutorOptions cuda = onGpu();
   const TrainRun gpu = train(cuda, "llama_full_single");
   const TrainRun cpu = train({});
   expectClose(gpu.losses, cpu.losses, 1e-4, "loss with full recompute");
@@ -161,9 +164,7 @@ TEST_F(ExecutorCudaTest, TrainsTinyLlamaWithRecomputeLikeTheCpuWithout) {
 // Gradient accumulation: two micro-steps, the sums made by dist.accumulate's
 // copy and in-place add on the device, give the CPU's losses.
 TEST_F(ExecutorCudaTest, AccumulatesMicroStepsLikeTheCpu) {
-  ExecutorOptions cuda;
-  cuda.device = ExecutorDevice::kCuda;
-  cuda.cuda_device = 0;
+  const ExecutorOptions cuda = onGpu();
   const TrainRun gpu = train(cuda, "accum_llama_single_m2");
   const TrainRun cpu = train({}, "accum_llama_single_m2");
   expectClose(gpu.losses, cpu.losses, 1e-4, "loss over two micro-steps");
@@ -174,9 +175,7 @@ TEST_F(ExecutorCudaTest, ClipsWithTheCpuGlobalNorm) {
   ExecutorOptions options;
   options.max_grad_norm = 0.5;
   const TrainRun cpu = train(options);
-  options.device = ExecutorDevice::kCuda;
-  options.cuda_device = 0;
-  const TrainRun gpu = train(options);
+  const TrainRun gpu = train(onGpu(options));
   expectClose(gpu.norms, cpu.norms, 1e-4, "gradient norm");
   expectClose(gpu.losses, cpu.losses, 1e-4, "clipped loss");
 }
@@ -189,9 +188,7 @@ TEST_F(ExecutorCudaTest, ClipsWithTheCpuGlobalNorm) {
 constexpr double kBf16StepTolerance = 2e-2;
 
 TEST_F(ExecutorCudaTest, TrainsTinyLlamaInBf16WithTheCpuLosses) {
-  ExecutorOptions cuda;
-  cuda.device = ExecutorDevice::kCuda;
-  cuda.cuda_device = 0;
+  const ExecutorOptions cuda = onGpu();
   const TrainRun gpu = train(cuda, "llama_bf16_single");
   const TrainRun cpu = train({}, "llama_bf16_single");
   expectClose(gpu.losses, cpu.losses, kBf16StepTolerance, "bf16 loss");
@@ -207,9 +204,7 @@ TEST_F(ExecutorCudaTest, ClipsBf16GradientsWithTheCpuGlobalNorm) {
   ExecutorOptions options;
   options.max_grad_norm = 0.5;
   const TrainRun cpu = train(options, "llama_bf16_single");
-  options.device = ExecutorDevice::kCuda;
-  options.cuda_device = 0;
-  const TrainRun gpu = train(options, "llama_bf16_single");
+  const TrainRun gpu = train(onGpu(options), "llama_bf16_single");
   expectClose(gpu.norms, cpu.norms, kBf16StepTolerance, "bf16 gradient norm");
   expectClose(gpu.losses, cpu.losses, kBf16StepTolerance, "clipped bf16 loss");
 }
@@ -223,9 +218,7 @@ TEST_F(ExecutorCudaTest, TrainsOffloadedTinyLlamaLikeTheCpuWithout) {
   ExecutorOptions options;
   options.max_grad_norm = 0.5;
   const TrainRun cpu = train(options, "llama_single");
-  options.device = ExecutorDevice::kCuda;
-  options.cuda_device = 0;
-  const TrainRun gpu = train(options, "llama_offload_single");
+  const TrainRun gpu = train(onGpu(options), "llama_offload_single");
   expectClose(gpu.losses, cpu.losses, 1e-4, "offloaded loss");
   expectClose(gpu.norms, cpu.norms, 1e-4, "offloaded gradient norm");
   EXPECT_EQ(gpu.system_allocations_at_end, gpu.system_allocations_after_step_2);
@@ -234,9 +227,7 @@ TEST_F(ExecutorCudaTest, TrainsOffloadedTinyLlamaLikeTheCpuWithout) {
 }
 
 TEST_F(ExecutorCudaTest, TrainsOffloadedBf16TinyLlamaLikeTheCpu) {
-  ExecutorOptions cuda;
-  cuda.device = ExecutorDevice::kCuda;
-  cuda.cuda_device = 0;
+  const ExecutorOptions cuda = onGpu();
   const TrainRun gpu = train(cuda, "llama_bf16_offload_single");
   const TrainRun cpu = train({}, "llama_bf16_offload_single");
   expectClose(gpu.losses, cpu.losses, kBf16StepTolerance, "offloaded bf16 loss");

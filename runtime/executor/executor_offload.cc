@@ -3,9 +3,7 @@
 // buffers. On the CPU a copy is a memcpy between the two arenas, done when
 // it starts; on a GPU it runs on the kernel set's copy stream from and to
 // pinned memory, and its wait blocks the host until it is done.
-#include <cstring>
 #include <string>
-#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -75,18 +73,7 @@ absl::Status Executor::bindCopy(Site& site) {
     }
     pending->copy = *fence;
     copy_bytes_ += static_cast<int64_t>(bytes);
-    if (options_.trace) {
-      TraceEvent e;
-      e.name = in.op;
-      e.track = "copy";
-      e.phase = plan::phaseName(in.phase);
-      e.step = step;
-      e.index = in.index;
-      e.start_us = pending->issued_us;
-      e.duration_us = TraceRecorder::nowUs() - pending->issued_us;
-      e.bytes = static_cast<int64_t>(bytes);
-      trace_.add(std::move(e));
-    }
+    traceSpan(in, step, in.op, "copy", in.index, pending->issued_us, static_cast<int64_t>(bytes));
     pending_[handle] = std::move(pending);
     return absl::OkStatus();
   };
@@ -111,24 +98,13 @@ absl::Status Executor::bindCopyWait(Site& site) {
     pending_.erase(it);
     const double t0 = TraceRecorder::nowUs();
     absl::Status s = kernels_->finishCopy(*p->copy);
-    const double t1 = TraceRecorder::nowUs();
+    copy_wait_us_ += TraceRecorder::nowUs() - t0;
     for (void* block : p->host_staging) host_allocator_->release(block);
     if (!s.ok()) {
       return absl::Status(s.code(), absl::StrCat("step ", step, ", ", in.where(), " (", handle,
                                                  ", started at ", p->started, "): ", s.message()));
     }
-    copy_wait_us_ += t1 - t0;
-    if (options_.trace) {
-      TraceEvent e;
-      e.name = absl::StrCat("wait ", p->collective);
-      e.track = "compute";
-      e.phase = plan::phaseName(in.phase);
-      e.step = step;
-      e.index = p->index;
-      e.start_us = t0;
-      e.duration_us = t1 - t0;
-      trace_.add(std::move(e));
-    }
+    traceSpan(in, step, absl::StrCat("wait ", p->collective), "compute", p->index, t0);
     if (result != waited) alias(result, waited);
     return absl::OkStatus();
   };

@@ -4,12 +4,8 @@
 // without offload (ranks as threads over Gloo): every loss, parameter and
 // state; and the host arena and the device memory measure what the plan
 // predicts, within 10 %.
-#include <algorithm>
-#include <cmath>
 #include <cstdlib>
 #include <iostream>
-#include <map>
-#include <mutex>
 #include <string>
 #include <utility>
 #include <vector>
@@ -20,7 +16,7 @@
 #include "gtest/gtest.h"
 #include "plan/plan.h"
 #include "runtime/executor/executor.h"
-#include "runtime/executor/testing/step_tokens.h"
+#include "runtime/executor/testing/train_ranks.h"
 #include "tests/testing/status_matchers.h"
 
 namespace loom::runtime {
@@ -38,67 +34,22 @@ plan::Plan loadTestPlan(const std::string& name) {
   return plan.ok() ? *std::move(plan) : plan::Plan{};
 }
 
-struct Training {
-  std::vector<std::vector<double>> losses;  // per rank, per step
-  // Per rank after training: every parameter's and AdamW moment's local
-  // values, by name (the master copies are compared through the
-  // parameters they round to).
-  std::vector<std::map<std::string, std::vector<float>>> values;
-  // Over ranks, steps and phases: the device's and the host arena's peaks.
-  int64_t peak_bytes = 0;
-  int64_t host_peak_bytes = 0;
-};
-
-Training train(const plan::Plan& plan, ExecutorOptions options = {}) {
-  const int world = static_cast<int>(plan.worldSize());
-  Training run;
-  run.losses.resize(world);
-  run.values.resize(world);
-  std::mutex mu;
-  comm::ProcessGroupOptions pgOptions;
-  pgOptions.checks = comm::CollectiveChecks::kOff;
-  comm::testing::runRanksShared(
-      world,
-      [&](std::shared_ptr<comm::ProcessGroup> group) {
-        absl::StatusOr<std::unique_ptr<Executor>> executor =
-            Executor::create(plan, group, options);
-        ASSERT_TRUE(executor.ok()) << executor.status();
-        Executor& e = **executor;
-        absl::StatusOr<testing::StepTokens> tokens = testing::StepTokens::create(e);
-        ASSERT_TRUE(tokens.ok()) << tokens.status();
-        std::vector<double> losses;
-        int64_t peak = 0, hostPeak = 0;
-        for (int step = 1; step <= kSteps; ++step) {
-          ASSERT_TRUE(tokens->fill(step % 2).ok());
-          absl::StatusOr<StepResult> r = e.step(step, tokens->ids(), tokens->labels());
-          ASSERT_TRUE(r.ok()) << r.status();
-          losses.push_back(r->loss);
-          for (const PhaseMemory& m : e.phaseMemory()) {
-            peak = std::max(peak, m.peak_bytes);
-            hostPeak = std::max(hostPeak, m.host_peak_bytes);
-          }
-        }
-        std::map<std::string, std::vector<float>> values;
-        for (const plan::Buffer& b : plan.buffers) {
-          const bool moment =
-              b.name.rfind("exp_avg:", 0) == 0 || b.name.rfind("exp_avg_sq:", 0) == 0;
-          if (b.role != plan::BufferRole::kParam && !moment) continue;
-          absl::StatusOr<std::vector<float>> local = e.localValues(b.name);
-          ASSERT_TRUE(local.ok()) << local.status();
-          values[b.name] = *std::move(local);
-        }
-        std::lock_guard<std::mutex> lock(mu);
-        run.losses[group->rank()] = losses;
-        run.values[group->rank()] = std::move(values);
-        run.peak_bytes = std::max(run.peak_bytes, peak);
-        run.host_peak_bytes = std::max(run.host_peak_bytes, hostPeak);
-      },
-      pgOptions);
-  return run;
+// Trains `plan` for kSteps steps, every rank a thread, on two batches in
+// turn, and reads every parameter and AdamW moment after (the master
+// copies are compared through the parameters they round to).
+testing::RankRuns train(const plan::Plan& plan, ExecutorOptions options = {}) {
+  return testing::trainRanks(
+      plan, {.steps = kSteps,
+             .executor = options,
+             .batch = [](int step) { return step % 2; },
+             .read = [](const plan::Buffer& b) {
+               return b.role == plan::BufferRole::kParam || b.name.rfind("exp_avg:", 0) == 0 ||
+                      b.name.rfind("exp_avg_sq:", 0) == 0;
+             }});
 }
 
 // Every rank's losses, parameters and moments, bit for bit.
-void expectBitIdentical(const Training& offloaded, const Training& reference,
+void expectBitIdentical(const testing::RankRuns& offloaded, const testing::RankRuns& reference,
                         const std::string& name) {
   ASSERT_EQ(offloaded.losses.size(), reference.losses.size()) << name;
   for (size_t r = 0; r < reference.losses.size(); ++r) {
@@ -169,8 +120,8 @@ TEST(OffloadMemory, HostAndDevicePeaksAreAsPlanned) {
         std::pair{"accum_llama_both_fsdp4_m2", "accum_llama_offload_both_fsdp4_m2"}}) {
     const plan::Plan plan = loadTestPlan(name);
     ASSERT_TRUE(plan.predicted.offload.has_value()) << name;
-    const Training run = train(plan);
-    const Training without = train(loadTestPlan(plain));
+    const testing::RankRuns run = train(plan);
+    const testing::RankRuns without = train(loadTestPlan(plain));
     const int64_t device = plan.predicted.peak_bytes;
     const int64_t host = plan.predicted.offload->host_peak_bytes;
     EXPECT_NEAR(static_cast<double>(device), static_cast<double>(run.peak_bytes),
