@@ -361,6 +361,25 @@ TEST(PlanTest, OffloadedPlansHoldHostStatesAndTheirCopies) {
   EXPECT_EQ(plan->predicted.breakdown.at("optimizer_state"), 0);
 }
 
+// With several micro-steps the gradients go to the host once, in the last,
+// and the parameters come back once, in the optimizer block: an f32 plan
+// moves as many bytes each way per step.
+TEST(PlanTest, OffloadedCopiesRunOncePerStep) {
+  for (const char* name : {"accum_llama_offload_fsdp4_m2", "pipe_offload_pp2_fsdp2"}) {
+    absl::StatusOr<Plan> plan = loadPlan(planPath(name));
+    ASSERT_TRUE(plan.ok()) << plan.status();
+    ASSERT_GT(plan->micro_batches, 1) << name;
+    ASSERT_TRUE(plan->predicted.offload.has_value()) << name;
+    EXPECT_EQ(plan->predicted.offload->to_host_bytes, plan->predicted.offload->to_device_bytes)
+        << name;
+    for (const Instruction* in : plan->programs[0].instructions()) {
+      if (in->op == "dist.copy_to_host_start") {
+        EXPECT_EQ(in->micro_step, MicroStep::kLast) << name;
+      }
+    }
+  }
+}
+
 class CorruptOffloadTest : public ::testing::TestWithParam<Corruption> {};
 
 // The first instruction of `op` in any block.

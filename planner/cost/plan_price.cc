@@ -408,7 +408,9 @@ absl::StatusOr<PlanPrice> Pricer::price() {
   for (int64_t order = 0; order < size; ++order) {
     const plan::Instruction& in = program_in_.instruction(order);
     if (micro_ >= 0) {
-      const bool optimizer = in.info->family == plan::OpFamily::kOptimizer;
+      // The optimizer block (its steps, and offload's copies back to the
+      // device) runs once, in the last micro-step.
+      const bool optimizer = in.phase == plan::Phase::kOptimizer;
       if (optimizer ? micro_ != count_ - 1 : !plan::runsIn(in.micro_step, micro_, count_)) continue;
     }
     switch (in.info->family) {

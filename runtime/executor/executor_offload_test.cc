@@ -85,7 +85,9 @@ INSTANTIATE_TEST_SUITE_P(
                       std::pair{"llama_bf16_fsdp4", "llama_bf16_offload_fsdp4"},
                       // Two micro-steps: the gradient copies in the last.
                       std::pair{"accum_llama_fsdp4_m2", "accum_llama_offload_fsdp4_m2"},
-                      std::pair{"accum_llama_both_fsdp4_m2", "accum_llama_offload_both_fsdp4_m2"}),
+                      std::pair{"accum_llama_both_fsdp4_m2", "accum_llama_offload_both_fsdp4_m2"},
+                      // Pipeline stages (1F1B over four micro-batches).
+                      std::pair{"pipe_pp2_fsdp2", "pipe_offload_pp2_fsdp2"}),
     [](const auto& info) { return info.param.second; });
 
 // Clipping reads the global norm over the host gradients and scales a copy

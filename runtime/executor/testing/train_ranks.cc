@@ -7,6 +7,7 @@
 
 #include "comm/testing/process_group_testing.h"
 #include "gtest/gtest.h"
+#include "plan/lifetimes.h"
 #include "runtime/executor/testing/step_tokens.h"
 
 namespace loom::runtime::testing {
@@ -40,9 +41,14 @@ RankRuns trainRanks(const plan::Plan& plan, const TrainRanksOptions& options) {
             hostPeak = std::max(hostPeak, m.host_peak_bytes);
           }
         }
+        // A pipeline stage holds only the buffers its own program uses.
+        absl::StatusOr<std::vector<int64_t>> coords = plan.mesh.coordinateOf(group->rank());
+        ASSERT_TRUE(coords.ok()) << coords.status();
+        const std::vector<plan::Lifetime> live =
+            plan::computeLifetimes(plan, plan::programFor(plan, *coords));
         std::map<std::string, std::vector<float>> values;
         for (const plan::Buffer& b : plan.buffers) {
-          if (!options.read(b)) continue;
+          if (!options.read(b) || live[b.id] == plan::Lifetime{}) continue;
           absl::StatusOr<std::vector<float>> local = e.localValues(b.name);
           ASSERT_TRUE(local.ok()) << local.status();
           values[b.name] = *std::move(local);

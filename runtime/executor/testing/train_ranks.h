@@ -18,7 +18,7 @@ namespace loom::runtime::testing {
 struct RankRuns {
   std::vector<std::vector<double>> losses;  // per rank, per step
   // Per rank after the last step: the local values of the buffers asked
-  // for, by name.
+  // for that its program holds (a pipeline stage's are its own), by name.
   std::vector<std::map<std::string, std::vector<float>>> values;
   // Over ranks, steps and phases: the device's peak and the host arena's.
   int64_t peak_bytes = 0;
