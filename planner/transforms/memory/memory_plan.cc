@@ -102,6 +102,74 @@ bool isReturnedGradCopy(dist::CopyToHostStartOp copy, const llvm::DenseSet<mlir:
   return false;
 }
 
+// A value with its defining op (null: an argument), or staging with its
+// collective or copy.
+using Staged = std::vector<std::pair<ValueLifetime, mlir::Operation*>>;
+
+// The peak of one memory (host or device) over `values` and `staged`: one
+// micro-step's; over an optimizer step of several, the highest of the
+// first, a middle and the last micro-step's, each holding what
+// plan::microStepLifetime says (a middle one alone when no op is kept to
+// the first or last).
+MemoryPeak peakOf(mlir::func::FuncOp func, const std::vector<ValueLifetime>& values,
+                  const Staged& staged, bool host) {
+  mlir::Block& body = func.getBody().front();
+  const int64_t end = static_cast<int64_t>(body.getOperations().size()) - 1;
+  const int64_t microSteps = accumulate::microStepsOf(func);
+  std::vector<int64_t> micros{-1};
+  int64_t lastModelOp = -1, at = 0;
+  bool marked = false;
+  for (mlir::Operation& op : body) {
+    if (&op != body.getTerminator() && !llvm::isa<dist::OptimizerStepOp>(op)) lastModelOp = at;
+    marked |= accumulate::microStepOf(&op) != plan::MicroStep::kEvery;
+    ++at;
+  }
+  if (microSteps > 1 && marked) {
+    micros = {0, microSteps - 1};
+    if (microSteps > 2) micros.push_back(1);
+  }
+  auto heldIn = [&](const ValueLifetime& value, mlir::Operation* def,
+                    int64_t micro) -> std::optional<plan::Lifetime> {
+    const plan::Lifetime live{.first = value.first, .last = value.last};
+    // Arguments (parameters, states, inputs) are held as in one step.
+    if (microSteps == 1 || def == nullptr) return live;
+    const bool carried = value.value && accumulate::isCarried(value.value);
+    return plan::microStepLifetime(live, accumulate::microStepOf(def), carried, micro, microSteps,
+                                   lastModelOp);
+  };
+  MemoryPeak peak;
+  peak.peak_bytes = -1;
+  for (int64_t micro : micros) {
+    // Live bytes per role at each op (slot 0 is the entry), by a
+    // difference array over the lifetimes.
+    std::vector<MemoryBreakdown> delta(end + 3);
+    auto add = [&](const ValueLifetime& value, mlir::Operation* def) {
+      if (value.host != host) return;
+      const std::optional<plan::Lifetime> held = heldIn(value, def, micro);
+      if (!held) return;
+      delta[held->first + 1][value.role] += value.bytes;
+      delta[held->last + 2][value.role] -= value.bytes;
+    };
+    for (const ValueLifetime& value : values) add(value, value.value.getDefiningOp());
+    for (const auto& [value, def] : staged) add(value, def);
+    MemoryBreakdown live;
+    for (int64_t slot = 0; slot <= end + 1; ++slot) {
+      for (int r = 0; r < kNumRoles; ++r) live.bytes[r] += delta[slot].bytes[r];
+      if (live.total() > peak.peak_bytes) {
+        peak.peak_bytes = live.total();
+        peak.peak_index = slot - 1;
+        peak.at_peak = live;
+      }
+    }
+  }
+  if (peak.peak_index >= 0) {
+    auto it = body.begin();
+    std::advance(it, peak.peak_index);
+    peak.peak_op = &*it;
+  }
+  return peak;
+}
+
 }  // namespace
 
 int64_t MemoryBreakdown::total() const {
@@ -184,7 +252,7 @@ MemoryPlan computeMemoryPlan(mlir::func::FuncOp func) {
                            .host = dist::onHost(arg)});
   }
   // Staging beside a collective, with the collective.
-  std::vector<std::pair<ValueLifetime, mlir::Operation*>> staged;
+  Staged staged;
   for (mlir::Operation& op : body) {
     // An optimizer step's results, and a copy into a device tensor's, are
     // their operands' buffers, updated in place.
@@ -232,71 +300,12 @@ MemoryPlan computeMemoryPlan(mlir::func::FuncOp func) {
     }
   }
 
-  // One micro-step's peak; over an optimizer step of several, the highest
-  // of the first, a middle and the last micro-step's, each holding what
-  // plan::microStepLifetime says (a middle one alone when no op is kept to
-  // the first or last).
-  const int64_t microSteps = accumulate::microStepsOf(func);
-  std::vector<int64_t> micros{-1};
-  int64_t lastModelOp = -1;
-  bool marked = false;
-  for (mlir::Operation& op : body) {
-    if (&op != terminator && !llvm::isa<dist::OptimizerStepOp>(op)) lastModelOp = index[&op];
-    marked |= accumulate::microStepOf(&op) != plan::MicroStep::kEvery;
-  }
-  if (microSteps > 1 && marked) {
-    micros = {0, microSteps - 1};
-    if (microSteps > 2) micros.push_back(1);
-  }
-  auto heldIn = [&](const ValueLifetime& value, mlir::Operation* def,
-                    int64_t micro) -> std::optional<plan::Lifetime> {
-    const plan::Lifetime live{.first = value.first, .last = value.last};
-    // Arguments (parameters, states, inputs) are held as in one step.
-    if (microSteps == 1 || def == nullptr) return live;
-    const bool carried = value.value && accumulate::isCarried(value.value);
-    return plan::microStepLifetime(live, accumulate::microStepOf(def), carried, micro, microSteps,
-                                   lastModelOp);
-  };
-  // The peak of one memory, host or device.
-  auto peakOf = [&](bool host) {
-    MemoryPeak peak;
-    peak.peak_bytes = -1;
-    for (int64_t micro : micros) {
-      // Live bytes per role at each op (slot 0 is the entry), by a
-      // difference array over the lifetimes.
-      std::vector<MemoryBreakdown> delta(end + 3);
-      auto add = [&](const ValueLifetime& value, mlir::Operation* def) {
-        if (value.host != host) return;
-        const std::optional<plan::Lifetime> held = heldIn(value, def, micro);
-        if (!held) return;
-        delta[held->first + 1][value.role] += value.bytes;
-        delta[held->last + 2][value.role] -= value.bytes;
-      };
-      for (const ValueLifetime& value : plan.values) add(value, value.value.getDefiningOp());
-      for (const auto& [value, def] : staged) add(value, def);
-      MemoryBreakdown live;
-      for (int64_t slot = 0; slot <= end + 1; ++slot) {
-        for (int r = 0; r < kNumRoles; ++r) live.bytes[r] += delta[slot].bytes[r];
-        if (live.total() > peak.peak_bytes) {
-          peak.peak_bytes = live.total();
-          peak.peak_index = slot - 1;
-          peak.at_peak = live;
-        }
-      }
-    }
-    if (peak.peak_index >= 0) {
-      auto it = body.begin();
-      std::advance(it, peak.peak_index);
-      peak.peak_op = &*it;
-    }
-    return peak;
-  };
-  const MemoryPeak device = peakOf(/*host=*/false);
+  const MemoryPeak device = peakOf(func, plan.values, staged, /*host=*/false);
   plan.peak_bytes = device.peak_bytes;
   plan.peak_index = device.peak_index;
   plan.peak_op = device.peak_op;
   plan.at_peak = device.at_peak;
-  plan.host = peakOf(/*host=*/true);
+  plan.host = peakOf(func, plan.values, staged, /*host=*/true);
   return plan;
 }
 
