@@ -24,6 +24,16 @@ struct DeviceSpec {
   double peak_flops_fp32 = 0;
   int64_t memory_bytes = 0;
   double memory_bandwidth_bytes_per_s = 0;
+  // The host a device of this kind is built into, per device: its share of
+  // the host's memory and of the host's memory bandwidth (the host's
+  // figures divided by its devices). Offloaded optimizer states live there
+  // and the host's AdamW streams them (docs/planner_offload.md).
+  int64_t host_memory_bytes = 0;
+  double host_memory_bandwidth_bytes_per_s = 0;
+  // The device's link to that memory, per direction: what a copy between
+  // device and host memory moves per second, and what starting one costs.
+  double host_link_bandwidth_bytes_per_s = 0;
+  double host_link_latency_s = 0;
 
   friend bool operator==(const DeviceSpec&, const DeviceSpec&) = default;
 };
@@ -38,7 +48,7 @@ const std::vector<DeviceSpec>& knownDeviceSpecs();
 absl::StatusOr<DeviceSpec> deviceSpec(std::string_view name);
 
 // Checks that a spec (for example one read from a calibration profile) has a
-// name and positive figures.
+// name and positive figures, the host's included.
 absl::Status validateDeviceSpec(const DeviceSpec& spec);
 
 }  // namespace loom::mesh

@@ -58,6 +58,24 @@ TEST(DeviceSpecsTest, DatasheetFigures) {
   EXPECT_LE(cpu.peak_flops_bf16, cpu.peak_flops_fp32);
 }
 
+TEST(DeviceSpecsTest, HostFigures) {
+  // PCIe Gen5 x16 as achieved (about 55 of 63 GB/s), a DGX H100's 2 TB and
+  // 614.4 GB/s of DDR5 shared by its 8 GPUs.
+  for (const char* name : {"h100-sxm", "h200"}) {
+    const DeviceSpec spec = deviceSpec(name).value();
+    EXPECT_DOUBLE_EQ(spec.host_link_bandwidth_bytes_per_s, 55e9) << name;
+    EXPECT_EQ(spec.host_memory_bytes, 256 * kGiB) << name;
+    EXPECT_DOUBLE_EQ(spec.host_memory_bandwidth_bytes_per_s, 76.8e9) << name;
+  }
+  // PCIe Gen4 on the A100 hosts: half as fast.
+  EXPECT_DOUBLE_EQ(deviceSpec("a100-80gb").value().host_link_bandwidth_bytes_per_s, 25e9);
+  EXPECT_EQ(deviceSpec("a100-40gb").value().host_memory_bytes, 128 * kGiB);
+  // The CPU device's "host link" is a memcpy: half its memory bandwidth.
+  const DeviceSpec cpu = deviceSpec("cpu").value();
+  EXPECT_DOUBLE_EQ(cpu.host_link_bandwidth_bytes_per_s, cpu.memory_bandwidth_bytes_per_s / 2);
+  EXPECT_EQ(cpu.host_memory_bytes, cpu.memory_bytes);
+}
+
 TEST(DeviceSpecsTest, LookupIgnoresCaseAndAcceptsH100) {
   EXPECT_EQ(deviceSpec("H100-SXM").value().name, "h100-sxm");
   EXPECT_EQ(deviceSpec("h100").value().name, "h100-sxm");
@@ -85,6 +103,11 @@ TEST(DeviceSpecsTest, ValidateRejectsMissingNameAndNonPositiveFigures) {
   spec.peak_flops_bf16 = std::numeric_limits<double>::quiet_NaN();
   EXPECT_THAT(validateDeviceSpec(spec),
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("bf16 nan")));
+  spec = deviceSpec("h100").value();
+  spec.host_link_bandwidth_bytes_per_s = 0;
+  EXPECT_THAT(validateDeviceSpec(spec),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       AllOf(HasSubstr("'h100-sxm'"), HasSubstr("host link 0 bytes/s"))));
 }
 
 }  // namespace

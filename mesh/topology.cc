@@ -32,7 +32,8 @@ constexpr double kMicro = 1e-6;
 absl::string_view asAbsl(std::string_view text) { return {text.data(), text.size()}; }
 
 constexpr LinkClass kAllLinkClasses[] = {LinkClass::kNVLink, LinkClass::kInfiniBand,
-                                         LinkClass::kPCIe, LinkClass::kLoopbackTcp};
+                                         LinkClass::kPCIe, LinkClass::kLoopbackTcp,
+                                         LinkClass::kMemcpy};
 
 // Bandwidth first, because the bandwidth term dominates the large collectives
 // of training; latency only breaks ties.
@@ -69,6 +70,8 @@ std::string_view linkClassName(LinkClass link_class) {
       return "pcie";
     case LinkClass::kLoopbackTcp:
       return "loopback-tcp";
+    case LinkClass::kMemcpy:
+      return "memcpy";
   }
   return "unknown";
 }
@@ -106,6 +109,14 @@ LinkSpec defaultLinkSpec(LinkClass link_class) {
       // Python ping-pong, which overstates it), rounded down. tools:calibrate
       // replaces it.
       return {.bandwidth_bytes_per_s = 2.5 * kGiga, .latency_s = 30 * kMicro};
+    case LinkClass::kMemcpy: {
+      // The nominal CPU device's (device_specs.cc): a copy reads and writes
+      // every byte of its dual-channel DDR4-3200, 51.2 GB/s, so it moves
+      // half that.
+      const DeviceSpec cpu = *deviceSpec("cpu");
+      return {.bandwidth_bytes_per_s = cpu.host_link_bandwidth_bytes_per_s,
+              .latency_s = cpu.host_link_latency_s};
+    }
   }
   return {};
 }
@@ -130,7 +141,15 @@ absl::StatusOr<Topology> Topology::create(const TopologyOptions& options) {
   absl::StatusOr<Link> inter =
       resolveLink(options.inter_host_link, options.inter_host_spec, "inter-host");
   if (!inter.ok()) return inter.status();
-  return Topology(options.num_hosts, options.devices_per_host, options.device, *intra, *inter);
+  absl::StatusOr<Link> host = resolveLink(
+      options.host_link,
+      options.host_link_spec.value_or(
+          LinkSpec{.bandwidth_bytes_per_s = options.device.host_link_bandwidth_bytes_per_s,
+                   .latency_s = options.device.host_link_latency_s}),
+      "host");
+  if (!host.ok()) return host.status();
+  return Topology(options.num_hosts, options.devices_per_host, options.device, *intra, *inter,
+                  *host);
 }
 
 absl::StatusOr<Topology> Topology::dgxH100(int64_t num_hosts) {
@@ -170,7 +189,8 @@ absl::StatusOr<Topology> Topology::cpuHost(int64_t num_ranks) {
                  .devices_per_host = num_ranks,
                  .device = *deviceSpec("cpu"),
                  .intra_host_link = LinkClass::kLoopbackTcp,
-                 .inter_host_link = LinkClass::kLoopbackTcp});
+                 .inter_host_link = LinkClass::kLoopbackTcp,
+                 .host_link = LinkClass::kMemcpy});
 }
 
 absl::Status Topology::checkRank(int64_t rank) const {

@@ -30,10 +30,13 @@ enum class LinkClass {
   // TCP, over loopback between CPU ranks on one machine or over Ethernet
   // between machines.
   kLoopbackTcp,
+  // A copy within one machine's memory: the CPU device's link to "host"
+  // memory, which is its own.
+  kMemcpy,
 };
 
-// "nvlink", "infiniband", "pcie", "loopback-tcp": the names plan.json and flags
-// use.
+// "nvlink", "infiniband", "pcie", "loopback-tcp", "memcpy": the names
+// plan.json and flags use.
 std::string_view linkClassName(LinkClass link_class);
 absl::StatusOr<LinkClass> linkClassFromName(std::string_view name);
 
@@ -69,6 +72,11 @@ struct TopologyOptions {
   // older generation's.
   std::optional<LinkSpec> intra_host_spec = std::nullopt;
   std::optional<LinkSpec> inter_host_spec = std::nullopt;
+  // Each device's link to its host's memory (offloaded optimizer states and
+  // the copies to and from them): PCIe for a GPU, memcpy for the CPU
+  // device. Its figures are the device spec's host link unless given.
+  LinkClass host_link = LinkClass::kPCIe;
+  std::optional<LinkSpec> host_link_spec = std::nullopt;
 };
 
 // A homogeneous cluster: `num_hosts` hosts with `devices_per_host` identical
@@ -98,6 +106,8 @@ class Topology {
   const DeviceSpec& device() const { return device_; }
   const Link& intraHostLink() const { return intra_host_link_; }
   const Link& interHostLink() const { return inter_host_link_; }
+  // A device's link to its host's memory, per direction.
+  const Link& hostLink() const { return host_link_; }
 
   absl::StatusOr<int64_t> hostOf(int64_t rank) const;
   absl::StatusOr<int64_t> localRankOf(int64_t rank) const;
@@ -126,12 +136,13 @@ class Topology {
 
  private:
   Topology(int64_t num_hosts, int64_t devices_per_host, DeviceSpec device, Link intra_host_link,
-           Link inter_host_link)
+           Link inter_host_link, Link host_link)
       : num_hosts_(num_hosts),
         devices_per_host_(devices_per_host),
         device_(std::move(device)),
         intra_host_link_(intra_host_link),
-        inter_host_link_(inter_host_link) {}
+        inter_host_link_(inter_host_link),
+        host_link_(host_link) {}
 
   absl::Status checkRank(int64_t rank) const;
 
@@ -140,6 +151,7 @@ class Topology {
   DeviceSpec device_;
   Link intra_host_link_;
   Link inter_host_link_;
+  Link host_link_;
 };
 
 }  // namespace loom::mesh

@@ -34,7 +34,8 @@ TopologyOptions twoGpuHosts() {
 
 TEST(LinkClassTest, NamesRoundTrip) {
   for (LinkClass link_class :
-       {LinkClass::kNVLink, LinkClass::kInfiniBand, LinkClass::kPCIe, LinkClass::kLoopbackTcp}) {
+       {LinkClass::kNVLink, LinkClass::kInfiniBand, LinkClass::kPCIe, LinkClass::kLoopbackTcp,
+        LinkClass::kMemcpy}) {
     EXPECT_EQ(linkClassFromName(linkClassName(link_class)).value(), link_class);
   }
   EXPECT_EQ(linkClassName(LinkClass::kLoopbackTcp), "loopback-tcp");
@@ -79,6 +80,23 @@ TEST(TopologyTest, SpecOverridesReplaceDefaults) {
   Topology topology = Topology::create(options).value();
   EXPECT_DOUBLE_EQ(topology.interHostLink().spec.bandwidth_bytes_per_s, 12.5e9);
   EXPECT_DOUBLE_EQ(topology.intraHostLink().spec.bandwidth_bytes_per_s, 450e9);
+}
+
+TEST(TopologyTest, HostLinkIsTheDevicesUnlessGiven) {
+  Topology h100 = Topology::dgxH100(1).value();
+  EXPECT_EQ(h100.hostLink().link_class, LinkClass::kPCIe);
+  EXPECT_DOUBLE_EQ(h100.hostLink().spec.bandwidth_bytes_per_s, 55e9);
+  EXPECT_DOUBLE_EQ(h100.hostLink().spec.latency_s, 5e-6);
+  Topology cpu = Topology::cpuHost(2).value();
+  EXPECT_EQ(cpu.hostLink(), (Link{LinkClass::kMemcpy, defaultLinkSpec(LinkClass::kMemcpy)}));
+  EXPECT_DOUBLE_EQ(cpu.hostLink().spec.bandwidth_bytes_per_s, 25.6e9);
+
+  TopologyOptions options = twoGpuHosts();
+  options.host_link_spec = LinkSpec{.bandwidth_bytes_per_s = 20e9, .latency_s = 1e-5};
+  EXPECT_DOUBLE_EQ(Topology::create(options).value().hostLink().spec.bandwidth_bytes_per_s, 20e9);
+  options.host_link_spec = LinkSpec{.bandwidth_bytes_per_s = 0, .latency_s = 1e-5};
+  EXPECT_THAT(Topology::create(options).status(),
+              StatusIs(kInvalid, AllOf(HasSubstr("host link (pcie)"), HasSubstr("bandwidth 0"))));
 }
 
 TEST(TopologyTest, Presets) {

@@ -101,6 +101,24 @@ OpInfo pointToPoint(std::string_view name, PointToPoint direction, bool async) {
   return info;
 }
 
+// A copy between device and host memory on the copy stream, always async:
+// to the host into a new host buffer, or into an existing device buffer
+// (operands: the host source and the device buffer, which it updates in
+// place, converting to its type).
+OpInfo copy(std::string_view name, bool into) {
+  return {.name = name,
+          .family = F::kCopy,
+          .min_operands = into ? 2 : 1,
+          .max_operands = into ? 2 : 1,
+          .min_results = 1,
+          .max_results = 1,
+          .stream = Stream::kCopy,
+          .phases = PhaseSet::kAny,
+          .async_start = true,
+          .in_place = into,
+          .attrs = {{A::kBytes, true}, {A::kAsyncHandle, true}}};
+}
+
 std::vector<OpInfo> makeTable() {
   using C = CollectiveKind;
   const AttrUse epsilon{A::kEpsilon, true};
@@ -160,6 +178,9 @@ std::vector<OpInfo> makeTable() {
       pointToPoint("dist.send_start", PointToPoint::kSend, true),
       pointToPoint("dist.recv", PointToPoint::kRecv, false),
       pointToPoint("dist.recv_start", PointToPoint::kRecv, true),
+      // Offload: gradients to the host, updated parameters back.
+      copy("dist.copy_to_host_start", /*into=*/false),
+      copy("dist.copy_into_device_start", /*into=*/true),
       {.name = "dist.wait",
        .family = F::kWait,
        .min_operands = 1,
@@ -237,7 +258,17 @@ std::vector<OpInfo> makeTable() {
 
 }  // namespace
 
-const char* streamName(Stream stream) { return stream == Stream::kComm ? "comm" : "compute"; }
+const char* streamName(Stream stream) {
+  switch (stream) {
+    case Stream::kComm:
+      return "comm";
+    case Stream::kCopy:
+      return "copy";
+    case Stream::kCompute:
+      return "compute";
+  }
+  return "?";
+}
 
 const char* collectiveKindName(CollectiveKind kind) {
   switch (kind) {

@@ -23,12 +23,15 @@ enum class OpFamily {
   kBuffer,        // dist.bucket, dist.unbucket, dist.slice, dist.free
   kOptimizer,     // dist.optimizer_step: updates a parameter in place
   kPointToPoint,  // dist.send, dist.recv (and _start): one peer along one axis
+  kCopy,          // dist.copy_to_host_start, ...: between device and host memory
 };
 
 // Which way a point-to-point op moves its tensor.
 enum class PointToPoint { kNone, kSend, kRecv };
 
-enum class Stream { kCompute, kComm };
+// Copies between device and host memory run on their own stream, beside
+// compute and communication.
+enum class Stream { kCompute, kComm, kCopy };
 const char* streamName(Stream stream);
 
 enum class CollectiveKind { kNone, kAllGather, kReduceScatter, kAllReduce, kAllToAll };
@@ -101,7 +104,8 @@ struct OpInfo {
   CollectiveKind collective = CollectiveKind::kNone;
   PointToPoint p2p = PointToPoint::kNone;
   bool async_start = false;  // *_start: names a handle that one dist.wait ends
-  // Whether the results are the operands updated in place (defined again).
+  // Whether the results are the operands updated in place (defined again);
+  // an async start's in-place result is what its dist.wait yields again.
   bool in_place = false;
   // dist.free: ends its operand's lifetime without reading it.
   bool ends_buffer = false;

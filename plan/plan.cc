@@ -37,6 +37,18 @@ absl::StatusOr<BufferRole> roleFromName(std::string_view name) {
                    "' (expected param, grad, optimizer_state, activation or gathered)"));
 }
 
+const char* memorySpaceName(MemorySpace space) {
+  return space == MemorySpace::kHost ? "host" : "device";
+}
+
+absl::StatusOr<MemorySpace> memorySpaceFromName(std::string_view name) {
+  for (MemorySpace space : {MemorySpace::kDevice, MemorySpace::kHost}) {
+    if (memorySpaceName(space) == name) return space;
+  }
+  return absl::InvalidArgumentError(
+      absl::StrCat("is '", std::string(name), "'; expected device or host"));
+}
+
 const char* phaseName(Phase phase) {
   switch (phase) {
     case Phase::kForward:

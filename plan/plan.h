@@ -38,6 +38,14 @@ inline bool persistentRole(BufferRole role) {
   return role == BufferRole::kParam || role == BufferRole::kOptimizerState;
 }
 
+// Where a buffer lives: the device's memory (the default) or the host's
+// (offloaded optimizer states, gradients copied to the host; the runtime's
+// host arena, pinned on a GPU machine; docs/planner_offload.md).
+enum class MemorySpace { kDevice, kHost };
+// "device", "host".
+const char* memorySpaceName(MemorySpace space);
+absl::StatusOr<MemorySpace> memorySpaceFromName(std::string_view name);
+
 // One mesh axis's entry of a placement (docs/planner_dist.md).
 struct AxisPlacement {
   enum class Kind { kReplicate, kShard, kPartial };
@@ -72,6 +80,7 @@ struct Buffer {
   std::vector<int64_t> local_shape;
   int64_t bytes = 0;  // per rank, padding included
   BufferRole role = BufferRole::kActivation;
+  MemorySpace memory = MemorySpace::kDevice;
   Placement placement;
   Lifetime live;
   std::optional<InitSpec> init;  // parameters and optimizer states
@@ -83,6 +92,7 @@ struct Buffer {
   int64_t numel() const;
   // The buffer whose copy this is, or this one.
   int64_t primaryId() const { return replica_of >= 0 ? replica_of : id; }
+  bool onHost() const { return memory == MemorySpace::kHost; }
 };
 
 enum class Phase { kForward, kBackward, kOptimizer };
@@ -227,8 +237,14 @@ struct Topology {
   double peak_flops_fp32 = 0;
   int64_t memory_bytes = 0;
   double memory_bandwidth_bytes_per_s = 0;
+  // A device's share of its host's memory and memory bandwidth, and its
+  // link to that memory (mesh/device_specs.h); 0 in plans made before
+  // offload, which hold no host buffers.
+  int64_t host_memory_bytes = 0;
+  double host_memory_bandwidth_bytes_per_s = 0;
   Link intra_host;
   Link inter_host;
+  Link host;
 };
 
 // What the runtime feeds and reads, as buffer ids (-1: absent).
@@ -246,6 +262,23 @@ struct CommVolume {
   std::string kind;  // "all_gather", ...
   int64_t count = 0;
   int64_t bytes = 0;  // per rank
+};
+
+// The offload part of a prediction (docs/planner_offload.md): present
+// when the plan holds host buffers.
+struct OffloadPredicted {
+  // Busy time of the copy stream (device <-> host) and the part of it
+  // compute waited for; the host AdamW steps' time (in optimizer_s too).
+  double copy_s = 0;
+  double exposed_copy_s = 0;
+  double host_optimizer_s = 0;
+  // Bytes copied each way per step.
+  int64_t to_host_bytes = 0;
+  int64_t to_device_bytes = 0;
+  // Host memory per rank: the peak, where, and bytes per role there.
+  int64_t host_peak_bytes = 0;
+  int64_t host_peak_index = -1;
+  std::map<std::string, int64_t> host_breakdown;
 };
 
 struct Predicted {
@@ -269,6 +302,8 @@ struct Predicted {
   std::vector<CommVolume> comm_volume;
   int64_t comm_bytes_per_rank = 0;
   std::string machine_profile;  // empty: the datasheet's figures
+  // The device memory figures above leave host buffers out; these count them.
+  std::optional<OffloadPredicted> offload;
 };
 
 // A one-rank mesh, the placeholder before a plan's mesh is set.

@@ -47,6 +47,10 @@ class Checker {
   absl::Status checkInstruction(const Instruction& in, const std::string& path) const;
   absl::Status checkAttrs(const Instruction& in, const std::string& path) const;
   absl::Status checkDataflow(const Program& program, const std::string& path) const;
+  // Host buffers (docs/planner_offload.md): only copies and the optimizer
+  // steps of offloaded states touch them, and the topology prices them.
+  absl::Status checkHostBuffers(const Program& program) const;
+  absl::Status checkCopy(const Instruction& in, const std::string& path) const;
   absl::Status checkLifetimes(const Program& program) const;
   // Each send and receive goes along the pipeline axis to another stage;
   // then every send has one receive in its peer's program (same tag, shape
@@ -214,6 +218,7 @@ absl::Status Checker::checkPrograms() const {
       }
     }
     LOOM_RETURN_IF_ERROR(checkDataflow(program, path));
+    LOOM_RETURN_IF_ERROR(checkHostBuffers(program));
     LOOM_RETURN_IF_ERROR(checkLifetimes(program));
     LOOM_RETURN_IF_ERROR(checkPeers(program));
   }
@@ -434,6 +439,9 @@ absl::Status Checker::checkDataflow(const Program& program, const std::string& p
   std::vector<bool> defined(plan_.buffers.size());
   for (size_t id = 0; id < defined.size(); ++id) defined[id] = onEntry(plan_, id);
   std::map<std::string, int64_t> open;  // handle -> the buffer its start defined
+  // Handles of starts that update a buffer in place: their wait yields that
+  // buffer again.
+  std::set<std::string> inPlace;
   for (const Instruction* in : program.instructions()) {
     // Only an error needs the path, and building it for every instruction
     // would cost more than the checks.
@@ -446,9 +454,17 @@ absl::Status Checker::checkDataflow(const Program& program, const std::string& p
                                   ") is used before any instruction defines it"));
       }
     }
+    const bool waitInPlace =
+        in->info->family == OpFamily::kWait && inPlace.count(in->attrs.async_handle) > 0;
+    if (waitInPlace && in->results[0] != in->operands[0]) {
+      return error(absl::StrCat(where(), ".results[0]"),
+                   absl::StrCat("is buffer ", in->results[0], " but '", in->attrs.async_handle,
+                                "' updates buffer ", in->operands[0],
+                                " in place; its wait yields that buffer"));
+    }
     for (size_t k = 0; k < in->results.size(); ++k) {
       const int64_t id = in->results[k];
-      if (defined[id] && !in->info->in_place) {
+      if (defined[id] && !in->info->in_place && !waitInPlace) {
         return error(
             absl::StrCat(where(), ".results[", k, "]"),
             absl::StrCat("buffer ", id, " (", plan_.buffers[id].name, ") is defined twice"));
@@ -461,6 +477,7 @@ absl::Status Checker::checkDataflow(const Program& program, const std::string& p
         return error(where() + ".attrs.async_handle",
                      absl::StrCat("'", handle, "' is started twice"));
       }
+      if (in->info->in_place) inPlace.insert(handle);
     } else if (in->info->family == OpFamily::kWait) {
       auto it = open.find(handle);
       if (it == open.end()) {
@@ -512,6 +529,51 @@ absl::Status Checker::checkReplicas() const {
   return absl::OkStatus();
 }
 
+absl::Status Checker::checkHostBuffers(const Program& program) const {
+  bool any = false;
+  for (const Buffer& b : plan_.buffers) any |= b.onHost();
+  if (!any) return absl::OkStatus();
+  const Topology& t = plan_.topology;
+  if (!(t.host.bandwidth_bytes_per_s > 0) || !(t.host_memory_bandwidth_bytes_per_s > 0) ||
+      t.host_memory_bytes <= 0) {
+    return error("$.topology",
+                 "the plan holds host buffers but its topology has no host link or host memory "
+                 "(links.host, device.host_memory_bytes and host_memory_bandwidth_bytes_per_s); "
+                 "re-plan with this build's //tools:plan");
+  }
+  std::map<std::string, const Instruction*> startOf;
+  for (const Instruction* in : program.instructions()) {
+    const std::string path = pathOf(program, *in);
+    const OpFamily family = in->info->family;
+    if (family == OpFamily::kCopy) {
+      LOOM_RETURN_IF_ERROR(checkCopy(*in, path));
+      startOf[in->attrs.async_handle] = in;
+      continue;
+    }
+    // A wait yields what its start made, where its start made it.
+    if (family == OpFamily::kWait && startOf.count(in->attrs.async_handle)) continue;
+    std::vector<int64_t> ids = in->operands;
+    ids.insert(ids.end(), in->results.begin(), in->results.end());
+    const bool host = !ids.empty() && plan_.buffers[ids.front()].onHost();
+    for (int64_t id : ids) {
+      const Buffer& b = plan_.buffers[id];
+      if (family == OpFamily::kOptimizer) {
+        if (b.onHost() == host) continue;
+        return error(path, absl::StrCat(in->op, " mixes host and device buffers (", b.name,
+                                        " is in ", memorySpaceName(b.memory),
+                                        " memory); an optimizer step runs where all its "
+                                        "tensors live"));
+      }
+      if (!b.onHost()) continue;
+      return error(path, absl::StrCat(in->op, " reads or writes host buffer ", b.id, " (", b.name,
+                                      "); only copies and the optimizer steps of offloaded "
+                                      "states touch host memory (re-plan with this build's "
+                                      "//tools:plan)"));
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::Status Checker::checkReplicaOf(const Buffer& b, const std::vector<int64_t>& lowest) const {
   const std::string path = absl::StrCat("$.buffers[", b.id, "].replica_of");
   const int64_t n = static_cast<int64_t>(plan_.buffers.size());
@@ -543,6 +605,38 @@ absl::Status Checker::checkReplicaOf(const Buffer& b, const std::vector<int64_t>
     return error(path, absl::StrCat("is ", p.id, " (", p.name, "), held from stage ", lowest[p.id],
                                     ", not below this copy's stage ", lowest[b.id],
                                     "; the lowest stage's copy is the primary"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Checker::checkCopy(const Instruction& in, const std::string& path) const {
+  const bool toHost = !in.info->in_place;
+  const Buffer& src = plan_.buffers[in.operands[0]];
+  const Buffer& dst = plan_.buffers[toHost ? in.results[0] : in.operands[1]];
+  if (src.onHost() == toHost || dst.onHost() != toHost) {
+    return error(path, absl::StrCat(in.op, " copies ", toHost ? "device to host" : "host to device",
+                                    " but reads ", memorySpaceName(src.memory), " buffer ",
+                                    src.id, " (", src.name, ") into ", memorySpaceName(dst.memory),
+                                    " buffer ", dst.id, " (", dst.name, ")"));
+  }
+  if (!toHost && in.results[0] != dst.id) {
+    return error(path + ".results[0]",
+                 absl::StrCat("is buffer ", in.results[0], "; ", in.op,
+                              " updates its destination, operand 1 (buffer ", dst.id,
+                              "), in place"));
+  }
+  if (src.local_shape != dst.local_shape || (toHost && src.dtype != dst.dtype)) {
+    return error(path, absl::StrCat(in.op, " copies ", std::string(comm::dtypeName(src.dtype)),
+                                    shapeText(src.local_shape), " into ",
+                                    std::string(comm::dtypeName(dst.dtype)),
+                                    shapeText(dst.local_shape),
+                                    toHost ? "; a copy to the host keeps shape and type"
+                                           : "; a copy to the device keeps the shape"));
+  }
+  if (in.attrs.bytes && *in.attrs.bytes != dst.bytes) {
+    return error(path + ".attrs.bytes",
+                 absl::StrCat("is ", *in.attrs.bytes, " but the copy moves ", dst.bytes,
+                              " bytes (", dst.name, ")"));
   }
   return absl::OkStatus();
 }

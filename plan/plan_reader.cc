@@ -3,6 +3,7 @@
 // path and what the field must be; checkPlan (plan_check.cc) then checks
 // what relates one field to another.
 #include <fstream>
+#include <map>
 #include <sstream>
 #include <utility>
 
@@ -165,10 +166,16 @@ absl::Status readTopology(const Reader& r, const json& root, Topology& t) {
   LOOM_RETURN_IF_ERROR(r.get(**device, d, "memory_bytes", t.memory_bytes));
   LOOM_RETURN_IF_ERROR(
       r.get(**device, d, "memory_bandwidth_bytes_per_s", t.memory_bandwidth_bytes_per_s));
+  // The host's figures and link: in every plan made since offload, needed
+  // by one that holds host buffers (checkPlan).
+  LOOM_RETURN_IF_ERROR(r.getOptional(**device, d, "host_memory_bytes", t.host_memory_bytes));
+  LOOM_RETURN_IF_ERROR(r.getOptional(**device, d, "host_memory_bandwidth_bytes_per_s",
+                                     t.host_memory_bandwidth_bytes_per_s));
   absl::StatusOr<const json*> links = r.need(tj, "$.topology", "links", Kind::kObject);
   if (!links.ok()) return links.status();
-  for (auto [key, link] :
-       {std::pair{"intra_host", &t.intra_host}, std::pair{"inter_host", &t.inter_host}}) {
+  for (auto [key, link] : {std::pair{"intra_host", &t.intra_host},
+                           std::pair{"inter_host", &t.inter_host}, std::pair{"host", &t.host}}) {
+    if (link == &t.host && !(*links)->contains(key)) continue;
     absl::StatusOr<const json*> lj = r.need(**links, "$.topology.links", key, Kind::kObject);
     if (!lj.ok()) return lj.status();
     const std::string path = absl::StrCat("$.topology.links.", key);
@@ -226,6 +233,11 @@ absl::Status readBuffer(const Reader& r, const json& b, size_t i, Buffer& buffer
   absl::StatusOr<BufferRole> role = roleFromName(text);
   if (!role.ok()) return r.error(path + ".role", role.status().message());
   buffer.role = *role;
+  text = memorySpaceName(MemorySpace::kDevice);
+  LOOM_RETURN_IF_ERROR(r.getOptional(b, path, "memory", text));
+  absl::StatusOr<MemorySpace> memory = memorySpaceFromName(text);
+  if (!memory.ok()) return r.error(path + ".memory", memory.status().message());
+  buffer.memory = *memory;
   std::vector<std::string> placement;
   LOOM_RETURN_IF_ERROR(r.getList(b, path, "placement", placement));
   for (size_t a = 0; a < placement.size(); ++a) {
@@ -362,6 +374,39 @@ absl::Status readInterface(const Reader& r, const json& root, Interface& io) {
   return r.getOptional(**j, "$.interface", "vocab", io.vocab);
 }
 
+absl::Status readBreakdown(const Reader& r, const json& object, const std::string& path,
+                           const char* key, std::map<std::string, int64_t>& out) {
+  absl::StatusOr<const json*> breakdown = r.need(object, path, key, Kind::kObject);
+  if (!breakdown.ok()) return breakdown.status();
+  for (const auto& [role, bytes] : (*breakdown)->items()) {
+    if (!bytes.is_number_integer())
+      return r.error(absl::StrCat(path, ".", key, ".", role), "must be an integer");
+    out[role] = bytes.get<int64_t>();
+  }
+  return absl::OkStatus();
+}
+
+// predicted.offload, present when the plan holds host buffers.
+absl::Status readOffload(const Reader& r, const json& predicted, Predicted& p) {
+  if (!predicted.contains("offload")) return absl::OkStatus();
+  absl::StatusOr<const json*> oj = r.need(predicted, "$.predicted", "offload", Kind::kObject);
+  if (!oj.ok()) return oj.status();
+  const std::string path = "$.predicted.offload";
+  OffloadPredicted& o = p.offload.emplace();
+  for (auto [key, out] : {std::pair{"copy_s", &o.copy_s},
+                          std::pair{"exposed_copy_s", &o.exposed_copy_s},
+                          std::pair{"host_optimizer_s", &o.host_optimizer_s}}) {
+    LOOM_RETURN_IF_ERROR(r.get(**oj, path, key, *out));
+  }
+  for (auto [key, out] : {std::pair{"host_peak_bytes", &o.host_peak_bytes},
+                          std::pair{"host_peak_index", &o.host_peak_index},
+                          std::pair{"to_device_bytes", &o.to_device_bytes},
+                          std::pair{"to_host_bytes", &o.to_host_bytes}}) {
+    LOOM_RETURN_IF_ERROR(r.get(**oj, path, key, *out));
+  }
+  return readBreakdown(r, **oj, path, "host_breakdown", o.host_breakdown);
+}
+
 absl::Status readPredicted(const Reader& r, const json& root, Predicted& p) {
   absl::StatusOr<const json*> pj = r.need(root, "$", "predicted", Kind::kObject);
   if (!pj.ok()) return pj.status();
@@ -382,13 +427,8 @@ absl::Status readPredicted(const Reader& r, const json& root, Predicted& p) {
   if (j.contains("stage_peak_bytes")) {
     LOOM_RETURN_IF_ERROR(r.getList(j, path, "stage_peak_bytes", p.stage_peak_bytes));
   }
-  absl::StatusOr<const json*> breakdown = r.need(j, path, "breakdown", Kind::kObject);
-  if (!breakdown.ok()) return breakdown.status();
-  for (const auto& [role, bytes] : (*breakdown)->items()) {
-    if (!bytes.is_number_integer())
-      return r.error(path + ".breakdown." + role, "must be an integer");
-    p.breakdown[role] = bytes.get<int64_t>();
-  }
+  LOOM_RETURN_IF_ERROR(readBreakdown(r, j, path, "breakdown", p.breakdown));
+  LOOM_RETURN_IF_ERROR(readOffload(r, j, p));
   absl::StatusOr<const json*> volume = r.need(j, path, "comm_volume", Kind::kArray);
   if (!volume.ok()) return volume.status();
   for (size_t i = 0; i < (*volume)->size(); ++i) {

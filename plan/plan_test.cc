@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <functional>
+#include <map>
 #include <sstream>
 #include <string>
 
@@ -312,6 +313,144 @@ INSTANTIATE_TEST_SUITE_P(
         Corruption{"NoInterface", [](json& p) { p.erase("interface"); }, "$.interface: is missing"},
         Corruption{"LossNotScalar", [](json& p) { p["interface"]["loss"] = 2; },
                    "$.interface.loss: the loss must be a scalar"}),
+    [](const auto& info) { return info.param.name; });
+
+// Offload (docs/planner_offload.md): the states and master copies live in
+// host memory, each gradient goes there and each parameter comes back by a
+// copy on the copy stream, the steps read host buffers only, and the
+// prediction counts host memory apart.
+TEST(PlanTest, OffloadedPlansHoldHostStatesAndTheirCopies) {
+  const std::string text = readText(planPath("llama_offload_fsdp2"));
+  absl::StatusOr<Plan> plan = parsePlan(text, "offload.json");
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_EQ(writePlan(*plan), text);
+  int params = 0, masters = 0;
+  int64_t stateBytes = 0;
+  for (const Buffer& b : plan->buffers) {
+    if (b.role == BufferRole::kParam) {
+      ++params;
+      EXPECT_FALSE(b.onHost()) << b.name;
+    }
+    if (b.role == BufferRole::kOptimizerState) {
+      EXPECT_TRUE(b.onHost()) << b.name;
+      stateBytes += b.bytes;
+      masters += b.name.rfind("master:", 0) == 0;
+    }
+  }
+  // An f32 parameter gets a master copy on the host too.
+  EXPECT_EQ(masters, params);
+  std::map<std::string, int> ops;
+  for (const Instruction* in : plan->programs[0].instructions()) {
+    ++ops[in->op];
+    if (in->info->family == OpFamily::kOptimizer) {
+      for (int64_t id : in->operands) EXPECT_TRUE(plan->buffers[id].onHost()) << in->where();
+    }
+    if (in->info->family == OpFamily::kCopy) {
+      EXPECT_EQ(in->info->stream, Stream::kCopy);
+      EXPECT_EQ(in->phase, in->op == "dist.copy_to_host_start" ? Phase::kBackward
+                                                                : Phase::kOptimizer);
+    }
+  }
+  EXPECT_EQ(ops["dist.copy_to_host_start"], params);
+  EXPECT_EQ(ops["dist.copy_into_device_start"], params);
+  EXPECT_EQ(ops["dist.optimizer_step"], params);
+  ASSERT_TRUE(plan->predicted.offload.has_value());
+  EXPECT_GE(plan->predicted.offload->host_peak_bytes, stateBytes);
+  EXPECT_GT(plan->predicted.offload->to_host_bytes, 0);
+  EXPECT_GT(plan->predicted.offload->copy_s, 0);
+  EXPECT_GT(plan->topology.host.bandwidth_bytes_per_s, 0);
+  EXPECT_EQ(plan->predicted.breakdown.at("optimizer_state"), 0);
+}
+
+// With several micro-steps the gradients go to the host once, in the last,
+// and the parameters come back once, in the optimizer block: an f32 plan
+// moves as many bytes each way per step.
+TEST(PlanTest, OffloadedCopiesRunOncePerStep) {
+  for (const char* name : {"accum_llama_offload_fsdp4_m2", "pipe_offload_pp2_fsdp2"}) {
+    absl::StatusOr<Plan> plan = loadPlan(planPath(name));
+    ASSERT_TRUE(plan.ok()) << plan.status();
+    ASSERT_GT(plan->micro_batches, 1) << name;
+    ASSERT_TRUE(plan->predicted.offload.has_value()) << name;
+    EXPECT_EQ(plan->predicted.offload->to_host_bytes, plan->predicted.offload->to_device_bytes)
+        << name;
+    for (const Instruction* in : plan->programs[0].instructions()) {
+      if (in->op == "dist.copy_to_host_start") {
+        EXPECT_EQ(in->micro_step, MicroStep::kLast) << name;
+      }
+    }
+  }
+}
+
+class CorruptOffloadTest : public ::testing::TestWithParam<Corruption> {};
+
+// The first instruction of `op` in any block.
+json& anyOp(json& plan, const std::string& op) {
+  for (json& block : plan["programs"][0]["blocks"]) {
+    for (json& in : block["instructions"]) {
+      if (in["op"] == op) return in;
+    }
+  }
+  return plan["programs"][0]["blocks"][0]["instructions"][0];
+}
+
+// The wait of the first instruction of `op`.
+json& waitOf(json& plan, const std::string& op) {
+  const json handle = anyOp(plan, op)["attrs"]["async_handle"];
+  for (json& block : plan["programs"][0]["blocks"]) {
+    for (json& in : block["instructions"]) {
+      if (in["op"] == "dist.wait" && in["attrs"]["async_handle"] == handle) return in;
+    }
+  }
+  return plan["programs"][0]["blocks"][0]["instructions"][0];
+}
+
+TEST_P(CorruptOffloadTest, IsRefusedNamingTheField) {
+  json plan = json::parse(readText(planPath("llama_offload_fsdp2")));
+  GetParam().corrupt(plan);
+  EXPECT_THAT(parsePlan(plan.dump(), "p.json").status(),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       AllOf(HasSubstr("p.json: "), HasSubstr(GetParam().message))));
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Corruptions, CorruptOffloadTest,
+    ::testing::Values(
+        Corruption{"MemoryName",
+                   [](json& p) { p["buffers"][2]["memory"] = "disk"; },
+                   "$.buffers[2].memory: is 'disk'; expected device or host"},
+        Corruption{"HostOperandOfCompute",
+                   [](json& p) {
+                     const int64_t id = anyOp(p, "nn.add")["operands"][0];
+                     p["buffers"][id]["memory"] = "host";
+                   },
+                   "only copies and the optimizer steps of offloaded states touch host memory"},
+        Corruption{"CopyLandsOnTheDevice",
+                   [](json& p) {
+                     const int64_t id = anyOp(p, "dist.copy_to_host_start")["results"][0];
+                     p["buffers"][id].erase("memory");
+                   },
+                   "copies device to host but reads device buffer"},
+        Corruption{"StepMixesMemories",
+                   [](json& p) {
+                     const int64_t id = anyOp(p, "dist.optimizer_step")["operands"][2];
+                     p["buffers"][id].erase("memory");
+                   },
+                   "dist.optimizer_step mixes host and device buffers"},
+        Corruption{"NoHostLink",
+                   [](json& p) { p["topology"]["links"].erase("host"); },
+                   "$.topology: the plan holds host buffers but its topology has no host link"},
+        Corruption{"CopyBytes",
+                   [](json& p) { anyOp(p, "dist.copy_to_host_start")["attrs"]["bytes"] = 3; },
+                   ".attrs.bytes: is 3 but the copy moves"},
+        Corruption{"CopyStream",
+                   [](json& p) { anyOp(p, "dist.copy_into_device_start")["stream"] = "comm"; },
+                   ".stream: is 'comm'; dist.copy_into_device_start runs on the copy stream"},
+        Corruption{"InPlaceWaitElsewhere",
+                   [](json& p) {
+                     waitOf(p, "dist.copy_into_device_start")["results"][0] =
+                         anyOp(p, "dist.optimizer_step")["operands"][1];
+                   },
+                   "in place; its wait yields that buffer"}),
     [](const auto& info) { return info.param.name; });
 
 // Point-to-point between two stages (plan/testing/gradient_swap.h): the

@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <fstream>
 #include <functional>
+#include <map>
 #include <string>
 #include <utility>
 #include <vector>
@@ -206,6 +207,7 @@ void writeBuffer(JsonOut& out, const Buffer& b) {
   out.list(std::vector<int64_t>{b.live.first, b.live.last});
   out.key("local_shape");
   out.list(b.local_shape);
+  if (b.onHost()) out.member("memory", std::string_view(memorySpaceName(b.memory)));
   out.member("name", std::string_view(b.name));
   out.key("placement");
   writePlacement(out, b.placement);
@@ -282,6 +284,10 @@ void writeTopology(JsonOut& out, const Topology& t) {
   out.beginObject();
   out.key("device");
   out.beginObject();
+  if (t.host_memory_bytes > 0) {
+    out.member("host_memory_bandwidth_bytes_per_s", t.host_memory_bandwidth_bytes_per_s);
+    out.member("host_memory_bytes", t.host_memory_bytes);
+  }
   out.member("memory_bandwidth_bytes_per_s", t.memory_bandwidth_bytes_per_s);
   out.member("memory_bytes", t.memory_bytes);
   out.member("name", std::string_view(t.device));
@@ -292,6 +298,10 @@ void writeTopology(JsonOut& out, const Topology& t) {
   out.member("hosts", t.hosts);
   out.key("links");
   out.beginObject();
+  if (t.host.bandwidth_bytes_per_s > 0) {
+    out.key("host");
+    writeLink(out, t.host);
+  }
   out.key("inter_host");
   writeLink(out, t.inter_host);
   out.key("intra_host");
@@ -300,12 +310,30 @@ void writeTopology(JsonOut& out, const Topology& t) {
   out.endObject();
 }
 
+void writeBreakdown(JsonOut& out, const std::map<std::string, int64_t>& breakdown) {
+  out.beginObject();
+  for (const auto& [role, bytes] : breakdown) out.member(role, bytes);
+  out.endObject();
+}
+
+void writeOffload(JsonOut& out, const OffloadPredicted& o) {
+  out.beginObject();
+  out.member("copy_s", o.copy_s);
+  out.member("exposed_copy_s", o.exposed_copy_s);
+  out.key("host_breakdown");
+  writeBreakdown(out, o.host_breakdown);
+  out.member("host_optimizer_s", o.host_optimizer_s);
+  out.member("host_peak_bytes", o.host_peak_bytes);
+  out.member("host_peak_index", o.host_peak_index);
+  out.member("to_device_bytes", o.to_device_bytes);
+  out.member("to_host_bytes", o.to_host_bytes);
+  out.endObject();
+}
+
 void writePredicted(JsonOut& out, const Predicted& p) {
   out.beginObject();
   out.key("breakdown");
-  out.beginObject();
-  for (const auto& [role, bytes] : p.breakdown) out.member(role, bytes);
-  out.endObject();
+  writeBreakdown(out, p.breakdown);
   out.member("comm_bytes_per_rank", p.comm_bytes_per_rank);
   out.member("comm_s", p.comm_s);
   out.key("comm_volume");
@@ -326,6 +354,10 @@ void writePredicted(JsonOut& out, const Predicted& p) {
   if (!p.machine_profile.empty())
     out.member("machine_profile", std::string_view(p.machine_profile));
   out.member("model_flops", p.model_flops);
+  if (p.offload) {
+    out.key("offload");
+    writeOffload(out, *p.offload);
+  }
   out.member("optimizer_s", p.optimizer_s);
   out.member("peak_bytes", p.peak_bytes);
   out.member("peak_index", p.peak_index);

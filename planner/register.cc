@@ -11,6 +11,7 @@
 #include "planner/transforms/bucketing/passes.h"
 #include "planner/transforms/collectives/passes.h"
 #include "planner/transforms/memory/passes.h"
+#include "planner/transforms/offload/passes.h"
 #include "planner/transforms/optimizer/passes.h"
 #include "planner/transforms/placement/passes.h"
 #include "planner/transforms/accumulate/passes.h"
@@ -41,6 +42,7 @@ void registerAllPasses() {
   memory::registerMemoryPasses();
   schedule::registerSchedulePasses();
   optimizer::registerOptimizerPasses();
+  offload::registerOffloadPasses();
   pipeline::registerPlanPipeline();
 }
 

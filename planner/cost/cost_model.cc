@@ -167,6 +167,15 @@ double CostModel::streamSeconds(double bytes) const {
   return bytes / (memory_bandwidth_ * efficiency_.memory);
 }
 
+double CostModel::hostCopySeconds(double bytes) const {
+  const mesh::LinkSpec& link = topology_.hostLink().spec;
+  return link.latency_s + bytes / link.bandwidth_bytes_per_s;
+}
+
+double CostModel::hostStreamSeconds(double bytes) const {
+  return bytes / (topology_.device().host_memory_bandwidth_bytes_per_s * efficiency_.memory);
+}
+
 absl::StatusOr<GroupShape> CostModel::groupOf(const mesh::DeviceMesh& mesh,
                                               const std::vector<std::string>& axes) const {
   absl::StatusOr<mesh::DeviceMesh::Group> group = mesh.groupOf(mesh.ranks().front(), axes);

@@ -80,6 +80,14 @@ class CostModel {
   // Seconds to stream `bytes` through memory (the optimizer step).
   double streamSeconds(double bytes) const;
 
+  // Offload (docs/planner_offload.md): seconds of one copy of `bytes`
+  // between device and host memory, on the topology's host link (latency
+  // plus bytes over its per-direction bandwidth); and seconds for the host
+  // to stream `bytes` through its memory (AdamW on offloaded states), at
+  // the memory-bound efficiency of its share of the host's bandwidth.
+  double hostCopySeconds(double bytes) const;
+  double hostStreamSeconds(double bytes) const;
+
   // The dense peak FLOP/s of `dtype` (bf16 and f16: the tensor-core peak;
   // f32: the fp32 peak), what MFU divides by.
   double peakFlops(Dtype dtype) const;

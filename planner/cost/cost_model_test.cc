@@ -76,6 +76,15 @@ TEST(CostModelTest, MemoryBoundOpsTakeTheirBytesAtTheBandwidth) {
   EXPECT_DOUBLE_EQ(cost.streamSeconds(1e9), 1e9 / (3.35e12 * 0.7));
 }
 
+// Offload: copies over the host link (PCIe Gen5 on a DGX H100: 55 GB/s and
+// 5 us per direction), AdamW on the host at 0.7 of each GPU's share of the
+// host's DDR5 bandwidth (614.4 GB/s / 8).
+TEST(CostModelTest, HostCopiesTakeTheHostLinkAndHostStepsTheHostMemory) {
+  const CostModel cost = model(1);
+  EXPECT_DOUBLE_EQ(cost.hostCopySeconds(1e9), 5e-6 + 1e9 / 55e9);
+  EXPECT_DOUBLE_EQ(cost.hostStreamSeconds(1e9), 1e9 / (76.8e9 * 0.7));
+}
+
 TEST(CostModelTest, CollectivesPayLatencyPerRingStepAndBytesOnTheSlowestLink) {
   const CostModel cost = model(2);
   // All-gather over the 8 GPUs of a host: 7 NVLink steps.

@@ -150,6 +150,10 @@ class Pricer {
   absl::Status compute(int64_t order);
   absl::Status collective(int64_t order);
   absl::Status pointToPoint(int64_t order);
+  // Offload: a copy between device and host memory, and an AdamW step.
+  void copy(int64_t order);
+  void optimizerStep(int64_t order);
+  void wait(int64_t order);
   // Instruction `order` moving `bytes` on `stream` for `seconds`; `handle`
   // is the buffer an async start defines for its wait (-1: none).
   struct Stream;
@@ -177,13 +181,18 @@ class Pricer {
   std::unordered_map<int64_t, int32_t> startOf_;
   // (order, seconds) of each optimizer step.
   std::vector<std::pair<int64_t, double>> optimizer_;
-  // Staging buffers: (order of the collective, bytes, its result).
+  // Staging buffers: from the collective or copy (order) to its result's
+  // last use, or to `last` when known (a copy's wait).
   struct Staging {
     int64_t first;
     int64_t bytes;
     int64_t result;
+    int64_t last = -1;
+    bool host = false;
   };
   std::vector<Staging> staging_;
+  // A converting copy's staging, by the buffer its wait waits on.
+  std::unordered_map<int64_t, size_t> stagingOfWait_;
   // Scratch for compute(): the operands and results of one instruction.
   std::vector<TensorDesc> operands_, results_;
 };
@@ -319,8 +328,69 @@ absl::Status Pricer::collective(int64_t order) {
   return absl::OkStatus();
 }
 
+// A copy between device and host memory: on the copy stream, over the
+// host link; one that converts (an f32 master into a bf16 parameter) stages
+// the converted tensor on the host until its wait.
+void Pricer::copy(int64_t order) {
+  const plan::Instruction& in = program_in_.instruction(order);
+  const int64_t dest = program_in_.results(order)[0];
+  const int64_t bytes = in.attrs.bytes.value_or(buffer(dest).bytes);
+  const double seconds = model_.hostCopySeconds(static_cast<double>(bytes));
+  startOf_[dest] = static_cast<int32_t>(program_.size());
+  program_.push_back({.kind = Instruction::Kind::kCopy,
+                      .seconds = seconds,
+                      .async = true,
+                      .after_tail = in.phase == plan::Phase::kOptimizer});
+  orderOf_.push_back(order);
+  price_.duration_s[order] = seconds;
+  (buffer(dest).onHost() ? price_.to_host_bytes : price_.to_device_bytes) += bytes;
+  const int64_t source = program_in_.operands(order)[0];
+  if (buffer(source).dtype != buffer(dest).dtype) {
+    stagingOfWait_[dest] = staging_.size();
+    staging_.push_back({.first = order, .bytes = buffer(dest).bytes, .result = dest, .host = true});
+  }
+}
+
+// AdamW streams param, grad (at the grad's own type), both moments and the
+// master copy through memory: the device's, as the tail after all
+// communication, or the host's for offloaded states, on the host after the
+// tail.
+void Pricer::optimizerStep(int64_t order) {
+  int64_t bytes = buffer(program_in_.operands(order)[1]).bytes;
+  for (int64_t id : program_in_.results(order)) bytes += 2 * buffer(id).bytes;
+  const bool host = buffer(program_in_.operands(order)[0]).onHost();
+  const double seconds = host ? model_.hostStreamSeconds(static_cast<double>(bytes))
+                              : model_.streamSeconds(static_cast<double>(bytes));
+  price_.optimizer_s += seconds;
+  price_.duration_s[order] = seconds;
+  if (!host) {
+    optimizer_.push_back({order, seconds});
+    return;
+  }
+  price_.host_optimizer_s += seconds;
+  program_.push_back({.kind = Instruction::Kind::kCompute, .seconds = seconds, .after_tail = true});
+  orderOf_.push_back(order);
+}
+
+void Pricer::wait(int64_t order) {
+  const plan::Instruction& in = program_in_.instruction(order);
+  const int64_t waited = program_in_.operands(order)[0];
+  auto it = startOf_.find(waited);
+  program_.push_back({.kind = Instruction::Kind::kWait,
+                      .start = it == startOf_.end() ? -1 : it->second,
+                      .after_tail = in.phase == plan::Phase::kOptimizer &&
+                                    it != startOf_.end() &&
+                                    program_[it->second].kind == Instruction::Kind::kCopy});
+  orderOf_.push_back(-1);
+  if (auto staged = stagingOfWait_.find(waited); staged != stagingOfWait_.end()) {
+    staging_[staged->second].last = order;
+    stagingOfWait_.erase(staged);
+  }
+}
+
 // The peak over the plan's lifetimes (cost::peakMemory, one slot per
-// instruction and one for the step's end, where the loss is handed back).
+// instruction and one for the step's end, where the loss is handed back);
+// host buffers (offload) have a peak of their own.
 void Pricer::memory() {
   const int32_t end = static_cast<int32_t>(program_in_.size());
   const int64_t count = program_in_.numBuffers();
@@ -364,7 +434,7 @@ void Pricer::memory() {
       isSum[program_in_.results(order)[0]] = true;
     }
   }
-  std::vector<Buffer> buffers;
+  std::vector<Buffer> buffers, host;
   buffers.reserve(static_cast<size_t>(count) + staging_.size());
   // A pipeline stage's: whether each of `buffers` is made anew for every
   // micro-batch (a micro-batch of its own may hold it across blocks).
@@ -390,21 +460,32 @@ void Pricer::memory() {
       live = *held;
     }
     const int64_t last = resident || id == loss ? end : live.last;
+    const Buffer entry{.bytes = b.bytes,
+                       .role = roleOf(role),
+                       .first = static_cast<int32_t>(resident ? -1 : live.first),
+                       .last = static_cast<int32_t>(last)};
+    if (b.onHost()) {
+      host.push_back(entry);
+      continue;
+    }
     if (stage) {
       perMicro.push_back(!resident && id != loss && live.first >= 0 &&
                          (micro_steps == 1 ||
                           (!carried[id] && definedIn[id] == plan::MicroStep::kEvery)));
     }
-    buffers.push_back({.bytes = b.bytes,
-                       .role = roleOf(role),
-                       .first = static_cast<int32_t>(resident ? -1 : live.first),
-                       .last = static_cast<int32_t>(last)});
+    buffers.push_back(entry);
   }
   for (const Staging& s : staging_) {
-    buffers.push_back({.bytes = s.bytes,
-                       .role = Role::kActivation,
-                       .first = static_cast<int32_t>(s.first),
-                       .last = static_cast<int32_t>(program_in_.live(s.result).last)});
+    const Buffer entry{
+        .bytes = s.bytes,
+        .role = Role::kActivation,
+        .first = static_cast<int32_t>(s.first),
+        .last = static_cast<int32_t>(s.last >= 0 ? s.last : program_in_.live(s.result).last)};
+    if (s.host) {
+      host.push_back(entry);
+      continue;
+    }
+    buffers.push_back(entry);
     if (stage) perMicro.push_back(true);
   }
   const MemoryPeak peak = peakMemory(buffers, end + 1);
@@ -412,6 +493,11 @@ void Pricer::memory() {
   price_.peak_order = peak.at;
   price_.breakdown = peak.breakdown;
   if (stage) price_.blocks = blockMemory(program_in_, buffers, perMicro);
+  if (host.empty()) return;
+  const MemoryPeak hostPeak = peakMemory(host, end + 1);
+  price_.host_peak_bytes = hostPeak.peak_bytes;
+  price_.host_peak_order = hostPeak.at;
+  price_.host_breakdown = hostPeak.breakdown;
 }
 
 absl::StatusOr<PlanPrice> Pricer::price() {
@@ -423,8 +509,9 @@ absl::StatusOr<PlanPrice> Pricer::price() {
   for (int64_t order = 0; order < size; ++order) {
     const plan::Instruction& in = program_in_.instruction(order);
     if (micro_ >= 0) {
-      // The optimizer phase (the steps, and a tied gradient's exchange
-      // before them) runs once, after the last micro-step.
+      // The optimizer phase (the steps, a tied gradient's exchange before
+      // them, offload's copies back to the device) runs once, in the last
+      // micro-step.
       const bool optimizer = in.phase == plan::Phase::kOptimizer;
       if (optimizer ? micro_ != count_ - 1 : !plan::runsIn(in.micro_step, micro_, count_)) continue;
     }
@@ -438,33 +525,28 @@ absl::StatusOr<PlanPrice> Pricer::price() {
       case plan::OpFamily::kPointToPoint:
         if (absl::Status status = pointToPoint(order); !status.ok()) return status;
         break;
-      case plan::OpFamily::kWait: {
-        auto it = startOf_.find(program_in_.operands(order)[0]);
-        program_.push_back(
-            {.kind = Instruction::Kind::kWait, .start = it == startOf_.end() ? -1 : it->second});
-        orderOf_.push_back(-1);
+      case plan::OpFamily::kWait:
+        wait(order);
         break;
-      }
-      case plan::OpFamily::kOptimizer: {
-        int64_t bytes = buffer(program_in_.operands(order)[1]).bytes;
-        for (int64_t id : program_in_.results(order)) bytes += 2 * buffer(id).bytes;
-        const double seconds = model_.streamSeconds(static_cast<double>(bytes));
-        optimizer_.push_back({order, seconds});
-        price_.optimizer_s += seconds;
-        price_.duration_s[order] = seconds;
+      case plan::OpFamily::kOptimizer:
+        optimizerStep(order);
         break;
-      }
+      case plan::OpFamily::kCopy:
+        copy(order);
+        break;
       case plan::OpFamily::kBuffer:
         break;
     }
   }
   std::vector<double> starts;
-  price_.timing = simulate(program_, price_.optimizer_s, &starts);
+  price_.timing = simulate(program_, price_.optimizer_s - price_.host_optimizer_s, &starts);
   for (size_t i = 0; i < program_.size(); ++i) {
     if (orderOf_[i] >= 0) price_.start_s[orderOf_[i]] = starts[i];
   }
-  // The optimizer steps run one after another once the rest is done.
-  double at = price_.timing.step_time_s - price_.optimizer_s;
+  // The device's optimizer steps run one after another once the rest is
+  // done (the host's are in the program).
+  double at = price_.host_optimizer_s > 0 ? price_.timing.tail_start_s
+                                          : price_.timing.step_time_s - price_.optimizer_s;
   for (const auto& [at_order, seconds] : optimizer_) {
     price_.start_s[at_order] = at;
     at += seconds;
@@ -543,6 +625,10 @@ PlanPrice combineMicroSteps(const PricedProgram& program, std::vector<PlanPrice>
     out.recompute_flops += times * p.recompute_flops;
     out.backward_gather_s += times * p.backward_gather_s;
     out.memory_bound_s += times * p.memory_bound_s;
+    out.timing.copy_s += times * p.timing.copy_s;
+    out.timing.exposed_copy_s += times * p.timing.exposed_copy_s;
+    out.to_host_bytes += static_cast<int64_t>(times) * p.to_host_bytes;
+    out.to_device_bytes += static_cast<int64_t>(times) * p.to_device_bytes;
     for (size_t i = 0; i < p.stream_axes.size(); ++i) {
       auto it = std::find(out.stream_axes.begin(), out.stream_axes.end(), p.stream_axes[i]);
       if (it == out.stream_axes.end()) {
@@ -563,11 +649,16 @@ PlanPrice combineMicroSteps(const PricedProgram& program, std::vector<PlanPrice>
   for (const PlanPrice& p : steps) {
     out.backward_gather_bytes = std::max(out.backward_gather_bytes, p.backward_gather_bytes);
     keepHigherBlocks(out.blocks, p.blocks);
+    if (p.host_peak_bytes <= out.host_peak_bytes) continue;
+    out.host_peak_bytes = p.host_peak_bytes;
+    out.host_peak_order = p.host_peak_order;
+    out.host_breakdown = p.host_breakdown;
   }
   if (steps.size() == 3) add(steps[1], middles);
   const double beforeLast = out.timing.step_time_s;
   add(last, 1);
   out.optimizer_s = last.optimizer_s;
+  out.host_optimizer_s = last.host_optimizer_s;
   // What the first micro-step skips (deferred reductions, the optimizer)
   // starts where the last micro-step runs it.
   for (int64_t order = 0; order < program.size(); ++order) {
@@ -743,6 +834,24 @@ absl::Status recordPrice(const CostModel& model, plan::Plan& plan) {
   p.comm_bytes_per_rank = time.comm_bytes_per_rank;
   p.model_flops = time.model_flops;
   p.machine_profile = model.profile() ? model.profile()->name : "";
+  p.offload.reset();
+  if (std::any_of(plan.buffers.begin(), plan.buffers.end(),
+                  [](const plan::Buffer& b) { return b.onHost(); })) {
+    plan::OffloadPredicted& o = p.offload.emplace();
+    o.copy_s = time.timing.copy_s;
+    o.exposed_copy_s = time.timing.exposed_copy_s;
+    o.host_optimizer_s = time.host_optimizer_s;
+    o.to_host_bytes = time.to_host_bytes;
+    o.to_device_bytes = time.to_device_bytes;
+    const PlanPrice& host = *std::max_element(
+        prices->begin(), prices->end(),
+        [](const PlanPrice& a, const PlanPrice& b) { return a.host_peak_bytes < b.host_peak_bytes; });
+    o.host_peak_bytes = host.host_peak_bytes;
+    o.host_peak_index = host.host_peak_order;
+    for (int r = 0; r < plan::kNumRoles; ++r) {
+      o.host_breakdown[plan::roleName(static_cast<plan::BufferRole>(r))] = host.host_breakdown[r];
+    }
+  }
   return absl::OkStatus();
 }
 

@@ -109,6 +109,18 @@ struct PlanPrice {
   // A pipeline stage's program only (PricedProgram::pipelineStage): its
   // blocks' times and memory, the highest over its micro-steps.
   StageBlocks blocks;
+  // Offload (docs/planner_offload.md). The copies' busy time and what
+  // compute waited for them are timing.copy_s and timing.exposed_copy_s;
+  // the host's AdamW steps (part of optimizer_s and compute_s) take
+  // host_optimizer_s, and the copies move these bytes each way.
+  double host_optimizer_s = 0;
+  int64_t to_host_bytes = 0;
+  int64_t to_device_bytes = 0;
+  // Host memory: the live bytes at its peak, where, and by role; device
+  // memory (peak_bytes above) leaves host buffers out.
+  int64_t host_peak_bytes = 0;
+  int64_t host_peak_order = -1;
+  std::array<int64_t, plan::kNumRoles> host_breakdown{};
 };
 
 // A program as pricing reads it: a plan's own (pricePlan) or a template's
@@ -172,8 +184,8 @@ std::vector<plan::CommVolume> commVolumeOf(const plan::Plan& plan);
 // Prices `plan` and records the figures in it: predicted.step_time_s,
 // compute_s, comm_s, exposed_comm_s, optimizer_s, peak_bytes, peak_index,
 // breakdown, comm_bytes_per_rank, model_flops, the efficiency of large
-// GEMMs, the profile's name, and every instruction's start_s and
-// duration_s. The exporter and the re-pricing with a machine profile use it.
+// GEMMs, the profile's name, predicted.offload when the plan holds host
+// buffers, and every instruction's start_s and duration_s. The exporter and the re-pricing with a machine profile use it.
 // With pipeline stages every program is priced (priceStages) and their
 // block runs simulated in the schedules' order (pricePipeline): the step
 // is the stage whose own time plus its wait for its peers (bubble_s) is

@@ -12,17 +12,35 @@ Timing simulate(const std::vector<Instruction>& program, double tail_s,
                 std::vector<double>* starts) {
   Timing timing;
   int32_t streams = 0;
+  bool after = false;
   for (const Instruction& instruction : program) {
     if (instruction.kind == Instruction::Kind::kCollective) {
       streams = std::max(streams, instruction.stream + 1);
     }
+    after |= instruction.after_tail;
   }
   std::vector<double> streamFree(streams, 0.0);
+  double copyFree = 0;
   std::vector<double> done(program.size(), 0.0);
   if (starts) starts->assign(program.size(), 0.0);
   double compute = 0;
+  bool tailDone = false;
+  // The tail waits for every stream, then runs its compute.
+  auto runTail = [&] {
+    tailDone = true;
+    if (tail_s <= 0 && !after) {
+      timing.tail_start_s = compute;
+      return;
+    }
+    for (double free : streamFree) compute = std::max(compute, free);
+    compute = std::max(compute, copyFree);
+    timing.tail_start_s = compute;
+    compute += tail_s;
+    timing.compute_s += tail_s;
+  };
   for (size_t i = 0; i < program.size(); ++i) {
     const Instruction& instruction = program[i];
+    if (instruction.after_tail && !tailDone) runTail();
     switch (instruction.kind) {
       case Instruction::Kind::kCompute:
         if (starts) (*starts)[i] = compute;
@@ -42,10 +60,20 @@ Timing simulate(const std::vector<Instruction>& program, double tail_s,
         }
         break;
       }
+      case Instruction::Kind::kCopy: {
+        const double start = std::max(compute, copyFree);
+        if (starts) (*starts)[i] = start;
+        copyFree = start + instruction.seconds;
+        done[i] = copyFree;
+        timing.copy_s += instruction.seconds;
+        break;
+      }
       case Instruction::Kind::kWait: {
         const double ready = instruction.start >= 0 ? done[instruction.start] : 0;
         if (ready > compute) {
-          timing.exposed_comm_s += ready - compute;
+          const bool copy =
+              instruction.start >= 0 && program[instruction.start].kind == Instruction::Kind::kCopy;
+          (copy ? timing.exposed_copy_s : timing.exposed_comm_s) += ready - compute;
           compute = ready;
         }
         if (starts) (*starts)[i] = compute;
@@ -53,12 +81,8 @@ Timing simulate(const std::vector<Instruction>& program, double tail_s,
       }
     }
   }
-  if (tail_s > 0) {
-    for (double free : streamFree) compute = std::max(compute, free);
-    compute += tail_s;
-    timing.compute_s += tail_s;
-  }
-  timing.step_time_s = compute;
+  if (!tailDone) runTail();
+  timing.step_time_s = std::max(compute, copyFree);
   for (double free : streamFree) timing.step_time_s = std::max(timing.step_time_s, free);
   return timing;
 }

@@ -16,7 +16,10 @@ struct Instruction {
   enum class Kind {
     kCompute,     // runs on the compute stream for `seconds`
     kCollective,  // runs on comm stream `stream` for `seconds`
-    kWait,        // compute waits for the async collective `start`
+    kWait,        // compute waits for the async collective or copy `start`
+    // A copy between device and host memory (offload), always async, on
+    // the one copy stream for `seconds`.
+    kCopy,
   };
   Kind kind = Kind::kCompute;
   double seconds = 0;
@@ -27,8 +30,13 @@ struct Instruction {
   // one after another (c10d's one stream per process group), different
   // groups run at once.
   int32_t stream = 0;
-  // Waits: the index of the collective they wait for.
+  // Waits: the index of the collective or copy they wait for.
   int32_t start = -1;
+  // Runs after the tail (the device's optimizer steps): offload's steps on
+  // the host (as compute: the host thread issues nothing meanwhile), the
+  // copies of their results to the device and those copies' waits. Such
+  // instructions end the program.
+  bool after_tail = false;
 };
 
 struct Timing {
@@ -38,13 +46,20 @@ struct Timing {
   double comm_s = 0;
   double exposed_comm_s = 0;
   double step_time_s = 0;
+  // The copy stream's busy time and the time compute stalled on copies.
+  double copy_s = 0;
+  double exposed_copy_s = 0;
+  // When the tail began: every collective and copy issued before it done.
+  double tail_start_s = 0;
 };
 
 // Simulates `program` in order: compute ops back to back, each collective
-// starting when compute issues it and its stream is free. When `starts` is
-// not null it receives each instruction's start (waits: when compute
-// resumes). `tail_s` of compute (the optimizer step) runs after every
-// collective has finished.
+// starting when compute issues it and its stream is free, each copy when
+// compute issues it and the copy stream is free. When `starts` is not null
+// it receives each instruction's start (waits: when compute resumes).
+// `tail_s` of compute (the optimizer steps on the device) runs after every
+// collective and copy has finished, before the instructions marked
+// after_tail (which need that barrier whether or not there is a tail).
 Timing simulate(const std::vector<Instruction>& program, double tail_s = 0,
                 std::vector<double>* starts = nullptr);
 

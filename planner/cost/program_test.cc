@@ -48,6 +48,51 @@ TEST(ProgramTest, StreamsSerializeTheirOwnCollectivesOnly) {
   EXPECT_DOUBLE_EQ(timing.compute_s, 1.5);
 }
 
+TEST(ProgramTest, CopiesRunOnTheCopyStreamAndStallComputeAtTheirWait) {
+  // copy(2 s) | compute 1 s | copy(1 s, queued) | wait first | wait second
+  const std::vector<Instruction> program = {
+      {.kind = Kind::kCopy, .seconds = 2, .async = true},
+      {.kind = Kind::kCompute, .seconds = 1},
+      {.kind = Kind::kCopy, .seconds = 1, .async = true},
+      {.kind = Kind::kWait, .start = 0},
+      {.kind = Kind::kWait, .start = 2},
+  };
+  std::vector<double> starts;
+  const Timing timing = simulate(program, 0, &starts);
+  EXPECT_DOUBLE_EQ(starts[2], 2);  // behind the first copy
+  EXPECT_DOUBLE_EQ(timing.copy_s, 3);
+  EXPECT_DOUBLE_EQ(timing.exposed_copy_s, 2);  // from 1 s to 3 s
+  EXPECT_DOUBLE_EQ(timing.exposed_comm_s, 0);
+  EXPECT_DOUBLE_EQ(timing.comm_s, 0);
+  EXPECT_DOUBLE_EQ(timing.step_time_s, 3);
+}
+
+TEST(ProgramTest, HostStepsRunAfterTheTailAndEveryStream) {
+  // A gather still running when the device's optimizer tail (1 s) is due;
+  // then a host step (2 s) and the copy of its result (1 s) with its wait.
+  const std::vector<Instruction> program = {
+      {.kind = Kind::kCollective, .seconds = 3, .async = true, .stream = 0},
+      {.kind = Kind::kCompute, .seconds = 1},
+      {.kind = Kind::kCompute, .seconds = 2, .after_tail = true},
+      {.kind = Kind::kCopy, .seconds = 1, .async = true, .after_tail = true},
+      {.kind = Kind::kWait, .start = 3, .after_tail = true},
+  };
+  std::vector<double> starts;
+  const Timing timing = simulate(program, 1, &starts);
+  EXPECT_DOUBLE_EQ(timing.tail_start_s, 3);  // after the gather
+  EXPECT_DOUBLE_EQ(starts[2], 4);            // after the 1 s tail
+  EXPECT_DOUBLE_EQ(starts[3], 6);
+  EXPECT_DOUBLE_EQ(timing.exposed_copy_s, 1);
+  EXPECT_DOUBLE_EQ(timing.compute_s, 4);
+  EXPECT_DOUBLE_EQ(timing.step_time_s, 7);
+  // Host steps alone still wait for every stream.
+  const std::vector<Instruction> hostOnly = {
+      {.kind = Kind::kCollective, .seconds = 3, .async = true, .stream = 0},
+      {.kind = Kind::kCompute, .seconds = 2, .after_tail = true},
+  };
+  EXPECT_DOUBLE_EQ(simulate(hostOnly, 0).step_time_s, 5);
+}
+
 TEST(ProgramTest, PeakCountsEveryLiveBufferAndTheResidentBytes) {
   const std::vector<Buffer> buffers = {
       {.bytes = 100, .role = Role::kParam, .first = -1, .last = 3},

@@ -211,8 +211,11 @@ plan::Topology topologyOf(const mesh::Topology& topology) {
           .peak_flops_fp32 = device.peak_flops_fp32,
           .memory_bytes = device.memory_bytes,
           .memory_bandwidth_bytes_per_s = device.memory_bandwidth_bytes_per_s,
+          .host_memory_bytes = device.host_memory_bytes,
+          .host_memory_bandwidth_bytes_per_s = device.host_memory_bandwidth_bytes_per_s,
           .intra_host = link(topology.intraHostLink()),
-          .inter_host = link(topology.interHostLink())};
+          .inter_host = link(topology.interHostLink()),
+          .host = link(topology.hostLink())};
 }
 
 // The value a dist op chain starts from: back through collectives, waits,
@@ -237,6 +240,21 @@ mlir::Value valueBehindDistOps(mlir::Value value) {
     }
   }
   return value;
+}
+
+// The parameter an optimizer step updates: its param operand or, for a
+// step on a host master copy (plan-offload), the device tensor the copy of
+// its result writes.
+mlir::Value parameterOf(dist::OptimizerStepOp step) {
+  auto arg = llvm::dyn_cast<mlir::BlockArgument>(step.getParam());
+  auto func = arg ? llvm::dyn_cast<mlir::func::FuncOp>(arg.getOwner()->getParentOp()) : nullptr;
+  if (!func || !func.getArgAttr(arg.getArgNumber(), optimizer::kOptimizerStateAttrName)) {
+    return step.getParam();
+  }
+  for (mlir::Operation* user : step.getNewParam().getUsers()) {
+    if (auto copy = llvm::dyn_cast<dist::CopyIntoDeviceStartOp>(user)) return copy.getDest();
+  }
+  return step.getParam();
 }
 
 // One export: the step's functions (one, or a pipeline's chunks), their
@@ -390,8 +408,10 @@ absl::Status Exporter::addFunctionBuffers(mlir::func::FuncOp func,
   mlir::Block& body = func.getBody().front();
   llvm::DenseMap<mlir::Value, mlir::Value> paramOf;
   for (auto step : body.getOps<dist::OptimizerStepOp>()) {
-    for (mlir::Value state : {step.getExpAvg(), step.getExpAvgSq(), step.getMaster()}) {
-      if (state) paramOf[state] = step.getParam();
+    const mlir::Value param = parameterOf(step);
+    for (mlir::Value state :
+         {step.getExpAvg(), step.getExpAvgSq(), step.getMaster(), step.getParam()}) {
+      if (state && state != param) paramOf[state] = param;
     }
   }
   llvm::DenseMap<mlir::Value, unsigned> returned;
@@ -449,12 +469,20 @@ absl::Status Exporter::addFunctionBuffers(mlir::func::FuncOp func,
     if (b.global_shape.empty()) b.global_shape = globalShape(local, placement, mesh_);
     b.local_shape.assign(local.getShape().begin(), local.getShape().end());
     b.bytes = lifetime.bytes;
+    b.memory = lifetime.host ? plan::MemorySpace::kHost : plan::MemorySpace::kDevice;
     b.placement = toPlan(placement);
   }
+  // In-place results are their operands' buffers: an optimizer step's, and
+  // a copy into a device tensor's future and wait.
   for (auto step : body.getOps<dist::OptimizerStepOp>()) {
     for (mlir::OpResult result : step->getResults()) {
       ids_[result] = ids_.lookup(step.getInPlaceOperand(result.getResultNumber()));
     }
+  }
+  for (auto copy : body.getOps<dist::CopyIntoDeviceStartOp>()) {
+    const int64_t dest = ids_.lookup(copy.getDest());
+    ids_[copy.getResult()] = dest;
+    for (mlir::Operation* wait : copy.getResult().getUsers()) ids_[wait->getResult(0)] = dest;
   }
   return absl::OkStatus();
 }
@@ -510,6 +538,11 @@ absl::StatusOr<plan::Instruction> Exporter::instructionOf(mlir::Operation& op, i
     }
   } else if (in.info->family == plan::OpFamily::kPointToPoint) {
     describePointToPoint(op, in);
+  } else if (in.info->family == plan::OpFamily::kCopy) {
+    // What crosses the link: the tensor as it arrives.
+    in.attrs.bytes = memory::storageBytes(op.getResult(0).getType());
+    in.attrs.async_handle = absl::StrCat("h", handles_.size());
+    handles_[op.getResult(0)] = in.attrs.async_handle;
   } else if (auto wait = llvm::dyn_cast<dist::WaitOp>(op)) {
     in.attrs.async_handle = handles_.lookup(wait.getFuture());
   }

@@ -31,25 +31,70 @@ std::string withCommas(int64_t value) {
   return value < 0 ? "-" + out : out;
 }
 
-// Instructions per block and stream, and when each block starts and ends.
+bool hasHostBuffers(const plan::Plan& plan) {
+  return std::any_of(plan.buffers.begin(), plan.buffers.end(),
+                     [](const plan::Buffer& b) { return b.onHost(); });
+}
+
+// Instructions per block and stream (a copy column with offload), and when
+// each block starts and ends.
 std::string scheduleTable(const plan::Plan& plan) {
-  std::string out =
-      "\n## Schedule\n\n| phase | instructions | compute | comm | async | start (s) | end (s) |\n"
-      "| --- | ---: | ---: | ---: | ---: | ---: | ---: |\n";
+  const bool copies = hasHostBuffers(plan);
+  std::string out = absl::StrCat(
+      "\n## Schedule\n\n| phase | instructions | compute | comm", copies ? " | copy" : "",
+      " | async | start (s) | end (s) |\n| --- | ---: | ---: | ---:", copies ? " | ---:" : "",
+      " | ---: | ---: | ---: |\n");
   for (const plan::Block& block : plan.programs.front().blocks) {
-    int64_t compute = 0, comm = 0, async = 0;
+    int64_t streams[3] = {0, 0, 0}, async = 0;
     double start = -1, end = 0;
     for (const plan::Instruction& in : block.instructions) {
-      (in.commStream() ? comm : compute) += 1;
+      ++streams[static_cast<int>(in.info->stream)];
       if (in.info->async_start) ++async;
       if (!in.start_s) continue;
       if (start < 0 || *in.start_s < start) start = *in.start_s;
       end = std::max(end, *in.start_s + in.duration_s.value_or(0));
     }
-    absl::StrAppend(
-        &out, absl::StrFormat("| %s | %d | %d | %d | %d | %.4f | %.4f |\n", block.name,
-                              compute + comm, compute, comm, async, start < 0 ? 0.0 : start, end));
+    const auto [compute, comm, copy] = streams;
+    absl::StrAppend(&out, absl::StrFormat("| %s | %d | %d | %d", block.name, compute + comm + copy,
+                                          compute, comm),
+                    copies ? absl::StrCat(" | ", copy) : "",
+                    absl::StrFormat(" | %d | %.4f | %.4f |\n", async, start < 0 ? 0.0 : start, end));
   }
+  return out;
+}
+
+// The price of offload: copies, the host's AdamW steps and host memory.
+// Empty without host buffers.
+std::string offloadLines(const plan::Plan& plan) {
+  if (!plan.predicted.offload) return "";
+  const plan::OffloadPredicted& o = *plan.predicted.offload;
+  std::string states;
+  for (const plan::Buffer& b : plan.buffers) {
+    if (b.onHost() && b.role == plan::BufferRole::kOptimizerState) {
+      states = "optimizer states (AdamW moments and f32 master copies) in host memory, stepped "
+               "on the host";
+      break;
+    }
+  }
+  return absl::StrFormat(
+      "- offload: %s; copies on the host link (%s, %.1f GB/s) %.4f s of which %.4f s exposed, "
+      "host AdamW %.4f s; per step %s to the host and %s back\n"
+      "- peak host memory per rank: %s (%s bytes)\n",
+      states.empty() ? "buffers in host memory" : states, plan.topology.host.link_class,
+      plan.topology.host.bandwidth_bytes_per_s / 1e9, o.copy_s, o.exposed_copy_s,
+      o.host_optimizer_s, memory::formatBytes(o.to_host_bytes), memory::formatBytes(o.to_device_bytes),
+      memory::formatBytes(o.host_peak_bytes), withCommas(o.host_peak_bytes));
+}
+
+// Bytes per role at a peak, and the total.
+std::string breakdownTable(const std::string& title, const std::map<std::string, int64_t>& breakdown,
+                           int64_t peak) {
+  std::string out = absl::StrCat("\n## ", title, " (per rank)\n\n| role | bytes | |\n| --- | ---: | ---: |\n");
+  for (const auto& [role, bytes] : breakdown) {
+    absl::StrAppend(&out, "| ", role, " | ", withCommas(bytes), " | ", memory::formatBytes(bytes),
+                    " |\n");
+  }
+  absl::StrAppend(&out, "| total | ", withCommas(peak), " | ", memory::formatBytes(peak), " |\n");
   return out;
 }
 
@@ -205,8 +250,9 @@ std::string formatReport(const plan::Plan& plan, const ReportOptions& options) {
                       predicted.bubble_s > 0
                           ? absl::StrFormat(", pipeline bubble %.4f s", predicted.bubble_s)
                           : std::string()),
-      "- peak memory per rank: ", memory::formatBytes(predicted.peak_bytes), " (",
-      withCommas(predicted.peak_bytes), " bytes)\n\n");
+      "- peak ", predicted.offload ? "device " : "", "memory per rank: ",
+      memory::formatBytes(predicted.peak_bytes), " (", withCommas(predicted.peak_bytes),
+      " bytes)\n", offloadLines(plan), "\n");
 
   out += placementsTable(plan, options.group_layers);
 
@@ -239,13 +285,12 @@ std::string formatReport(const plan::Plan& plan, const ReportOptions& options) {
       "| --- | --- | --- | --- | ---: |\n";
   for (const auto& [row, count] : dtype_rows) absl::StrAppend(&out, row, " ", count, " |\n");
 
-  out += "\n## Memory at the peak (per rank)\n\n| role | bytes | |\n| --- | ---: | ---: |\n";
-  for (const auto& [role, bytes] : predicted.breakdown) {
-    absl::StrAppend(&out, "| ", role, " | ", withCommas(bytes), " | ", memory::formatBytes(bytes),
-                    " |\n");
+  out += breakdownTable(predicted.offload ? "Device memory at the peak" : "Memory at the peak",
+                        predicted.breakdown, predicted.peak_bytes);
+  if (predicted.offload) {
+    out += breakdownTable("Host memory at the peak", predicted.offload->host_breakdown,
+                          predicted.offload->host_peak_bytes);
   }
-  absl::StrAppend(&out, "| total | ", withCommas(predicted.peak_bytes), " | ",
-                  memory::formatBytes(predicted.peak_bytes), " |\n");
   return out + recomputeTable(plan) + scheduleTable(plan);
 }
 
@@ -258,6 +303,10 @@ json chromeTrace(const plan::Plan& plan) {
                     {"args", {{"name", "compute"}}}});
   events.push_back(
       {{"ph", "M"}, {"pid", 1}, {"tid", 2}, {"name", "thread_name"}, {"args", {{"name", "comm"}}}});
+  if (hasHostBuffers(plan)) {
+    events.push_back(
+        {{"ph", "M"}, {"pid", 1}, {"tid", 3}, {"name", "thread_name"}, {"args", {{"name", "copy"}}}});
+  }
   events.push_back({{"ph", "M"},
                     {"pid", 1},
                     {"name", "process_name"},
@@ -265,15 +314,14 @@ json chromeTrace(const plan::Plan& plan) {
   for (const plan::Instruction* in : plan.programs.front().instructions()) {
     if (!in->start_s) continue;
     const bool comm = in->commStream();
+    const bool copy = in->info->stream == plan::Stream::kCopy;
     const std::string phase = plan::phaseName(in->phase);
     json args = {{"phase", phase}, {"index", in->index}};
-    if (comm) {
-      args["bytes"] = in->attrs.bytes.value_or(0);
-      args["axes"] = in->attrs.mesh_axes;
-    }
+    if (comm || copy) args["bytes"] = in->attrs.bytes.value_or(0);
+    if (comm) args["axes"] = in->attrs.mesh_axes;
     events.push_back({{"ph", "X"},
                       {"pid", 1},
-                      {"tid", comm ? 2 : 1},
+                      {"tid", comm ? 2 : copy ? 3 : 1},
                       {"name", in->op},
                       {"cat", phase},
                       {"ts", *in->start_s * 1e6},

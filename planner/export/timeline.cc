@@ -49,8 +49,13 @@ std::vector<Phase> assignPhases(mlir::func::FuncOp func) {
       training && !loss ? autodiff::firstBackwardOp(func) : nullptr;
   std::vector<Phase> phases;
   Phase current = Phase::kForward;
+  bool optimizer = false;
   for (mlir::Operation& op : body) {
-    if (optimizer::inOptimizerPhase(&op)) {
+    // From the first op of the optimizer phase on (a tied gradient's
+    // exchange, the steps), the ops are the optimizer's: offload's copies
+    // of updated parameters and their waits follow the steps.
+    optimizer |= optimizer::inOptimizerPhase(&op);
+    if (optimizer) {
       phases.push_back(Phase::kOptimizer);
       continue;
     }

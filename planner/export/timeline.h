@@ -28,8 +28,9 @@ namespace loom::planner::exporter {
 // A step's phases are the plan format's (plan/plan.h).
 using Phase = plan::Phase;
 
-// The phase of each op of `func`'s body, by index. dist.optimizer_step ops
-// are the optimizer phase; of the others, the ops up to the one that defines
+// The phase of each op of `func`'s body, by index. The ops from the first
+// dist.optimizer_step on are the optimizer phase (the steps and offload's
+// copies of their results); of the others, the ops up to the one that defines
 // the returned loss (the result without nn.grad_of; when that is a
 // dist.wait, the collective it waits for) are the forward phase and the rest
 // the backward phase. A function without gradients is all forward.

@@ -38,6 +38,10 @@ using html::svgOpen;
 using html::swatch;
 using html::text;
 
+// The timeline's lane of the copies between device and host memory (no
+// mesh axes are named so).
+constexpr char kHostCopyLane[] = "(host)";
+
 // ---------------------------------------------------------------------------
 // Colours.
 
@@ -159,14 +163,16 @@ absl::StatusOr<PageModel> modelOf(const plan::Plan& plan) {
     Instruction ins;
     ins.op = in->op;
     ins.phase = plan::phaseName(in->phase);
-    ins.comm = in->commStream();
+    // Offload's copies get a lane of their own, as the copy stream they run on.
+    const bool copy = in->info->stream == plan::Stream::kCopy;
+    ins.comm = in->commStream() || copy;
     ins.timed = in->start_s.has_value();
     ins.start_s = in->start_s.value_or(0);
     ins.duration_s = in->duration_s.value_or(0);
     if (ins.comm) {
-      ins.kind = plan::collectiveKindName(in->info->collective);
+      ins.kind = copy ? "host copy" : plan::collectiveKindName(in->info->collective);
       ins.bytes = in->attrs.bytes.value_or(0);
-      ins.axes = absl::StrJoin(in->attrs.mesh_axes, ",");
+      ins.axes = copy ? kHostCopyLane : absl::StrJoin(in->attrs.mesh_axes, ",");
     }
     p.instructions.push_back(std::move(ins));
   }
@@ -546,6 +552,7 @@ std::string memorySection(const PageModel& p) {
 // ---------------------------------------------------------------------------
 // Timeline.
 
+
 std::string timelineSection(const PageModel& p) {
   constexpr double kLeft = 110, kWidth = 862, kPhaseY = 8, kComputeY = 44, kTrack = 30, kLane = 40;
   // One comm lane per set of mesh axes: collectives over different groups
@@ -600,7 +607,10 @@ std::string timelineSection(const PageModel& p) {
   svg += text(kLeft - 10, kComputeY + 20, "compute", "text-anchor=\"end\" font-size=\"13\"");
   svg += rect(kLeft, kComputeY, kWidth, kTrack, "fill=\"none\" stroke=\"#d9dde2\"");
   for (const std::string& axes : lanes) {
-    svg += text(kLeft - 10, laneY(axes) + 20, axes.empty() ? "comm" : absl::StrCat("comm ", axes),
+    svg += text(kLeft - 10, laneY(axes) + 20,
+                axes.empty()            ? "comm"
+                : axes == kHostCopyLane ? "host copies"
+                                        : absl::StrCat("comm ", axes),
                 "text-anchor=\"end\" font-size=\"13\"");
     svg += rect(kLeft, laneY(axes), kWidth, kTrack, "fill=\"none\" stroke=\"#d9dde2\"");
   }

@@ -214,6 +214,19 @@ TEST(PlanPageTest, RendersTheTinyPlan) {
   EXPECT_EQ(count(*page, "class=\"event\""), timed);
 }
 
+// Offload's copies run on their own stream: a lane of their own.
+TEST(PlanPageTest, DrawsTheHostCopiesOnTheirOwnLane) {
+  absl::StatusOr<plan::Plan> plan = plan::loadPlan(absl::StrCat(
+      std::getenv("TEST_SRCDIR"), "/loom/runtime/executor/testdata/llama_offload_fsdp2/plan.json"));
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  absl::StatusOr<std::string> page = renderPlanPage(*plan);
+  ASSERT_TRUE(page.ok()) << page.status();
+  EXPECT_EQ(checkWellFormed(*page), "");
+  EXPECT_THAT(*page, Contains(">host copies<"));
+  EXPECT_THAT(*page, Not(Contains("comm (host)")));
+  EXPECT_THAT(*page, Contains("dist.copy_to_host_start (backward)"));
+}
+
 TEST(PlanPageTest, EscapesNames) {
   plan::Plan plan = tinyPlan();
   plan.model = "<script>alert(\"x\")</script> & co";

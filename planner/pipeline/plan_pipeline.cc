@@ -8,6 +8,7 @@
 #include "planner/transforms/bucketing/passes.h"
 #include "planner/transforms/collectives/passes.h"
 #include "planner/transforms/memory/passes.h"
+#include "planner/transforms/offload/passes.h"
 #include "planner/transforms/optimizer/passes.h"
 #include "planner/transforms/placement/passes.h"
 #include "planner/transforms/recompute/passes.h"
@@ -59,15 +60,19 @@ void addProgramStage(mlir::OpPassManager& pm, const PlanPipelineOptions& options
   pm.addPass(stages::createPlanSumTiedGrads());
   pm.addPass(optimizer::createPlanOptimizerStep(optimizer::PlanOptimizerStepOptions{
       options.lr, options.beta1, options.beta2, options.eps, options.weightDecay}));
-  pm.addPass(memory::createPlanMemoryPlan(memory::PlanMemoryPlanOptions{options.memoryGb}));
+  // Offload moves the steps plan-optimizer-step made, and the memory plan
+  // counts the host bytes it leaves apart from the device's.
+  pm.addPass(offload::createPlanOffload(offload::PlanOffloadOptions{options.offload}));
+  pm.addPass(memory::createPlanMemoryPlan(
+      memory::PlanMemoryPlanOptions{options.memoryGb, options.hostMemoryGb}));
 }
 
 void registerPlanPipeline() {
   mlir::PassPipelineRegistration<PlanPipelineOptions>(
       "plan-pipeline",
       "plans a verified nn module: autodiff, placement, recompute, collectives, bucketing, "
-      "schedule, SPMD check, accumulation, tied gradients across stages, optimizer steps and the "
-      "memory plan",
+      "schedule, SPMD check, accumulation, tied gradients across stages, optimizer steps, "
+      "offload and the memory plan",
       addPlanPipeline);
 }
 

@@ -85,6 +85,16 @@ struct PlanPipelineOptions : public mlir::PassPipelineOptions<PlanPipelineOption
   Option<double> memoryGb{*this, "memory-gb",
                           llvm::cl::desc("plan-memory-plan: device memory in GiB (0: no check)"),
                           llvm::cl::init(0)};
+  Option<double> hostMemoryGb{
+      *this, "host-memory-gb",
+      llvm::cl::desc("plan-memory-plan: host memory per rank for offloaded buffers in GiB (0: no "
+                     "check)"),
+      llvm::cl::init(0)};
+  Option<std::string> offload{
+      *this, "offload",
+      llvm::cl::desc("plan-offload: what lives in host memory: none or optimizer (the AdamW "
+                     "states, stepped on the host)"),
+      llvm::cl::init("none")};
   Option<double> lr{*this, "lr", llvm::cl::desc("plan-optimizer-step: AdamW learning rate"),
                     llvm::cl::init(1e-3)};
   Option<double> beta1{*this, "beta1", llvm::cl::desc("plan-optimizer-step: AdamW beta1"),
@@ -101,14 +111,14 @@ struct PlanPipelineOptions : public mlir::PassPipelineOptions<PlanPipelineOption
 // Adds plan-autodiff -> plan-placement -> plan-recompute -> plan-stages ->
 // plan-split-stages (both only with a pp mesh axis) -> plan-insert-collectives ->
 // plan-bucketing -> plan-schedule -> plan-verify-spmd -> plan-accumulate ->
-// plan-optimizer-step -> plan-memory-plan to `pm` (a module pass manager):
-// the placement stage, then the program stage.
+// plan-optimizer-step -> plan-offload -> plan-memory-plan to `pm` (a module
+// pass manager): the placement stage, then the program stage.
 void addPlanPipeline(mlir::OpPassManager& pm, const PlanPipelineOptions& options);
 
 // The pipeline's two stages. The placement stage (autodiff, placement)
 // depends on the model and the mesh only; the program stage (recompute,
 // pipeline stages, collectives onwards) adds what recompute, the stages,
-// reshard-after-forward, bucket-mb and prefetch choose.
+// reshard-after-forward, bucket-mb, prefetch and offload choose.
 // The mesh search places a model once per mesh shape and runs the program
 // stage on a copy per knob setting.
 void addPlacementStage(mlir::OpPassManager& pm, const PlanPipelineOptions& options);

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <cstring>
 #include <initializer_list>
 #include <memory>
 #include <string>
@@ -217,15 +218,40 @@ class DeviceBlockSource : public BlockSource {
   cudaStream_t stream_;
 };
 
+// Pinned host memory for the executor's host arena: copies from and to it
+// are asynchronous DMA at the link's speed (pageable memory would be staged
+// by the driver and block the host). Zeroing is the host's: a block comes
+// back to the arena only after the copies that used it were waited for.
+class PinnedBlockSource : public BlockSource {
+ public:
+  void* allocate(size_t bytes) override {
+    void* block = nullptr;
+    if (cudaHostAlloc(&block, std::max<size_t>(bytes, 1), cudaHostAllocDefault) != cudaSuccess) {
+      (void)cudaGetLastError();  // out of memory is not sticky; clear it
+      return nullptr;
+    }
+    return block;
+  }
+  void free(void* block) override { cudaFreeHost(block); }
+  void zero(void* block, size_t bytes) override { std::memset(block, 0, bytes); }
+};
+
 class CudaKernelSet : public KernelSet {
  public:
-  CudaKernelSet(int device, cudaStream_t stream, std::unique_ptr<cuda::CublasLtHandle> blas,
-                void* scalars)
-      : device_(device), stream_(stream), blas_(std::move(blas)), scalars_(scalars) {}
+  CudaKernelSet(int device, cudaStream_t stream, cudaStream_t copy_stream,
+                std::unique_ptr<cuda::CublasLtHandle> blas, void* scalars)
+      : device_(device),
+        stream_(stream),
+        copy_stream_(copy_stream),
+        blas_(std::move(blas)),
+        scalars_(scalars) {}
 
   ~CudaKernelSet() override {
     cudaSetDevice(device_);
     cudaStreamSynchronize(stream_);
+    cudaStreamSynchronize(copy_stream_);
+    for (cudaEvent_t event : events_) cudaEventDestroy(event);
+    cudaStreamDestroy(copy_stream_);
     // Collectives this thread issues later must not order after a dead stream.
     if (comm::nccl::currentCudaStream() == stream_) comm::nccl::setCurrentCudaStream(nullptr);
     blas_.reset();
@@ -273,6 +299,47 @@ class CudaKernelSet : public KernelSet {
           "the CUDA reduce_sum takes rank <= ", cuda::kMaxReduceRank, "; got rank ", rank));
     }
     return absl::OkStatus();
+  }
+
+  std::unique_ptr<BlockSource> hostBlockSource() override {
+    return std::make_unique<PinnedBlockSource>();
+  }
+  // The copy stream waits for the compute stream's work so far (the
+  // tensor is ready), copies, and records the event finishCopy waits on.
+  absl::StatusOr<CopyFence> copyAsync(void* dst, const void* src, size_t bytes,
+                                      CopyDirection direction) override {
+    const bool toHost = direction == CopyDirection::kToHost;
+    const std::string what = toHost ? "copying to the host" : "copying to the GPU";
+    absl::StatusOr<cudaEvent_t> ready = takeEvent();
+    if (!ready.ok()) return ready.status();
+    absl::Status s = fromCuda(cudaEventRecord(*ready, stream_), what);
+    if (s.ok()) s = fromCuda(cudaStreamWaitEvent(copy_stream_, *ready, 0), what);
+    // A waited event may be recorded again: the wait holds its state.
+    events_.push_back(*ready);
+    if (!s.ok()) return s;
+    if (bytes > 0) {
+      s = fromCuda(cudaMemcpyAsync(dst, src, bytes,
+                                   toHost ? cudaMemcpyDeviceToHost : cudaMemcpyHostToDevice,
+                                   copy_stream_),
+                   what);
+      if (!s.ok()) return s;
+    }
+    absl::StatusOr<cudaEvent_t> done = takeEvent();
+    if (!done.ok()) return done.status();
+    if (s = fromCuda(cudaEventRecord(*done, copy_stream_), what); !s.ok()) {
+      events_.push_back(*done);
+      return s;
+    }
+    return CopyFence{.event = *done, .direction = direction};
+  }
+  absl::Status finishCopy(const CopyFence& fence) override {
+    auto event = static_cast<cudaEvent_t>(fence.event);
+    absl::Status s = fromCuda(cudaEventSynchronize(event), "waiting for a host copy");
+    if (s.ok() && fence.direction == CopyDirection::kToDevice) {
+      s = fromCuda(cudaStreamWaitEvent(stream_, event, 0), "ordering after a copy to the GPU");
+    }
+    events_.push_back(event);
+    return s;
   }
 
   absl::Status copy(void* dst, const void* src, size_t bytes) override {
@@ -865,8 +932,28 @@ class CudaKernelSet : public KernelSet {
     return workspace_;
   }
 
+  // An event from the free list, or a new one (without timing: cheaper).
+  absl::StatusOr<cudaEvent_t> takeEvent() {
+    if (!events_.empty()) {
+      cudaEvent_t event = events_.back();
+      events_.pop_back();
+      return event;
+    }
+    cudaEvent_t event = nullptr;
+    if (absl::Status s = fromCuda(cudaEventCreateWithFlags(&event, cudaEventDisableTiming),
+                                  "creating a copy event");
+        !s.ok()) {
+      return s;
+    }
+    return event;
+  }
+
   int device_;
   cudaStream_t stream_;
+  // Offload's copies between device and host memory, beside compute; the
+  // events their fences hand out, reused once waited.
+  cudaStream_t copy_stream_;
+  std::vector<cudaEvent_t> events_;
   std::unique_ptr<cuda::CublasLtHandle> blas_;
   void* scalars_;
   void* workspace_ = nullptr;
@@ -904,17 +991,29 @@ absl::StatusOr<std::unique_ptr<KernelSet>> cudaKernelSet(int device) {
       !s.ok()) {
     return s;
   }
+  cudaStream_t copy_stream = nullptr;
+  if (absl::Status s =
+          fromCuda(cudaStreamCreateWithFlags(&copy_stream, cudaStreamNonBlocking), where);
+      !s.ok()) {
+    cudaStreamDestroy(stream);
+    return s;
+  }
+  auto destroyStreams = [&] {
+    cudaStreamDestroy(copy_stream);
+    cudaStreamDestroy(stream);
+  };
   std::unique_ptr<cuda::CublasLtHandle> blas;
   if (cuda::Status s = cuda::CublasLtHandle::create(&blas); !s.ok()) {
-    cudaStreamDestroy(stream);
+    destroyStreams();
     return absl::InternalError(absl::StrCat(where, ": ", s.message()));
   }
   void* scalars = nullptr;
   if (absl::Status s = fromCuda(cudaMalloc(&scalars, 64), where); !s.ok()) {
-    cudaStreamDestroy(stream);
+    destroyStreams();
     return s;
   }
-  return std::unique_ptr<KernelSet>(new CudaKernelSet(device, stream, std::move(blas), scalars));
+  return std::unique_ptr<KernelSet>(
+      new CudaKernelSet(device, stream, copy_stream, std::move(blas), scalars));
 }
 
 }  // namespace loom::runtime

@@ -157,6 +157,7 @@ Executor::~Executor() {
   // before their buffers go away.
   for (const auto& [handle, pending] : pendingHandles()) {
     if (pending->work) (void)pending->work->wait(options_.timeout);
+    if (pending->copy) (void)kernels_->finishCopy(*pending->copy);
   }
   // Device work still queued reads buffers the allocator is about to free.
   if (kernels_ != nullptr) (void)kernels_->synchronize();
@@ -174,6 +175,15 @@ absl::StatusOr<std::unique_ptr<Executor>> Executor::create(
   absl::StatusOr<std::vector<int64_t>> coords = e.plan_.mesh.coordinateOf(e.rank_);
   if (!coords.ok()) return coords.status();
   e.coords_ = *coords;
+  const bool offloaded = std::any_of(e.plan_.buffers.begin(), e.plan_.buffers.end(),
+                                     [](const plan::Buffer& b) { return b.onHost(); });
+  if (offloaded && options.deterministic) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        plan.source,
+        ": deterministic mode keeps per-row gradient stacks on the device; this plan offloads "
+        "its optimizer states to the host (drop --deterministic, or re-plan with "
+        "--offload=none)"));
+  }
   if (e.plan_.micro_batches > 1 && options.deterministic) {
     return absl::InvalidArgumentError(absl::StrCat(
         plan.source, ": deterministic mode orders sums over one batch; this plan accumulates ",
@@ -209,6 +219,12 @@ absl::StatusOr<std::unique_ptr<Executor>> Executor::create(
   // CUDA backends (made on first use) belong to this device.
   if (absl::Status s = e.kernels_->activate(); !s.ok()) return s;
   e.allocator_ = std::make_unique<CachingAllocator>(e.kernels_->blockSource());
+  e.host_allocator_ = std::make_unique<CachingAllocator>(e.kernels_->hostBlockSource());
+  if (offloaded) {
+    const int cores = static_cast<int>(std::thread::hardware_concurrency());
+    e.host_adamw_ = std::make_unique<optim::HostAdamW>(
+        options.host_threads > 0 ? options.host_threads : std::clamp(cores, 1, 8));
+  }
   if (options.max_grad_norm > 0) {
     e.clip_coefficient_ =
         reinterpret_cast<float*>(static_cast<char*>(e.kernels_->scalars()) + sizeof(double));
@@ -277,21 +293,35 @@ void* Executor::bufferData(int64_t id) const {
   return block < 0 ? nullptr : blocks_[block].data;
 }
 
-absl::Status Executor::outOfMemory(size_t bytes, const std::string& what) const {
-  const AllocatorStats& a = allocator_->stats();
-  return absl::ResourceExhaustedError(
-      absl::StrCat(kernels_->name(), " memory exhausted allocating ", bytes, " bytes for ", what,
-                   " (", a.in_use_bytes, " bytes in use, ", a.reserved_bytes,
-                   " held by the caching allocator); plan with a smaller batch or "
-                   "--memory-gb set to what the device has free"));
+absl::Status Executor::outOfMemory(size_t bytes, const std::string& what, bool host) const {
+  const AllocatorStats& a = (host ? host_allocator_ : allocator_)->stats();
+  return absl::ResourceExhaustedError(absl::StrCat(
+      host ? "host" : kernels_->name(), " memory exhausted allocating ", bytes, " bytes for ",
+      what, " (", a.in_use_bytes, " bytes in use, ", a.reserved_bytes,
+      " held by the caching allocator); plan with a smaller batch or ",
+      host ? "--host-memory-gb" : "--memory-gb", " set to what the ",
+      host ? "host can pin per rank" : "device has free"));
 }
 
 absl::Status Executor::define(int64_t id) {
   if (block_of_[id] >= 0) return absl::OkStatus();
-  void* data = allocator_->allocate(static_cast<size_t>(plan_.buffers[id].bytes));
-  if (data == nullptr) return outOfMemory(plan_.buffers[id].bytes, plan_.buffers[id].name);
-  blocks_.push_back({data, 1});
+  const plan::Buffer& b = plan_.buffers[id];
+  void* data = allocatorOf(id).allocate(static_cast<size_t>(b.bytes));
+  if (data == nullptr) return outOfMemory(b.bytes, b.name, b.onHost());
+  blocks_.push_back({data, 1, b.onHost()});
   block_of_[id] = static_cast<int64_t>(blocks_.size()) - 1;
+  return absl::OkStatus();
+}
+
+absl::Status Executor::writeBuffer(int64_t id, const void* host, size_t bytes) {
+  if (!plan_.buffers[id].onHost()) return kernels_->upload(bufferData(id), host, bytes);
+  if (bytes > 0) std::memcpy(bufferData(id), host, bytes);
+  return absl::OkStatus();
+}
+
+absl::Status Executor::readBuffer(void* host, int64_t id, size_t bytes) const {
+  if (!plan_.buffers[id].onHost()) return kernels_->download(host, bufferData(id), bytes);
+  if (bytes > 0) std::memcpy(host, bufferData(id), bytes);
   return absl::OkStatus();
 }
 
@@ -356,7 +386,7 @@ void Executor::releaseBuffer(int64_t id) {
   stacks_[id] = Stack{};
   Block& block = blocks_[block_of_[id]];
   if (--block.refs == 0) {
-    allocator_->release(block.data);
+    (block.host ? host_allocator_ : allocator_)->release(block.data);
     block.data = nullptr;
   }
   block_of_[id] = -1;
@@ -423,6 +453,8 @@ const std::map<std::string_view, Executor::Binder>& Executor::binders() {
           {"dist.free", &Executor::bindFree},
           {"dist.accumulate", &Executor::bindAccumulate},
           {"dist.optimizer_step", &Executor::bindOptimizerStep},
+          {"dist.copy_to_host_start", &Executor::bindCopy},
+          {"dist.copy_into_device_start", &Executor::bindCopy},
           {"dist.wait", &Executor::bindWait},
           {"dist.all_gather", &Executor::bindCollective},
           {"dist.all_gather_start", &Executor::bindCollective},
@@ -523,13 +555,13 @@ absl::Status Executor::uploadShard(const plan::Buffer& b, const std::vector<floa
   std::vector<float> padded(b.numel(), 0.0f);
   copyIntoPadded(dense.data(), valid, padded.data(), b.local_shape);
   if (b.dtype == comm::DType::kFloat32) {
-    return kernels_->upload(bufferData(b.id), padded.data(), padded.size() * sizeof(float));
+    return writeBuffer(b.id, padded.data(), padded.size() * sizeof(float));
   }
   // bf16: a master copy starts from the same f32 values, so the parameter
   // is its master rounded, as after every step.
   std::vector<uint16_t> narrow(padded.size());
   for (size_t i = 0; i < padded.size(); ++i) narrow[i] = comm::floatToBfloat16(padded[i]);
-  return kernels_->upload(bufferData(b.id), narrow.data(), narrow.size() * sizeof(uint16_t));
+  return writeBuffer(b.id, narrow.data(), narrow.size() * sizeof(uint16_t));
 }
 
 void Executor::traceWait(const plan::Instruction& in, int64_t step, int64_t index,
@@ -566,14 +598,33 @@ void Executor::traceBubble(int64_t step, const std::string& name, const std::str
   trace_.add(std::move(e));
 }
 
+void Executor::traceSpan(const plan::Instruction& in, int64_t step, std::string name,
+                         std::string track, int64_t index, double t0_us, int64_t bytes) {
+  if (!options_.trace) return;
+  TraceEvent e;
+  e.name = std::move(name);
+  e.track = std::move(track);
+  e.phase = plan::phaseName(in.phase);
+  e.step = step;
+  e.index = index;
+  e.block = in.block;
+  e.micro_batch = microBatchOf(in);
+  e.start_us = t0_us;
+  e.duration_us = TraceRecorder::nowUs() - t0_us;
+  e.bytes = bytes;
+  trace_.add(std::move(e));
+}
+
 void Executor::beginPhase(const std::string& name) {
   current_phase_ = name;
   allocator_->resetPeak();
+  host_allocator_->resetPeak();
 }
 
 void Executor::endPhase() {
   if (current_phase_.empty()) return;
-  phase_memory_.push_back({current_phase_, allocator_->stats().peak_in_use_bytes});
+  phase_memory_.push_back({current_phase_, allocator_->stats().peak_in_use_bytes,
+                           host_allocator_->stats().peak_in_use_bytes});
   current_phase_.clear();
 }
 
@@ -586,6 +637,10 @@ absl::Status Executor::clipGradients(int64_t step) {
   // the norm with the loss at the end of the step.
   double* total = static_cast<double*>(kernels_->scalars());
   if (absl::Status s = kernels_->zero2D(total, 0, sizeof(double), 1); !s.ok()) return s;
+  // Offloaded gradients the device cannot read are summed on the host and
+  // added to the device's total.
+  double host_total = 0;
+  bool host_grads = false;
   for (const plan::Instruction* in : instructions_) {
     if (in->info->family != plan::OpFamily::kOptimizer) continue;
     const plan::Buffer& grad = plan_.buffers[in->operands[1]];
@@ -598,8 +653,21 @@ absl::Status Executor::clipGradients(int64_t step) {
         copies *= plan_.mesh.shape()[a];
       }
     }
+    if (grad.onHost() && !kernels_->hostAddressable()) {
+      host_total += hostSquaredNorm(Ref{bufferData(grad.id), grad.dtype}, grad.numel()) /
+                    static_cast<double>(copies);
+      host_grads = true;
+      continue;
+    }
     absl::Status s =
         kernels_->addSquaredNorm(Ref{bufferData(grad.id), grad.dtype}, grad.numel(), copies, total);
+    if (!s.ok()) return s;
+  }
+  if (host_grads) {
+    double device_total = 0;
+    absl::Status s = kernels_->download(&device_total, total, sizeof(double));
+    device_total += host_total;
+    if (s.ok()) s = kernels_->upload(total, &device_total, sizeof(double));
     if (!s.ok()) return s;
   }
   absl::StatusOr<std::shared_ptr<comm::Work>> work =
@@ -659,19 +727,9 @@ absl::Status Executor::run(const Bound& bound, int64_t step) {
   }
   const double t0 = options_.trace ? TraceRecorder::nowUs() : 0;
   if (absl::Status s = bound.body(step); !s.ok()) return s;
-  if (options_.trace && !in.commStream() && in.info->family != plan::OpFamily::kWait &&
+  if (in.info->stream == plan::Stream::kCompute && in.info->family != plan::OpFamily::kWait &&
       in.op != "dist.free") {
-    TraceEvent e;
-    e.name = in.op;
-    e.track = "compute";
-    e.phase = plan::phaseName(in.phase);
-    e.step = step;
-    e.index = in.index;
-    e.block = in.block;
-    e.micro_batch = microBatchOf(in);
-    e.start_us = t0;
-    e.duration_us = TraceRecorder::nowUs() - t0;
-    trace_.add(std::move(e));
+    traceSpan(in, step, in.op, "compute", in.index, t0);
   }
   releaseAfter(bound);
   return absl::OkStatus();
@@ -725,8 +783,9 @@ absl::Status Executor::beginOptimizer(int64_t step) {
     if (!views.ok()) return views.status();
     options_.on_gradients(step, *views);
   }
-  if (options_.max_grad_norm > 0) return clipGradients(step);
-  return absl::OkStatus();
+  if (options_.max_grad_norm <= 0) return absl::OkStatus();
+  if (absl::Status s = clipGradients(step); !s.ok()) return s;
+  return fetchHostClip();
 }
 
 absl::Status Executor::runBlock(const plan::Block& block, int64_t micro, int64_t step) {
@@ -761,6 +820,8 @@ absl::StatusOr<StepResult> Executor::step(int64_t step, const int32_t* ids, cons
   wait_us_ = 0;
   bubble_us_ = 0;
   comm_bytes_ = 0;
+  copy_wait_us_ = 0;
+  copy_bytes_ = 0;
   lr_factor_ = options_.lr_schedule.factor(step);
   result.learning_rate = base_lr_ * lr_factor_;
   if (absl::Status s = kernels_->activate(); !s.ok()) return s;
@@ -799,6 +860,8 @@ absl::StatusOr<StepResult> Executor::step(int64_t step, const int32_t* ids, cons
   result.comm_wait_seconds = wait_us_ / 1e6;
   result.comm_bytes = comm_bytes_;
   result.bubble_seconds = bubble_us_ / 1e6;
+  result.copy_wait_seconds = copy_wait_us_ / 1e6;
+  result.copy_bytes = copy_bytes_;
   result.seconds = (TraceRecorder::nowUs() - start) / 1e6;
   return result;
 }
@@ -854,7 +917,7 @@ absl::StatusOr<std::vector<checkpoint::ShardView>> Executor::shardViews(
     view.local_shape = b.local_shape;
     view.data = bufferData(b.id);
     // Checkpoints hold f32: a bf16 buffer is widened (exactly) on the host.
-    if (!kernels_->hostAddressable() || b.dtype != comm::DType::kFloat32) {
+    if ((!kernels_->hostAddressable() && !b.onHost()) || b.dtype != comm::DType::kFloat32) {
       absl::StatusOr<std::vector<float>> host = hostValues(b);
       if (!host.ok()) {
         return absl::Status(
@@ -872,7 +935,18 @@ absl::Status Executor::loadCheckpoint(const checkpoint::CheckpointReader& reader
   if (absl::Status s = kernels_->activate(); !s.ok()) return s;
   for (const plan::Buffer& b : plan_.buffers) {
     if (!persistent_[b.id]) continue;
-    absl::StatusOr<checkpoint::TensorInfo> info = reader.tensor(b.name);
+    // An offloaded f32 parameter's master copy is the parameter itself in
+    // a checkpoint saved without offload.
+    std::string name = b.name;
+    if (!reader.tensor(name).ok() && name.rfind("master:", 0) == 0) {
+      for (const plan::Buffer& param : plan_.buffers) {
+        if (param.role == plan::BufferRole::kParam && param.name == name.substr(7) &&
+            param.dtype == comm::DType::kFloat32) {
+          name = param.name;
+        }
+      }
+    }
+    absl::StatusOr<checkpoint::TensorInfo> info = reader.tensor(name);
     if (!info.ok()) return info.status();
     if (info->shape != b.global_shape) {
       return absl::InvalidArgumentError(
@@ -884,7 +958,7 @@ absl::Status Executor::loadCheckpoint(const checkpoint::CheckpointReader& reader
     if (!box.ok()) return box.status();
     std::vector<float> dense(product(box->valid));
     if (!dense.empty()) {
-      if (absl::Status s = reader.readInto(b.name, {box->offsets, box->valid}, dense.data());
+      if (absl::Status s = reader.readInto(name, {box->offsets, box->valid}, dense.data());
           !s.ok()) {
         return s;
       }
@@ -924,9 +998,7 @@ absl::Status Executor::loadParameters(const ParameterFill& fill) {
 absl::StatusOr<std::vector<float>> Executor::hostValues(const plan::Buffer& b) const {
   std::vector<float> values(b.numel());
   if (b.dtype == comm::DType::kFloat32) {
-    if (absl::Status s =
-            kernels_->download(values.data(), bufferData(b.id), values.size() * sizeof(float));
-        !s.ok()) {
+    if (absl::Status s = readBuffer(values.data(), b.id, values.size() * sizeof(float)); !s.ok()) {
       return s;
     }
     return values;
@@ -936,9 +1008,7 @@ absl::StatusOr<std::vector<float>> Executor::hostValues(const plan::Buffer& b) c
         b.name, " is ", std::string(comm::dtypeName(b.dtype)), ", not a float buffer"));
   }
   std::vector<uint16_t> bits(values.size());
-  if (absl::Status s =
-          kernels_->download(bits.data(), bufferData(b.id), bits.size() * sizeof(uint16_t));
-      !s.ok()) {
+  if (absl::Status s = readBuffer(bits.data(), b.id, bits.size() * sizeof(uint16_t)); !s.ok()) {
     return s;
   }
   for (size_t i = 0; i < bits.size(); ++i) values[i] = comm::bfloat16ToFloat(bits[i]);

@@ -32,6 +32,7 @@
 #include "runtime/data/token_feed.h"
 #include "runtime/executor/caching_allocator.h"
 #include "runtime/executor/kernel_set.h"
+#include "runtime/optim/host_adamw.h"
 #include "runtime/optim/lr_schedule.h"
 #include "runtime/executor/trace_recorder.h"
 #include "plan/plan.h"
@@ -70,6 +71,10 @@ struct ExecutorOptions {
   // for debugging and parity, not for speed. Refused for tp plans and on
   // CUDA.
   bool deterministic = false;
+  // Threads of the host AdamW that steps offloaded optimizer states
+  // (docs/planner_offload.md; 0: the cores the process may use, at most 8).
+  // The thread count does not change the bits.
+  int host_threads = 0;
   // Called with this rank's gradient shards (one replica, as checkpoints
   // hold them) before every optimizer phase; for the parity dumps.
   std::function<void(int64_t step, const std::vector<checkpoint::ShardView>&)> on_gradients;
@@ -80,6 +85,8 @@ struct ExecutorOptions {
 struct PhaseMemory {
   std::string phase;
   int64_t peak_bytes = 0;
+  // The host arena's (offloaded buffers; 0 without them), counted apart.
+  int64_t host_peak_bytes = 0;
 };
 
 struct StepResult {
@@ -102,6 +109,10 @@ struct StepResult {
   // the pp axis). 0 without stages. Like comm_wait_seconds, a host figure:
   // on a GPU the transfers' waits are stream waits.
   double bubble_seconds = 0;
+  // Offload: seconds the host waited for copies between device and host
+  // memory (the plan's dist.waits of them), and the bytes they moved.
+  double copy_wait_seconds = 0;
+  int64_t copy_bytes = 0;
 };
 
 // A forward-only pass over one batch (Executor::evaluate).
@@ -180,6 +191,9 @@ class Executor {
 
   // Bytes of the device's memory (host or GPU) handed out to buffers.
   const AllocatorStats& allocatorStats() const { return allocator_->stats(); }
+  // Bytes of the host arena (the plan's host buffers: offloaded states,
+  // gradients copied to the host, copy staging) handed out, apart.
+  const AllocatorStats& hostAllocatorStats() const { return host_allocator_->stats(); }
   const std::vector<PhaseMemory>& phaseMemory() const { return phase_memory_; }
   // Opens a measured phase outside the step (e.g. "checkpoint").
   void beginPhase(const std::string& name);
@@ -190,6 +204,11 @@ class Executor {
   void traceWait(const plan::Instruction& in, int64_t step, int64_t index,
                  const std::string& collective, const std::string& axes, double t0_us,
                  double t1_us);
+
+  // With tracing on, records [t0_us, now] as span `name` of `in` (op index
+  // `index`) on `track`, moving `bytes`.
+  void traceSpan(const plan::Instruction& in, int64_t step, std::string name, std::string track,
+                 int64_t index, double t0_us, int64_t bytes = 0);
 
   TraceRecorder& trace() { return trace_; }
   const comm::MeshGroups& groups() const { return *groups_; }
@@ -254,6 +273,13 @@ class Executor {
   absl::Status bindFree(Site& site);
   absl::Status bindAccumulate(Site& site);
   absl::Status bindOptimizerStep(Site& site);
+  // Offload (executor_offload.cc): copies between device memory and the
+  // host arena, their waits, and AdamW on host buffers.
+  absl::Status bindCopy(Site& site);
+  absl::Status bindCopyWait(Site& site);
+  absl::Status bindHostOptimizerStep(Site& site, const optim::AdamWConfig& config);
+  // The clip coefficient where the host steps read it (1: no clipping).
+  absl::Status fetchHostClip();
   // Collectives and their waits (executor_collectives.cc).
   struct CollectiveCall;  // a collective as bound (executor_internal.h)
   struct CollectiveRun;   // one issue of it
@@ -371,7 +397,14 @@ class Executor {
   absl::StatusOr<std::vector<float>> hostValues(const plan::Buffer& b) const;
   absl::Status uploadShard(const plan::Buffer& b, const std::vector<float>& dense,
                            const std::vector<int64_t>& valid);
-  absl::Status outOfMemory(size_t bytes, const std::string& what) const;
+  absl::Status outOfMemory(size_t bytes, const std::string& what, bool host = false) const;
+  // The allocator of buffer `id`'s memory: the host arena for a host buffer.
+  CachingAllocator& allocatorOf(int64_t id) const {
+    return plan_.buffers[id].onHost() ? *host_allocator_ : *allocator_;
+  }
+  // Copies between a buffer (device or host memory) and host memory.
+  absl::Status writeBuffer(int64_t id, const void* host, size_t bytes);
+  absl::Status readBuffer(void* host, int64_t id, size_t bytes) const;
   void alias(int64_t id, int64_t of);
   void releaseBuffer(int64_t id);
   absl::Status clipGradients(int64_t step);
@@ -420,6 +453,13 @@ class Executor {
   // device's memory first.
   std::unique_ptr<KernelSet> kernels_;
   std::unique_ptr<CachingAllocator> allocator_;
+  // Offload: the host arena, apart from the device's memory, and the host
+  // AdamW (created when the plan holds host buffers).
+  std::unique_ptr<CachingAllocator> host_allocator_;
+  std::unique_ptr<optim::HostAdamW> host_adamw_;
+  // The async handles copies start (their waits bind to bindCopyWait).
+  std::set<std::string, std::less<>> copy_handles_;
+  float host_clip_ = 1.0f;
   // The clip coefficient in the kernels' scalars (null without clipping).
   float* clip_coefficient_ = nullptr;
   // The plan's (or the options') AdamW rate, and the schedule's multiplier
@@ -430,16 +470,20 @@ class Executor {
   // has run.
   std::vector<std::pair<std::string, std::shared_ptr<comm::Work>>> step_works_;
   // This step's host time blocked on collectives, of it the time waiting
-  // for other pipeline stages, and bytes issued.
+  // for other pipeline stages, and bytes issued; the same for offload's
+  // copies.
   double wait_us_ = 0;
   double bubble_us_ = 0;
   int64_t comm_bytes_ = 0;
+  double copy_wait_us_ = 0;
+  int64_t copy_bytes_ = 0;
   // Host copies behind checkpointShards()'s views on a GPU.
   mutable std::vector<std::vector<float>> host_staging_;
   // Storage blocks, reference counted so that views (reshape, wait) share.
   struct Block {
     void* data = nullptr;
     int refs = 0;
+    bool host = false;  // from the host arena
   };
   std::vector<Block> blocks_;
   std::vector<int64_t> block_of_;  // buffer id -> block index, -1 when dead

@@ -1,5 +1,6 @@
 // The binders of the buffer ops (dist.bucket, dist.unbucket, dist.slice,
-// dist.free) and of the optimizer step.
+// dist.free) and of the optimizer step (on host buffers:
+// executor_offload.cc).
 #include <algorithm>
 #include <string>
 #include <vector>
@@ -169,6 +170,7 @@ absl::Status Executor::bindOptimizerStep(Site& site) {
   config.beta2 = *in.attrs.beta2;
   config.eps = *in.attrs.eps;
   config.weight_decay = *in.attrs.weight_decay;
+  if (plan_.buffers[o[0]].onHost()) return bindHostOptimizerStep(site, config);
   site.bound.allocates_results = false;
   site.bound.body = [=, this](int64_t step) {
     optim::AdamWConfig scheduled = config;

@@ -26,6 +26,7 @@ absl::Status Executor::bindWait(Site& site) {
   const auto& [o, r] = site.io();
   if (absl::Status st = site.need(1, 1); !st.ok()) return st;
   const std::string handle = in.attrs.async_handle;
+  if (copy_handles_.count(handle)) return bindCopyWait(site);
   site.bound.allocates_results = false;
   site.bound.body = [=, this](int64_t step) -> absl::Status {
     auto it = pending_.find(handle);

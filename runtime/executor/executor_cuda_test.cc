@@ -1,8 +1,9 @@
 // The executor on a GPU against the same plan on the CPU: tiny Llama's
 // 1-rank plan trained for a few steps on both, losses (and, with clipping,
 // gradient norms) within 1e-4 relative, parameters read back through
-// localValues and checkpointShards, no cudaMalloc after the first step; and
-// its mixed-precision (bf16) plan, losses and norms within 2e-2.
+// localValues and checkpointShards, no cudaMalloc after the first step; its
+// mixed-precision (bf16) plan, losses and norms within 2e-2; and the plans
+// that offload their optimizer states to pinned host memory.
 // Where no GPU is usable the GPU cases skip with CUDA's reason; the
 // refusals that need no GPU run everywhere.
 #include <cmath>
@@ -53,6 +54,9 @@ struct TrainRun {
   std::vector<float> embedding;  // tok_embeddings.weight after the last step
   int64_t system_allocations_after_step_2 = -1;
   int64_t system_allocations_at_end = -1;
+  // The host arena's (offloaded plans: cudaHostAlloc).
+  int64_t host_allocations_after_step_2 = -1;
+  int64_t host_allocations_at_end = -1;
 };
 
 TrainRun train(ExecutorOptions options, const std::string& plan_name = "llama_single") {
@@ -78,9 +82,13 @@ TrainRun train(ExecutorOptions options, const std::string& plan_name = "llama_si
     if (!r.ok()) return run;
     run.losses.push_back(r->loss);
     run.norms.push_back(r->grad_norm);
-    if (step == 2) run.system_allocations_after_step_2 = e.allocatorStats().system_allocations;
+    if (step == 2) {
+      run.system_allocations_after_step_2 = e.allocatorStats().system_allocations;
+      run.host_allocations_after_step_2 = e.hostAllocatorStats().system_allocations;
+    }
   }
   run.system_allocations_at_end = e.allocatorStats().system_allocations;
+  run.host_allocations_at_end = e.hostAllocatorStats().system_allocations;
   absl::StatusOr<std::vector<float>> table = e.localValues("tok_embeddings.weight");
   EXPECT_TRUE(table.ok()) << table.status();
   if (table.ok()) run.embedding = *table;
@@ -108,6 +116,13 @@ void expectClose(const std::vector<double>& cuda, const std::vector<double>& cpu
   }
 }
 
+// `options` on GPU 0.
+ExecutorOptions onGpu(ExecutorOptions options = {}) {
+  options.device = ExecutorDevice::kCuda;
+  options.cuda_device = 0;
+  return options;
+}
+
 class ExecutorCudaTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -117,9 +132,7 @@ class ExecutorCudaTest : public ::testing::Test {
 };
 
 TEST_F(ExecutorCudaTest, TrainsTinyLlamaWithTheCpuLosses) {
-  ExecutorOptions cuda;
-  cuda.device = ExecutorDevice::kCuda;
-  cuda.cuda_device = 0;
+  const ExecutorOptions cuda = onGpu();
   const TrainRun gpu = train(cuda);
   const TrainRun cpu = train({});
   expectClose(gpu.losses, cpu.losses, 1e-4, "loss");
@@ -141,9 +154,7 @@ TEST_F(ExecutorCudaTest, TrainsTinyLlamaWithTheCpuLosses) {
 // Activation recompute: the GPU runs the recomputed forward ops like any
 // other and trains with the CPU's losses without recompute.
 TEST_F(ExecutorCudaTest, TrainsTinyLlamaWithRecomputeLikeTheCpuWithout) {
-  ExecutorOptions cuda;
-  cuda.device = ExecutorDevice::kCuda;
-  cuda.cuda_device = 0;
+  const ExecutorOptions cuda = onGpu();
   const TrainRun gpu = train(cuda, "llama_full_single");
   const TrainRun cpu = train({});
   expectClose(gpu.losses, cpu.losses, 1e-4, "loss with full recompute");
@@ -153,9 +164,7 @@ TEST_F(ExecutorCudaTest, TrainsTinyLlamaWithRecomputeLikeTheCpuWithout) {
 // Gradient accumulation: two micro-steps, the sums made by dist.accumulate's
 // copy and in-place add on the device, give the CPU's losses.
 TEST_F(ExecutorCudaTest, AccumulatesMicroStepsLikeTheCpu) {
-  ExecutorOptions cuda;
-  cuda.device = ExecutorDevice::kCuda;
-  cuda.cuda_device = 0;
+  const ExecutorOptions cuda = onGpu();
   const TrainRun gpu = train(cuda, "accum_llama_single_m2");
   const TrainRun cpu = train({}, "accum_llama_single_m2");
   expectClose(gpu.losses, cpu.losses, 1e-4, "loss over two micro-steps");
@@ -166,9 +175,7 @@ TEST_F(ExecutorCudaTest, ClipsWithTheCpuGlobalNorm) {
   ExecutorOptions options;
   options.max_grad_norm = 0.5;
   const TrainRun cpu = train(options);
-  options.device = ExecutorDevice::kCuda;
-  options.cuda_device = 0;
-  const TrainRun gpu = train(options);
+  const TrainRun gpu = train(onGpu(options));
   expectClose(gpu.norms, cpu.norms, 1e-4, "gradient norm");
   expectClose(gpu.losses, cpu.losses, 1e-4, "clipped loss");
 }
@@ -181,9 +188,7 @@ TEST_F(ExecutorCudaTest, ClipsWithTheCpuGlobalNorm) {
 constexpr double kBf16StepTolerance = 2e-2;
 
 TEST_F(ExecutorCudaTest, TrainsTinyLlamaInBf16WithTheCpuLosses) {
-  ExecutorOptions cuda;
-  cuda.device = ExecutorDevice::kCuda;
-  cuda.cuda_device = 0;
+  const ExecutorOptions cuda = onGpu();
   const TrainRun gpu = train(cuda, "llama_bf16_single");
   const TrainRun cpu = train({}, "llama_bf16_single");
   expectClose(gpu.losses, cpu.losses, kBf16StepTolerance, "bf16 loss");
@@ -199,11 +204,35 @@ TEST_F(ExecutorCudaTest, ClipsBf16GradientsWithTheCpuGlobalNorm) {
   ExecutorOptions options;
   options.max_grad_norm = 0.5;
   const TrainRun cpu = train(options, "llama_bf16_single");
-  options.device = ExecutorDevice::kCuda;
-  options.cuda_device = 0;
-  const TrainRun gpu = train(options, "llama_bf16_single");
+  const TrainRun gpu = train(onGpu(options), "llama_bf16_single");
   expectClose(gpu.norms, cpu.norms, kBf16StepTolerance, "bf16 gradient norm");
   expectClose(gpu.losses, cpu.losses, kBf16StepTolerance, "clipped bf16 loss");
+}
+
+// Offload (docs/planner_offload.md): the gradients go to pinned host
+// memory on the copy stream, AdamW runs on the host's threads and the
+// parameters come back; the losses are the CPU's without offload (the host
+// step is the CPU's arithmetic), and neither the device nor the host arena
+// allocates after the first steps.
+TEST_F(ExecutorCudaTest, TrainsOffloadedTinyLlamaLikeTheCpuWithout) {
+  ExecutorOptions options;
+  options.max_grad_norm = 0.5;
+  const TrainRun cpu = train(options, "llama_single");
+  const TrainRun gpu = train(onGpu(options), "llama_offload_single");
+  expectClose(gpu.losses, cpu.losses, 1e-4, "offloaded loss");
+  expectClose(gpu.norms, cpu.norms, 1e-4, "offloaded gradient norm");
+  EXPECT_EQ(gpu.system_allocations_at_end, gpu.system_allocations_after_step_2);
+  EXPECT_GT(gpu.host_allocations_at_end, 0);
+  EXPECT_EQ(gpu.host_allocations_at_end, gpu.host_allocations_after_step_2);
+}
+
+TEST_F(ExecutorCudaTest, TrainsOffloadedBf16TinyLlamaLikeTheCpu) {
+  const ExecutorOptions cuda = onGpu();
+  const TrainRun gpu = train(cuda, "llama_bf16_offload_single");
+  const TrainRun cpu = train({}, "llama_bf16_offload_single");
+  expectClose(gpu.losses, cpu.losses, kBf16StepTolerance, "offloaded bf16 loss");
+  EXPECT_LT(gpu.losses.back(), gpu.losses.front()) << "offloaded bf16 training did not lower it";
+  EXPECT_EQ(gpu.host_allocations_at_end, gpu.host_allocations_after_step_2);
 }
 
 // Needs no GPU: the mode is refused before CUDA is touched.

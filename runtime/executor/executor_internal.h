@@ -10,6 +10,7 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
 
 #include "absl/status/status.h"
 #include "comm/work.h"
@@ -47,6 +48,10 @@ absl::Status placeDimSlice(KernelSet& k, Ref src, int64_t count, Ref dst,
 // one strided copy per index of the leading result dims.
 absl::Status permuteDims(KernelSet& k, Ref src, const std::vector<int64_t>& shape,
                          const std::vector<int64_t>& perm, Ref dst);
+
+// optim::localSquaredNorm of a host tensor, f32 or bf16 (read as its exact
+// f32 values): offloaded gradients a GPU's kernels cannot read.
+double hostSquaredNorm(Ref grads, int64_t count);
 
 // An instruction bound to its kernel: `body` runs it once its results are
 // allocated. `view_of` makes result 0 share an operand's (or a pending
@@ -117,10 +122,14 @@ class Executor::RowOrder {
   int64_t seq_ = 1;
 };
 
-// An async collective between its start and its wait.
+// An async collective (or offload's copy) between its start and its wait.
 struct Executor::Pending {
   std::shared_ptr<comm::Work> work;
   std::vector<void*> staging;  // released at the wait
+  // A copy between device and host memory: its fence, and its host staging
+  // (a converted source), released to the host arena at the wait.
+  std::optional<CopyFence> copy;
+  std::vector<void*> host_staging;
   // Post-processing at the wait into the wait's result; may be empty (then
   // the wait's result is the start's result).
   std::function<absl::Status(Ref out)> finish;

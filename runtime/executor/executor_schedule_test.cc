@@ -7,8 +7,6 @@
 // are in flight.
 #include <algorithm>
 #include <cstdlib>
-#include <map>
-#include <mutex>
 #include <string>
 #include <utility>
 #include <vector>
@@ -19,7 +17,7 @@
 #include "gtest/gtest.h"
 #include "plan/plan.h"
 #include "runtime/executor/executor.h"
-#include "runtime/executor/testing/step_tokens.h"
+#include "runtime/executor/testing/train_ranks.h"
 #include "tests/testing/status_matchers.h"
 
 namespace loom::runtime {
@@ -61,52 +59,12 @@ plan::Plan interleave(plan::Plan plan, int64_t warmup) {
   return plan;
 }
 
-struct Training {
-  std::vector<std::vector<double>> losses;                     // per rank, per step
-  std::vector<std::map<std::string, std::vector<float>>> params;  // per rank, after training
-  int64_t peak_bytes = 0;                                      // over ranks, steps and phases
-};
-
-// Trains `plan` for kSteps steps on synthetic tokens, every rank a thread.
-Training train(const plan::Plan& plan) {
-  const int world = static_cast<int>(plan.worldSize());
-  Training run;
-  run.losses.resize(world);
-  run.params.resize(world);
-  std::mutex mu;
-  comm::ProcessGroupOptions options;
-  options.checks = comm::CollectiveChecks::kOff;
-  comm::testing::runRanksShared(
-      world,
-      [&](std::shared_ptr<comm::ProcessGroup> group) {
-        absl::StatusOr<std::unique_ptr<Executor>> executor = Executor::create(plan, group);
-        ASSERT_TRUE(executor.ok()) << executor.status();
-        Executor& e = **executor;
-        absl::StatusOr<testing::StepTokens> tokens = testing::StepTokens::create(e);
-        ASSERT_TRUE(tokens.ok()) << tokens.status();
-        std::vector<double> losses;
-        int64_t peak = 0;
-        for (int step = 1; step <= kSteps; ++step) {
-          ASSERT_TRUE(tokens->fill(step).ok());
-          absl::StatusOr<StepResult> r = e.step(step, tokens->ids(), tokens->labels());
-          ASSERT_TRUE(r.ok()) << r.status();
-          losses.push_back(r->loss);
-          for (const PhaseMemory& m : e.phaseMemory()) peak = std::max(peak, m.peak_bytes);
-        }
-        std::map<std::string, std::vector<float>> params;
-        for (const plan::Buffer& b : plan.buffers) {
-          if (b.role != plan::BufferRole::kParam) continue;
-          absl::StatusOr<std::vector<float>> values = e.localValues(b.name);
-          ASSERT_TRUE(values.ok()) << values.status();
-          params[b.name] = *std::move(values);
-        }
-        std::lock_guard<std::mutex> lock(mu);
-        run.losses[group->rank()] = losses;
-        run.params[group->rank()] = std::move(params);
-        run.peak_bytes = std::max(run.peak_bytes, peak);
-      },
-      options);
-  return run;
+// Trains `plan` for kSteps steps on synthetic tokens, every rank a thread,
+// and reads the parameters after.
+testing::RankRuns train(const plan::Plan& plan) {
+  return testing::trainRanks(plan, {.steps = kSteps, .read = [](const plan::Buffer& b) {
+                                      return b.role == plan::BufferRole::kParam;
+                                    }});
 }
 
 struct Case {
@@ -120,7 +78,7 @@ TEST_P(InterleavedScheduleTest, IsBitIdenticalToTheConsecutiveOrder) {
   absl::StatusOr<plan::Plan> plan = loadTestPlan(GetParam().plan);
   ASSERT_TRUE(plan.ok()) << plan.status();
   ASSERT_GT(plan->micro_batches, 1);
-  const Training consecutive = train(interleave(*plan, 0));
+  const testing::RankRuns consecutive = train(interleave(*plan, 0));
   ASSERT_EQ(consecutive.losses.at(0).size(), static_cast<size_t>(kSteps));
   // Training moves the parameters, or equal ones would prove little.
   EXPECT_NE(consecutive.losses[0].front(), consecutive.losses[0].back());
@@ -128,10 +86,10 @@ TEST_P(InterleavedScheduleTest, IsBitIdenticalToTheConsecutiveOrder) {
   for (int64_t warmup : GetParam().warmups) {
     const plan::Plan reordered = interleave(*plan, warmup);
     ASSERT_TRUE(plan::checkPlan(reordered).ok()) << plan::checkPlan(reordered);
-    const Training run = train(reordered);
+    const testing::RankRuns run = train(reordered);
     const std::string name = absl::StrCat(GetParam().plan, " with ", warmup, " forwards ahead");
     EXPECT_EQ(run.losses, consecutive.losses) << name;
-    EXPECT_EQ(run.params, consecutive.params) << name;
+    EXPECT_EQ(run.values, consecutive.values) << name;
     // More micro-batches in flight hold more activations.
     EXPECT_GT(run.peak_bytes, previous_peak) << name;
     previous_peak = run.peak_bytes;

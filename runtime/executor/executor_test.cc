@@ -2,13 +2,12 @@
 // every planned layout, ranks as threads over Gloo, give the losses of the
 // unsharded 1-rank plan within 1e-5 relative.
 #include "runtime/executor/executor.h"
-#include "runtime/executor/testing/step_tokens.h"
+#include "runtime/executor/testing/train_ranks.h"
 
 #include <cmath>
 #include <cstdlib>
 #include <iostream>
 #include <map>
-#include <mutex>
 #include <string>
 #include <vector>
 
@@ -47,37 +46,13 @@ RunResult train(const std::string& name, int steps = kSteps, ExecutorOptions opt
   EXPECT_TRUE(plan.ok()) << plan.status();
   RunResult result;
   if (!plan.ok()) return result;
-  const int world = static_cast<int>(plan->worldSize());
-  result.per_rank.assign(world, {});
   result.predicted_peak = plan->predicted.peak_bytes;
-  std::mutex mu;
-  comm::ProcessGroupOptions pgOptions;
-  pgOptions.checks = comm::CollectiveChecks::kOff;
-  comm::testing::runRanksShared(
-      world,
-      [&](std::shared_ptr<comm::ProcessGroup> group) {
-        absl::StatusOr<std::unique_ptr<Executor>> executor =
-            Executor::create(*plan, group, options);
-        ASSERT_TRUE(executor.ok()) << executor.status();
-        Executor& e = **executor;
-        absl::StatusOr<testing::StepTokens> tokens = testing::StepTokens::create(e);
-        ASSERT_TRUE(tokens.ok()) << tokens.status();
-        std::vector<double> losses;
-        int64_t peak = 0;
-        // Two batches in turn, so that training visibly lowers the loss.
-        for (int step = 1; step <= steps; ++step) {
-          ASSERT_TRUE(tokens->fill(step % 2).ok());
-          absl::StatusOr<StepResult> r = e.step(step, tokens->ids(), tokens->labels());
-          ASSERT_TRUE(r.ok()) << r.status();
-          losses.push_back(r->loss);
-          for (const PhaseMemory& m : e.phaseMemory()) peak = std::max(peak, m.peak_bytes);
-        }
-        std::lock_guard<std::mutex> lock(mu);
-        result.per_rank[group->rank()] = losses;
-        result.peak_bytes = std::max(result.peak_bytes, peak);
-      },
-      pgOptions);
-  result.losses = result.per_rank.empty() ? std::vector<double>{} : result.per_rank[0];
+  // Two batches in turn, so that training visibly lowers the loss.
+  testing::RankRuns runs = testing::trainRanks(
+      *plan, {.steps = steps, .executor = options, .batch = [](int step) { return step % 2; }});
+  result.per_rank = std::move(runs.losses);
+  result.peak_bytes = runs.peak_bytes;
+  if (!result.per_rank.empty()) result.losses = result.per_rank[0];
   return result;
 }
 

@@ -38,6 +38,15 @@ struct Ref {
   float* f32() const { return static_cast<float*>(data); }
 };
 
+// Offload's copies between device memory and the executor's host arena
+// (docs/planner_offload.md): which way one goes, and the event that tells
+// when it is done (null on the CPU, which copies at once).
+enum class CopyDirection { kToHost, kToDevice };
+struct CopyFence {
+  void* event = nullptr;
+  CopyDirection direction = CopyDirection::kToHost;
+};
+
 class KernelSet {
  public:
   virtual ~KernelSet() = default;
@@ -66,6 +75,21 @@ class KernelSet {
   // Refuses, at bind time, shapes the device's kernels cannot run.
   virtual absl::Status checkAttention(const cpu::AttentionShape&) const { return absl::OkStatus(); }
   virtual absl::Status checkReduceSum(size_t /*rank*/) const { return absl::OkStatus(); }
+
+  // ---- Host memory (offload) ------------------------------------------------
+  // Where the executor's host arena (offloaded states, gradients copied to
+  // the host) gets its blocks: the host's memory, pinned on a GPU machine
+  // (cudaHostAlloc) so that copies run asynchronously at the link's speed.
+  virtual std::unique_ptr<BlockSource> hostBlockSource() = 0;
+  // Starts copying `bytes` from `src` to `dst`, one in device memory and the
+  // other in the host arena as `direction` says, after the work queued on
+  // the compute stream before it, on the set's copy stream. The CPU copies
+  // at once.
+  virtual absl::StatusOr<CopyFence> copyAsync(void* dst, const void* src, size_t bytes,
+                                              CopyDirection direction) = 0;
+  // Waits for a copy: the host until it is done (so its host memory may be
+  // read, or reused), and the compute stream orders later work after it.
+  virtual absl::Status finishCopy(const CopyFence& fence) = 0;
 
   // ---- Memory (device pointers unless named host) ---------------------------
   virtual absl::Status copy(void* dst, const void* src, size_t bytes) = 0;

@@ -14,8 +14,9 @@
 #               glibc, libstdc++, libgcc_s, libm, the driver or any CUDA
 #               library (cuBLAS/cuBLASLt, NCCL, cuDNN): those come from there
 #   data/       the single-rank plans (f32, f32 with full recompute, two
-#               micro-steps, bf16)
-#               executor_cuda_test and the GPU training slot run
+#               micro-steps, bf16, f32 and bf16 with offloaded optimizer
+#               states, the 1B step with and without offload) that
+#               executor_cuda_test and the GPU training slots run
 #   MANIFEST    file, size, sha256 and the commit it was built from, the
 #               CUDA libraries the machine must have, and the newest glibc
 #               and libstdc++ symbol versions the files ask for
@@ -55,7 +56,8 @@ binaries=(
 # Data: the plans executor_cuda_test and train read. Plan NAME is built by
 # //runtime/executor/testdata:NAME_plan into
 # runtime/executor/testdata/NAME/plan.json and goes to data/NAME/plan.json.
-plans=(llama_single llama_bf16_single llama_full_single accum_llama_single_m2 llama_1b_bf16_h200)
+plans=(llama_single llama_bf16_single llama_full_single accum_llama_single_m2 llama_1b_bf16_h200
+  llama_offload_single llama_bf16_offload_single llama_1b_bf16_offload_h200)
 plan_labels=()
 for plan in "${plans[@]}"; do plan_labels+=("//runtime/executor/testdata:${plan}_plan"); done
 

@@ -199,6 +199,33 @@ parse_mfu() {
   KEY="${mfu%%:*} (target 45 %), ${step}, $(grep -oE '[0-9.]+ TFLOP/s per rank' <<<"$mfu")"
 }
 
+# train on the 1B plan with offload: the median step against the plan's
+# predicted step, and the measured device and host peaks against the
+# plan's (the "vs plan" column of rank 0's row in train's two memory
+# tables; docs/planner_offload.md).
+parse_offload_step() {
+  local log="$1" rc="$2" plan="$3" step planned device host
+  parse_tool "$log" "$rc"
+  [[ "$STATUS" == PASS ]] || return 0
+  step="$(grep -m1 -oE 'median step [0-9.]+ ms' "$log")"
+  planned="$(python3 -c 'import json, sys; print("%.2f" % (1e3 * json.load(open(sys.argv[1]))["predicted"]["step_time_s"]))' \
+    "$plan" 2>/dev/null)"
+  # The "vs plan" cell of rank 0's row under the table whose title holds
+  # the given words (lines may carry a "[rank 0] " prefix).
+  vs_plan() {
+    awk -v title="$1" 'index($0, title) > 0 { on = 1; next }
+      on && /^(\[rank [0-9]+\] )?\| 0 \|/ {
+        n = split($0, cells, "|"); gsub(/^ +| +$/, "", cells[n - 1]); print cells[n - 1]; exit }' "$log"
+  }
+  device="$(vs_plan "memory per rank (bytes handed out by the caching allocator")"
+  host="$(vs_plan "host memory per rank (bytes handed out by the host arena")"
+  if [[ -z "$step" || -z "$host" ]]; then
+    STATUS=FAIL KEY="no median step or no host memory table in train's output (see the log)"
+    return 0
+  fi
+  KEY="${step} against ${planned:-?} ms planned; device peak ${device:-?} and host peak ${host} of the plan"
+}
+
 # ---------------------------------------------------------------------------
 # Running.
 
@@ -392,7 +419,8 @@ find_binary gemm_bench gemm_bench && run_check gemm_bench 120 parse_gemm_bench -
 if find_binary executor_cuda executor_cuda_test; then
   srcdir="$(mktemp -d "${TMPDIR:-/tmp}/loom_gpu_srcdir.XXXXXX")"
   mkdir -p "$srcdir/loom/runtime/executor/testdata"
-  for plan in llama_single llama_bf16_single llama_full_single accum_llama_single_m2; do
+  for plan in llama_single llama_bf16_single llama_full_single accum_llama_single_m2 \
+    llama_offload_single llama_bf16_offload_single; do
     ln -s "$bundle/data/$plan" "$srcdir/loom/runtime/executor/testdata/$plan"
   done
   run_check executor_cuda 120 parse_gtest -- env TEST_SRCDIR="$srcdir" "$BINARY" --gtest_brief=1
@@ -415,27 +443,36 @@ if find_binary calibrate_gpu calibrate; then
     --out="$profile" --group_sizes= --gemm_shapes=128,1024,4096 --repeats=3
 fi
 
-if find_binary train_gpu train; then
-  plan="$bundle/data/llama_single/plan.json"
+# train_on_gpu NAME PLAN_NAME: 10 steps of the bundle's plan on the GPU,
+# beside the same run on the CPU (within the budget; without it the key
+# figure just lacks the comparison).
+train_on_gpu() {
+  local name="$1" plan="$bundle/data/$2/plan.json" flags limit
+  find_binary "$name" train || return 0
   # absl's --helpfull exits 1; read its text, not its status.
   flags="$(env LD_LIBRARY_PATH="$libpath" timeout 20 "$BINARY" --helpfull 2>&1 </dev/null)"
   if ! grep -qE '^ +--device[ =]' <<<"$flags"; then
-    record train_gpu MISSING 0 "CUDA executor not built yet (train has no --device flag)"
-  elif [[ ! -f "$plan" ]]; then
-    record train_gpu MISSING 0 "no $plan in the bundle (build_bundle.sh builds llama_single_plan)"
-  else
-    common=(--plan="$plan" --steps=10 --nproc=1 --progress=false --timeout_s=60)
-    # The same run on the CPU, for the losses to compare against (within the
-    # budget; without it the key figure just lacks the comparison).
-    limit="$(time_for 60)"
-    if [[ "$limit" -ge 10 ]]; then
-      env LD_LIBRARY_PATH="$libpath" timeout "$limit" "$BINARY" "${common[@]}" --device=cpu \
-        --losses_out="$out/train_cpu_losses.json" >"$out/logs/train_cpu.log" 2>&1 </dev/null
-    fi
-    run_check train_gpu 120 parse_train "$out/train_gpu_losses.json" "$out/train_cpu_losses.json" -- \
-      "$BINARY" "${common[@]}" --device=cuda --losses_out="$out/train_gpu_losses.json"
+    record "$name" MISSING 0 "CUDA executor not built yet (train has no --device flag)"
+    return 0
   fi
-fi
+  if [[ ! -f "$plan" ]]; then
+    record "$name" MISSING 0 "no $plan in the bundle (build_bundle.sh builds ${2}_plan)"
+    return 0
+  fi
+  local common=(--plan="$plan" --steps=10 --nproc=1 --progress=false --timeout_s=60)
+  limit="$(time_for 60)"
+  if [[ "$limit" -ge 10 ]]; then
+    env LD_LIBRARY_PATH="$libpath" timeout "$limit" "$BINARY" "${common[@]}" --device=cpu \
+      --losses_out="$out/${name}_cpu_losses.json" >"$out/logs/${name}_cpu.log" 2>&1 </dev/null
+  fi
+  run_check "$name" 120 parse_train "$out/${name}_losses.json" "$out/${name}_cpu_losses.json" -- \
+    "$BINARY" "${common[@]}" --device=cuda --losses_out="$out/${name}_losses.json"
+}
+
+train_on_gpu train_gpu llama_single
+# Offload: gradients to pinned host memory on the copy stream, AdamW on the
+# host, parameters back.
+train_on_gpu train_offload_gpu llama_offload_single
 
 # The MFU target: a 1.07B-parameter Llama in bf16 (f32 master copies) on one
 # GPU, batch 8 x 2048 tokens, 8 steps; checks off so they cost nothing.
@@ -446,6 +483,18 @@ if find_binary step_mfu train; then
   else
     run_check step_mfu 150 parse_mfu -- "$BINARY" --plan="$plan" --steps=8 --nproc=1 --device=cuda \
       --progress=false --timeout_s=120 --comm_checks=off
+  fi
+fi
+
+# Offload's price measured: the 1B step with its AdamW states in pinned
+# host memory, against the plan's predicted step and memory.
+if find_binary step_offload train; then
+  plan="$bundle/data/llama_1b_bf16_offload_h200/plan.json"
+  if [[ ! -f "$plan" ]]; then
+    record step_offload MISSING 0 "no $plan in the bundle (build_bundle.sh builds llama_1b_bf16_offload_h200_plan)"
+  else
+    run_check step_offload 150 parse_offload_step "$plan" -- "$BINARY" --plan="$plan" --steps=6 \
+      --nproc=1 --device=cuda --progress=false --timeout_s=120 --comm_checks=off
   fi
 fi
 

@@ -3,7 +3,8 @@
 # logs (tests/gpu/testdata) and exit as the real ones do, and checks the
 # report: gtest all skipped, passed and failed; a bench that exits 3; a
 # binary that is not built; a loader failure; a GPU that nvidia-smi shows but
-# a check skips; a training run on either device; an exhausted time budget;
+# a check skips; a training run on either device, with and without offload;
+# an exhausted time budget;
 # and the exit code of each case.
 set -uo pipefail
 
@@ -79,7 +80,9 @@ expect_row gemm_bench SKIP "^.*\| no usable GPU: CUDA driver"
 expect_row comm_bench_nccl PASS "all_reduce 16 MiB in place: [0-9.]+ us, algbw [0-9.]+ GB/s; 0 wrong"
 expect_row calibrate_gpu FAIL "error while loading shared libraries: libcublas.so.13"
 expect_row train_gpu MISSING "CUDA executor not built yet"
-grep -q "^FAILED: 2 of 12 checks failed (2 passed, 2 skipped, 6 missing)" <<<"$REPORT" ||
+expect_row train_offload_gpu MISSING "CUDA executor not built yet"
+expect_row step_offload MISSING "no .*llama_1b_bf16_offload_h200/plan.json in the bundle"
+grep -q "^FAILED: 2 of 14 checks failed (2 passed, 2 skipped, 8 missing)" <<<"$REPORT" ||
   fail "$CASE: verdict line wrong:"$'\n'"$REPORT"
 [[ -s "$tmp/mixed.out/logs/gpu_measure.log" ]] || fail "$CASE: no log for gpu_measure"
 grep -q "no GPU visible" <<<"$OUTPUT" || fail "$CASE: no 'no GPU visible' line"
@@ -98,7 +101,7 @@ run skipped "$b" "${no_gpu[@]}"
 expect_rc 0
 expect_row calibrate_gpu SKIP "no usable GPU"
 expect_row comm_bench_nccl MISSING "comm-bench is not in skipped/bin"
-grep -q "^no GPU: 9 checks skipped (3 missing, none failed)" <<<"$REPORT" ||
+grep -q "^no GPU: 9 checks skipped (5 missing, none failed)" <<<"$REPORT" ||
   fail "$CASE: verdict line wrong:"$'\n'"$REPORT"
 
 # 3. nvidia-smi lists a GPU: a check that skips for want of one fails, and a
@@ -141,6 +144,14 @@ if [ -z "$out" ]; then
   # The 1B step: no losses file, the figures train prints.
   echo "median step 214.30 ms (steps after the first), 76458 tokens/s, 76458 tokens/s per rank"
   echo "MFU 51.3%: 1.09e+14 model FLOPs per rank per step, 508.2 TFLOP/s per rank against the plan's h200 bf16 peak of 989.5 TFLOP/s"
+  echo "memory per rank (bytes handed out by the caching allocator; planner: 1000)"
+  echo "| rank | forward | backward | optimizer | checkpoint | eval | peak | vs plan |"
+  echo "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
+  echo "| 0 | 900 | 1000 | 800 | 0 | 0 | 1000 | +0.0 % |"
+  echo "[rank 0] host memory per rank (bytes handed out by the host arena: offloaded states and gradients; planner: 500)"
+  echo "| rank | forward | backward | optimizer | checkpoint | eval | peak | vs plan |"
+  echo "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
+  echo "[rank 0] | 0 | 400 | 480 | 505 | 0 | 0 | 505 | +1.0 % |"
 elif [ "$device" = cuda ]; then
   echo '{"losses": [2.5, 2.0, 1.5000025]}' >"$out"
 else
@@ -157,6 +168,17 @@ echo '{}' >"$b/data/llama_1b_bf16_h200/plan.json"
 run train_mfu "$b" "${no_gpu[@]}"
 expect_rc 0
 expect_row step_mfu PASS "MFU 51.3% \\(target 45 %\\), median step 214.30 ms, 508.2 TFLOP/s per rank"
+# Offload on the GPU: the tiny plan's losses beside the CPU's, and the 1B
+# step against its plan's predicted step and memory.
+expect_row train_offload_gpu MISSING "no .*llama_offload_single/plan.json in the bundle"
+mkdir -p "$b/data/llama_offload_single" "$b/data/llama_1b_bf16_offload_h200"
+echo '{}' >"$b/data/llama_offload_single/plan.json"
+echo '{"predicted": {"step_time_s": 0.25}}' >"$b/data/llama_1b_bf16_offload_h200/plan.json"
+run train_offload "$b" "${no_gpu[@]}"
+expect_rc 0
+expect_row train_offload_gpu PASS "3 steps, loss 2.5000 -> 1.5000, max abs\\(cuda - cpu\\) 2.50e-06"
+expect_row step_offload PASS \
+  "median step 214.30 ms against 250.00 ms planned; device peak \\+0.0 % and host peak \\+1.0 % of the plan"
 
 # 5. The time budget is spent before a check starts: it is not run.
 CASE="budget spent"

@@ -164,6 +164,22 @@ expect cannot-split 2 "error: 'nn.reshape' op cannot split factor .* unevenly ov
   --model=llama3-8b --seq=16 --batch=8 --mesh=8x3 --axes=fsdp,tp
 expect over-budget 2 'plan needs .* per rank at its peak, over the 10 GiB device memory .*lower the batch' -- \
   --model=llama3-8b --mesh=8 --axes=fsdp --batch=8 --memory-gb=10
+# Offload (docs/planner_offload.md): Llama 3 70B on one 8-GPU H100 host does
+# not fit in bf16 with selective recompute (98.6 GiB of AdamW state per
+# GPU); with the states offloaded it fits and the report shows the price;
+# the host cap refuses what does not fit the host.
+offload_70b=(--model=llama3-70b --mesh=fsdp=8 --device=h100 --dtype=bf16 --recompute=selective)
+expect offload-70b-refused 2 'over the 80 GiB device memory .*optimizer states 98\.6 GiB.*--offload=optimizer' -- \
+  "${offload_70b[@]}"
+expect offload-70b-fits 0 '^- offload: optimizer states .* copies on the host link \(pcie, 55\.0 GB/s\) [0-9.]+ s of which [0-9.]+ s exposed, host AdamW [0-9.]+ s' -- \
+  "${offload_70b[@]}" --offload=optimizer
+expect offload-70b-host-peak 0 '^- peak host memory per rank: 115\.2 GiB' -- "${offload_70b[@]}" --offload=optimizer
+expect offload-host-cap 2 'plan needs 115\.2 GiB per rank at its peak, over the 100 GiB host memory for offloaded buffers' -- \
+  "${offload_70b[@]}" --offload=optimizer --host-memory-gb=100
+expect offload-bad-mode 2 "plan-offload: mode 'params' is not an offload; use none or optimizer" -- \
+  --model=tiny --batch=2 --mesh=2 --axes=fsdp --device=cpu --offload=params
+expect offload-auto 2 'plan: --offload and --host-memory-gb apply to an explicit mesh' -- \
+  --model=tiny --mesh=auto --devices=2 --offload=optimizer
 expect bad-seq 2 'plan: model gpt2: seq 4096 exceeds the model.s max_seq 1024' -- \
   --model=gpt2 --seq=4096
 expect no-model 2 'plan: --model is required' -- --emit=summary

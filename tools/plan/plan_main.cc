@@ -123,6 +123,17 @@ cl::opt<int64_t> devices_per_host_flag("devices-per-host", cl::desc("devices per
 cl::opt<double> memory_gb_flag("memory-gb",
                                cl::desc("device memory in GiB (default: the device's)"),
                                cl::init(0), cl::cat(planCategory()));
+cl::opt<std::string> offload_flag(
+    "offload",
+    cl::desc("what lives in host memory (docs/planner_offload.md): none (default), or optimizer "
+             "(the AdamW states and f32 master copies, stepped on the host; gradient shards "
+             "copied there as the backward pass makes them, updated parameters copied back)"),
+    cl::init("none"), cl::cat(planCategory()));
+cl::opt<double> host_memory_gb_flag(
+    "host-memory-gb",
+    cl::desc("host memory per rank for offloaded buffers in GiB (default: the device's share "
+             "of its host's memory, 256 GiB on a DGX H100)"),
+    cl::init(0), cl::cat(planCategory()));
 cl::opt<std::string> out_flag("out",
                               cl::desc("directory for plan.json, plan.mlir, report.md, trace.json"),
                               cl::cat(planCategory()));
@@ -275,6 +286,8 @@ int plan(mlir::ModuleOp module, const loom::planner::cost::MachineProfile* profi
                                                .device = device_flag,
                                                .devices_per_host = devices_per_host_flag,
                                                .memory_gb = memory_gb_flag,
+                                               .offload = offload_flag,
+                                               .host_memory_gb = host_memory_gb_flag,
                                                .seed = seed_flag,
                                                .prefetch = prefetch_flag,
                                                .reshard_after_forward = reshard_flag,
@@ -292,6 +305,10 @@ int plan(mlir::ModuleOp module, const loom::planner::cost::MachineProfile* profi
                                                .grad_reduce_dtype = grad_reduce_dtype_flag,
                                                .adamw = adamwFlags(),
                                                .profile = profile};
+  if (host_memory_gb_flag < 0) {
+    return fail(absl::StrCat("--host-memory-gb must be >= 0, got: ", host_memory_gb_flag.getValue(),
+                             "; give the host memory per rank in GiB"));
+  }
   for (const auto& [name, occurrences] : {std::pair{"pin", pin_flag.getNumOccurrences()},
                                           std::pair{"max-tp", max_tp_flag.getNumOccurrences()},
                                           std::pair{"top", top_flag.getNumOccurrences()}}) {
@@ -373,6 +390,12 @@ int planAuto(const std::optional<int64_t>& batch, const std::optional<int64_t>& 
     return fail(
         "--recompute-layers applies to an explicit mesh; with --mesh=auto the search picks one "
         "mode per candidate: fix it with --pin recompute=none|selective|full");
+  }
+  if (offload_flag.getNumOccurrences() > 0 || host_memory_gb_flag.getNumOccurrences() > 0) {
+    return fail(
+        "--offload and --host-memory-gb apply to an explicit mesh; --mesh=auto does not search "
+        "offload yet (docs/planner_offload.md): plan the mesh it chooses with --mesh=... "
+        "--offload=optimizer");
   }
   if (keep_gathered_flag.getNumOccurrences() > 0) pins.keep_gathered = keep_gathered_flag;
   if (defer_grad_sync_flag.getNumOccurrences() > 0) pins.defer_grad_sync = defer_grad_sync_flag;

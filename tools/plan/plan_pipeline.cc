@@ -106,7 +106,8 @@ absl::StatusOr<loom::mesh::Topology> topologyFor(const PlanRequest& request, int
        .intra_host_link =
            cpu ? loom::mesh::LinkClass::kLoopbackTcp : loom::mesh::LinkClass::kNVLink,
        .inter_host_link =
-           cpu ? loom::mesh::LinkClass::kLoopbackTcp : loom::mesh::LinkClass::kInfiniBand});
+           cpu ? loom::mesh::LinkClass::kLoopbackTcp : loom::mesh::LinkClass::kInfiniBand,
+       .host_link = cpu ? loom::mesh::LinkClass::kMemcpy : loom::mesh::LinkClass::kPCIe});
 }
 
 absl::StatusOr<std::vector<std::string>> checkMesh(const PlanRequest& request, int64_t devices,
@@ -219,6 +220,10 @@ class StageRunner {
     const double memoryGb =
         request.memory_gb > 0 ? request.memory_gb
                               : static_cast<double>(topology_.device().memory_bytes) / kBytesPerGiB;
+    const double hostMemoryGb =
+        request.host_memory_gb > 0
+            ? request.host_memory_gb
+            : static_cast<double>(topology_.device().host_memory_bytes) / kBytesPerGiB;
     std::string axes;
     for (const std::string& name : mesh.axisNames()) axes += (axes.empty() ? "" : ",") + name;
     options_->mesh = spec;
@@ -239,6 +244,8 @@ class StageRunner {
     options_->bucketMb = request.bucket_mb;
     options_->prefetch = request.prefetch;
     options_->memoryGb = request.check_memory ? memoryGb : 0;
+    options_->hostMemoryGb = request.check_memory ? hostMemoryGb : 0;
+    options_->offload = request.offload;
     options_->lr = request.adamw.lr;
     options_->beta1 = request.adamw.beta1;
     options_->beta2 = request.adamw.beta2;

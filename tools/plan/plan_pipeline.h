@@ -28,6 +28,13 @@ struct PlanRequest {
   int64_t devices_per_host = 8;
   // GiB per device; 0: the device's memory.
   double memory_gb = 0;
+  // plan-offload's mode (docs/planner_offload.md): "none", or "optimizer"
+  // (the AdamW states in host memory, stepped on the host). The mesh
+  // search turns it on by setting it on the candidates it prices.
+  std::string offload = "none";
+  // Host memory per rank for offloaded buffers, in GiB; 0: the device's
+  // host share (mesh::DeviceSpec::host_memory_bytes).
+  double host_memory_gb = 0;
   // Refuse a plan over memory_gb (off: the mesh search's template plans,
   // whose data axes are smaller than the candidates').
   bool check_memory = true;
@@ -82,8 +89,8 @@ struct PlanRequest {
 };
 
 // The topology the request's mesh runs on: ceil(devices / devices_per_host)
-// hosts of `device` (NVLink within a GPU host, InfiniBand between; loopback
-// TCP for cpu). Fails on an unknown device, a mesh that does not fill its
+// hosts of `device` (NVLink within a GPU host, InfiniBand between, PCIe to
+// host memory; loopback TCP and memcpy for cpu). Fails on an unknown device, a mesh that does not fill its
 // hosts, or a bad --mesh.
 absl::StatusOr<mesh::Topology> topologyFor(const PlanRequest& request, int64_t devices);
 

@@ -33,10 +33,11 @@ struct Case {
   int64_t bucket_mb = 0;
   int64_t prefetch = 1;
   bool reshard = true;
+  std::string offload = "none";
 };
 
 void PrintTo(const Case& c, std::ostream* os) {
-  *os << c.model << " " << c.mesh << " " << c.axes << " " << c.dtype;
+  *os << c.model << " " << c.mesh << " " << c.axes << " " << c.dtype << " offload " << c.offload;
 }
 
 class PlanPriceTest : public ::testing::TestWithParam<Case> {};
@@ -50,6 +51,7 @@ TEST_P(PlanPriceTest, EqualsTheExportersFigures) {
                       .mesh = c.mesh,
                       .axes = c.axes,
                       .device = "h100",
+                      .offload = c.offload,
                       .prefetch = c.prefetch,
                       .reshard_after_forward = c.reshard,
                       .bucket_mb = c.bucket_mb};
@@ -71,6 +73,12 @@ TEST_P(PlanPriceTest, EqualsTheExportersFigures) {
   for (int r = 0; r < loom::plan::kNumRoles; ++r) {
     EXPECT_EQ(price->breakdown[r], memory.at_peak.bytes[r]) << r;
   }
+  // Host memory (offload) too, which plan-memory-plan caps.
+  EXPECT_EQ(price->host_peak_bytes, memory.host.peak_bytes);
+  for (int r = 0; r < loom::plan::kNumRoles; ++r) {
+    EXPECT_EQ(price->host_breakdown[r], memory.host.at_peak.bytes[r]) << r;
+  }
+  EXPECT_EQ(plan.predicted.offload.has_value(), c.offload != "none");
   // The plan holds what pricePlan gives.
   const loom::plan::Predicted& p = plan.predicted;
   EXPECT_EQ(price->timing.step_time_s, p.step_time_s);
@@ -119,7 +127,63 @@ INSTANTIATE_TEST_SUITE_P(Plans, PlanPriceTest,
                                            Case{kLlama, "dp=4,tp=2", "", "bf16", 4},
                                            Case{kGpt2, "fsdp=4", "", "bf16", 4},
                                            Case{kGpt2, "fsdp=2,tp=4", "", "f32", 2, 0, 2, true},
-                                           Case{kGpt2, "dp=2,fsdp=4", "", "bf16", 8, 1, 0, false}));
+                                           Case{kGpt2, "dp=2,fsdp=4", "", "bf16", 8, 1, 0, false},
+                                           Case{kLlama, "fsdp=8", "", "bf16", 8, 0, 1, true,
+                                                "optimizer"},
+                                           Case{kGpt2, "fsdp=2,tp=4", "", "f32", 2, 0, 2, true,
+                                                "optimizer"}));
+
+// Offload's price (docs/planner_offload.md): every copy takes the host
+// link's latency plus its bytes over the link's bandwidth, every host step
+// streams its bytes at 0.7 of the host's memory bandwidth, and the
+// prediction adds them up; the device keeps less, the step takes longer.
+TEST(OffloadPriceTest, CopiesOnTheHostLinkAndStepsOnTheHostMemory) {
+  auto priced = [](const std::string& offload) {
+    mlir::MLIRContext context;
+    auto module = loadModel(context, {.model = kLlama, .batch = 8, .dtype = "bf16"});
+    EXPECT_TRUE(module.ok()) << module.status();
+    PlanRequest request{.model_name = kLlama, .mesh = "fsdp=8", .device = "h100", .offload = offload};
+    auto planned = planModule(**module, request);
+    EXPECT_TRUE(planned.ok()) << planned.status();
+    return planned->plan;
+  };
+  const loom::plan::Plan plan = priced("optimizer");
+  const loom::plan::Plan without = priced("none");
+  auto topology = topologyFor(PlanRequest{.device = "h100"}, plan.mesh.size());
+  ASSERT_TRUE(topology.ok());
+  auto model = planner::cost::CostModel::create(*topology);
+  ASSERT_TRUE(model.ok());
+  ASSERT_TRUE(plan.predicted.offload.has_value());
+  const loom::plan::OffloadPredicted& o = *plan.predicted.offload;
+  int64_t toHost = 0, toDevice = 0;
+  double copies = 0, hostSteps = 0;
+  for (const loom::plan::Instruction* in : plan.programs.front().instructions()) {
+    if (in->info->family == loom::plan::OpFamily::kCopy) {
+      const int64_t bytes = *in->attrs.bytes;
+      EXPECT_DOUBLE_EQ(*in->duration_s, 5e-6 + static_cast<double>(bytes) / 55e9) << in->where();
+      (in->op == "dist.copy_to_host_start" ? toHost : toDevice) += bytes;
+      copies += *in->duration_s;
+    }
+    if (in->info->family == loom::plan::OpFamily::kOptimizer) {
+      int64_t bytes = plan.buffers[in->operands[1]].bytes;
+      for (int64_t id : in->results) bytes += 2 * plan.buffers[id].bytes;
+      EXPECT_DOUBLE_EQ(*in->duration_s, static_cast<double>(bytes) / (76.8e9 * 0.7))
+          << in->where();
+      hostSteps += *in->duration_s;
+    }
+  }
+  EXPECT_EQ(o.to_host_bytes, toHost);
+  EXPECT_EQ(o.to_device_bytes, toDevice);
+  EXPECT_GT(toHost, 0);
+  EXPECT_NEAR(o.copy_s, copies, 1e-12);
+  EXPECT_NEAR(o.host_optimizer_s, hostSteps, 1e-12);
+  EXPECT_LE(o.exposed_copy_s, o.copy_s);
+  EXPECT_LT(plan.predicted.peak_bytes, without.predicted.peak_bytes);
+  EXPECT_EQ(plan.predicted.breakdown.at("optimizer_state"), 0);
+  EXPECT_GT(o.host_breakdown.at("optimizer_state"), 0);
+  EXPECT_GT(plan.predicted.step_time_s, without.predicted.step_time_s + hostSteps / 2);
+  EXPECT_DOUBLE_EQ(model->hostCopySeconds(55e9), 1.0 + 5e-6);
+}
 
 }  // namespace
 }  // namespace loom::tools::plan

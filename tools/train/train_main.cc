@@ -386,16 +386,64 @@ void printMfu(const plan::Plan& plan, double step_seconds) {
       bf16 ? "bf16" : "fp32", peak / 1e12);
 }
 
+// Rank 0's table of every rank's peak bytes per phase (`all`: rank-major,
+// phase-minor) beside the planner's peak for that rank (`planned`: a
+// pipeline stage's own); returns its rows.
+json memoryTable(const std::string& title, const std::vector<std::string>& phases,
+                 const std::vector<int64_t>& all, const std::vector<int64_t>& planned) {
+  std::printf("\n%s\n", title.c_str());
+  std::printf("| rank | forward | backward | optimizer | checkpoint | eval | peak | vs plan |\n");
+  std::printf("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n");
+  json ranks = json::array();
+  for (size_t r = 0; r < planned.size(); ++r) {
+    int64_t peak = 0;
+    json rank = {{"rank", r}, {"predicted_peak_bytes", planned[r]}};
+    for (size_t i = 0; i < phases.size(); ++i) {
+      peak = std::max(peak, all[r * phases.size() + i]);
+      rank[phases[i]] = all[r * phases.size() + i];
+    }
+    rank["peak"] = peak;
+    // Positive when the run took more than the planner said.
+    const double diff =
+        planned[r] ? 100.0 * (static_cast<double>(peak) - planned[r]) / planned[r] : 0;
+    std::printf("| %zu |", r);
+    for (size_t i = 0; i < phases.size(); ++i) {
+      std::printf(" %lld |", static_cast<long long>(all[r * phases.size() + i]));
+    }
+    std::printf(" %lld | %+.1f %% |\n", static_cast<long long>(peak), diff);
+    ranks.push_back(rank);
+  }
+  return ranks;
+}
+
+// Every rank's device peak as planned: its pipeline stage's, or the plan's.
+absl::StatusOr<std::vector<int64_t>> plannedPeaks(const plan::Plan& plan, int world) {
+  const std::vector<int64_t>& stagePeaks = plan.predicted.stage_peak_bytes;
+  std::vector<int64_t> planned(world, plan.predicted.peak_bytes);
+  if (stagePeaks.empty()) return planned;
+  for (int r = 0; r < world; ++r) {
+    absl::StatusOr<std::vector<int64_t>> coords = plan.mesh.coordinateOf(r);
+    if (!coords.ok()) return coords.status();
+    planned[r] = stagePeaks[&plan::programFor(plan, *coords) - plan.programs.data()];
+  }
+  return planned;
+}
+
 // Every rank's peak bytes per phase, gathered; rank 0 prints them beside the
-// planner's prediction and returns them as JSON.
+// planner's prediction and returns them as JSON. A plan with host buffers
+// (offload) gets the host arena's peaks in a table of their own.
 absl::StatusOr<json> memoryReport(runtime::Executor& e, comm::ProcessGroup& world,
                                   bool deterministic) {
   const std::vector<std::string> phases = {"forward", "backward", "optimizer", "checkpoint",
                                            "eval"};
-  std::vector<int64_t> mine(phases.size(), 0);
+  const size_t n = phases.size();
+  // Device peaks, then host peaks.
+  std::vector<int64_t> mine(2 * n, 0);
   for (const runtime::PhaseMemory& m : e.phaseMemory()) {
-    for (size_t i = 0; i < phases.size(); ++i) {
-      if (phases[i] == m.phase) mine[i] = std::max(mine[i], m.peak_bytes);
+    for (size_t i = 0; i < n; ++i) {
+      if (phases[i] != m.phase) continue;
+      mine[i] = std::max(mine[i], m.peak_bytes);
+      mine[n + i] = std::max(mine[n + i], m.host_peak_bytes);
     }
   }
   std::vector<int64_t> all(mine.size() * world.size());
@@ -404,45 +452,39 @@ absl::StatusOr<json> memoryReport(runtime::Executor& e, comm::ProcessGroup& worl
       comm::Tensor(mine.data(), comm::DType::kInt64, {static_cast<int64_t>(mine.size())}));
   if (!work.ok()) return work.status();
   if (absl::Status s = (*work)->wait(); !s.ok()) return s;
-  const int64_t predicted = e.plan().predicted.peak_bytes;
-  json report = {{"predicted_peak_bytes", predicted}, {"ranks", json::array()}};
-  const std::vector<int64_t>& stagePeaks = e.plan().predicted.stage_peak_bytes;
-  if (!stagePeaks.empty()) report["predicted_stage_peak_bytes"] = stagePeaks;
+  const plan::Predicted& predicted = e.plan().predicted;
+  json report = {{"predicted_peak_bytes", predicted.peak_bytes}, {"ranks", json::array()}};
+  if (!predicted.stage_peak_bytes.empty()) {
+    report["predicted_stage_peak_bytes"] = predicted.stage_peak_bytes;
+  }
+  if (predicted.offload) report["predicted_host_peak_bytes"] = predicted.offload->host_peak_bytes;
   if (world.rank() != 0) return report;
+  std::vector<int64_t> device, host;
+  for (int r = 0; r < world.size(); ++r) {
+    const auto rank = all.begin() + static_cast<int64_t>(r * 2 * n);
+    device.insert(device.end(), rank, rank + static_cast<int64_t>(n));
+    host.insert(host.end(), rank + static_cast<int64_t>(n), rank + static_cast<int64_t>(2 * n));
+  }
+  absl::StatusOr<std::vector<int64_t>> planned = plannedPeaks(e.plan(), world.size());
+  if (!planned.ok()) return planned.status();
   // Deterministic mode's per-row partial sums are the runtime's, not the
   // plan's: the table says so rather than compare them silently.
-  std::printf(
-      "\nmemory per rank (bytes handed out by the caching allocator; planner: %lld%s%s)\n",
-      static_cast<long long>(predicted),
-      stagePeaks.empty() ? "" : " at the fullest stage, each rank against its own stage's",
-      deterministic ? "; --deterministic adds per-row partial sums the plan leaves out" : "");
-  std::printf("| rank | forward | backward | optimizer | checkpoint | eval | peak | vs plan |\n");
-  std::printf("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n");
-  for (int r = 0; r < world.size(); ++r) {
-    int64_t peak = 0;
-    json rank = {{"rank", r}};
-    for (size_t i = 0; i < phases.size(); ++i) {
-      peak = std::max(peak, all[r * phases.size() + i]);
-      rank[phases[i]] = all[r * phases.size() + i];
-    }
-    rank["peak"] = peak;
-    // A pipeline stage is compared with its own stage's peak.
-    int64_t planned = predicted;
-    if (!stagePeaks.empty()) {
-      absl::StatusOr<std::vector<int64_t>> coords = e.plan().mesh.coordinateOf(r);
-      if (!coords.ok()) return coords.status();
-      const plan::Program& program = plan::programFor(e.plan(), *coords);
-      planned = stagePeaks[&program - e.plan().programs.data()];
-      rank["predicted_peak_bytes"] = planned;
-    }
-    // Positive when the run took more than the planner said.
-    const double diff = planned ? 100.0 * (static_cast<double>(peak) - planned) / planned : 0;
-    std::printf("| %d |", r);
-    for (size_t i = 0; i < phases.size(); ++i) {
-      std::printf(" %lld |", static_cast<long long>(all[r * phases.size() + i]));
-    }
-    std::printf(" %lld | %+.1f %% |\n", static_cast<long long>(peak), diff);
-    report["ranks"].push_back(rank);
+  report["ranks"] = memoryTable(
+      absl::StrFormat(
+          "memory per rank (bytes handed out by the caching allocator; planner: %lld%s%s)",
+          static_cast<long long>(predicted.peak_bytes),
+          predicted.stage_peak_bytes.empty()
+              ? ""
+              : " at the fullest stage, each rank against its own stage's",
+          deterministic ? "; --deterministic adds per-row partial sums the plan leaves out" : ""),
+      phases, device, *planned);
+  if (predicted.offload) {
+    report["host_ranks"] = memoryTable(
+        absl::StrFormat("host memory per rank (bytes handed out by the host arena: offloaded "
+                        "states and gradients; planner: %lld)",
+                        static_cast<long long>(predicted.offload->host_peak_bytes)),
+        phases, host,
+        std::vector<int64_t>(world.size(), predicted.offload->host_peak_bytes));
   }
   return report;
 }

@@ -75,6 +75,105 @@ int64_t dtypeStagingBytes(mlir::Operation* op) {
        .group_size = g});
 }
 
+// The host staging of a copy into a device tensor of another type: the
+// runtime converts on the host into a block of the destination's type and
+// copies that (docs/planner_offload.md); live until the copy's wait.
+int64_t conversionStagingBytes(mlir::Operation* op) {
+  auto copy = llvm::dyn_cast<dist::CopyIntoDeviceStartOp>(op);
+  if (!copy || copy.getSource().getType().getElementType() ==
+                   copy.getDest().getType().getElementType()) {
+    return 0;
+  }
+  return storageBytes(copy.getDest().getType());
+}
+
+// The wait of a copy into a device tensor: it yields that tensor again.
+bool isInPlaceWait(mlir::Operation& op) {
+  auto wait = llvm::dyn_cast<dist::WaitOp>(op);
+  return wait && llvm::isa_and_nonnull<dist::CopyIntoDeviceStartOp>(wait.getFuture().getDefiningOp());
+}
+
+// Whether `copy`'s wait is a returned gradient (offload returns the host
+// copy of each gradient).
+bool isReturnedGradCopy(dist::CopyToHostStartOp copy, const llvm::DenseSet<mlir::Value>& grads) {
+  for (mlir::Operation* user : copy.getResult().getUsers()) {
+    if (llvm::isa<dist::WaitOp>(user) && grads.contains(user->getResult(0))) return true;
+  }
+  return false;
+}
+
+// A value with its defining op (null: an argument), or staging with its
+// collective or copy.
+using Staged = std::vector<std::pair<ValueLifetime, mlir::Operation*>>;
+
+// The peak of one memory (host or device) over `values` and `staged`: one
+// micro-step's; over an optimizer step of several, the highest of the
+// first, a middle and the last micro-step's, each holding what
+// plan::microStepLifetime says (a middle one alone when no op is kept to
+// the first or last).
+MemoryPeak peakOf(mlir::func::FuncOp func, const std::vector<ValueLifetime>& values,
+                  const Staged& staged, bool host) {
+  mlir::Block& body = func.getBody().front();
+  const int64_t end = static_cast<int64_t>(body.getOperations().size()) - 1;
+  const int64_t microSteps = accumulate::microStepsOf(func);
+  std::vector<int64_t> micros{-1};
+  int64_t lastModelOp = -1, at = 0;
+  bool marked = false;
+  // The model's ops end where the optimizer phase begins (a tied
+  // gradient's exchange, the steps, offload's copies back).
+  bool optimizer = false;
+  for (mlir::Operation& op : body) {
+    optimizer |= optimizer::inOptimizerPhase(&op);
+    if (&op != body.getTerminator() && !optimizer) lastModelOp = at;
+    marked |= accumulate::microStepOf(&op) != plan::MicroStep::kEvery;
+    ++at;
+  }
+  if (microSteps > 1 && marked) {
+    micros = {0, microSteps - 1};
+    if (microSteps > 2) micros.push_back(1);
+  }
+  auto heldIn = [&](const ValueLifetime& value, mlir::Operation* def,
+                    int64_t micro) -> std::optional<plan::Lifetime> {
+    const plan::Lifetime live{.first = value.first, .last = value.last};
+    // Arguments (parameters, states, inputs) are held as in one step.
+    if (microSteps == 1 || def == nullptr) return live;
+    const bool carried = value.value && accumulate::isCarried(value.value);
+    return plan::microStepLifetime(live, accumulate::microStepOf(def), carried, micro, microSteps,
+                                   lastModelOp);
+  };
+  MemoryPeak peak;
+  peak.peak_bytes = -1;
+  for (int64_t micro : micros) {
+    // Live bytes per role at each op (slot 0 is the entry), by a
+    // difference array over the lifetimes.
+    std::vector<MemoryBreakdown> delta(end + 3);
+    auto add = [&](const ValueLifetime& value, mlir::Operation* def) {
+      if (value.host != host) return;
+      const std::optional<plan::Lifetime> held = heldIn(value, def, micro);
+      if (!held) return;
+      delta[held->first + 1][value.role] += value.bytes;
+      delta[held->last + 2][value.role] -= value.bytes;
+    };
+    for (const ValueLifetime& value : values) add(value, value.value.getDefiningOp());
+    for (const auto& [value, def] : staged) add(value, def);
+    MemoryBreakdown live;
+    for (int64_t slot = 0; slot <= end + 1; ++slot) {
+      for (int r = 0; r < kNumRoles; ++r) live.bytes[r] += delta[slot].bytes[r];
+      if (live.total() > peak.peak_bytes) {
+        peak.peak_bytes = live.total();
+        peak.peak_index = slot - 1;
+        peak.at_peak = live;
+      }
+    }
+  }
+  if (peak.peak_index >= 0) {
+    auto it = body.begin();
+    std::advance(it, peak.peak_index);
+    peak.peak_op = &*it;
+  }
+  return peak;
+}
+
 }  // namespace
 
 int64_t MemoryBreakdown::total() const {
@@ -126,6 +225,16 @@ MemoryPlan computeMemoryPlan(mlir::func::FuncOp func) {
     return last;
   };
 
+  // Gradients on their way to the host are gradients: the device shard a
+  // copy reads (no longer returned once offload returns its host copy) and
+  // the copy's future.
+  for (auto copy : body.getOps<dist::CopyToHostStartOp>()) {
+    if (grads.contains(copy.getInput()) || isReturnedGradCopy(copy, grads)) {
+      grads.insert(copy.getInput());
+      grads.insert(copy.getResult());
+    }
+  }
+
   // Values made from parameters by dist ops only (gathered copies, their
   // futures and buckets).
   llvm::DenseSet<mlir::Value> paramDerived;
@@ -143,14 +252,27 @@ MemoryPlan computeMemoryPlan(mlir::func::FuncOp func) {
                                            : BufferRole::kActivation,
                            .bytes = bytes,
                            .first = -1,
-                           .last = param || state ? end : lastUse(arg, -1)});
+                           .last = param || state ? end : lastUse(arg, -1),
+                           .host = dist::onHost(arg)});
   }
   // Staging beside a collective, with the collective.
-  std::vector<std::pair<ValueLifetime, mlir::Operation*>> staged;
+  Staged staged;
   for (mlir::Operation& op : body) {
-    // An optimizer step's results are its operands' buffers, updated in
-    // place.
-    if (llvm::isa<dist::OptimizerStepOp>(op)) continue;
+    // An optimizer step's results, and a copy into a device tensor's, are
+    // their operands' buffers, updated in place.
+    if (llvm::isa<dist::OptimizerStepOp, dist::CopyIntoDeviceStartOp>(op)) {
+      if (const int64_t staging = conversionStagingBytes(&op); staging > 0) {
+        staged.push_back({{.value = {},
+                           .role = BufferRole::kActivation,
+                           .bytes = staging,
+                           .first = index[&op],
+                           .last = lastUse(op.getResult(0), index[&op]),
+                           .host = true},
+                          &op});
+      }
+      continue;
+    }
+    if (isInPlaceWait(op)) continue;
     const bool fromParams =
         llvm::isa<dist::DistDialect>(op.getDialect()) && op.getNumOperands() > 0 &&
         llvm::all_of(op.getOperands(), [&](mlir::Value v) { return paramDerived.contains(v); });
@@ -168,7 +290,8 @@ MemoryPlan computeMemoryPlan(mlir::func::FuncOp func) {
                              .role = role,
                              .bytes = bytes,
                              .first = index[&op],
-                             .last = lastUse(result, index[&op])});
+                             .last = lastUse(result, index[&op]),
+                             .host = dist::onHost(result)});
     }
     // Counted with the activations; it is no SSA value, so not in values.
     if (const int64_t staging = dtypeStagingBytes(&op); staging > 0) {
@@ -181,59 +304,12 @@ MemoryPlan computeMemoryPlan(mlir::func::FuncOp func) {
     }
   }
 
-  // One micro-step's peak; over an optimizer step of several, the highest
-  // of the first, a middle and the last micro-step's, each holding what
-  // plan::microStepLifetime says (a middle one alone when no op is kept to
-  // the first or last).
-  const int64_t microSteps = accumulate::microStepsOf(func);
-  std::vector<int64_t> micros{-1};
-  int64_t lastModelOp = -1;
-  bool marked = false;
-  for (mlir::Operation& op : body) {
-    if (&op != terminator && !optimizer::inOptimizerPhase(&op)) lastModelOp = index[&op];
-    marked |= accumulate::microStepOf(&op) != plan::MicroStep::kEvery;
-  }
-  if (microSteps > 1 && marked) {
-    micros = {0, microSteps - 1};
-    if (microSteps > 2) micros.push_back(1);
-  }
-  auto heldIn = [&](const ValueLifetime& value, mlir::Operation* def,
-                    int64_t micro) -> std::optional<plan::Lifetime> {
-    const plan::Lifetime live{.first = value.first, .last = value.last};
-    // Arguments (parameters, states, inputs) are held as in one step.
-    if (microSteps == 1 || def == nullptr) return live;
-    const bool carried = value.value && accumulate::isCarried(value.value);
-    return plan::microStepLifetime(live, accumulate::microStepOf(def), carried, micro, microSteps,
-                                   lastModelOp);
-  };
-  plan.peak_bytes = -1;
-  for (int64_t micro : micros) {
-    // Live bytes per role at each op (slot 0 is the entry), by a
-    // difference array over the lifetimes.
-    std::vector<MemoryBreakdown> delta(end + 3);
-    auto add = [&](const ValueLifetime& value, mlir::Operation* def) {
-      const std::optional<plan::Lifetime> held = heldIn(value, def, micro);
-      if (!held) return;
-      delta[held->first + 1][value.role] += value.bytes;
-      delta[held->last + 2][value.role] -= value.bytes;
-    };
-    for (const ValueLifetime& value : plan.values) add(value, value.value.getDefiningOp());
-    for (const auto& [value, def] : staged) add(value, def);
-    MemoryBreakdown live;
-    for (int64_t slot = 0; slot <= end + 1; ++slot) {
-      for (int r = 0; r < kNumRoles; ++r) live.bytes[r] += delta[slot].bytes[r];
-      if (live.total() > plan.peak_bytes) {
-        plan.peak_bytes = live.total();
-        plan.peak_index = slot - 1;
-        plan.at_peak = live;
-      }
-    }
-  }
-  if (plan.peak_index >= 0) {
-    auto it = body.begin();
-    std::advance(it, plan.peak_index);
-    plan.peak_op = &*it;
-  }
+  const MemoryPeak device = peakOf(func, plan.values, staged, /*host=*/false);
+  plan.peak_bytes = device.peak_bytes;
+  plan.peak_index = device.peak_index;
+  plan.peak_op = device.peak_op;
+  plan.at_peak = device.at_peak;
+  plan.host = peakOf(func, plan.values, staged, /*host=*/true);
   return plan;
 }
 
@@ -262,8 +338,9 @@ std::string suggestFix(const MemoryBreakdown& breakdown) {
                         breakdown[BufferRole::kOptimizerState];
   const int64_t transient = breakdown[BufferRole::kActivation] + breakdown[BufferRole::kGathered];
   if (state >= transient) {
-    return "shard the parameter state over more ranks (a larger fsdp axis) or add tensor "
-           "parallelism (a tp axis)";
+    return "shard the parameter state over more ranks (a larger fsdp axis), add tensor "
+           "parallelism (a tp axis), or offload the optimizer states to host memory "
+           "(--offload=optimizer)";
   }
   return "lower the batch or sequence length per rank, or add tensor parallelism (a tp axis) "
          "to split the activations";

@@ -38,20 +38,35 @@ struct ValueLifetime {
   // operands and results are held at once.
   int64_t first = -1;
   int64_t last = -1;
+  // In host memory (dist::onHost): counted in the host peak, apart from
+  // the device's.
+  bool host = false;
+};
+
+// The most bytes live at once in one memory, where, and by role.
+struct MemoryPeak {
+  int64_t peak_bytes = 0;
+  // The op index in the body (-1: on entry), null op on entry.
+  int64_t peak_index = -1;
+  mlir::Operation* peak_op = nullptr;
+  MemoryBreakdown at_peak;
 };
 
 struct MemoryPlan {
   // Arguments in order, then op results in body order; values of types
   // without storage (no tensor, no future) and the results of
-  // dist.optimizer_step (its operands' buffers, updated in place) are left
-  // out.
+  // dist.optimizer_step and of dist.copy_into_device_start and its wait
+  // (their operands' buffers, updated in place) are left out.
   std::vector<ValueLifetime> values;
-  // Live bytes at the peak, by role, and where:
+  // Live device bytes at the peak, by role, and where:
   // the op index in the body (-1: on entry), null op on entry.
   int64_t peak_bytes = 0;
   int64_t peak_index = -1;
   mlir::Operation* peak_op = nullptr;
   MemoryBreakdown at_peak;
+  // The same for host memory (offloaded states and gradients; zero bytes
+  // without offload).
+  MemoryPeak host;
 };
 
 // Bytes of a tensor or of the tensor a !dist.future carries (element bits

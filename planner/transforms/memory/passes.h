@@ -13,6 +13,9 @@ namespace loom::planner::memory {
 // The function attributes plan-memory-plan writes.
 inline constexpr char kPeakBytesAttrName[] = "plan.peak_bytes";
 inline constexpr char kMemoryAttrName[] = "plan.memory";
+// With host buffers (offload): the host peak and its breakdown.
+inline constexpr char kHostPeakBytesAttrName[] = "plan.host_peak_bytes";
+inline constexpr char kHostMemoryAttrName[] = "plan.host_memory";
 
 #define GEN_PASS_DECL
 #pragma GCC diagnostic push

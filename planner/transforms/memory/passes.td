@@ -38,12 +38,21 @@ def PlanMemoryPlan : Pass<"plan-memory-plan", "::mlir::ModuleOp"> {
 
     With `memory-budget-gb` set, a peak over the budget is an error at the
     function that lists the breakdown and suggests a fix (more fsdp, tp, a
-    smaller batch), with a note at the peak op. See
+    smaller batch, offload), with a note at the peak op. See
     docs/planner_memory.md.
+
+    Host memory (values `dist::onHost` places there: offloaded optimizer
+    states, gradients copied to the host, the staging of a copy that
+    converts) is counted apart, by the same rules: when a function has
+    any, `plan.host_peak_bytes` and `plan.host_memory` (bytes per role at
+    the host peak, and `peak_op`) record it, and `host-memory-budget-gb`
+    caps it the same way (docs/planner_offload.md).
   }];
   let options = [
     Option<"memoryBudgetGb", "memory-budget-gb", "double", /*default=*/"0",
            "device memory per rank in GiB (2^30 bytes); 0: no check">,
+    Option<"hostMemoryBudgetGb", "host-memory-budget-gb", "double", /*default=*/"0",
+           "host memory per rank in GiB for offloaded buffers; 0: no check">,
   ];
 }
 

@@ -40,7 +40,8 @@ mlir::DictionaryAttr stateAttrs(mlir::func::FuncOp func, unsigned param, llvm::S
   return attrs.getDictionary(func.getContext());
 }
 
-// Appends a state argument of `param` (f32, the parameter's shape).
+}  // namespace
+
 mlir::Value addState(mlir::func::FuncOp func, mlir::BlockArgument param, llvm::StringRef kind,
                      mlir::Attribute init) {
   auto type = llvm::cast<mlir::RankedTensorType>(param.getType());
@@ -53,8 +54,6 @@ mlir::Value addState(mlir::func::FuncOp func, mlir::BlockArgument param, llvm::S
   }
   return func.getArgument(index);
 }
-
-}  // namespace
 
 bool inOptimizerPhase(mlir::Operation* op) {
   return llvm::isa<dist::OptimizerStepOp>(op) || op->hasAttr(kOptimizerPhaseAttrName);

@@ -34,6 +34,14 @@ bool inOptimizerPhase(mlir::Operation* op);
 #include "planner/transforms/optimizer/passes.h.inc"
 #pragma GCC diagnostic pop
 
+// Appends an AdamW state argument of `param` (its `kind`: exp_avg,
+// exp_avg_sq or master) to `func`: f32, the parameter's shape, placement
+// and global shape, `init` as its nn.init (none when null). Null when the
+// signature refuses it. plan-offload adds an f32 parameter's host master
+// copy with it.
+mlir::Value addState(mlir::func::FuncOp func, mlir::BlockArgument param, llvm::StringRef kind,
+                     mlir::Attribute init);
+
 // What plan-optimizer-step does to one function, for passes that price a
 // function as it will be after it (plan-schedule's memory budget). Fails
 // with a diagnostic at `func` when it already has optimizer steps.

@@ -18,7 +18,10 @@ def Dist_Dialect : Dialect {
     `dist.mesh`. Collectives move data along named mesh axes, in a blocking
     form or as a `*_start` / `dist.wait` pair. `dist.free`, `dist.bucket`,
     `dist.unbucket` and `dist.optimizer_step` describe buffer lifetimes,
-    flat communication buffers and the AdamW update on local shards.
+    flat communication buffers and the AdamW update on local shards;
+    `dist.copy_to_host_start` and `dist.copy_into_device_start` move
+    tensors between device and host memory (`dist.memory = "host"` on an
+    argument: offloaded optimizer states).
     See docs/planner_dist.md.
   }];
   let cppNamespace = "::loom::planner::dist";
@@ -28,6 +31,8 @@ def Dist_Dialect : Dialect {
   let extraClassDeclaration = [{
     void registerAttributes();
   }];
+  // `dist.memory` on a function argument says where it lives.
+  let hasRegionArgAttrVerify = 1;
 }
 
 def Dist_ReductionKind : I32EnumAttr<"ReductionKind",

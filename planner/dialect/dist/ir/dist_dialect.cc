@@ -30,6 +30,18 @@ void DistDialect::initialize() {
       >();
 }
 
+mlir::LogicalResult DistDialect::verifyRegionArgAttribute(mlir::Operation* op, unsigned,
+                                                          unsigned argIndex,
+                                                          mlir::NamedAttribute attribute) {
+  if (attribute.getName() != kMemoryAttrName) return mlir::success();
+  auto memory = llvm::dyn_cast<mlir::StringAttr>(attribute.getValue());
+  if (!memory || (memory.getValue() != "host" && memory.getValue() != "device")) {
+    return op->emitError() << "argument #" << argIndex << ": " << kMemoryAttrName << " is "
+                           << attribute.getValue() << "; it must be \"host\" or \"device\"";
+  }
+  return mlir::success();
+}
+
 mlir::LogicalResult FutureType::verify(llvm::function_ref<mlir::InFlightDiagnostic()> emitError,
                                        mlir::RankedTensorType value_type) {
   if (!value_type.hasStaticShape()) {

@@ -9,6 +9,7 @@
 #include <optional>
 #include <sstream>
 #include <string>
+#include <tuple>
 #include <utility>
 
 #include "llvm/ADT/DenseSet.h"
@@ -20,6 +21,7 @@
 #include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/OpImplementation.h"
+#include "mlir/Interfaces/FunctionInterfaces.h"
 #include "planner/dialect/dist/ir/local_shape.h"
 #include "mesh/shard_math.h"
 
@@ -712,13 +714,76 @@ mlir::LogicalResult RecvStartOp::verifySymbolUses(mlir::SymbolTableCollection& t
 
 mlir::LogicalResult WaitOp::verify() {
   mlir::Operation* start = getFuture().getDefiningOp();
-  if (!start || !llvm::isa<AllGatherStartOp, ReduceScatterStartOp, AllReduceStartOp,
-                           AllToAllStartOp, SendStartOp, RecvStartOp>(start)) {
+  if (!start ||
+      !llvm::isa<AllGatherStartOp, ReduceScatterStartOp, AllReduceStartOp, AllToAllStartOp,
+                 SendStartOp, RecvStartOp, CopyToHostStartOp, CopyIntoDeviceStartOp>(start)) {
     return emitOpError() << "waits on a future that no dist.*_start op "
                             "produced; wait on the result of a start op in "
                             "this block";
   }
   return mlir::success();
+}
+
+//===----------------------------------------------------------------------===//
+// Copies between device and host memory
+//===----------------------------------------------------------------------===//
+
+bool onHost(mlir::Value value) {
+  if (auto arg = llvm::dyn_cast<mlir::BlockArgument>(value)) {
+    auto func = llvm::dyn_cast_or_null<mlir::FunctionOpInterface>(arg.getOwner()->getParentOp());
+    if (!func || arg.getOwner() != &func.getFunctionBody().front()) return false;
+    auto memory = func.getArgAttrOfType<mlir::StringAttr>(arg.getArgNumber(), kMemoryAttrName);
+    return memory && memory.getValue() == "host";
+  }
+  mlir::Operation* def = value.getDefiningOp();
+  if (llvm::isa<CopyToHostStartOp>(def)) return true;
+  if (auto wait = llvm::dyn_cast<WaitOp>(def)) return onHost(wait.getFuture());
+  if (auto step = llvm::dyn_cast<OptimizerStepOp>(def)) {
+    return onHost(step.getInPlaceOperand(llvm::cast<mlir::OpResult>(value).getResultNumber()));
+  }
+  return false;
+}
+
+namespace {
+
+// "host memory" or "device memory", for diagnostics.
+const char* memoryOf(mlir::Value value) { return onHost(value) ? "host memory" : "device memory"; }
+
+}  // namespace
+
+mlir::LogicalResult CopyToHostStartOp::verify() {
+  if (onHost(getInput())) {
+    return emitOpError() << "copies a tensor that is already in host memory; copy a device "
+                            "tensor, or use the host tensor as it is";
+  }
+  auto carried = llvm::cast<FutureType>(getResult().getType()).getValueType();
+  if (carried != getInput().getType()) {
+    return emitOpError() << "future carries " << carried << " but the copied tensor is "
+                         << getInput().getType()
+                         << "; a copy to the host keeps the tensor's type";
+  }
+  return verifyFutureUse(*this);
+}
+
+mlir::LogicalResult CopyIntoDeviceStartOp::verify() {
+  for (auto [what, value, host] :
+       {std::tuple{"source", getSource(), true}, std::tuple{"dest", getDest(), false}}) {
+    if (onHost(value) != host) {
+      return emitOpError() << what << " is in " << memoryOf(value) << "; the copy reads host "
+                           << "memory into device memory";
+    }
+  }
+  if (getSource().getType().getShape() != getDest().getType().getShape()) {
+    return emitOpError() << "source shape " << formatShape(getSource().getType().getShape())
+                         << " != dest shape " << formatShape(getDest().getType().getShape())
+                         << "; the copy overwrites dest element for element";
+  }
+  auto carried = llvm::cast<FutureType>(getResult().getType()).getValueType();
+  if (carried != getDest().getType()) {
+    return emitOpError() << "future carries " << carried << " but dest is " << getDest().getType()
+                         << "; its wait yields dest's new value";
+  }
+  return verifyFutureUse(*this);
 }
 
 //===----------------------------------------------------------------------===//
@@ -828,6 +893,13 @@ mlir::LogicalResult OptimizerStepOp::verify() {
                            << " != param shape " << formatShape(shape)
                            << "; every operand must have the param's shape";
     }
+  }
+  const bool host = onHost(getParam());
+  for (mlir::OpOperand& use : getOperation()->getOpOperands()) {
+    if (onHost(use.get()) == host) continue;
+    return emitOpError() << "mixes host and device memory (operand #" << use.getOperandNumber()
+                         << " is in " << memoryOf(use.get()) << ", the param in "
+                         << memoryOf(getParam()) << "); copy the tensors to where the step runs";
   }
   const bool f32 = param.getElementType().isF32();
   if (!f32 && !getMaster()) {

@@ -402,7 +402,8 @@ def Dist_WaitOp : Dist_Op<"wait", [
   let description = [{
     Consumes the future of a `dist.*_start` op in the same block. Each
     future is waited on exactly once. For a `dist.send_start` the result is
-    the sent tensor; for a `dist.recv_start`, the received one.
+    the sent tensor; for a `dist.recv_start`, the received one; for a copy,
+    the copied tensor where the copy put it.
 
     ```mlir
     %full = dist.wait %f : !dist.future<tensor<4x16xbf16>>
@@ -411,6 +412,66 @@ def Dist_WaitOp : Dist_Op<"wait", [
   let arguments = (ins Dist_FutureType:$future);
   let results = (outs AnyStaticShapeTensor:$result);
   let assemblyFormat = "$future attr-dict `:` qualified(type($future))";
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Copies between device and host memory (offload, docs/planner_offload.md).
+// A value is in device memory unless dist::onHost says it is in the host's:
+// a function argument with `dist.memory = "host"`, what a
+// `dist.copy_to_host_start` yields, and an optimizer step's in-place results
+// of host tensors. The copies run on their own stream, beside compute and
+// communication; each is a start whose one `dist.wait`, in the same block,
+// yields the copied tensor. Not Pure: their place in the block is the
+// schedule.
+//===----------------------------------------------------------------------===//
+
+def Dist_CopyToHostStartOp : Dist_Op<"copy_to_host_start"> {
+  let summary = "starts copying a device tensor into new host memory";
+  let description = [{
+    The copy starts after the work issued before it (the tensor is ready)
+    and runs on the copy stream; its `dist.wait` yields the host tensor, of
+    the operand's type. The operand is held until the wait. Offload copies
+    each gradient shard to the host this way, where AdamW updates the
+    offloaded states.
+
+    ```mlir
+    %f = dist.copy_to_host_start %grad : tensor<4x16xbf16>
+        -> !dist.future<tensor<4x16xbf16>>
+    %host = dist.wait %f : !dist.future<tensor<4x16xbf16>>
+    ```
+  }];
+  let arguments = (ins AnyStaticShapeTensor:$input);
+  let results = (outs Dist_FutureType:$result);
+  let assemblyFormat = [{
+    $input attr-dict `:` type($input) `->` qualified(type($result))
+  }];
+  let hasVerifier = 1;
+}
+
+def Dist_CopyIntoDeviceStartOp : Dist_Op<"copy_into_device_start"> {
+  let summary = "starts copying a host tensor into a device tensor, in place";
+  let description = [{
+    Overwrites the device tensor `dest` with `source` (a host tensor of the
+    same shape) converted to `dest`'s element type, rounding to nearest
+    even: an f32 master copy becomes a bf16 parameter. The conversion
+    happens on the host, so the link carries `dest`'s bytes. The wait
+    yields `dest`'s new value; the runtime writes `dest`'s own buffer, so
+    the result is the same buffer, as an optimizer step's are. Offload
+    writes each parameter updated on the host back this way.
+
+    ```mlir
+    %f = dist.copy_into_device_start %master into %param
+        : tensor<4x16xf32> into tensor<4x16xbf16> -> !dist.future<tensor<4x16xbf16>>
+    %param1 = dist.wait %f : !dist.future<tensor<4x16xbf16>>
+    ```
+  }];
+  let arguments = (ins Dist_FloatTensor:$source, Dist_FloatTensor:$dest);
+  let results = (outs Dist_FutureType:$result);
+  let assemblyFormat = [{
+    $source `into` $dest attr-dict `:` type($source) `into` type($dest) `->`
+    qualified(type($result))
+  }];
   let hasVerifier = 1;
 }
 
@@ -637,7 +698,9 @@ def Dist_OptimizerStepOp : Dist_Op<"optimizer_step", [
     Returns the new param, exp_avg, exp_avg_sq (and master), of the
     operands' types. The runtime updates in place: result `i` is the
     buffer of operand `getInPlaceOperand(i)` (param, exp_avg, exp_avg_sq,
-    master), which plan.json lists as the instruction's results.
+    master), which plan.json lists as the instruction's results. The step
+    runs where its tensors live: all in device memory, or all in host
+    memory (offloaded states; see `dist.copy_to_host_start`).
 
     ```mlir
     %p1, %m1, %v1 = dist.optimizer_step %p, %g, %m, %v
