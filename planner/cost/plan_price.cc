@@ -334,7 +334,10 @@ absl::Status Pricer::collective(int64_t order) {
 void Pricer::copy(int64_t order) {
   const plan::Instruction& in = program_in_.instruction(order);
   const int64_t dest = program_in_.results(order)[0];
-  const int64_t bytes = in.attrs.bytes.value_or(buffer(dest).bytes);
+  // The destination's size, which checkPlan holds the `bytes` attribute
+  // to: a re-sized program (resize_plan.h) re-sizes buffers, not
+  // attributes.
+  const int64_t bytes = buffer(dest).bytes;
   const double seconds = model_.hostCopySeconds(static_cast<double>(bytes));
   startOf_[dest] = static_cast<int32_t>(program_.size());
   program_.push_back({.kind = Instruction::Kind::kCopy,

@@ -81,7 +81,7 @@ class Repeater {
   // of another stage's).
   int64_t relative(const LayerRef& ref) const {
     const int64_t layer = ref.layer < 0 ? -1 : ref.layer - base_;
-    return layer >= 0 && layer < kTemplateBlocks ? layer : -1;
+    return layer >= 0 && layer < depth_ ? layer : -1;
   }
   void addEntryBuffers();
   int64_t newBuffer(const plan::Buffer& from, int64_t delta);
@@ -98,6 +98,10 @@ class Repeater {
   absl::Status emitUnit(size_t b, int64_t unit, Steps& out);
   // The prefix or suffix: instructions of block m repeat once per copy.
   absl::Status emitEnds(size_t b, int64_t unit, Steps& out);
+  // ... where block m's instructions there are interleaved with its
+  // neighbour's (`mine`: the unit's instructions).
+  absl::Status emitInterleaved(size_t b, int64_t unit, const std::vector<size_t>& mine,
+                               bool descending, Steps& out);
   void computeLifetimes();
 
   const plan::Plan& k_;
@@ -107,6 +111,8 @@ class Repeater {
   const bool stage_;
   std::string stack_;
   int64_t base_ = 0;
+  // The template's blocks of the stack (kTemplateBlocks or more).
+  int64_t depth_ = 0;
   int64_t middle_ = 0;
   int64_t extra_ = 0;
   // Per template block (program block): the unit of each instruction, and
@@ -166,13 +172,14 @@ absl::Status Repeater::findStack() {
   // A stage's program holds a run of the stack's blocks; a whole plan
   // holds them from the first.
   base_ = stage_ ? minIndex[stack_] : 0;
-  if (maxIndex[stack_] - base_ + 1 != kTemplateBlocks) {
-    return absl::InvalidArgumentError(absl::StrCat("the template plan has ",
-                                                   maxIndex[stack_] - base_ + 1, " blocks of '",
-                                                   stack_, "', not ", kTemplateBlocks));
+  depth_ = maxIndex[stack_] - base_ + 1;
+  if (depth_ < kTemplateBlocks) {
+    return absl::InvalidArgumentError(absl::StrCat("the template plan has ", depth_,
+                                                   " blocks of '", stack_, "', fewer than ",
+                                                   kTemplateBlocks));
   }
-  middle_ = kTemplateBlocks / 2;
-  extra_ = blocks_ - kTemplateBlocks;
+  middle_ = depth_ / 2;
+  extra_ = blocks_ - depth_;
   return absl::OkStatus();
 }
 
@@ -190,13 +197,13 @@ int64_t Repeater::layerOf(const plan::Instruction& in) const {
 // or point-to-point op before it.
 absl::Status Repeater::cutBlock(size_t b) {
   const std::vector<plan::Instruction>& ins = k_.programs.front().blocks[b].instructions;
-  std::vector<int64_t> anchor(kTemplateBlocks, -1);
+  std::vector<int64_t> anchor(static_cast<size_t>(depth_), -1);
   int64_t lastRoot = -1;
   for (size_t i = 0; i < ins.size(); ++i) {
     const plan::OpFamily family = ins[i].info->family;
     if (family != plan::OpFamily::kCompute && family != plan::OpFamily::kOptimizer) continue;
     const int64_t layer = layerOf(ins[i]);
-    if (layer >= 0 && layer < kTemplateBlocks) anchor[layer] = static_cast<int64_t>(i);
+    if (layer >= 0 && layer < depth_) anchor[layer] = static_cast<int64_t>(i);
   }
   std::vector<int64_t>& unit = unitOf_.emplace_back(ins.size(), kPrefix);
   descending_.push_back(false);
@@ -209,8 +216,8 @@ absl::Status Repeater::cutBlock(size_t b) {
   }
   const bool descending = anchor[0] > anchor[1];
   descending_.back() = descending;
-  std::vector<int64_t> order(kTemplateBlocks);
-  for (int64_t i = 0; i < kTemplateBlocks; ++i) order[i] = descending ? kTemplateBlocks - 1 - i : i;
+  std::vector<int64_t> order(static_cast<size_t>(depth_));
+  for (int64_t i = 0; i < depth_; ++i) order[i] = descending ? depth_ - 1 - i : i;
   for (size_t i = 1; i < order.size(); ++i) {
     if (anchor[order[i]] <= anchor[order[i - 1]]) {
       return absl::InvalidArgumentError(absl::StrCat("block '", k_.programs.front().blocks[b].name,
@@ -276,7 +283,11 @@ absl::StatusOr<int64_t> Repeater::resolve(int64_t id, const Reader& reader) cons
   if (!defs_[id]) {
     if (entryById_[id] >= 0) return entryById_[id];
     const auto [name, layer] = entryKey_[id];
-    const int64_t at = layer + reader.delta;
+    // A reader of no block (the optimizer's wait on the last layer's copy
+    // back, scoped to the next parameter) sees the template's blocks where
+    // the longer plan has them, as for buffers defined in blocks below.
+    const int64_t at = reader.source >= 0 ? layer + reader.delta
+                                          : layer + (layer > middle_ ? extra_ : 0);
     if (name >= 0 && at >= 0 && at < blocks_ && entryByName_[name][at] >= 0) {
       return entryByName_[name][at];
     }
@@ -355,8 +366,24 @@ absl::Status Repeater::emitEnds(size_t b, int64_t unit, Steps& out) {
   for (size_t i = 0; i < ins.size(); ++i) {
     if (unitOf_[b][i] == unit) mine.push_back(i);
   }
+  // Whether block m's instructions here follow a later block's (they run
+  // descending), and whether the neighbour that ran before them has
+  // instructions among them.
+  std::vector<int64_t> layers(mine.size());
+  for (size_t j = 0; j < mine.size(); ++j) layers[j] = layerOf(ins[mine[j]]);
+  const auto first = std::find(layers.begin(), layers.end(), middle_);
+  if (first != layers.end()) {
+    const auto before = std::find_if(std::make_reverse_iterator(first), layers.rend(),
+                                     [](int64_t layer) { return layer >= 0; });
+    const bool descending = before != layers.rend() && *before > middle_;
+    const auto last = std::find(layers.rbegin(), layers.rend(), middle_).base();
+    const int64_t neighbour = descending ? middle_ + 1 : middle_ - 1;
+    if (std::find(first, last, neighbour) != last) {
+      return emitInterleaved(b, unit, mine, descending, out);
+    }
+  }
   for (size_t at = 0; at < mine.size();) {
-    const int64_t layer = layerOf(ins[mine[at]]);
+    const int64_t layer = layers[at];
     if (layer != middle_) {
       const int64_t delta = layer > middle_ ? extra_ : 0;
       const Reader reader{.layer = layer < 0 ? -1 : layer + delta, .source = layer, .delta = delta};
@@ -367,12 +394,11 @@ absl::Status Repeater::emitEnds(size_t b, int64_t unit, Steps& out) {
     // A run of block m's instructions: once per copy, in the order the
     // neighbouring blocks run (descending when a later block came first).
     size_t end = at;
-    while (end < mine.size() && layerOf(ins[mine[end]]) == middle_) ++end;
+    while (end < mine.size() && layers[end] == middle_) ++end;
     bool descending = false;
     for (size_t j = at; j-- > 0;) {
-      const int64_t before = layerOf(ins[mine[j]]);
-      if (before >= 0) {
-        descending = before > middle_;
+      if (layers[j] >= 0) {
+        descending = layers[j] > middle_;
         break;
       }
     }
@@ -384,6 +410,93 @@ absl::Status Repeater::emitEnds(size_t b, int64_t unit, Steps& out) {
       }
     }
     at = end;
+  }
+  return absl::OkStatus();
+}
+
+// Block m's instructions in a prefix or suffix, interleaved with the block
+// that ran before it: a DDP suffix waits for layer L's all-reduce, then
+// for the host copy of layer L+1's last gradient, then copies layer L's
+// (plan-offload's one group in flight). Block m's period runs from its
+// first instruction to the next block's first; it holds some of the
+// neighbour's (`prev`), and the next period some of block m's. The
+// neighbour's period must be this one a block on (steady state). Each
+// copy of the period is shifted whole; a neighbour's instruction in copy
+// d reads what the same instruction of copy d +- 1 made, which the
+// neighbour's period defines in the template, so that buffer is aliased.
+// Block m's instructions after the period belong to the last copy.
+absl::Status Repeater::emitInterleaved(size_t b, int64_t unit, const std::vector<size_t>& mine,
+                                       bool descending, Steps& out) {
+  const std::vector<plan::Instruction>& ins = k_.programs.front().blocks[b].instructions;
+  const int64_t prev = descending ? middle_ + 1 : middle_ - 1;
+  const int64_t next = descending ? middle_ - 1 : middle_ + 1;
+  std::vector<int64_t> layers(mine.size());
+  for (size_t j = 0; j < mine.size(); ++j) layers[j] = layerOf(ins[mine[j]]);
+  const size_t first = static_cast<size_t>(std::find(layers.begin(), layers.end(), middle_) -
+                                           layers.begin());
+  const size_t end = static_cast<size_t>(
+      std::find(layers.begin() + static_cast<std::ptrdiff_t>(first), layers.end(), next) -
+      layers.begin());
+  const size_t prevFirst =
+      static_cast<size_t>(std::find(layers.begin(), layers.end(), prev) - layers.begin());
+  const size_t length = end - first;
+  const std::string blockName = k_.programs.front().blocks[b].name;
+  auto notAlike = [&]() {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "block '", blockName, "' interleaves repeated block ", middle_, " of '", stack_,
+        "' with its neighbour, and the neighbour's instructions are not block ", middle_,
+        "'s a block on; its segments are not alike"));
+  };
+  if (prevFirst >= first || first - prevFirst != length || mine.size() - end < length) {
+    return notAlike();
+  }
+  // The neighbours' periods, each this one a block on: (start, block).
+  const std::pair<size_t, int64_t> neighbours[] = {{prevFirst, prev}, {end, next}};
+  for (const auto& [start, block] : neighbours) {
+    for (size_t k = 0; k < length; ++k) {
+      const plan::Instruction& a = ins[mine[start + k]];
+      const plan::Instruction& c = ins[mine[first + k]];
+      const int64_t la = layers[start + k];
+      const int64_t lc = layers[first + k];
+      if (a.op != c.op || a.results.size() != c.results.size() || (la < 0) != (lc < 0) ||
+          (la >= 0 && la - lc != block - middle_)) {
+        return notAlike();
+      }
+    }
+  }
+  auto emitAt = [&](size_t j, int64_t delta) {
+    const int64_t layer = layers[j];
+    const Reader reader{.layer = layer < 0 ? -1 : layer + delta, .source = layer, .delta = delta};
+    return emit(b, mine[j], unit, reader, out);
+  };
+  for (size_t j = 0; j < first; ++j) {
+    if (absl::Status s = emitAt(j, layers[j] > middle_ ? extra_ : 0); !s.ok()) return s;
+  }
+  for (int64_t c = 0; c <= extra_; ++c) {
+    const int64_t delta = descending ? extra_ - c : c;
+    for (size_t k = 0; k < length; ++k) {
+      if (absl::Status s = emitAt(first + k, delta); !s.ok()) return s;
+    }
+    // What a neighbour's instruction at the same place in its period
+    // defines is what this copy's made, for readers of another copy: the
+    // neighbour's block + d' is block m + delta when d' = delta + m -
+    // block.
+    for (const auto& [start, block] : neighbours) {
+      for (size_t k = 0; k < length; ++k) {
+        const plan::Instruction& defining = ins[mine[start + k]];
+        const plan::Instruction& copied = ins[mine[first + k]];
+        for (size_t r = 0; r < defining.results.size(); ++r) {
+          const auto made = fixed_.find(fixedKey(copied.results[r], delta));
+          if (made == fixed_.end()) continue;
+          fixed_.emplace(fixedKey(defining.results[r], delta + middle_ - block), made->second);
+        }
+      }
+    }
+  }
+  for (size_t j = end; j < mine.size(); ++j) {
+    const int64_t layer = layers[j];
+    const int64_t delta = layer == middle_ ? (descending ? 0 : extra_) : layer > middle_ ? extra_ : 0;
+    if (absl::Status s = emitAt(j, delta); !s.ok()) return s;
   }
   return absl::OkStatus();
 }
@@ -432,9 +545,9 @@ absl::StatusOr<Repeated> Repeater::run() {
         "repeating blocks needs a plan with one program (stagePlan takes one stage's)");
   }
   if (absl::Status s = findStack(); !s.ok()) return s;
-  if (blocks_ < kTemplateBlocks) {
+  if (blocks_ < depth_) {
     return absl::InvalidArgumentError(
-        absl::StrCat("cannot shorten a plan: ", blocks_, " < ", kTemplateBlocks, " blocks"));
+        absl::StrCat("cannot shorten a plan: ", blocks_, " < ", depth_, " blocks"));
   }
   const plan::Program& program = k_.programs.front();
   for (size_t b = 0; b < program.blocks.size(); ++b) {
@@ -444,7 +557,7 @@ absl::StatusOr<Repeated> Repeater::run() {
   // buffer, not an in-place update), numbered within its unit.
   // Per program block and unit (kSuffix, kPrefix, 0.. shifted by 2).
   std::vector<std::vector<size_t>> defCount(program.blocks.size(),
-                                            std::vector<size_t>(kTemplateBlocks + 2, 0));
+                                            std::vector<size_t>(depth_ + 2, 0));
   defs_.assign(k_.buffers.size(), std::nullopt);
   defined_.assign(program.blocks.size() * static_cast<size_t>(blocks_), {});
   std::vector<bool> seen(k_.buffers.size(), false);
@@ -462,8 +575,8 @@ absl::StatusOr<Repeated> Repeater::run() {
     }
   }
   out_.stack = stack_;
-  // About blocks_ / kTemplateBlocks times the template's.
-  const size_t scale = static_cast<size_t>(blocks_ / kTemplateBlocks + 1);
+  // About blocks_ / depth_ times the template's.
+  const size_t scale = static_cast<size_t>(blocks_ / depth_ + 1);
   out_.source.reserve(k_.buffers.size() * scale);
   out_.shift.reserve(k_.buffers.size() * scale);
   addEntryBuffers();

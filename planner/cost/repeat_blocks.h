@@ -30,8 +30,13 @@
 
 namespace loom::planner::cost {
 
-// Blocks in the template plans the search builds.
+// Blocks in the template plans the search builds: 2 x reach + 3 (above).
+// Offload's copies reach further: a gradient goes to the host once it is
+// reduced, and its copy is waited for a group later, which under HSDP with
+// micro-steps lands four blocks after the block that made it; 11 blocks
+// price those plans exactly where 7 do not (template_pricer_test).
 inline constexpr int64_t kTemplateBlocks = 7;
+inline constexpr int64_t kOffloadTemplateBlocks = 11;
 
 // The longer plan by reference to the template: what the search prices
 // (RepeatedProgram) without materialising thousands of instructions and
@@ -70,10 +75,10 @@ struct Repeated {
 plan::Plan stagePlan(const plan::Plan& plan, size_t program);
 
 // The plan of `blocks` repeated blocks from `shorter`'s, which has
-// kTemplateBlocks (`blocks` >= that); a stage's (stagePlan) has a run of
-// kTemplateBlocks, numbered from any layer. Fails when the plan has no repeated
-// stack, not kTemplateBlocks of it, or segments that cannot be cut (a block
-// whose last ops are out of order).
+// kTemplateBlocks or more (`blocks` >= that); a stage's (stagePlan) has
+// such a run, numbered from any layer. Fails when the plan has no repeated
+// stack, fewer than kTemplateBlocks of it, or segments that cannot be cut
+// (a block whose last ops are out of order).
 absl::StatusOr<Repeated> repeatBlocks(const plan::Plan& shorter, int64_t blocks);
 
 // `plan` itself as a Repeated: for a plan priced whole.

@@ -77,6 +77,9 @@ struct Group {
   // A sequence-parallel group: its twin without sequence parallelism
   // (-1: none, or sequence parallelism is pinned).
   int64_t without_sp = -1;
+  // A group that offloads the optimizer: its twin that does not (-1: none,
+  // or offload is pinned).
+  int64_t without_offload = -1;
   // The base's estimate, once evaluated.
   std::optional<StepEstimate> base_estimate;
 };
@@ -225,6 +228,10 @@ const Candidate* fastestAlike(const SearchResult& result,
 
 // `c`'s step time and peak, or that its peak is over the cap.
 std::string against(const SearchResult& result, const Candidate& c) {
+  if (!c.fits && c.estimate.peak_bytes <= result.memory_cap_bytes) {
+    return absl::StrCat(gib(c.estimate.host_peak_bytes), " of host memory at its peak, over the ",
+                        gib(result.host_memory_cap_bytes), " host cap");
+  }
   if (!c.fits) {
     return absl::StrCat(gib(c.estimate.peak_bytes), " peak, over the ",
                         gib(result.memory_cap_bytes), " cap");
@@ -243,7 +250,8 @@ std::string sequenceParallelNote(const SearchResult& result) {
                                  seconds(winner.estimate.step_time_s), " a step, peak ",
                                  gib(winner.estimate.peak_bytes));
   const Candidate* twin = fastestAlike(result, [&](const Strategy& s) {
-    return !s.sequence_parallel && s.recompute == w.recompute;
+    return !s.sequence_parallel && s.recompute == w.recompute &&
+           s.offload_optimizer == w.offload_optimizer;
   });
   if (twin == nullptr) {
     return absl::StrCat(out,
@@ -262,7 +270,8 @@ std::string recomputeNote(const SearchResult& result) {
   std::string out =
       absl::StrCat(" It recomputes activations (", recomputeName(w.recompute), ")");
   const Candidate* less = fastestAlike(result, [&](const Strategy& s) {
-    return s.recompute < w.recompute && s.sequence_parallel == w.sequence_parallel;
+    return s.recompute < w.recompute && s.sequence_parallel == w.sequence_parallel &&
+           s.offload_optimizer == w.offload_optimizer;
   });
   if (less == nullptr) {
     return absl::StrCat(out,
@@ -271,6 +280,41 @@ std::string recomputeNote(const SearchResult& result) {
   }
   return absl::StrCat(out, ": with ", recomputeName(less->strategy.recompute), " recompute, ",
                       against(result, *less), ".");
+}
+
+// Why the winner keeps its optimizer states in host memory: what that
+// costs, and the same mesh and micro-batch without it (the search tries
+// offload only where the states on the device do not fit).
+std::string offloadNote(const SearchResult& result) {
+  const Candidate& winner = result.ranked.front();
+  const Strategy& w = winner.strategy;
+  if (!w.offload_optimizer) return "";
+  const StepEstimate& e = winner.estimate;
+  std::string out = absl::StrCat(
+      " It keeps the optimizer states in host memory (offload): host peak ",
+      gib(e.host_peak_bytes), " of the ", gib(result.host_memory_cap_bytes),
+      " host cap, the host's AdamW ", seconds(e.host_optimizer_s), " and ",
+      seconds(e.exposed_copy_s), " of copies exposed a step");
+  const Candidate* twin = fastestAlike(result, [&](const Strategy& s) {
+    return !s.offload_optimizer && s.recompute == w.recompute &&
+           s.sequence_parallel == w.sequence_parallel;
+  });
+  absl::StrAppend(&out, twin == nullptr
+                            ? "; without it this mesh and micro-batch was not evaluated (pinned, "
+                              "or over the cap by the memory bound alone)"
+                            : absl::StrCat("; without it, ", against(result, *twin)));
+  const Candidate* onDevice = nullptr;
+  for (const Candidate& c : result.ranked) {
+    if (c.fits && !c.strategy.offload_optimizer) {
+      onDevice = &c;
+      break;
+    }
+  }
+  if (onDevice == nullptr) {
+    return absl::StrCat(out, ". No candidate fits with the optimizer states on the device.");
+  }
+  return absl::StrCat(out, ". It beats the fastest candidate that keeps them there (",
+                      onDevice->label(), ", ", seconds(onDevice->estimate.step_time_s), ").");
 }
 
 // A pipeline's shape: the schedule and chunks per stage.
@@ -319,8 +363,8 @@ absl::Status parsePin(const std::string& text, Pins& pins) {
   const std::string help =
       "; pins are key=value with keys pp, virtual-stages, dp, fsdp, tp, prefetch, micro-batch, "
       "bucket-mb (integers), reshard, sequence-parallel, keep-gathered and defer-grad-sync (true "
-      "or false), recompute (none, selective, full) and schedule (gpipe, 1f1b, "
-      "interleaved-1f1b), e.g. --pin tp=8";
+      "or false), recompute (none, selective, full), offload (none, optimizer) and schedule "
+      "(gpipe, 1f1b, interleaved-1f1b), e.g. --pin tp=8";
   if (kv.size() != 2 || kv[0].empty() || kv[1].empty()) {
     return absl::InvalidArgumentError(absl::StrCat("--pin '", text, "' is not key=value", help));
   }
@@ -333,6 +377,14 @@ absl::Status parsePin(const std::string& text, Pins& pins) {
           absl::StrCat("--pin schedule='", value, "' is not gpipe, 1f1b or interleaved-1f1b"));
     }
     pins.schedule = *schedule;
+    return absl::OkStatus();
+  }
+  if (key == "offload") {
+    if (value != "none" && value != "optimizer") {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--pin offload='", value, "' is not none or optimizer"));
+    }
+    pins.offload_optimizer = value == "optimizer";
     return absl::OkStatus();
   }
   if (key == "recompute") {
@@ -396,44 +448,69 @@ std::vector<Group> enumerateGroups(const mesh::Topology& topology, int64_t maxTp
   const Pins& pins = options.pins;
   std::vector<Group> groups;
   auto addGroups = [&](const Strategy& mesh) {
-    // Each recompute mode's group without sequence parallelism, for its
-    // sequence-parallel twin.
-    std::array<int64_t, 3> withoutSp = {-1, -1, -1};
-    std::vector<bool> spChoices = {false};
-    if (mesh.tp > 1) {
-      spChoices = pins.sequence_parallel ? std::vector<bool>{*pins.sequence_parallel}
-                                         : std::vector<bool>{false, true};
+    // Offload after everything that keeps the states on the device, so that
+    // each offloaded group follows its twin. Pipelines keep them there: a
+    // stage's program is priced without the host's copies and steps.
+    std::vector<bool> offloadChoices = {false};
+    if (mesh.pp == 1) {
+      offloadChoices = pins.offload_optimizer ? std::vector<bool>{*pins.offload_optimizer}
+                                              : std::vector<bool>{false, true};
+    } else if (pins.offload_optimizer.value_or(false)) {
+      offloadChoices.clear();
     }
-    for (bool sp : spChoices) {
-      // The recompute modes, least costly first; each is tried only where
-      // the one before does not fit.
-      int64_t lessRecompute = -1;
-      for (Recompute recompute : {Recompute::kNone, Recompute::kSelective, Recompute::kFull}) {
-        if (pins.recompute && recompute != *pins.recompute) continue;
-        Strategy base = mesh;
-        base.recompute = recompute;
-        base.sequence_parallel = sp;
-        Group group;
-        group.less_recompute = lessRecompute;
-        group.variants = knobVariants(base, pins, options);
-        // Pins that contradict each other (keep-gathered with reshard)
-        // leave nothing.
-        if (group.variants.empty()) continue;
-        group.base = group.variants.front();
-        const size_t mode = static_cast<size_t>(recompute);
-        if (sp) {
-          group.without_sp = withoutSp[mode];
-        } else {
-          withoutSp[mode] = static_cast<int64_t>(groups.size());
+    // Each (sequence parallelism, recompute mode)'s group without offload.
+    std::array<std::array<int64_t, 3>, 2> withoutOffload = {{{-1, -1, -1}, {-1, -1, -1}}};
+    for (bool offload : offloadChoices) {
+      // Each recompute mode's group without sequence parallelism, for its
+      // sequence-parallel twin.
+      std::array<int64_t, 3> withoutSp = {-1, -1, -1};
+      std::vector<bool> spChoices = {false};
+      if (mesh.tp > 1) {
+        spChoices = pins.sequence_parallel ? std::vector<bool>{*pins.sequence_parallel}
+                                           : std::vector<bool>{false, true};
+      }
+      for (bool sp : spChoices) {
+        // The recompute modes, least costly first; each is tried only where
+        // the one before does not fit.
+        int64_t lessRecompute = -1;
+        for (Recompute recompute : {Recompute::kNone, Recompute::kSelective, Recompute::kFull}) {
+          if (pins.recompute && recompute != *pins.recompute) continue;
+          Strategy base = mesh;
+          base.recompute = recompute;
+          base.sequence_parallel = sp;
+          base.offload_optimizer = offload;
+          Group group;
+          group.less_recompute = lessRecompute;
+          group.variants = knobVariants(base, pins, options);
+          // Pins that contradict each other (keep-gathered with reshard)
+          // leave nothing.
+          if (group.variants.empty()) continue;
+          group.base = group.variants.front();
+          const size_t mode = static_cast<size_t>(recompute);
+          int64_t& twin = withoutOffload[sp ? 1 : 0][mode];
+          if (offload) {
+            group.without_offload = twin;
+          } else {
+            twin = static_cast<int64_t>(groups.size());
+          }
+          if (sp) {
+            group.without_sp = withoutSp[mode];
+          } else {
+            withoutSp[mode] = static_cast<int64_t>(groups.size());
+          }
+          lessRecompute = static_cast<int64_t>(groups.size());
+          groups.push_back(std::move(group));
         }
-        lessRecompute = static_cast<int64_t>(groups.size());
-        groups.push_back(std::move(group));
       }
     }
   };
   for (int64_t pp : divisors(devices)) {
     if (pins.pp && pp != *pins.pp) continue;
     if (pp > 1 && pp > layers) continue;
+    if (pp > 1 && pins.offload_optimizer.value_or(false)) {
+      rejections.push_back("offload is searched on meshes without pipeline stages");
+      continue;
+    }
     for (int64_t tp : divisors(devices / pp)) {
       if (pins.tp && tp != *pins.tp) continue;
       if (tp > maxTp) continue;
@@ -496,6 +573,9 @@ absl::StatusOr<SearchResult> searchMesh(const CostModel& model, StepPricer& pric
   SearchResult result;
   result.memory_cap_bytes =
       options.memory_cap_bytes > 0 ? options.memory_cap_bytes : model.memoryBytes();
+  result.host_memory_cap_bytes = options.host_memory_cap_bytes > 0
+                                     ? options.host_memory_cap_bytes
+                                     : topology.device().host_memory_bytes;
   const int64_t maxTp = options.max_tp > 0              ? options.max_tp
                         : options.allow_tp_across_hosts ? devices
                                                         : perHost;
@@ -526,7 +606,8 @@ absl::StatusOr<SearchResult> searchMesh(const CostModel& model, StepPricer& pric
     if (!estimate.ok()) return estimate.status();
     evaluated.push_back({.strategy = s,
                          .estimate = *estimate,
-                         .fits = estimate->peak_bytes <= result.memory_cap_bytes});
+                         .fits = estimate->peak_bytes <= result.memory_cap_bytes &&
+                                 estimate->host_peak_bytes <= result.host_memory_cap_bytes});
     ++result.evaluated;
     if (options.progress_every > 0 && result.evaluated % options.progress_every == 0) report();
     return evaluated.back();
@@ -576,6 +657,15 @@ absl::StatusOr<SearchResult> searchMesh(const CostModel& model, StepPricer& pric
   };
   for (size_t g = 0; g < groups.size(); ++g) {
     Group& group = groups[g];
+    // Offload only adds copies and moves the optimizer to the slower host:
+    // it is tried where the group does not fit with the states on the
+    // device.
+    if (!options.exhaustive && group.without_offload >= 0 &&
+        groups[group.without_offload].base_fits) {
+      group.base_fits = true;
+      result.pruned_offload += static_cast<int64_t>(group.variants.size());
+      continue;
+    }
     // Recompute only adds compute: it is tried where the mesh and
     // micro-batch do not fit with less of it.
     if (!options.exhaustive && group.less_recompute >= 0 &&
@@ -679,6 +769,14 @@ std::string explainWinner(const SearchResult& result) {
                           "alone exceed it.");
     }
     const Candidate& least = result.ranked.front();
+    if (least.estimate.peak_bytes <= result.memory_cap_bytes) {
+      return absl::StrCat("No candidate fits in ", gib(result.memory_cap_bytes), " of device and ",
+                          gib(result.host_memory_cap_bytes),
+                          " of host memory; the smallest device peak is ",
+                          gib(least.estimate.peak_bytes), " (", least.label(),
+                          "), but it offloads ", gib(least.estimate.host_peak_bytes),
+                          " to the host, over the host cap.");
+    }
     return absl::StrCat("No candidate fits in ", gib(result.memory_cap_bytes),
                         "; the smallest "
                         "peak is ",
@@ -729,7 +827,7 @@ std::string explainWinner(const SearchResult& result) {
   absl::StrAppend(&out, ". Peak memory ", gib(w.peak_bytes), " vs ", gib(r.peak_bytes), " of ",
                   gib(result.memory_cap_bytes), ".");
   absl::StrAppend(&out, sequenceParallelNote(result), recomputeNote(result),
-                  betweenMicroSteps(result));
+                  betweenMicroSteps(result), offloadNote(result));
   return out;
 }
 
@@ -760,6 +858,7 @@ nlohmann::json candidatesJson(const SearchResult& result, const Workload& worklo
                           {"defer_grad_sync", s.defer_grad_sync},
                           {"recompute", recomputeName(s.recompute)},
                           {"sequence_parallel", s.sequence_parallel},
+                          {"offload", s.offload_optimizer ? "optimizer" : "none"},
                           {"step_time_s", e.step_time_s},
                           {"compute_s", e.compute_s},
                           {"comm_s", e.comm_s},
@@ -769,6 +868,7 @@ nlohmann::json candidatesJson(const SearchResult& result, const Workload& worklo
                           {"tokens_per_s_per_device", e.tokens_per_s_per_device},
                           {"mfu", e.mfu},
                           {"peak_bytes", e.peak_bytes},
+                          {"host_peak_bytes", e.host_peak_bytes},
                           {"comm_bytes_per_rank", e.comm_bytes_per_rank},
                           {"fits", c.fits}});
   }
@@ -784,11 +884,13 @@ nlohmann::json candidatesJson(const SearchResult& result, const Workload& worklo
           {"device", topology.device().name},
           {"machine_profile", model.profile() ? model.profile()->name : ""},
           {"memory_cap_bytes", result.memory_cap_bytes},
+          {"host_memory_cap_bytes", result.host_memory_cap_bytes},
           {"enumerated", result.enumerated},
           {"evaluated", result.evaluated},
           {"pruned_memory", result.pruned_memory},
           {"pruned_bound", result.pruned_bound},
           {"pruned_recompute", result.pruned_recompute},
+          {"pruned_offload", result.pruned_offload},
           {"explanation", explainWinner(result)},
           {"candidates", candidates}};
 }

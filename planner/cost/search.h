@@ -3,11 +3,13 @@
 // inside a host), every pipeline schedule and chunks per stage, and every
 // combination of prefetch depth, reshard-after-forward, bucket size,
 // micro-batch under the global batch and what is kept or deferred between
-// its micro-steps, priced by a StepPricer (the plan
-// tool's prices the pipeline's own programs, tools/plan/template_pricer.h),
-// ranked by step time among the plans that fit in memory. Pruning keeps the top of the ranking
-// exact: a group of candidates that share a mesh and micro-batch is dropped when its memory lower
-// bound is over the cap or its step-time lower bound cannot enter the top rows.
+// its micro-steps; recompute and optimizer offload where the plan does not
+// fit without them. Candidates are priced by a StepPricer (the plan tool's
+// prices the pipeline's own programs, tools/plan/template_pricer.h) and
+// ranked by step time among the plans that fit in device and host memory.
+// Pruning keeps the top of the ranking exact: a group of candidates that
+// share a mesh and micro-batch is dropped when its memory lower bound is
+// over the cap or its step-time lower bound cannot enter the top rows.
 #ifndef LOOM_PLANNER_COST_SEARCH_H_
 #define LOOM_PLANNER_COST_SEARCH_H_
 
@@ -40,12 +42,13 @@ struct Pins {
   std::optional<bool> sequence_parallel;
   std::optional<bool> keep_gathered;
   std::optional<bool> defer_grad_sync;
+  std::optional<bool> offload_optimizer;
 };
 
 // Parses one "key=value" pin into `pins` (keys: pp, virtual-stages,
 // schedule, dp, fsdp, tp, prefetch, reshard, bucket-mb, micro-batch,
-// recompute, sequence-parallel, keep-gathered, defer-grad-sync); the error
-// names the key and the accepted values.
+// recompute, sequence-parallel, keep-gathered, defer-grad-sync, offload);
+// the error names the key and the accepted values.
 absl::Status parsePin(const std::string& text, Pins& pins);
 
 struct SearchOptions {
@@ -61,6 +64,9 @@ struct SearchOptions {
   bool allow_tp_across_hosts = false;
   // Per-device memory cap in bytes (0: the cost model's device memory).
   int64_t memory_cap_bytes = 0;
+  // Host memory per device for offloaded buffers, in bytes (0: the
+  // device's share of its host, mesh::DeviceSpec::host_memory_bytes).
+  int64_t host_memory_cap_bytes = 0;
   std::vector<int64_t> prefetch_choices = {0, 1, 2};
   std::vector<int64_t> bucket_mb_choices = {0, 64};
   // Rows of the ranking kept exact by the pruning.
@@ -94,7 +100,12 @@ struct SearchResult {
   // Candidates with recompute not tried: their mesh and micro-batch fit
   // with less of it (recompute is for memory; it only adds compute).
   int64_t pruned_recompute = 0;
+  // Candidates with offload not tried: their mesh, micro-batch and
+  // recompute fit with the optimizer states on the device (offload only
+  // adds copies and a slower step).
+  int64_t pruned_offload = 0;
   int64_t memory_cap_bytes = 0;
+  int64_t host_memory_cap_bytes = 0;
   // The winner is ranked.front() when it fits.
   bool found() const { return !ranked.empty() && ranked.front().fits; }
 };
@@ -112,8 +123,9 @@ class StepPricer {
   // What tpAllowed asks, for the error when no mesh is left: "tp must
   // divide the 64 heads and the 8 kv heads".
   virtual std::string tpRule() const = 0;
-  // A lower bound of the peak memory per rank of any plan with `strategy`'s
-  // mesh and micro-batch, whatever its prefetch, resharding and buckets.
+  // A lower bound of the peak device memory per rank of any plan with
+  // `strategy`'s mesh, micro-batch, recompute and offload, whatever its
+  // prefetch, resharding and buckets.
   virtual int64_t memoryLowerBound(const Strategy& strategy) = 0;
   virtual absl::StatusOr<StepEstimate> estimate(const Strategy& strategy) = 0;
   // For a strategy with pipeline stages: a lower bound of the step time of

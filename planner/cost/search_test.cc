@@ -33,7 +33,9 @@ using ::testing::HasSubstr;
 // group's memory bound. With `pipeline_layers`, pipeline stages divide the
 // compute and the parameters, add a bubble of (pp - 1) / virtual stages
 // micro-batches and one transfer per micro-batch, and hold the
-// micro-batches their schedule keeps in flight.
+// micro-batches their schedule keeps in flight. Offload keeps 4 of the 16
+// bytes of state per parameter on the device and the other 12 with a copy of
+// the gradient on the host, where AdamW takes four times as long.
 class ClosedFormPricer final : public StepPricer {
  public:
   ClosedFormPricer(int64_t heads, int64_t seq, int64_t pipeline_layers = 0)
@@ -53,7 +55,7 @@ class ClosedFormPricer final : public StepPricer {
     // replicates.
     const int64_t activations = kActivationBytesPerToken * s.micro_batch * seq_ / s.tp / kept /
                                 s.pp * inFlight(s);
-    return kParams * 16 / (s.fsdp * s.tp * s.pp) +
+    return kParams * (s.offload_optimizer ? 4 : 16) / (s.fsdp * s.tp * s.pp) +
            (s.sequence_parallel ? activations * 4 / 5 : activations);
   }
 
@@ -84,7 +86,8 @@ class ClosedFormPricer final : public StepPricer {
     const double memoryBound =
         0.1 * unsharded / (s.sequence_parallel ? static_cast<double>(s.tp) : 1.0);
     const double compute = 0.9 * unsharded + memoryBound;
-    const double optimizer = 1e-9 * kParams / (s.fsdp * s.tp * s.pp);
+    const double optimizer =
+        (s.offload_optimizer ? 4e-9 : 1e-9) * kParams / (s.fsdp * s.tp * s.pp);
     const double shard = 2.0 * kParams / (s.tp * s.pp);
     const double gathers = s.fsdp > 1 ? shard * (s.fsdp - 1) / s.fsdp / kBandwidth : 0;
     const double collectives = s.bucket_mb > 0 ? 3 * kLayers : kLayers;
@@ -127,6 +130,10 @@ class ClosedFormPricer final : public StepPricer {
                    (s.reshard_after_forward ? 0 : gathered * kLayers) +
                    (s.bucket_mb > 0 ? s.bucket_mb << 20 : 0) + (s.keep_gathered ? whole : 0) +
                    (s.defer_grad_sync ? whole : 0);
+    if (s.offload_optimizer) {
+      e.host_peak_bytes = kParams * 14 / (s.fsdp * s.tp * s.pp);
+      e.host_optimizer_s = optimizer;
+    }
     e.tokens_per_step = s.globalBatch() * seq_;
     e.tokens_per_s_per_device =
         static_cast<double>(e.tokens_per_step) / e.step_time_s / static_cast<double>(s.devices());
@@ -176,10 +183,12 @@ TEST(SearchTest, PrunedSearchMatchesExhaustiveEnumeration) {
     const Workload w{.model = "closed-form", .seq = c.seq, .dtype = Dtype::kBF16};
     const CostModel model = *CostModel::create(*mesh::Topology::dgxH100(c.hosts));
     ClosedFormPricer pricer(8, c.seq);
-    // Recompute is tried only where less of it does not fit, which no
-    // bound proves safe (below); the safe pruning is compared without it.
+    // Recompute and offload are tried only where less does not fit, which
+    // no bound proves safe (below); the safe pruning is compared without
+    // them.
     Pins none;
     ASSERT_TRUE(parsePin("recompute=none", none).ok());
+    ASSERT_TRUE(parsePin("offload=none", none).ok());
     SearchOptions options{.global_batch = c.batch,
                           .pins = none,
                           .memory_cap_bytes = static_cast<int64_t>(c.cap_gib * (1LL << 30)),
@@ -206,7 +215,8 @@ TEST(SearchTest, TriesRecomputeWhereLessDoesNotFit) {
   ASSERT_TRUE(roomy.ok() && roomy->found()) << roomy.status();
   EXPECT_EQ(roomy->ranked.front().strategy.recompute, Recompute::kNone);
   EXPECT_GT(roomy->pruned_recompute, 0);
-  EXPECT_EQ(roomy->evaluated + roomy->pruned_memory + roomy->pruned_bound + roomy->pruned_recompute,
+  EXPECT_EQ(roomy->evaluated + roomy->pruned_memory + roomy->pruned_bound +
+                roomy->pruned_recompute + roomy->pruned_offload,
             roomy->enumerated);
   // 8 sequences of 4096 tokens on 8 devices: activations of 1.5 GiB per
   // sequence and device do not fit in 2 GiB with the shards unless
@@ -225,6 +235,54 @@ TEST(SearchTest, TriesRecomputeWhereLessDoesNotFit) {
   EXPECT_LT(pruned->evaluated, full->evaluated);
   const nlohmann::json json = candidatesJson(*pruned, {.model = "closed-form"}, model);
   EXPECT_EQ(json["candidates"][0]["recompute"], recomputeName(winner.strategy.recompute));
+}
+
+// Offload is for memory too: where the optimizer states fit on the device
+// its groups are skipped; where nothing fits, even with full recompute,
+// the winner offloads, says so, and is the exhaustive search's. A host
+// cap too small for the states leaves nothing.
+TEST(SearchTest, TriesOffloadWhereNothingElseFits) {
+  const CostModel model = *CostModel::create(*mesh::Topology::dgxH100(1));
+  ClosedFormPricer pricer(8, 4096);
+  absl::StatusOr<SearchResult> roomy = searchMesh(model, pricer, {.global_batch = 8});
+  ASSERT_TRUE(roomy.ok() && roomy->found()) << roomy.status();
+  EXPECT_FALSE(roomy->ranked.front().strategy.offload_optimizer);
+  EXPECT_GT(roomy->pruned_offload, 0);
+  for (const Candidate& c : roomy->ranked) EXPECT_FALSE(c.strategy.offload_optimizer) << c.label();
+
+  // 16 bytes of state per parameter over 8 devices is 1.9 GiB: over a 1
+  // GiB cap on any mesh, while offload keeps 0.5 GiB of it.
+  SearchOptions tight{.global_batch = 8, .memory_cap_bytes = 1LL << 30, .top = 1};
+  absl::StatusOr<SearchResult> pruned = searchMesh(model, pricer, tight);
+  ASSERT_TRUE(pruned.ok() && pruned->found()) << pruned.status();
+  const Candidate& winner = pruned->ranked.front();
+  EXPECT_TRUE(winner.strategy.offload_optimizer) << winner.label();
+  EXPECT_THAT(winner.label(), HasSubstr("offload optimizer"));
+  EXPECT_GT(winner.estimate.host_peak_bytes, 0);
+  EXPECT_LE(winner.estimate.host_peak_bytes, pruned->host_memory_cap_bytes);
+  EXPECT_THAT(explainWinner(*pruned),
+              HasSubstr("No candidate fits with the optimizer states on the device"));
+  tight.exhaustive = true;
+  absl::StatusOr<SearchResult> full = searchMesh(model, pricer, tight);
+  ASSERT_TRUE(full.ok() && full->found());
+  EXPECT_EQ(winner.label(), full->ranked.front().label());
+  const nlohmann::json json = candidatesJson(*pruned, {.model = "closed-form"}, model);
+  EXPECT_EQ(json["candidates"][0]["offload"], "optimizer");
+  EXPECT_EQ(json["candidates"][0]["host_peak_bytes"], winner.estimate.host_peak_bytes);
+
+  // Pinned off, nothing fits; a host cap below the states' 1.6 GiB leaves
+  // nothing either, and the candidates say why.
+  tight.exhaustive = false;
+  ASSERT_TRUE(parsePin("offload=none", tight.pins).ok());
+  absl::StatusOr<SearchResult> pinned = searchMesh(model, pricer, tight);
+  ASSERT_TRUE(pinned.ok());
+  EXPECT_FALSE(pinned->found());
+  tight.pins = {};
+  tight.host_memory_cap_bytes = 1LL << 30;
+  absl::StatusOr<SearchResult> hostTight = searchMesh(model, pricer, tight);
+  ASSERT_TRUE(hostTight.ok());
+  EXPECT_FALSE(hostTight->found());
+  EXPECT_EQ(hostTight->host_memory_cap_bytes, 1LL << 30);
 }
 
 TEST(SearchTest, PruningSkipsMostOfALargeSearch) {
@@ -503,6 +561,11 @@ TEST(SearchTest, PinErrorsNameTheKey) {
   EXPECT_THAT(parsePin("sequence-parallel=yes", pins),
               StatusIs(absl::StatusCode::kInvalidArgument,
                        HasSubstr("--pin sequence-parallel='yes' is not true or false")));
+  EXPECT_THAT(parsePin("offload=params", pins),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("--pin offload='params' is not none or optimizer")));
+  ASSERT_TRUE(parsePin("offload=optimizer", pins).ok());
+  EXPECT_EQ(pins.offload_optimizer, true);
 }
 
 TEST(SearchTest, TheMemoryCapDecidesWhatFits) {

@@ -63,6 +63,7 @@ std::string Strategy::knobs() const {
   if (recompute != Recompute::kNone) {
     parts.push_back(absl::StrCat("recompute ", recomputeName(recompute)));
   }
+  if (offload_optimizer) parts.push_back("offload optimizer");
   return absl::StrJoin(parts, ", ");
 }
 

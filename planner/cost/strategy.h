@@ -57,6 +57,9 @@ struct Strategy {
   // (with a data axis).
   bool keep_gathered = false;
   bool defer_grad_sync = false;
+  // The AdamW states and f32 master copies in host memory, stepped there
+  // (plan-offload's mode optimizer; docs/planner_offload.md).
+  bool offload_optimizer = false;
 
   bool operator==(const Strategy&) const = default;
   int64_t devices() const { return pp * dp * fsdp * tp; }
@@ -70,7 +73,7 @@ struct Strategy {
   // "pp 4 interleaved x2 + hsdp 2x64 + tp 8": for tables.
   std::string parallelism() const;
   // "prefetch 1, reshard, bucket unit, micro-batch 2 x 4, keep gathered,
-  // defer sync, sp, recompute full".
+  // defer sync, sp, recompute full, offload optimizer".
   std::string knobs() const;
 };
 
@@ -93,6 +96,12 @@ struct StepEstimate {
   // Per rank, as plan-memory-plan counts it: the highest micro-step's.
   int64_t peak_bytes = 0;
   std::array<int64_t, kNumRoles> breakdown{};
+  // With offload: the host memory per rank at its peak, the host's AdamW
+  // steps (part of optimizer_s) and the copies compute waited for (part of
+  // step_time_s, apart from exposed_comm_s).
+  int64_t host_peak_bytes = 0;
+  double host_optimizer_s = 0;
+  double exposed_copy_s = 0;
   // Bytes each rank moves per step (comm_volume.h's formulas).
   int64_t comm_bytes_per_rank = 0;
   // Model FLOPs per step and device: 3 x the forward's (backward = 2 x

@@ -166,6 +166,9 @@ absl::StatusOr<AutoResult> planAuto(mlir::MLIRContext& context, const AutoReques
       .allow_tp_across_hosts = request.allow_tp_across_hosts,
       .memory_cap_bytes =
           request.memory_gb > 0 ? static_cast<int64_t>(request.memory_gb * kBytesPerGiB) : 0,
+      .host_memory_cap_bytes = request.host_memory_gb > 0
+                                   ? static_cast<int64_t>(request.host_memory_gb * kBytesPerGiB)
+                                   : 0,
       .progress = request.progress};
   TemplatePricer pricer(std::move(source), base, *model);
   absl::StatusOr<cost::SearchResult> search = cost::searchMesh(*model, pricer, options);
@@ -176,11 +179,14 @@ absl::StatusOr<AutoResult> planAuto(mlir::MLIRContext& context, const AutoReques
   result.search_s = since(searchStart);
   result.candidates = cost::candidatesJson(result.search, result.workload, *model);
   if (!result.search.found()) {
+    const bool offloadOff = !pins.offload_optimizer.value_or(true);
     return absl::ResourceExhaustedError(absl::StrCat(
         cost::explainWinner(result.search),
-        result.graph ? " Plan on more devices or raise --memory-gb (the graph fixes its batch)."
+        result.graph ? " Plan on more devices or raise --memory-gb (the graph fixes its batch)"
                      : " Lower --batch (fewer sequences per rank, more accumulation) or --seq, "
-                       "raise --memory-gb, or plan on more devices."));
+                       "raise --memory-gb or --host-memory-gb, or plan on more devices",
+        offloadOff ? "; without --offload=none the search may offload the optimizer states."
+                   : "."));
   }
 
   // The winner through the real pipeline: the whole step's program.
@@ -198,6 +204,9 @@ absl::StatusOr<AutoResult> planAuto(mlir::MLIRContext& context, const AutoReques
   result.winner.micro_steps = s.accumulation;
   result.winner.keep_gathered = s.keep_gathered;
   result.winner.defer_grad_sync = s.defer_grad_sync;
+  result.winner.offload = s.offload_optimizer ? "optimizer" : "none";
+  result.winner.host_memory_gb =
+      static_cast<double>(result.search.host_memory_cap_bytes) / kBytesPerGiB;
   if (s.pp > 1) {
     // Cut where the search cut it, so the plan is the candidate priced.
     result.winner.virtual_stages = s.virtual_stages;
@@ -244,23 +253,30 @@ std::string formatSearch(const AutoResult& result, int64_t rows) {
                           : "machine profile " + c["machine_profile"].get<std::string>()),
       absl::StrFormat("- candidates: %d enumerated, %d evaluated, %d pruned over memory, %d "
                       "pruned by the step-time bound, %d with recompute not tried (they fit "
-                      "with less); search %.3f s\n",
+                      "with less), %d with offload not tried (they fit without); search "
+                      "%.3f s\n",
                       search.enumerated, search.evaluated, search.pruned_memory,
-                      search.pruned_bound, search.pruned_recompute, result.search_s),
+                      search.pruned_bound, search.pruned_recompute, search.pruned_offload,
+                      result.search_s),
       absl::StrFormat("- priced from the pipeline's own programs: %d placements, %d template "
                       "plans, %s and re-sized per candidate\n",
                       result.placements, result.templates,
                       result.graph ? "each the whole graph" : "repeated to the model's depth"),
       absl::StrFormat("- winner: %s | %s: step %.3f s, %.0f tokens/s per device, MFU %.1f%%, "
-                      "peak %.1f GiB, exposed communication %.3f s\n",
+                      "peak %.1f GiB%s, exposed communication %.3f s\n",
                       s.parallelism(), s.knobs(), e.step_time_s, e.tokens_per_s_per_device,
                       100 * e.mfu, static_cast<double>(e.peak_bytes) / kBytesPerGiB,
+                      s.offload_optimizer
+                          ? absl::StrFormat(" (host %.1f GiB)",
+                                            static_cast<double>(e.host_peak_bytes) / kBytesPerGiB)
+                          : "",
                       e.exposed_comm_s),
       absl::StrFormat("- the plan below is the whole step: --mesh=%s --axes=%s --batch=%d "
-                      "--micro-steps=%d%s%s%s (micro-batch %d per data-parallel rank)\n\n",
+                      "--micro-steps=%d%s%s%s%s (micro-batch %d per data-parallel rank)\n\n",
                       s.meshSpec(), s.axes(), s.globalBatch(), s.accumulation,
                       s.keep_gathered ? " --keep-gathered" : "",
                       s.defer_grad_sync ? " --defer-grad-sync" : "",
+                      s.offload_optimizer ? " --offload=optimizer" : "",
                       s.pp > 1 ? absl::StrCat(" --schedule=", planner::stages::scheduleName(s.schedule),
                                               s.virtual_stages > 1
                                                   ? absl::StrCat(" --virtual-stages=",

@@ -40,6 +40,9 @@ struct AutoRequest {
   int64_t devices_per_host = 8;
   // GiB per device; 0: the device's (or the profile's) memory.
   double memory_gb = 0;
+  // Host memory per device for offloaded buffers in GiB; 0: the device's
+  // share of its host.
+  double host_memory_gb = 0;
   uint64_t seed = 0;
   // The winner's AdamW hyperparameters (the search does not depend on them).
   PlanRequest::AdamW adamw = {};

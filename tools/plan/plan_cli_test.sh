@@ -178,8 +178,24 @@ expect offload-host-cap 2 'plan needs 115\.2 GiB per rank at its peak, over the 
   "${offload_70b[@]}" --offload=optimizer --host-memory-gb=100
 expect offload-bad-mode 2 "plan-offload: mode 'params' is not an offload; use none or optimizer" -- \
   --model=tiny --batch=2 --mesh=2 --axes=fsdp --device=cpu --offload=params
-expect offload-auto 2 'plan: --offload and --host-memory-gb apply to an explicit mesh' -- \
-  --model=tiny --mesh=auto --devices=2 --offload=optimizer
+# --mesh=auto offloads where nothing fits with the states on the device
+# (70B on one host: fsdp 8 at 6.304 s, 115.2 GiB of host memory), says so,
+# and plans the winner with --offload=optimizer; --offload pins the choice,
+# and the host cap applies to the search too.
+auto_70b_host=(--model=llama3-70b --mesh=auto --devices=8 --pin pp=1 --pin tp=1)
+expect offload-auto 0 '^- winner: fsdp 8 \| .*offload optimizer: step .*\(host 115\.2 GiB\)' -- \
+  "${auto_70b_host[@]}"
+expect offload-auto-why 0 'It keeps the optimizer states in host memory \(offload\).*No candidate fits with the optimizer states on the device' -- \
+  "${auto_70b_host[@]}"
+expect offload-auto-plan 0 '^- peak host memory per rank: 115\.2 GiB' -- "${auto_70b_host[@]}"
+expect offload-auto-off 2 'No candidate fits in 80\.0 GiB.*without --offload=none the search may offload' -- \
+  "${auto_70b_host[@]}" --offload=none
+expect offload-auto-host-cap 2 'of host memory; the smallest device peak is .* over the host cap' -- \
+  "${auto_70b_host[@]}" --host-memory-gb=64
+expect offload-auto-pinned 0 '^- winner: .*offload optimizer' -- \
+  --model=tiny --mesh=auto --devices=2 --device=cpu --offload=optimizer
+expect offload-auto-bad 2 "plan: --offload='params' is not none or optimizer" -- \
+  --model=tiny --mesh=auto --devices=2 --offload=params
 expect bad-seq 2 'plan: model gpt2: seq 4096 exceeds the model.s max_seq 1024' -- \
   --model=gpt2 --seq=4096
 expect no-model 2 'plan: --model is required' -- --emit=summary

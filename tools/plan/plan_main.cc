@@ -383,7 +383,8 @@ int planAuto(const std::optional<int64_t>& batch, const std::optional<int64_t>& 
     if (occurrences > 0) {
       return fail(std::string("--") + name +
                   " applies to an explicit mesh with a pp axis (e.g. --mesh=pp=2,fsdp=4); "
-                  "--mesh=auto does not search pipeline stages yet");
+                  "--mesh=auto chooses the stages and cuts the model itself: fix its choice "
+                  "with --pin pp=N, --pin virtual-stages=N or --pin schedule=NAME");
     }
   }
   if (recompute_layers_flag.getNumOccurrences() > 0) {
@@ -391,11 +392,14 @@ int planAuto(const std::optional<int64_t>& batch, const std::optional<int64_t>& 
         "--recompute-layers applies to an explicit mesh; with --mesh=auto the search picks one "
         "mode per candidate: fix it with --pin recompute=none|selective|full");
   }
-  if (offload_flag.getNumOccurrences() > 0 || host_memory_gb_flag.getNumOccurrences() > 0) {
-    return fail(
-        "--offload and --host-memory-gb apply to an explicit mesh; --mesh=auto does not search "
-        "offload yet (docs/planner_offload.md): plan the mesh it chooses with --mesh=... "
-        "--offload=optimizer");
+  // The search tries offload where nothing fits without it; --offload
+  // fixes the choice for every candidate.
+  if (offload_flag.getNumOccurrences() > 0) {
+    if (absl::Status pinned = loom::planner::cost::parsePin("offload=" + offload_flag, pins);
+        !pinned.ok()) {
+      return fail(absl::StrCat("--offload='", offload_flag.getValue(),
+                               "' is not none or optimizer (docs/planner_offload.md)"));
+    }
   }
   if (keep_gathered_flag.getNumOccurrences() > 0) pins.keep_gathered = keep_gathered_flag;
   if (defer_grad_sync_flag.getNumOccurrences() > 0) pins.defer_grad_sync = defer_grad_sync_flag;
@@ -412,6 +416,7 @@ int planAuto(const std::optional<int64_t>& batch, const std::optional<int64_t>& 
                 .device = device_flag,
                 .devices_per_host = devices_per_host_flag,
                 .memory_gb = memory_gb_flag,
+                .host_memory_gb = host_memory_gb_flag,
                 .seed = seed_flag,
                 .adamw = adamwFlags(),
                 .pins = pins,
@@ -428,10 +433,11 @@ int planAuto(const std::optional<int64_t>& batch, const std::optional<int64_t>& 
   if (!result.ok()) return fail(std::string(result.status().message()));
   llvm::errs() << absl::StrFormat(
       "plan: search: %d of %d candidates evaluated (%d pruned over memory, %d by the bound, %d "
-      "with recompute not tried) in %.3f s; planning the winner took %.3f s\n",
+      "with recompute and %d with offload not tried) in %.3f s; planning the winner took "
+      "%.3f s\n",
       result->search.evaluated, result->search.enumerated, result->search.pruned_memory,
-      result->search.pruned_bound, result->search.pruned_recompute, result->search_s,
-      result->plan_s);
+      result->search.pruned_bound, result->search.pruned_recompute, result->search.pruned_offload,
+      result->search_s, result->plan_s);
   const std::string search = loom::tools::plan::formatSearch(*result, top_flag) + "\n";
   const std::string report = search + loom::planner::exporter::formatReport(result->plan.plan);
   llvm::outs() << search

@@ -23,7 +23,7 @@ bool TemplatePricer::tpAllowed(int64_t tp) {
   }
   if (tp == 1) return true;
   if (auto it = graph_tp_allowed_.find(tp); it != graph_tp_allowed_.end()) return it->second;
-  absl::StatusOr<mlir::OwningOpRef<mlir::ModuleOp>> module = loadTemplate(0);
+  absl::StatusOr<mlir::OwningOpRef<mlir::ModuleOp>> module = loadTemplate(0, 0);
   PlanRequest request = base_;
   request.mesh = absl::StrCat("tp=", tp);
   request.axes = "";
@@ -70,40 +70,50 @@ PlanRequest TemplatePricer::requestFor(const MeshKey& mesh, const cost::Strategy
   request.recompute = cost::recomputeName(s.recompute);
   request.sequence_parallel = sp;
   // Two micro-steps stand for any number, one included (the pricer takes
-  // a sum for its operand then).
-  request.micro_steps = 2;
+  // a sum for its operand then), but for an offloaded step of one.
+  request.micro_steps = templateMicroSteps(s);
   request.keep_gathered = s.keep_gathered;
   request.defer_grad_sync = s.defer_grad_sync;
+  request.offload = s.offload_optimizer ? "optimizer" : "none";
   // Templates are smaller than the candidates; the search checks memory.
   request.check_memory = false;
   request.verify_passes = false;
   return request;
 }
 
-absl::StatusOr<mlir::OwningOpRef<mlir::ModuleOp>> TemplatePricer::loadTemplate(int64_t batch) {
+absl::StatusOr<mlir::OwningOpRef<mlir::ModuleOp>> TemplatePricer::loadTemplate(int64_t batch,
+                                                                               int64_t layers) {
   if (!source_.config) return loadModel(context_, {.model = source_.model});
-  return loadModel(context_,
-                   {.model = source_.model,
-                    .batch = batch,
-                    .seq = source_.seq,
-                    .dtype = std::string(cost::dtypeName(source_.dtype)),
-                    .layers = std::min(source_.config->num_layers, cost::kTemplateBlocks)});
+  return loadModel(context_, {.model = source_.model,
+                              .batch = batch,
+                              .seq = source_.seq,
+                              .dtype = std::string(cost::dtypeName(source_.dtype)),
+                              .layers = layers});
+}
+
+int64_t TemplatePricer::templateLayers(const cost::Strategy& s) const {
+  if (!source_.config) return 0;
+  const int64_t depth = s.offload_optimizer ? cost::kOffloadTemplateBlocks : cost::kTemplateBlocks;
+  return std::min(source_.config->num_layers, depth);
 }
 
 absl::StatusOr<mlir::ModuleOp> TemplatePricer::placedFor(const cost::Strategy& s) {
   const MeshKey key = meshKeyOf(s);
-  if (auto it = placed_.find(key); it != placed_.end()) return it->second.get();
+  const int64_t layers = templateLayers(s);
+  if (auto it = placed_.find({key, layers}); it != placed_.end()) return it->second.get();
   const auto& [tp, dp, fsdp, micro, sp] = key;
-  absl::StatusOr<mlir::OwningOpRef<mlir::ModuleOp>> module = loadTemplate(micro * dp * fsdp);
+  absl::StatusOr<mlir::OwningOpRef<mlir::ModuleOp>> module =
+      loadTemplate(micro * dp * fsdp, layers);
   if (!module.ok()) return module.status();
   if (absl::Status placed = placeModule(**module, requestFor(key, s)); !placed.ok()) return placed;
-  return placed_.emplace(key, *std::move(module)).first->second.get();
+  return placed_.emplace(std::pair{key, layers}, *std::move(module)).first->second.get();
 }
 
 absl::StatusOr<TemplatePricer::Template*> TemplatePricer::templateFor(const cost::Strategy& s) {
   const MeshKey mesh = meshKeyOf(s);
   const Key key{mesh,        s.prefetch,      s.reshard_after_forward, s.bucket_mb,
-                s.recompute, s.keep_gathered, s.defer_grad_sync};
+                s.recompute, s.keep_gathered, s.defer_grad_sync, s.offload_optimizer,
+                templateMicroSteps(s)};
   if (auto it = templates_.find(key); it != templates_.end()) return &it->second;
   absl::StatusOr<mlir::ModuleOp> placed = placedFor(s);
   if (!placed.ok()) return placed.status();
@@ -112,7 +122,7 @@ absl::StatusOr<TemplatePricer::Template*> TemplatePricer::templateFor(const cost
   if (!planned.ok()) return planned.status();
   Template made{
       .shorter = std::move(planned->plan), .repeated = {}, .micro_batch = std::get<3>(mesh)};
-  if (source_.config && source_.config->num_layers > cost::kTemplateBlocks) {
+  if (source_.config && source_.config->num_layers > templateLayers(s)) {
     absl::StatusOr<cost::Repeated> repeated =
         cost::repeatBlocks(made.shorter, source_.config->num_layers);
     if (!repeated.ok()) return repeated.status();
@@ -178,6 +188,8 @@ int64_t TemplatePricer::memoryLowerBound(const cost::Strategy& strategy) {
   int64_t bytes = 0;
   for (int64_t id = 0; id < program->numBuffers(); ++id) {
     const loom::plan::Buffer& b = program->buffer(id);
+    // Offloaded states are host memory, capped apart.
+    if (b.onHost()) continue;
     const loom::plan::Lifetime live = program->live(id);
     const bool saved =
         b.role == loom::plan::BufferRole::kActivation && live.first <= at && at <= live.last;
@@ -201,6 +213,9 @@ absl::StatusOr<cost::StepEstimate> TemplatePricer::estimate(const cost::Strategy
   e.exposed_comm_s = price->timing.exposed_comm_s;
   e.peak_bytes = price->peak_bytes;
   e.breakdown = price->breakdown;
+  e.host_peak_bytes = price->host_peak_bytes;
+  e.host_optimizer_s = price->host_optimizer_s;
+  e.exposed_copy_s = price->timing.exposed_copy_s;
   e.comm_bytes_per_rank = price->comm_bytes_per_rank;
   e.tokens_per_step = s.globalBatch() * source_.seq;
   // The graph's FLOPs (forward and backward as planned) per device.

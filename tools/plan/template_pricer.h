@@ -3,7 +3,8 @@
 // degree and set of data axes, the pipeline's placement stage places a
 // template model on a small mesh; for each knob setting (prefetch,
 // reshard, buckets) its program stage plans a copy of that. A zoo or
-// config.json model's template has cost::kTemplateBlocks repeated blocks,
+// config.json model's template has cost::kTemplateBlocks repeated blocks
+// (kOffloadTemplateBlocks with the optimizer offloaded),
 // data axes of 2 and one sequence per rank, and cost::repeatBlocks repeats
 // its plan to the model's depth once; a graph file's template is the whole
 // graph at its own batch. Each candidate then re-sizes the template to its
@@ -81,7 +82,8 @@ class TemplatePricer final : public planner::cost::StepPricer {
   // (cost::pipelineBound), from the model's program without stages.
   double pipelineBound(const planner::cost::Strategy& strategy) override;
   // The resident parameters and optimizer states of the candidate's plan
-  // and the activations live at the end of the forward phase.
+  // in device memory and the activations live at the end of the forward
+  // phase.
   int64_t memoryLowerBound(const planner::cost::Strategy& strategy) override;
   absl::StatusOr<planner::cost::StepEstimate> estimate(
       const planner::cost::Strategy& strategy) override;
@@ -106,14 +108,25 @@ class TemplatePricer final : public planner::cost::StepPricer {
   // The template's mesh and micro-batch, and sequence parallelism (a
   // placement choice): (tp, dp, fsdp, micro-batch, sp).
   using MeshKey = std::tuple<int64_t, int64_t, int64_t, int64_t, bool>;
-  // And the knobs: (prefetch, reshard, bucket-mb, recompute), and between
-  // micro-steps (keep-gathered, defer-grad-sync). Every template has two
-  // micro-steps, which stand for any number, set when re-sizing.
-  using Key = std::tuple<MeshKey, int64_t, bool, int64_t, planner::cost::Recompute, bool, bool>;
+  // And the knobs: (prefetch, reshard, bucket-mb, recompute), between
+  // micro-steps (keep-gathered, defer-grad-sync), optimizer offload, and
+  // the template's micro-steps (templateMicroSteps).
+  using Key = std::tuple<MeshKey, int64_t, bool, int64_t, planner::cost::Recompute, bool, bool,
+                         bool, int64_t>;
+  // Two micro-steps stand for any number, set when re-sizing, except for an
+  // offloaded step of one: its gradients go to the host as the backward
+  // makes them, where with more micro-steps they go after the last one.
+  static int64_t templateMicroSteps(const planner::cost::Strategy& strategy) {
+    return strategy.offload_optimizer && strategy.accumulation == 1 ? 1 : 2;
+  }
   MeshKey meshKeyOf(const planner::cost::Strategy& strategy) const;
   // The template's plan request: its mesh and the candidate's knobs.
   PlanRequest requestFor(const MeshKey& mesh, const planner::cost::Strategy& strategy) const;
-  absl::StatusOr<mlir::OwningOpRef<mlir::ModuleOp>> loadTemplate(int64_t batch);
+  // The template model: `layers` of a configuration's, a graph whole.
+  absl::StatusOr<mlir::OwningOpRef<mlir::ModuleOp>> loadTemplate(int64_t batch, int64_t layers);
+  // The layers of `strategy`'s template: cost::kTemplateBlocks, or
+  // cost::kOffloadTemplateBlocks for an offloaded step (repeat_blocks.h).
+  int64_t templateLayers(const planner::cost::Strategy& strategy) const;
   // The template model placed on the template's mesh, which every knob
   // setting starts from.
   absl::StatusOr<mlir::ModuleOp> placedFor(const planner::cost::Strategy& strategy);
@@ -163,7 +176,8 @@ class TemplatePricer final : public planner::cost::StepPricer {
   const planner::cost::CostModel& cost_;
   mlir::MLIRContext context_;
   std::map<int64_t, bool> graph_tp_allowed_;
-  std::map<MeshKey, mlir::OwningOpRef<mlir::ModuleOp>> placed_;
+  // (template mesh, layers) -> the placed template.
+  std::map<std::pair<MeshKey, int64_t>, mlir::OwningOpRef<mlir::ModuleOp>> placed_;
   std::map<Key, Template> templates_;
   std::map<std::pair<MeshKey, int64_t>, mlir::OwningOpRef<mlir::ModuleOp>> placed_staged_;
   std::map<StagedKey, StagedTemplate> staged_;

@@ -36,7 +36,8 @@ absl::StatusOr<TemplatePricer::StagedTemplate*> TemplatePricer::stagedTemplateFo
     const cost::Strategy& s, int64_t layers) {
   const MeshKey mesh = meshKeyOf(s);
   const StagedKey key{Key{mesh, s.prefetch, s.reshard_after_forward, s.bucket_mb, s.recompute,
-                          s.keep_gathered, s.defer_grad_sync},
+                          s.keep_gathered, s.defer_grad_sync, s.offload_optimizer,
+                          templateMicroSteps(s)},
                       layers};
   if (auto it = staged_.find(key); it != staged_.end()) return &it->second;
   PlanRequest request = requestFor(mesh, s);
