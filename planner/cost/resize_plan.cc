@@ -78,6 +78,10 @@ absl::Status Resizer::setMesh() {
     if (size < 1) return absl::InvalidArgumentError(absl::StrCat("axis ", name, " size ", size));
     shape[a] = size;
   }
+  // The search re-sizes into the same scratch plan candidate after
+  // candidate, often to the mesh it already has: a mesh of thousands of
+  // devices is worth keeping.
+  if (out_.mesh.shape() == shape && out_.mesh.axisNames() == names) return absl::OkStatus();
   absl::StatusOr<mesh::DeviceMesh> mesh = mesh::DeviceMesh::create(shape, names);
   if (!mesh.ok()) return mesh.status();
   out_.mesh = *std::move(mesh);
