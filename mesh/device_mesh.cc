@@ -165,15 +165,18 @@ DeviceMesh::DeviceMesh(std::vector<int64_t> shape, std::vector<std::string> axis
     strides_[i] = stride;
     stride *= shape_[i];
   }
+  // Ranks 0..n-1 in order (create) are their own indices: the search
+  // builds thousand-device meshes per candidate, so it builds no index.
+  bool identity = true;
+  for (size_t i = 0; i < ranks_.size() && identity; ++i) {
+    identity = ranks_[i] == static_cast<int64_t>(i);
+  }
+  if (identity) return;
   index_by_rank_.reserve(ranks_.size());
   for (size_t i = 0; i < ranks_.size(); ++i) {
     index_by_rank_.emplace_back(ranks_[i], static_cast<int64_t>(i));
   }
-  // Ranks 0..n-1 in order (create) are sorted already: the search builds
-  // thousand-device meshes per candidate.
-  if (!std::is_sorted(index_by_rank_.begin(), index_by_rank_.end())) {
-    std::sort(index_by_rank_.begin(), index_by_rank_.end());
-  }
+  std::sort(index_by_rank_.begin(), index_by_rank_.end());
 }
 
 absl::StatusOr<DeviceMesh> DeviceMesh::create(std::vector<int64_t> shape,
@@ -314,6 +317,9 @@ absl::StatusOr<int64_t> DeviceMesh::axisSize(std::string_view name) const {
 bool DeviceMesh::contains(int64_t rank) const { return indexOf(rank).ok(); }
 
 absl::StatusOr<int64_t> DeviceMesh::indexOf(int64_t rank) const {
+  if (index_by_rank_.empty()) {
+    if (rank >= 0 && rank < size()) return rank;
+  }
   auto it = std::lower_bound(index_by_rank_.begin(), index_by_rank_.end(),
                              std::pair<int64_t, int64_t>(rank, 0));
   if (it == index_by_rank_.end() || it->first != rank) {

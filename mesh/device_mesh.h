@@ -128,7 +128,8 @@ class DeviceMesh {
   std::vector<int64_t> ranks_;
   std::vector<int64_t> strides_;
   // (rank, row-major index) sorted by rank, so a rank is found by binary search
-  // whatever subset of the world the mesh holds.
+  // whatever subset of the world the mesh holds; empty when the ranks are
+  // 0..n-1 in order, each its own index.
   std::vector<std::pair<int64_t, int64_t>> index_by_rank_;
 };
 

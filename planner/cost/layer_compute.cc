@@ -53,18 +53,102 @@ std::string stackOf(const PricedProgram& program) {
   return stack;
 }
 
+
+// A part of LayerCompute: a layer of the stack (>= 0), the ops before or
+// after it; kNoPart and kMixed (touched by several parts) own no buffer.
+constexpr int64_t kBefore = -1;
+constexpr int64_t kAfter = -2;
+constexpr int64_t kNoPart = -3;
+constexpr int64_t kMixed = -4;
+
+// "exp_avg:layers.3.wq" -> "layers.3.wq": the name of the parameter a
+// gradient or optimizer state belongs to (plan_json.cc names them so).
+std::string_view paramName(std::string_view name) {
+  const size_t colon = name.rfind(':');
+  return colon == std::string_view::npos ? name : name.substr(colon + 1);
+}
+
+// Adds each part's resident and saved bytes (LayerCompute::Part) to
+// `part(index)`, from `partOf`, each instruction's part. A saved activation
+// is live across the end of the first forward (the backward reads it).
+template <typename PartFn>
+void addMemory(const PricedProgram& program, const std::string& stack,
+               const std::vector<int64_t>& partOf, PartFn&& part) {
+  // Each buffer's part, over every op and over the backward's alone.
+  std::vector<int64_t> owner(program.numBuffers(), kNoPart);
+  std::vector<int64_t> backwardOwner(program.numBuffers(), kNoPart);
+  int64_t forwardEnd = -1;
+  int64_t optimizerStart = program.size();
+  for (int64_t order = 0; order < program.size(); ++order) {
+    const plan::Phase phase = program.instruction(order).phase;
+    if (phase == plan::Phase::kForward && (forwardEnd == -1 || forwardEnd == order - 1)) {
+      forwardEnd = order;
+    }
+    if (phase == plan::Phase::kOptimizer) optimizerStart = std::min(optimizerStart, order);
+    const int64_t index = partOf[order];
+    if (index == kNoPart) continue;
+    auto touch = [&](int64_t id) {
+      for (int64_t* o : {&owner[id], phase == plan::Phase::kBackward ? &backwardOwner[id] : nullptr}) {
+        if (o != nullptr) *o = *o == kNoPart || *o == index ? index : kMixed;
+      }
+    };
+    for (int64_t id : program.operands(order)) touch(id);
+    for (int64_t id : program.results(order)) touch(id);
+  }
+  // A parameter outside the stack: the part that reads it, by name, for
+  // its optimizer states.
+  std::map<std::string_view, int64_t> ownerOfParam;
+  for (int64_t id = 0; id < program.numBuffers(); ++id) {
+    const plan::Buffer& b = program.buffer(id);
+    if (b.role == plan::BufferRole::kParam) ownerOfParam[b.name] = owner[id];
+  }
+  // The part whose parameter `name` (or whose parameter's gradient or
+  // state) is, or nullopt.
+  auto partOfParam = [&](int64_t id, std::string_view name) -> std::optional<int64_t> {
+    if (const std::optional<int64_t> layer = blockOf(name, stack)) {
+      return *layer + program.nameShift(id);
+    }
+    auto it = ownerOfParam.find(name);
+    if (it != ownerOfParam.end() && (it->second == kBefore || it->second == kAfter)) {
+      return it->second;
+    }
+    return std::nullopt;
+  };
+  for (int64_t id = 0; id < program.numBuffers(); ++id) {
+    const plan::Buffer& b = program.buffer(id);
+    if (b.onHost() || !program.holds(id)) continue;
+    const plan::Lifetime live = program.live(id);
+    const bool persistent = plan::persistentRole(b.role);
+    // Gradients the optimizer reads: every one of a stage's is live there.
+    const bool reduced = b.role == plan::BufferRole::kGrad && live.last >= optimizerStart;
+    if (persistent || reduced) {
+      if (const std::optional<int64_t> index = partOfParam(id, paramName(b.name))) {
+        (persistent ? part(*index).resident_bytes : part(*index).grad_bytes) += b.bytes;
+      }
+      continue;
+    }
+    // The chunk that runs an activation's backward readers holds it from
+    // its forward (or from the transfer that brings it) to that backward.
+    const bool saved = b.role == plan::BufferRole::kActivation && live.first <= forwardEnd &&
+                       forwardEnd < live.last;
+    const int64_t reader = backwardOwner[id];
+    if (saved && reader != kNoPart && reader != kMixed) part(reader).saved_bytes += b.bytes;
+  }
+}
 }  // namespace
 
-absl::StatusOr<LayerCompute> layerCompute(const PricedProgram& program, const PlanPrice& price) {
+absl::StatusOr<LayerCompute> layerCompute(const PricedProgram& program, const PlanPrice* price) {
   const std::string stack = stackOf(program);
   if (stack.empty()) {
     return absl::InvalidArgumentError(
         absl::StrCat(program.header().source, ": no repeated layers to cut into pipeline chunks"));
   }
   LayerCompute out;
-  auto part = [&](int64_t layer) -> LayerCompute::Part& {
-    if (layer >= static_cast<int64_t>(out.layers.size())) out.layers.resize(layer + 1);
-    return out.layers[layer];
+  auto part = [&](int64_t index) -> LayerCompute::Part& {
+    if (index == kBefore) return out.before;
+    if (index == kAfter) return out.after;
+    if (index >= static_cast<int64_t>(out.layers.size())) out.layers.resize(index + 1);
+    return out.layers[index];
   };
   // An op outside the stack belongs before it until the phase reaches the
   // stack and after it from there on (the backward runs the stack in
@@ -77,13 +161,16 @@ absl::StatusOr<LayerCompute> layerCompute(const PricedProgram& program, const Pl
   // and the compute ops run before it started.
   int64_t computed = 0;
   std::map<int64_t, std::pair<double, int64_t>> started;
+  // Each instruction's part (kNoPart: the optimizer's, or an unscoped op
+  // that neither computes nor blocks), for the buffers each part touches.
+  std::vector<int64_t> partOf(program.size(), kNoPart);
   for (int64_t order = 0; order < program.size(); ++order) {
     const plan::Instruction& in = program.instruction(order);
     if (in.phase != phase) {
       phase = in.phase;
       pastStack = false;
     }
-    const double seconds = price.duration_s[order].value_or(0);
+    const double seconds = price != nullptr ? price->duration_s[order].value_or(0) : 0;
     const bool compute = in.info->family == plan::OpFamily::kCompute;
     bool blocking = in.info->family == plan::OpFamily::kCollective && !in.info->async_start;
     if (in.info->family == plan::OpFamily::kCollective && in.info->async_start) {
@@ -96,16 +183,17 @@ absl::StatusOr<LayerCompute> layerCompute(const PricedProgram& program, const Pl
       if (blocking) blocked = it->second.first;
     }
     if (compute) ++computed;
-    if (phase == plan::Phase::kOptimizer || !(compute || blocking)) continue;
+    if (phase == plan::Phase::kOptimizer) continue;
     std::optional<int64_t> layer = blockOf(in.scope, stack);
-    if (layer) {
-      *layer += program.scopeShift(order);
-      pastStack = true;
+    if (layer) *layer += program.scopeShift(order);
+    if (!(compute || blocking)) {
+      if (layer) partOf[order] = *layer;
+      continue;
     }
+    if (layer) pastStack = true;
     const bool forward = phase == plan::Phase::kForward;
-    LayerCompute::Part& p = layer                  ? part(*layer)
-                            : pastStack == forward ? out.after
-                                                   : out.before;
+    partOf[order] = layer ? *layer : pastStack == forward ? kAfter : kBefore;
+    LayerCompute::Part& p = part(partOf[order]);
     if (blocking) {
       p.blocking_s += blocked;
       continue;
@@ -124,13 +212,7 @@ absl::StatusOr<LayerCompute> layerCompute(const PricedProgram& program, const Pl
     }
     p.flops += *flops;
   }
-  for (int64_t id = 0; id < program.numBuffers(); ++id) {
-    const plan::Buffer& b = program.buffer(id);
-    if (!plan::persistentRole(b.role) || !program.holds(id)) continue;
-    if (const std::optional<int64_t> layer = blockOf(b.name, stack)) {
-      part(*layer + program.nameShift(id)).resident_bytes += b.bytes;
-    }
-  }
+  addMemory(program, stack, partOf, part);
   return out;
 }
 
@@ -154,48 +236,92 @@ absl::StatusOr<std::vector<int64_t>> balanceChunks(const LayerCompute& compute, 
   return stages::balancedRuns(costs, chunks, compute.before.flops, compute.after.flops);
 }
 
-absl::StatusOr<PipelineBound> pipelineBound(const LayerCompute& compute,
-                                            const std::vector<int64_t>& counts,
-                                            stages::PipelineSchedule schedule,
-                                            const stages::PipelineShape& shape) {
-  const int64_t chunks = static_cast<int64_t>(counts.size());
-  std::vector<double> forward(chunks, 0), backward(chunks, 0), blocking(chunks, 0);
-  std::vector<int64_t> state(chunks, 0);
+namespace {
+
+// `compute`'s parts summed per chunk of `counts` layers (the ops before the
+// stack in the first chunk, those after it in the last).
+struct ChunkSums {
+  std::vector<double> forward, backward, blocking;
+  std::vector<int64_t> state, grads, saved;
+};
+
+ChunkSums sumChunks(const LayerCompute& compute, const std::vector<int64_t>& counts) {
+  const size_t chunks = counts.size();
+  ChunkSums sums{.forward = std::vector<double>(chunks, 0),
+                 .backward = std::vector<double>(chunks, 0),
+                 .blocking = std::vector<double>(chunks, 0),
+                 .state = std::vector<int64_t>(chunks, 0),
+                 .grads = std::vector<int64_t>(chunks, 0),
+                 .saved = std::vector<int64_t>(chunks, 0)};
+  auto add = [&](size_t c, const LayerCompute::Part& part) {
+    sums.forward[c] += part.forward_s;
+    sums.backward[c] += part.backward_s;
+    sums.blocking[c] += part.blocking_s;
+    sums.state[c] += part.resident_bytes;
+    sums.grads[c] += part.grad_bytes;
+    sums.saved[c] += part.saved_bytes;
+  };
   size_t layer = 0;
-  for (int64_t c = 0; c < chunks; ++c) {
+  for (size_t c = 0; c < chunks; ++c) {
     for (int64_t k = 0; k < counts[c] && layer < compute.layers.size(); ++k, ++layer) {
-      forward[c] += compute.layers[layer].forward_s;
-      backward[c] += compute.layers[layer].backward_s;
-      blocking[c] += compute.layers[layer].blocking_s;
-      state[c] += compute.layers[layer].resident_bytes;
+      add(c, compute.layers[layer]);
     }
   }
-  forward.front() += compute.before.forward_s;
-  backward.front() += compute.before.backward_s;
-  blocking.front() += compute.before.blocking_s;
-  forward.back() += compute.after.forward_s;
-  backward.back() += compute.after.backward_s;
-  blocking.back() += compute.after.blocking_s;
+  add(0, compute.before);
+  add(chunks - 1, compute.after);
+  return sums;
+}
+
+}  // namespace
+
+absl::StatusOr<double> pipelineStepBound(const LayerCompute& compute,
+                                         const std::vector<int64_t>& counts,
+                                         stages::PipelineSchedule schedule,
+                                         const stages::PipelineShape& shape) {
+  const ChunkSums sums = sumChunks(compute, counts);
   absl::StatusOr<std::vector<std::vector<stages::PipelineAction>>> order =
       stages::scheduleOrder(schedule, shape);
   if (!order.ok()) return order.status();
   absl::StatusOr<stages::PipelineTiming> timing =
-      stages::simulateOrder(*order, shape, forward, backward, 0);
+      stages::simulateOrder(*order, shape, sums.forward, sums.backward, 0);
   if (!timing.ok()) return timing.status();
-  PipelineBound out;
   double mostBlocking = 0;
   for (int64_t s = 0; s < shape.stages; ++s) {
-    int64_t held = 0;
     double stalls = 0;
-    for (int64_t c = s; c < chunks; c += shape.stages) {
-      held += state[c];
-      stalls += blocking[c];
-    }
-    out.stage_state_bytes = std::max(out.stage_state_bytes, held);
+    for (size_t c = s; c < counts.size(); c += shape.stages) stalls += sums.blocking[c];
     mostBlocking = std::max(mostBlocking, stalls);
   }
-  out.step_s = timing->step_s + static_cast<double>(shape.micro_batches) * mostBlocking;
-  return out;
+  return timing->step_s + static_cast<double>(shape.micro_batches) * mostBlocking;
+}
+
+absl::StatusOr<int64_t> pipelineMemoryBound(const LayerCompute& compute,
+                                            const std::vector<int64_t>& counts,
+                                            stages::PipelineSchedule schedule,
+                                            const stages::PipelineShape& shape,
+                                            int64_t state_shards) {
+  const ChunkSums sums = sumChunks(compute, counts);
+  absl::StatusOr<std::vector<std::vector<stages::PipelineAction>>> order =
+      stages::scheduleOrder(schedule, shape);
+  if (!order.ok()) return order.status();
+  int64_t most = 0;
+  for (int64_t s = 0; s < shape.stages; ++s) {
+    int64_t held = 0;
+    int64_t reduced = 0;
+    for (size_t c = s; c < counts.size(); c += shape.stages) {
+      held += sums.state[c];
+      reduced += sums.grads[c];
+    }
+    // The saved activations of the chunks in flight, at their most.
+    int64_t inFlight = 0;
+    int64_t mostInFlight = 0;
+    for (const stages::PipelineAction& a : (*order)[s]) {
+      const bool forward = a.kind == stages::PipelineAction::Kind::kForward;
+      inFlight += forward ? sums.saved[a.chunk] : -sums.saved[a.chunk];
+      mostInFlight = std::max(mostInFlight, inFlight);
+    }
+    most = std::max(most, held / state_shards + std::max(mostInFlight, reduced / state_shards));
+  }
+  return most;
 }
 
 }  // namespace loom::planner::cost

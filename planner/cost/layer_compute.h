@@ -19,26 +19,35 @@ namespace loom::planner::cost {
 struct LayerCompute {
   // One micro-batch's compute ops, forward and backward (recomputed ones
   // included), its blocking collectives (which hold the compute stream:
-  // tp's all-reduces), and the parameters and optimizer states it owns.
+  // tp's all-reduces), the parameters and optimizer states it owns, its
+  // parameters' gradients the optimizer reads, and the activations one
+  // micro-batch keeps from its forward to its backward (those its own
+  // backward alone reads: wherever the chunk boundaries fall, the chunk
+  // that runs that backward holds them from its forward until then).
   struct Part {
     int64_t flops = 0;
     double forward_s = 0;
     double backward_s = 0;
     double blocking_s = 0;
     int64_t resident_bytes = 0;
+    int64_t grad_bytes = 0;
+    int64_t saved_bytes = 0;
   };
   // Per block of the repeated stack, and the ops before it (the first
   // chunk's: the embedding) and after it (the last chunk's: the head and
-  // the loss). Resident buffers outside the stack are in neither.
+  // the loss). A parameter outside the stack (and its optimizer states)
+  // belongs to the part whose ops alone read it: a tied embedding, read
+  // before and after, belongs to neither.
   std::vector<Part> layers;
   Part before;
   Part after;
 };
 
 // Reads `program` (a step without pipeline stages) and `price`, its
-// priceProgram. InvalidArgument when it has no repeated stack or an op has
-// no FLOPs formula.
-absl::StatusOr<LayerCompute> layerCompute(const PricedProgram& program, const PlanPrice& price);
+// priceProgram; with no price, every time is 0 (FLOPs and bytes alone:
+// what the memory bound needs, without pricing). InvalidArgument when it
+// has no repeated stack or an op has no FLOPs formula.
+absl::StatusOr<LayerCompute> layerCompute(const PricedProgram& program, const PlanPrice* price);
 
 // `compute` of a template of kTemplateBlocks layers (repeat_blocks.h) for
 // a model of `layers`: its middle layer repeated, as repeatBlocks repeats
@@ -52,16 +61,24 @@ absl::StatusOr<std::vector<int64_t>> balanceChunks(const LayerCompute& compute, 
 // the makespan of its compute alone (no transfer time), plus the most
 // blocking collectives one stage runs in a step (a stage's step is its
 // own time, blocking collectives included, plus its wait on the compute
-// schedule; pipeline_price.h), and the most parameter and optimizer-state
-// bytes of the stack's layers one stage holds.
-struct PipelineBound {
-  double step_s = 0;
-  int64_t stage_state_bytes = 0;
-};
-absl::StatusOr<PipelineBound> pipelineBound(const LayerCompute& compute,
+// schedule; pipeline_price.h).
+absl::StatusOr<double> pipelineStepBound(const LayerCompute& compute,
+                                         const std::vector<int64_t>& counts,
+                                         stages::PipelineSchedule schedule,
+                                         const stages::PipelineShape& shape);
+
+// The least the fullest stage of that pipeline holds at once: its
+// parameters and optimizer states, with either the gradients its optimizer
+// reads or the saved activations of every micro-batch chunk whose forward
+// has run and whose backward has not, at the point of its schedule where
+// they are most. `compute`'s parameter, state and gradient bytes are
+// divided by `state_shards`: read once without an fsdp axis, they bound
+// every fsdp size (a rank holds at least its share of each buffer).
+absl::StatusOr<int64_t> pipelineMemoryBound(const LayerCompute& compute,
                                             const std::vector<int64_t>& counts,
                                             stages::PipelineSchedule schedule,
-                                            const stages::PipelineShape& shape);
+                                            const stages::PipelineShape& shape,
+                                            int64_t state_shards);
 
 }  // namespace loom::planner::cost
 

@@ -264,7 +264,8 @@ struct PipelineTarget {
   std::vector<std::pair<const char*, const char*>> published;
 };
 
-int pipelineTargets() {
+// `only`: the targets whose name contains it (all when empty).
+int pipelineTargets(const std::string& only) {
   const char* kGpt39b =
       "tiny:family=gpt2,layers=48,hidden=8192,heads=64,kv_heads=64,ffn=32768,vocab=51200,seq=2048";
   const char* kGpt76b =
@@ -287,6 +288,7 @@ int pipelineTargets() {
   std::printf("\n%-40s %-44s %10s %10s %s\n", "target", "pin", "pinned_s", "winner_s",
               "winner <= pinned");
   for (const PipelineTarget& target : kTargets) {
+    if (std::string(target.name).find(only) == std::string::npos) continue;
     using Clock = std::chrono::steady_clock;
     const auto start = Clock::now();
     const std::clock_t cpuStart = std::clock();
@@ -362,8 +364,11 @@ int pipelineTargets() {
 }  // namespace
 
 int main(int argc, char** argv) {
-  // `search_bench pipelines`: the pipeline targets alone.
-  if (argc > 1 && std::string(argv[1]) == "pipelines") return pipelineTargets();
+  // `search_bench pipelines [NAME]`: the pipeline targets alone (those
+  // whose name contains NAME).
+  if (argc > 1 && std::string(argv[1]) == "pipelines") {
+    return pipelineTargets(argc > 2 ? argv[2] : "");
+  }
   // Each case with the search choosing recompute, and the first ones again
   // without it (the search space before recompute).
   constexpr Case kCases[] = {
@@ -406,5 +411,5 @@ int main(int argc, char** argv) {
   if (int status = published(); status != 0) return status;
   if (int status = templatePricing(); status != 0) return status;
   if (int status = pinnedSearches(); status != 0) return status;
-  return pipelineTargets();
+  return pipelineTargets("");
 }

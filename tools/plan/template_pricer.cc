@@ -172,10 +172,7 @@ absl::StatusOr<cost::RepeatedProgram> TemplatePricer::programFor(const cost::Str
 // change only gathered copies and gradients).
 int64_t TemplatePricer::memoryLowerBound(const cost::Strategy& strategy) {
   if (strategy.pp > 1) {
-    // The parameters and optimizer states of the fullest stage's layers,
-    // from the model's program without stages.
-    absl::StatusOr<cost::PipelineBound> bound = boundsFor(strategy);
-    return bound.ok() ? bound->stage_state_bytes : 0;  // estimate() reports the error
+    return pipelineMemoryBound(strategy);
   }
   absl::StatusOr<cost::RepeatedProgram> program = programFor(strategy);
   if (!program.ok()) return 0;  // estimate() reports the error

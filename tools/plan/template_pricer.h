@@ -79,7 +79,7 @@ class TemplatePricer final : public planner::cost::StepPricer {
   // each end stage); a graph file is not cut.
   int64_t pipelineLayers() const override;
   // The compute of the candidate's chunks alone, run in its schedule
-  // (cost::pipelineBound), from the model's program without stages.
+  // (cost::pipelineStepBound), from the model's program without stages.
   double pipelineBound(const planner::cost::Strategy& strategy) override;
   // The resident parameters and optimizer states of the candidate's plan
   // in device memory and the activations live at the end of the forward
@@ -155,16 +155,19 @@ class TemplatePricer final : public planner::cost::StepPricer {
   absl::StatusOr<StagedTemplate*> stagedTemplateFor(const planner::cost::Strategy& strategy,
                                                     int64_t layers);
   absl::Status sizeFor(StagedTemplate& t, const planner::cost::Strategy& strategy);
-  // The model's compute layer by layer at the candidate's mesh and
-  // micro-batch, from its program without stages.
+  // The model's compute layer by layer at the candidate's tp and
+  // micro-batch without an fsdp axis, from its program without stages;
+  // untimed, its FLOPs and bytes alone (no pricing: what the memory bound
+  // and the balance need).
   absl::StatusOr<const planner::cost::LayerCompute*> layerComputeFor(
-      const planner::cost::Strategy& strategy);
+      const planner::cost::Strategy& strategy, bool timed);
   // The cost model of `devices` devices of the search's kind, hosts and
   // links: for programs smaller than the search's mesh.
   absl::StatusOr<const planner::cost::CostModel*> modelOf(int64_t devices);
-  // pipelineBound's and memoryLowerBound's figures for a pipeline
-  // candidate (the last one's kept: the search asks for both in turn).
-  absl::StatusOr<planner::cost::PipelineBound> boundsFor(const planner::cost::Strategy& strategy);
+  // memoryLowerBound for a pipeline candidate (cost::pipelineMemoryBound),
+  // from the model's program without stages and without pricing: the
+  // search asks it of every pipeline group, and it prunes most of them.
+  int64_t pipelineMemoryBound(const planner::cost::Strategy& strategy);
   // The layers of each of the candidate's chunks, balanced as plan-stages
   // balances them.
   absl::StatusOr<std::vector<int64_t>> chunkLayers(const planner::cost::Strategy& strategy);
@@ -181,15 +184,14 @@ class TemplatePricer final : public planner::cost::StepPricer {
   std::map<Key, Template> templates_;
   std::map<std::pair<MeshKey, int64_t>, mlir::OwningOpRef<mlir::ModuleOp>> placed_staged_;
   std::map<StagedKey, StagedTemplate> staged_;
-  // (tp, sequence parallelism, recompute, micro-batch, fsdp) -> the model's
-  // compute and state layer by layer there.
-  std::map<std::tuple<int64_t, bool, planner::cost::Recompute, int64_t, int64_t>,
+  // (tp, sequence parallelism, recompute, micro-batch, timed) -> the
+  // model's compute and state layer by layer there, without an fsdp axis.
+  std::map<std::tuple<int64_t, bool, planner::cost::Recompute, int64_t, bool>,
            planner::cost::LayerCompute>
       layer_compute_;
   // (tp, sequence parallelism, recompute, chunks) -> layers per chunk.
   std::map<std::tuple<int64_t, bool, planner::cost::Recompute, int64_t>, std::vector<int64_t>>
       chunk_layers_;
-  std::optional<std::pair<planner::cost::Strategy, planner::cost::PipelineBound>> last_bound_;
   std::map<int64_t, planner::cost::CostModel> sub_models_;
   // The last pipeline candidate estimated: the search asks for a group's
   // memory bound, then its base's estimate.

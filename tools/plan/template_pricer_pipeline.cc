@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -99,13 +100,17 @@ absl::Status TemplatePricer::sizeFor(StagedTemplate& t, const cost::Strategy& s)
   return absl::OkStatus();
 }
 
-absl::StatusOr<const cost::LayerCompute*> TemplatePricer::layerComputeFor(const cost::Strategy& s) {
-  const std::tuple key{s.tp, s.sequence_parallel, s.recompute, s.micro_batch, s.fsdp};
+absl::StatusOr<const cost::LayerCompute*> TemplatePricer::layerComputeFor(const cost::Strategy& s,
+                                                                          bool timed) {
+  const std::tuple key{s.tp, s.sequence_parallel, s.recompute, s.micro_batch, timed};
   if (auto it = layer_compute_.find(key); it != layer_compute_.end()) return &it->second;
   // A rank's compute depends on its tp, sequence parallelism, recompute and
-  // micro-batch, and its parameter state on its fsdp and tp: one template
-  // with an fsdp axis and the pipeline's default knobs serves every mesh,
-  // re-sized to the candidate's fsdp and micro-batch.
+  // micro-batch, and its parameter state on its fsdp and tp. It is read
+  // without an fsdp axis, so that it bounds every fsdp size: a gather only
+  // adds time, and pipelineMemoryBound divides the state by the
+  // candidate's fsdp. One template with an fsdp axis and the pipeline's
+  // default knobs serves every mesh, re-sized to fsdp 1 and the
+  // candidate's micro-batch.
   const cost::Strategy unstaged{.fsdp = 2,
                                 .tp = s.tp,
                                 .micro_batch = s.micro_batch,
@@ -117,7 +122,7 @@ absl::StatusOr<const cost::LayerCompute*> TemplatePricer::layerComputeFor(const 
   std::vector<loom::plan::Program> programs = std::move((*t)->shorter.programs);
   loom::plan::Plan sized = (*t)->shorter;
   (*t)->shorter.programs = std::move(programs);
-  const cost::Resize resize{.axis_sizes = {{"fsdp", s.fsdp}},
+  const cost::Resize resize{.axis_sizes = {{"fsdp", 1}},
                             .template_micro_batch = (*t)->micro_batch,
                             .micro_batch = s.micro_batch};
   if (absl::Status status = cost::resizePlanInto((*t)->shorter, resize, sized); !status.ok()) {
@@ -126,28 +131,21 @@ absl::StatusOr<const cost::LayerCompute*> TemplatePricer::layerComputeFor(const 
   // The template's layers priced on a topology of its mesh's size (the
   // same devices and links), then repeated to the model's: every layer
   // does the same work.
-  absl::StatusOr<const cost::CostModel*> model = modelOf(sized.mesh.size());
-  if (!model.ok()) return model.status();
   const cost::Repeated whole = cost::wholePlan((*t)->shorter);
   const cost::RepeatedProgram program((*t)->shorter, sized, whole);
-  absl::StatusOr<cost::PlanPrice> price = cost::priceProgram(program, **model);
-  if (!price.ok()) return price.status();
-  absl::StatusOr<cost::LayerCompute> compute = cost::layerCompute(program, *price);
+  std::optional<cost::PlanPrice> price;
+  if (timed) {
+    absl::StatusOr<const cost::CostModel*> model = modelOf(sized.mesh.size());
+    if (!model.ok()) return model.status();
+    absl::StatusOr<cost::PlanPrice> priced = cost::priceProgram(program, **model);
+    if (!priced.ok()) return priced.status();
+    price = *std::move(priced);
+  }
+  absl::StatusOr<cost::LayerCompute> compute =
+      cost::layerCompute(program, price ? &*price : nullptr);
   if (!compute.ok()) return compute.status();
   return &layer_compute_.emplace(key, cost::repeatLayers(*compute, pipelineLayers()))
               .first->second;
-}
-
-absl::StatusOr<cost::PipelineBound> TemplatePricer::boundsFor(const cost::Strategy& s) {
-  if (last_bound_ && last_bound_->first == s) return last_bound_->second;
-  absl::StatusOr<const cost::LayerCompute*> compute = layerComputeFor(s);
-  if (!compute.ok()) return compute.status();
-  absl::StatusOr<std::vector<int64_t>> counts = chunkLayers(s);
-  if (!counts.ok()) return counts.status();
-  absl::StatusOr<cost::PipelineBound> bound =
-      cost::pipelineBound(**compute, *counts, s.schedule, {s.pp, s.virtual_stages, s.accumulation});
-  if (bound.ok()) last_bound_ = {s, *bound};
-  return bound;
 }
 
 absl::StatusOr<const cost::CostModel*> TemplatePricer::modelOf(int64_t devices) {
@@ -171,8 +169,25 @@ absl::StatusOr<const cost::CostModel*> TemplatePricer::modelOf(int64_t devices) 
 }
 
 double TemplatePricer::pipelineBound(const cost::Strategy& s) {
-  absl::StatusOr<cost::PipelineBound> bound = boundsFor(s);
-  return bound.ok() ? bound->step_s : 0;  // estimate() reports the error
+  absl::StatusOr<const cost::LayerCompute*> compute = layerComputeFor(s, /*timed=*/true);
+  absl::StatusOr<std::vector<int64_t>> counts =
+      compute.ok() ? chunkLayers(s) : absl::StatusOr<std::vector<int64_t>>(compute.status());
+  absl::StatusOr<double> bound =
+      counts.ok() ? cost::pipelineStepBound(**compute, *counts, s.schedule,
+                                            {s.pp, s.virtual_stages, s.accumulation})
+                  : absl::StatusOr<double>(counts.status());
+  return bound.ok() ? *bound : 0;  // estimate() reports the error
+}
+
+int64_t TemplatePricer::pipelineMemoryBound(const cost::Strategy& s) {
+  absl::StatusOr<const cost::LayerCompute*> compute = layerComputeFor(s, /*timed=*/false);
+  absl::StatusOr<std::vector<int64_t>> counts =
+      compute.ok() ? chunkLayers(s) : absl::StatusOr<std::vector<int64_t>>(compute.status());
+  absl::StatusOr<int64_t> bound =
+      counts.ok() ? cost::pipelineMemoryBound(**compute, *counts, s.schedule,
+                                              {s.pp, s.virtual_stages, s.accumulation}, s.fsdp)
+                  : absl::StatusOr<int64_t>(counts.status());
+  return bound.ok() ? *bound : 0;  // estimate() reports the error
 }
 
 absl::StatusOr<std::vector<int64_t>> TemplatePricer::chunkLayers(const cost::Strategy& s) {
@@ -185,15 +200,15 @@ absl::StatusOr<std::vector<int64_t>> TemplatePricer::chunkLayers(const cost::Str
   // FLOPs scale with the micro-batch and do not depend on the data axes:
   // one balance per tp, sequence parallelism and recompute, read at one
   // sequence per rank.
-  cost::Strategy unit = s;
-  unit.micro_batch = 1;
-  unit.fsdp = 2;
-  absl::StatusOr<const cost::LayerCompute*> compute = layerComputeFor(unit);
-  if (!compute.ok()) return compute.status();
   auto [it, fresh] =
       chunk_layers_.try_emplace({s.tp, s.sequence_parallel, s.recompute, chunks});
   if (fresh) {
-    absl::StatusOr<std::vector<int64_t>> counts = cost::balanceChunks(**compute, chunks);
+    cost::Strategy unit = s;
+    unit.micro_batch = 1;
+    absl::StatusOr<const cost::LayerCompute*> compute = layerComputeFor(unit, /*timed=*/false);
+    absl::StatusOr<std::vector<int64_t>> counts =
+        compute.ok() ? cost::balanceChunks(**compute, chunks)
+                     : absl::StatusOr<std::vector<int64_t>>(compute.status());
     if (!counts.ok()) {
       chunk_layers_.erase(it);
       return counts.status();

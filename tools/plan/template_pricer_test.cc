@@ -209,6 +209,31 @@ TEST(TemplatePricerTest, PipelineCandidatesEqualTheirFullPlans) {
                      .accumulation = 4});
 }
 
+// A pipeline's memory bound, read before its stages are planned, counts
+// what its fullest stage must hold: its layers' parameters and optimizer
+// states, and the saved activations of the micro-batches its schedule
+// keeps in flight (GPipe all of them, 1F1B at most one per stage), enough
+// of its peak for the search to prune by it.
+TEST(TemplatePricerTest, ThePipelineMemoryBoundCountsTheMicroBatchesInFlight) {
+  Fixture f("tiny:layers=20,hidden=64,heads=4,kv_heads=2,ffn=96,vocab=250,seq=16");
+  using planner::stages::PipelineSchedule;
+  for (int64_t micro : {1, 4}) {
+    const cost::Strategy oneFOneB{.pp = 2, .dp = 8, .micro_batch = micro, .accumulation = 8};
+    cost::Strategy gpipe = oneFOneB;
+    gpipe.schedule = PipelineSchedule::kGpipe;
+    const int64_t oneFOneBBound = f.pricer.memoryLowerBound(oneFOneB);
+    const int64_t gpipeBound = f.pricer.memoryLowerBound(gpipe);
+    EXPECT_LT(oneFOneBBound, gpipeBound) << "micro-batch " << micro;
+    for (const cost::Strategy& s : {oneFOneB, gpipe}) {
+      auto e = f.pricer.estimate(s);
+      ASSERT_TRUE(e.ok()) << e.status();
+      const int64_t bound = f.pricer.memoryLowerBound(s);
+      EXPECT_LE(bound, e->peak_bytes) << s.parallelism() << " micro-batch " << micro;
+      EXPECT_GE(bound, e->peak_bytes / 2) << s.parallelism() << " micro-batch " << micro;
+    }
+  }
+}
+
 // The memory bound of a mesh and micro-batch holds for every knob setting.
 TEST(TemplatePricerTest, TheMemoryBoundHoldsForEveryVariant) {
   for (const char* spec : {kLlama, kGpt2}) {
