@@ -123,7 +123,9 @@ void addMemory(const PricedProgram& program, const std::string& stack,
     const bool reduced = b.role == plan::BufferRole::kGrad && live.last >= optimizerStart;
     if (persistent || reduced) {
       if (const std::optional<int64_t> index = partOfParam(id, paramName(b.name))) {
-        (persistent ? part(*index).resident_bytes : part(*index).grad_bytes) += b.bytes;
+        LayerCompute::Part& p = part(*index);
+        (persistent ? p.resident_bytes : p.grad_bytes) += b.bytes;
+        if (b.role == plan::BufferRole::kOptimizerState) p.optimizer_bytes += b.bytes;
       }
       continue;
     }
@@ -322,6 +324,23 @@ absl::StatusOr<int64_t> pipelineMemoryBound(const LayerCompute& compute,
     most = std::max(most, held / state_shards + std::max(mostInFlight, reduced / state_shards));
   }
   return most;
+}
+
+int64_t stackMemoryBound(const LayerCompute& compute, int64_t state_shards,
+                         bool optimizer_on_host) {
+  int64_t state = 0;
+  int64_t grads = 0;
+  int64_t saved = 0;
+  auto add = [&](const LayerCompute::Part& part) {
+    // Offloaded, the optimizer reads its gradients on the host too.
+    state += part.resident_bytes - (optimizer_on_host ? part.optimizer_bytes : 0);
+    grads += optimizer_on_host ? 0 : part.grad_bytes;
+    saved += part.saved_bytes;
+  };
+  for (const LayerCompute::Part& layer : compute.layers) add(layer);
+  add(compute.before);
+  add(compute.after);
+  return state / state_shards + std::max(saved, grads / state_shards);
 }
 
 }  // namespace loom::planner::cost

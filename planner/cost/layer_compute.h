@@ -30,6 +30,7 @@ struct LayerCompute {
     double backward_s = 0;
     double blocking_s = 0;
     int64_t resident_bytes = 0;
+    int64_t optimizer_bytes = 0;  // of resident_bytes, the optimizer states'
     int64_t grad_bytes = 0;
     int64_t saved_bytes = 0;
   };
@@ -79,6 +80,15 @@ absl::StatusOr<int64_t> pipelineMemoryBound(const LayerCompute& compute,
                                             stages::PipelineSchedule schedule,
                                             const stages::PipelineShape& shape,
                                             int64_t state_shards);
+
+// The least one rank of a plan without stages holds at once, read the
+// same way: every part's parameters and optimizer states (divided by
+// `state_shards`), with the larger of the gradients the optimizer reads or
+// one micro-batch's saved activations; with the optimizer on the host, its
+// states and the gradients it reads are left out. Looser than the plan's own bound, but it needs no
+// template of the candidate's mesh: the search asks it first.
+int64_t stackMemoryBound(const LayerCompute& compute, int64_t state_shards,
+                         bool optimizer_on_host);
 
 }  // namespace loom::planner::cost
 

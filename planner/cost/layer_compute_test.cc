@@ -73,6 +73,20 @@ TEST(PipelineStepBoundTest, ComputeMakespanPlusEachMicroBatchsBlockingCollective
   EXPECT_DOUBLE_EQ(*bound, *without + 3 * 1.0);
 }
 
+TEST(StackMemoryBoundTest, StatesWithActivationsOrGradients) {
+  LayerCompute compute = fourLayers(100);
+  for (LayerCompute::Part& layer : compute.layers) layer.optimizer_bytes = 8;
+  // State 4 x 10 + 50 + 70, activations 4 x 100 + 30 + 200.
+  EXPECT_EQ(stackMemoryBound(compute, 1, false), 160 + 630);
+  EXPECT_EQ(stackMemoryBound(compute, 2, false), 80 + 630);
+  // Offloaded, the optimizer states are on the host.
+  EXPECT_EQ(stackMemoryBound(compute, 1, true), 160 - 32 + 630);
+  // Without saved activations, the gradients the optimizer reads, unless
+  // it reads them on the host.
+  EXPECT_EQ(stackMemoryBound(fourLayers(0), 1, false), 160 + 24);
+  EXPECT_EQ(stackMemoryBound(fourLayers(0), 1, true), 160);
+}
+
 TEST(PipelineBoundTest, RejectsAShapeTheScheduleCannotRun) {
   // Interleaving needs micro-batches in groups of the stage count.
   auto bound = pipelineMemoryBound(fourLayers(100), {1, 1, 1, 1},

@@ -686,7 +686,12 @@ absl::StatusOr<SearchResult> searchMesh(const CostModel& model, StepPricer& pric
       }
     }
     // Asked here, not when enumerating, so that a recompute group skipped
-    // above costs no template.
+    // above costs no template; the quick bound first, which needs none of
+    // the group's own.
+    if (!options.exhaustive && pricer.quickMemoryBound(group.base) > result.memory_cap_bytes) {
+      result.pruned_memory += static_cast<int64_t>(group.variants.size());
+      continue;
+    }
     group.memory_bound = pricer.memoryLowerBound(group.base);
     if (!options.exhaustive && group.memory_bound > result.memory_cap_bytes) {
       result.pruned_memory += static_cast<int64_t>(group.variants.size());

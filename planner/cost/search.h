@@ -127,6 +127,10 @@ class StepPricer {
   // `strategy`'s mesh, micro-batch, recompute and offload, whatever its
   // prefetch, resharding and buckets.
   virtual int64_t memoryLowerBound(const Strategy& strategy) = 0;
+  // A looser, cheaper lower bound of the same, which the search asks
+  // first: a group over the cap by it is skipped without the other. 0
+  // where there is none cheaper.
+  virtual int64_t quickMemoryBound(const Strategy& /*strategy*/) { return 0; }
   virtual absl::StatusOr<StepEstimate> estimate(const Strategy& strategy) = 0;
   // For a strategy with pipeline stages: a lower bound of the step time of
   // every plan with its mesh, micro-batch, schedule and recompute, cheap

@@ -85,6 +85,11 @@ class TemplatePricer final : public planner::cost::StepPricer {
   // in device memory and the activations live at the end of the forward
   // phase.
   int64_t memoryLowerBound(const planner::cost::Strategy& strategy) override;
+  // Without stages, cost::stackMemoryBound from the layer table that
+  // pipelines are bounded by (one template per tp, sequence parallelism,
+  // recompute and micro-batch, shared by every mesh); 0 for pipelines
+  // (their memoryLowerBound is as cheap) and for graphs without a stack.
+  int64_t quickMemoryBound(const planner::cost::Strategy& strategy) override;
   absl::StatusOr<planner::cost::StepEstimate> estimate(
       const planner::cost::Strategy& strategy) override;
 

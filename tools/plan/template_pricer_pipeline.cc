@@ -179,6 +179,13 @@ double TemplatePricer::pipelineBound(const cost::Strategy& s) {
   return bound.ok() ? *bound : 0;  // estimate() reports the error
 }
 
+int64_t TemplatePricer::quickMemoryBound(const cost::Strategy& s) {
+  if (s.pp > 1 || pipelineLayers() == 0) return 0;
+  absl::StatusOr<const cost::LayerCompute*> compute = layerComputeFor(s, /*timed=*/false);
+  // An error here is the full bound's and estimate()'s to report.
+  return compute.ok() ? cost::stackMemoryBound(**compute, s.fsdp, s.offload_optimizer) : 0;
+}
+
 int64_t TemplatePricer::pipelineMemoryBound(const cost::Strategy& s) {
   absl::StatusOr<const cost::LayerCompute*> compute = layerComputeFor(s, /*timed=*/false);
   absl::StatusOr<std::vector<int64_t>> counts =

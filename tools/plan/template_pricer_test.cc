@@ -234,6 +234,34 @@ TEST(TemplatePricerTest, ThePipelineMemoryBoundCountsTheMicroBatchesInFlight) {
   }
 }
 
+// The quick memory bound the search asks first (from the layer table, no
+// template of the candidate's mesh) holds under every candidate's peak,
+// offloaded ones included, and is 0 for pipelines.
+TEST(TemplatePricerTest, TheQuickMemoryBoundHoldsForEveryCandidate) {
+  for (const char* spec : {kLlama, kGpt2}) {
+    SCOPED_TRACE(spec);
+    Fixture f(spec);
+    for (const cost::Strategy& s :
+         {cost::Strategy{.fsdp = 16}, cost::Strategy{.fsdp = 16, .micro_batch = 2},
+          cost::Strategy{.dp = 2, .fsdp = 4, .tp = 2, .reshard_after_forward = false},
+          cost::Strategy{.fsdp = 8, .tp = 2, .micro_batch = 3, .accumulation = 2},
+          cost::Strategy{.dp = 16}, cost::Strategy{.dp = 16, .accumulation = 2},
+          cost::Strategy{.fsdp = 16, .recompute = cost::Recompute::kFull},
+          cost::Strategy{.dp = 8, .tp = 2, .recompute = cost::Recompute::kSelective,
+                         .sequence_parallel = true},
+          cost::Strategy{.fsdp = 16, .offload_optimizer = true},
+          cost::Strategy{.dp = 16, .accumulation = 2, .offload_optimizer = true}}) {
+      auto e = f.pricer.estimate(s);
+      ASSERT_TRUE(e.ok()) << e.status();
+      const int64_t quick = f.pricer.quickMemoryBound(s);
+      EXPECT_LE(quick, e->peak_bytes) << s.parallelism() << " | " << s.knobs();
+      EXPECT_GT(quick, 0) << s.parallelism() << " | " << s.knobs();
+    }
+  }
+  Fixture staged("tiny:layers=20,hidden=64,heads=4,kv_heads=2,ffn=96,vocab=250,seq=16");
+  EXPECT_EQ(staged.pricer.quickMemoryBound({.pp = 2, .fsdp = 8, .accumulation = 4}), 0);
+}
+
 // The memory bound of a mesh and micro-batch holds for every knob setting.
 TEST(TemplatePricerTest, TheMemoryBoundHoldsForEveryVariant) {
   for (const char* spec : {kLlama, kGpt2}) {
@@ -259,6 +287,10 @@ TEST(TemplatePricerTest, TheMemoryBoundHoldsForEveryVariant) {
         }
       }
       EXPECT_LE(bound, least) << base.meshSpec();
+      // The quick bound, from the layer table, holds too (and is not 0:
+      // it counts the states and the activations).
+      EXPECT_LE(f.pricer.quickMemoryBound(base), least) << base.meshSpec();
+      EXPECT_GT(f.pricer.quickMemoryBound(base), bound / 4) << base.meshSpec();
       // A variant that keeps the forward's copies holds what the base
       // gathers again in its backward on top (the search's bound for it).
       if (base.fsdp > 1) {
