@@ -16,7 +16,8 @@
 #   data/       the single-rank plans (f32, f32 with full recompute, two
 #               micro-steps, bf16, f32 and bf16 with offloaded optimizer
 #               states, the 1B step with and without offload) that
-#               executor_cuda_test and the GPU training slots run
+#               executor_cuda_test and the GPU training slots run, and a
+#               pp 2 plan for two GPUs
 #   MANIFEST    file, size, sha256 and the commit it was built from, the
 #               CUDA libraries the machine must have, and the newest glibc
 #               and libstdc++ symbol versions the files ask for
@@ -57,7 +58,7 @@ binaries=(
 # //runtime/executor/testdata:NAME_plan into
 # runtime/executor/testdata/NAME/plan.json and goes to data/NAME/plan.json.
 plans=(llama_single llama_bf16_single llama_full_single accum_llama_single_m2 llama_1b_bf16_h200
-  llama_offload_single llama_bf16_offload_single llama_1b_bf16_offload_h200)
+  llama_offload_single llama_bf16_offload_single llama_1b_bf16_offload_h200 pipe_pp2)
 plan_labels=()
 for plan in "${plans[@]}"; do plan_labels+=("//runtime/executor/testdata:${plan}_plan"); done
 

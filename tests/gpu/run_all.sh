@@ -443,11 +443,11 @@ if find_binary calibrate_gpu calibrate; then
     --out="$profile" --group_sizes= --gemm_shapes=128,1024,4096 --repeats=3
 fi
 
-# train_on_gpu NAME PLAN_NAME: 10 steps of the bundle's plan on the GPU,
-# beside the same run on the CPU (within the budget; without it the key
-# figure just lacks the comparison).
+# train_on_gpu NAME PLAN_NAME [NPROC]: 10 steps of the bundle's plan on the
+# GPU (NPROC ranks, one GPU each; default 1), beside the same run on the CPU
+# (within the budget; without it the key figure just lacks the comparison).
 train_on_gpu() {
-  local name="$1" plan="$bundle/data/$2/plan.json" flags limit
+  local name="$1" plan="$bundle/data/$2/plan.json" nproc="${3:-1}" flags limit
   find_binary "$name" train || return 0
   # absl's --helpfull exits 1; read its text, not its status.
   flags="$(env LD_LIBRARY_PATH="$libpath" timeout 20 "$BINARY" --helpfull 2>&1 </dev/null)"
@@ -459,7 +459,7 @@ train_on_gpu() {
     record "$name" MISSING 0 "no $plan in the bundle (build_bundle.sh builds ${2}_plan)"
     return 0
   fi
-  local common=(--plan="$plan" --steps=10 --nproc=1 --progress=false --timeout_s=60)
+  local common=(--plan="$plan" --steps=10 --nproc="$nproc" --progress=false --timeout_s=60)
   limit="$(time_for 60)"
   if [[ "$limit" -ge 10 ]]; then
     env LD_LIBRARY_PATH="$libpath" timeout "$limit" "$BINARY" "${common[@]}" --device=cpu \
@@ -473,6 +473,18 @@ train_on_gpu train_gpu llama_single
 # Offload: gradients to pinned host memory on the copy stream, AdamW on the
 # host, parameters back.
 train_on_gpu train_offload_gpu llama_offload_single
+# Pipeline stages over NCCL: tiny Llama cut into pp 2 (1F1B over four
+# micro-batches), one stage per GPU, each micro-batch's activations and
+# their gradients sent point to point; its losses beside the same plan on
+# two CPU processes over gloo. NCCL refuses two ranks on one device, so one
+# GPU is not enough.
+gpus=0
+[[ "$gpu_visible" -eq 1 ]] && gpus="$(grep -c . <<<"$smi")"
+if [[ "$gpu_visible" -eq 1 && "$gpus" -lt 2 ]]; then
+  record train_pipeline_gpu SKIP 0 "not run: pp 2 over NCCL needs 2 GPUs; nvidia-smi lists $gpus"
+else
+  train_on_gpu train_pipeline_gpu pipe_pp2 2
+fi
 
 # The MFU target: a 1.07B-parameter Llama in bf16 (f32 master copies) on one
 # GPU, batch 8 x 2048 tokens, 8 steps; checks off so they cost nothing.

@@ -3,7 +3,8 @@
 # logs (tests/gpu/testdata) and exit as the real ones do, and checks the
 # report: gtest all skipped, passed and failed; a bench that exits 3; a
 # binary that is not built; a loader failure; a GPU that nvidia-smi shows but
-# a check skips; a training run on either device, with and without offload;
+# a check skips; a training run on either device, with and without offload,
+# and pipeline stages on two GPUs (not run where nvidia-smi lists one);
 # an exhausted time budget;
 # and the exit code of each case.
 set -uo pipefail
@@ -82,7 +83,7 @@ expect_row calibrate_gpu FAIL "error while loading shared libraries: libcublas.s
 expect_row train_gpu MISSING "CUDA executor not built yet"
 expect_row train_offload_gpu MISSING "CUDA executor not built yet"
 expect_row step_offload MISSING "no .*llama_1b_bf16_offload_h200/plan.json in the bundle"
-grep -q "^FAILED: 2 of 14 checks failed (2 passed, 2 skipped, 8 missing)" <<<"$REPORT" ||
+grep -q "^FAILED: 2 of 15 checks failed (2 passed, 2 skipped, 9 missing)" <<<"$REPORT" ||
   fail "$CASE: verdict line wrong:"$'\n'"$REPORT"
 [[ -s "$tmp/mixed.out/logs/gpu_measure.log" ]] || fail "$CASE: no log for gpu_measure"
 grep -q "no GPU visible" <<<"$OUTPUT" || fail "$CASE: no 'no GPU visible' line"
@@ -101,7 +102,7 @@ run skipped "$b" "${no_gpu[@]}"
 expect_rc 0
 expect_row calibrate_gpu SKIP "no usable GPU"
 expect_row comm_bench_nccl MISSING "comm-bench is not in skipped/bin"
-grep -q "^no GPU: 9 checks skipped (5 missing, none failed)" <<<"$REPORT" ||
+grep -q "^no GPU: 9 checks skipped (6 missing, none failed)" <<<"$REPORT" ||
   fail "$CASE: verdict line wrong:"$'\n'"$REPORT"
 
 # 3. nvidia-smi lists a GPU: a check that skips for want of one fails, and a
@@ -123,6 +124,9 @@ grep -q "^## gemm_bench" <<<"$REPORT" || fail "$CASE: no gemm_bench section"
 grep -qF "| grad_w    |   4096 |  2048 |  32000 | bf16 |" <<<"$REPORT" ||
   fail "$CASE: gemm_bench's table rows are missing from the report"
 grep -q "nvidia-smi: NVIDIA H200" <<<"$OUTPUT" || fail "$CASE: no nvidia-smi line"
+# One GPU: pp 2 over NCCL needs two, so it is not run, and that is no
+# failure.
+expect_row train_pipeline_gpu SKIP "not run: pp 2 over NCCL needs 2 GPUs; nvidia-smi lists 1"
 
 # 4. A train with --device (the CUDA executor): the CUDA run's losses, beside
 # the CPU run's.
@@ -179,6 +183,13 @@ expect_rc 0
 expect_row train_offload_gpu PASS "3 steps, loss 2.5000 -> 1.5000, max abs\\(cuda - cpu\\) 2.50e-06"
 expect_row step_offload PASS \
   "median step 214.30 ms against 250.00 ms planned; device peak \\+0.0 % and host peak \\+1.0 % of the plan"
+# Pipeline stages on two ranks: the losses of rank 0 beside the CPU's.
+expect_row train_pipeline_gpu MISSING "no .*pipe_pp2/plan.json in the bundle"
+mkdir -p "$b/data/pipe_pp2"
+echo '{}' >"$b/data/pipe_pp2/plan.json"
+run train_pipeline "$b" "${no_gpu[@]}"
+expect_rc 0
+expect_row train_pipeline_gpu PASS "3 steps, loss 2.5000 -> 1.5000, max abs\\(cuda - cpu\\) 2.50e-06"
 
 # 5. The time budget is spent before a check starts: it is not run.
 CASE="budget spent"
