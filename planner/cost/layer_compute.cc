@@ -53,7 +53,6 @@ std::string stackOf(const PricedProgram& program) {
   return stack;
 }
 
-
 // A part of LayerCompute: a layer of the stack (>= 0), the ops before or
 // after it; kNoPart and kMixed (touched by several parts) own no buffer.
 constexpr int64_t kBefore = -1;
@@ -68,9 +67,10 @@ std::string_view paramName(std::string_view name) {
   return colon == std::string_view::npos ? name : name.substr(colon + 1);
 }
 
-// Adds each part's resident and saved bytes (LayerCompute::Part) to
-// `part(index)`, from `partOf`, each instruction's part. A saved activation
-// is live across the end of the first forward (the backward reads it).
+// Adds each part's resident, optimizer, gradient and saved bytes
+// (LayerCompute::Part) to `part(index)`, from `partOf`, each instruction's
+// part. A saved activation is live across the end of the first forward
+// (the backward reads it); a reduced gradient, into the optimizer phase.
 template <typename PartFn>
 void addMemory(const PricedProgram& program, const std::string& stack,
                const std::vector<int64_t>& partOf, PartFn&& part) {
@@ -87,10 +87,10 @@ void addMemory(const PricedProgram& program, const std::string& stack,
     if (phase == plan::Phase::kOptimizer) optimizerStart = std::min(optimizerStart, order);
     const int64_t index = partOf[order];
     if (index == kNoPart) continue;
+    auto claim = [&](int64_t& o) { o = o == kNoPart || o == index ? index : kMixed; };
     auto touch = [&](int64_t id) {
-      for (int64_t* o : {&owner[id], phase == plan::Phase::kBackward ? &backwardOwner[id] : nullptr}) {
-        if (o != nullptr) *o = *o == kNoPart || *o == index ? index : kMixed;
-      }
+      claim(owner[id]);
+      if (phase == plan::Phase::kBackward) claim(backwardOwner[id]);
     };
     for (int64_t id : program.operands(order)) touch(id);
     for (int64_t id : program.results(order)) touch(id);
@@ -137,6 +137,7 @@ void addMemory(const PricedProgram& program, const std::string& stack,
     if (saved && reader != kNoPart && reader != kMixed) part(reader).saved_bytes += b.bytes;
   }
 }
+
 }  // namespace
 
 absl::StatusOr<LayerCompute> layerCompute(const PricedProgram& program, const PlanPrice* price) {
