@@ -317,9 +317,7 @@ absl::StatusOr<int64_t> DeviceMesh::axisSize(std::string_view name) const {
 bool DeviceMesh::contains(int64_t rank) const { return indexOf(rank).ok(); }
 
 absl::StatusOr<int64_t> DeviceMesh::indexOf(int64_t rank) const {
-  if (index_by_rank_.empty()) {
-    if (rank >= 0 && rank < size()) return rank;
-  }
+  if (index_by_rank_.empty() && rank >= 0 && rank < size()) return rank;
   auto it = std::lower_bound(index_by_rank_.begin(), index_by_rank_.end(),
                              std::pair<int64_t, int64_t>(rank, 0));
   if (it == index_by_rank_.end() || it->first != rank) {

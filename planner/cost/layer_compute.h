@@ -85,8 +85,9 @@ absl::StatusOr<int64_t> pipelineMemoryBound(const LayerCompute& compute,
 // same way: every part's parameters and optimizer states (divided by
 // `state_shards`), with the larger of the gradients the optimizer reads or
 // one micro-batch's saved activations; with the optimizer on the host, its
-// states and the gradients it reads are left out. Looser than the plan's own bound, but it needs no
-// template of the candidate's mesh: the search asks it first.
+// states and the gradients it reads are left out. Looser than the plan's
+// own bound, but it needs no template of the candidate's mesh: the search
+// asks it first.
 int64_t stackMemoryBound(const LayerCompute& compute, int64_t state_shards,
                          bool optimizer_on_host);
 

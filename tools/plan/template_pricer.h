@@ -173,6 +173,14 @@ class TemplatePricer final : public planner::cost::StepPricer {
   // from the model's program without stages and without pricing: the
   // search asks it of every pipeline group, and it prunes most of them.
   int64_t pipelineMemoryBound(const planner::cost::Strategy& strategy);
+  // The candidate's layer table (layerComputeFor) and its chunks'
+  // layers (chunkLayers): what its pipeline bounds read.
+  struct ChunkedLayers {
+    const planner::cost::LayerCompute* compute = nullptr;
+    std::vector<int64_t> counts;
+  };
+  absl::StatusOr<ChunkedLayers> chunkedLayers(const planner::cost::Strategy& strategy,
+                                              bool timed);
   // The layers of each of the candidate's chunks, balanced as plan-stages
   // balances them.
   absl::StatusOr<std::vector<int64_t>> chunkLayers(const planner::cost::Strategy& strategy);

@@ -168,15 +168,21 @@ absl::StatusOr<const cost::CostModel*> TemplatePricer::modelOf(int64_t devices) 
   return &sub_models_.emplace(devices, *std::move(model)).first->second;
 }
 
+absl::StatusOr<TemplatePricer::ChunkedLayers> TemplatePricer::chunkedLayers(
+    const cost::Strategy& s, bool timed) {
+  absl::StatusOr<const cost::LayerCompute*> compute = layerComputeFor(s, timed);
+  if (!compute.ok()) return compute.status();
+  absl::StatusOr<std::vector<int64_t>> counts = chunkLayers(s);
+  if (!counts.ok()) return counts.status();
+  return ChunkedLayers{*compute, *std::move(counts)};
+}
+
 double TemplatePricer::pipelineBound(const cost::Strategy& s) {
-  absl::StatusOr<const cost::LayerCompute*> compute = layerComputeFor(s, /*timed=*/true);
-  absl::StatusOr<std::vector<int64_t>> counts =
-      compute.ok() ? chunkLayers(s) : absl::StatusOr<std::vector<int64_t>>(compute.status());
-  absl::StatusOr<double> bound =
-      counts.ok() ? cost::pipelineStepBound(**compute, *counts, s.schedule,
-                                            {s.pp, s.virtual_stages, s.accumulation})
-                  : absl::StatusOr<double>(counts.status());
-  return bound.ok() ? *bound : 0;  // estimate() reports the error
+  absl::StatusOr<ChunkedLayers> layers = chunkedLayers(s, /*timed=*/true);
+  if (!layers.ok()) return 0;  // estimate() reports the error
+  absl::StatusOr<double> bound = cost::pipelineStepBound(
+      *layers->compute, layers->counts, s.schedule, {s.pp, s.virtual_stages, s.accumulation});
+  return bound.ok() ? *bound : 0;
 }
 
 int64_t TemplatePricer::quickMemoryBound(const cost::Strategy& s) {
@@ -187,14 +193,12 @@ int64_t TemplatePricer::quickMemoryBound(const cost::Strategy& s) {
 }
 
 int64_t TemplatePricer::pipelineMemoryBound(const cost::Strategy& s) {
-  absl::StatusOr<const cost::LayerCompute*> compute = layerComputeFor(s, /*timed=*/false);
-  absl::StatusOr<std::vector<int64_t>> counts =
-      compute.ok() ? chunkLayers(s) : absl::StatusOr<std::vector<int64_t>>(compute.status());
+  absl::StatusOr<ChunkedLayers> layers = chunkedLayers(s, /*timed=*/false);
+  if (!layers.ok()) return 0;  // estimate() reports the error
   absl::StatusOr<int64_t> bound =
-      counts.ok() ? cost::pipelineMemoryBound(**compute, *counts, s.schedule,
-                                              {s.pp, s.virtual_stages, s.accumulation}, s.fsdp)
-                  : absl::StatusOr<int64_t>(counts.status());
-  return bound.ok() ? *bound : 0;  // estimate() reports the error
+      cost::pipelineMemoryBound(*layers->compute, layers->counts, s.schedule,
+                                {s.pp, s.virtual_stages, s.accumulation}, s.fsdp);
+  return bound.ok() ? *bound : 0;
 }
 
 absl::StatusOr<std::vector<int64_t>> TemplatePricer::chunkLayers(const cost::Strategy& s) {
